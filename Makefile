@@ -1,0 +1,18 @@
+# Every Go module in the repository (the root and the examples/bench modules).
+MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;)
+
+.PHONY: test race crash bench lint
+
+test:
+	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 ./...); done
+
+race: test
+
+crash:
+	go test -race -tags crash_injection -count=1 -run 'Crash' ./...
+
+bench:
+	go test -run '^$$' -bench . -benchtime 20000x ./...
+
+lint:
+	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done

@@ -1,0 +1,105 @@
+// Package engine is mqlite's SQL core: the connection setup, queue
+// administration, enqueue, claim, settlement, sweeps and recovery. Every
+// function takes "now" as epoch milliseconds from the store's clock; nothing
+// here reads the wall clock or CURRENT_TIMESTAMP.
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
+)
+
+// PageSize is the page size of a new file. Small pages keep the WAL bytes of
+// one small commit low; see docs/benchmark.md for the measurement.
+const PageSize = 1024
+
+// DBTX is what the engine needs from a *sql.DB, *sql.Tx or *sql.Conn.
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ConnConfig configures the store's connection.
+type ConnConfig struct {
+	Path            string
+	SyncFull        bool
+	BusyTimeoutMS   int64
+	MaxMessageBytes int64
+	Now             func() int64    // epoch milliseconds from the store's clock
+}
+
+// storeFuncs is what the SQL functions of one store read. Close swaps it for
+// a closed value so a retained driver does not keep the store alive.
+type storeFuncs struct {
+	now      func() int64
+	maxBytes int64
+}
+
+// OpenDB opens the store's database handle: a private driver instance whose
+// connections carry the SQL functions mqlite_now() and
+// mqlite_max_message_bytes(), reading this store's clock and limit, so that
+// outbox statements on a caller's transaction use the same time as the
+// store. The pool holds exactly one connection: every statement of the
+// process is serialized on it before SQLite sees it.
+func OpenDB(cfg ConnConfig) (*sql.DB, func(), error) {
+	var fns atomic.Pointer[storeFuncs]
+	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes})
+	d := &sqlite.Driver{}
+	if err := d.RegisterScalarFunction("mqlite_now", 0,
+		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+			return fns.Load().now(), nil
+		}); err != nil {
+		return nil, nil, fmt.Errorf("register mqlite_now: %w", err)
+	}
+	if err := d.RegisterScalarFunction("mqlite_max_message_bytes", 0,
+		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+			return fns.Load().maxBytes, nil
+		}); err != nil {
+		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
+	}
+	sync := "NORMAL"
+	if cfg.SyncFull {
+		sync = "FULL"
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeoutMS))
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", "foreign_keys(0)")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Set("_txlock", "immediate")
+	db := sql.OpenDB(connector{d: d, dsn: cfg.Path + "?" + q.Encode()})
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	release := func() {
+		fns.Store(&storeFuncs{now: func() int64 { return 0 }})
+	}
+	return db, release, nil
+}
+
+type connector struct {
+	d   *sqlite.Driver
+	dsn string
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := c.d.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := newCachingConn(conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return cc, nil
+}
+func (c connector) Driver() driver.Driver                        { return c.d }

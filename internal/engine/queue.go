@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Queue is one row of the queues table, durations in milliseconds.
+type Queue struct {
+	Name             string
+	FIFO             bool
+	MaxDeliveryCount int64
+	LockDurationMS   int64
+	DedupWindowMS    int64
+	DefaultTTLMS     int64
+	DeadLetterOnTTL  bool
+	DLQMaxAgeMS      int64 // 0 = unbounded
+	DLQMaxCount      int64 // 0 = unbounded
+	DLQMaxBytes      int64 // 0 = unbounded
+	CreatedAt        int64
+	UpdatedAt        int64
+}
+
+const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
+	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at, updated_at`
+
+func ordering(fifo bool) string {
+	if fifo {
+		return "fifo"
+	}
+	return "standard"
+}
+
+// CreateQueue inserts q; an existing name is errs.ErrQueueExists.
+func CreateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
+	res, err := db.ExecContext(ctx, `INSERT INTO queues (name, ordering, max_delivery_count,
+		lock_duration_ms, dedup_window_ms, default_ttl_ms, dead_letter_on_ttl,
+		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+		q.Name, ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
+		q.DefaultTTLMS, q.DeadLetterOnTTL, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, now)
+	if err != nil {
+		return fmt.Errorf("create queue: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %q", errs.ErrQueueExists, q.Name)
+	}
+	return nil
+}
+
+// UpdateQueue replaces the settings of an existing queue. Its ordering can
+// not change while it holds messages, since the order already promised to
+// grouped messages would silently change.
+func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
+	cur, err := GetQueue(ctx, db, q.Name)
+	if err != nil {
+		return err
+	}
+	if cur.FIFO != q.FIFO {
+		var n int
+		if err := db.QueryRowContext(ctx,
+			`SELECT count(*) FROM (SELECT 1 FROM messages WHERE queue = ? LIMIT 1)`, q.Name).Scan(&n); err != nil {
+			return fmt.Errorf("update queue: %w", err)
+		}
+		if n > 0 {
+			return errs.Newf(errs.ErrInvalidOrdering, "ordering of a queue that holds messages cannot change")
+		}
+	}
+	_, err = db.ExecContext(ctx, `UPDATE queues SET ordering = ?, max_delivery_count = ?,
+		lock_duration_ms = ?, dedup_window_ms = ?, default_ttl_ms = ?, dead_letter_on_ttl = ?,
+		dlq_max_age_ms = ?, dlq_max_count = ?, dlq_max_bytes = ?, updated_at = ?
+		WHERE name = ?`,
+		ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
+		q.DeadLetterOnTTL, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, q.Name)
+	if err != nil {
+		return fmt.Errorf("update queue: %w", err)
+	}
+	return nil
+}
+
+// DeleteQueue removes a queue with all its messages, dedup rows, receipts
+// and attempts.
+func DeleteQueue(ctx context.Context, db DBTX, name string) error {
+	if _, err := GetQueue(ctx, db, name); err != nil {
+		return err
+	}
+	for _, stmt := range []string{
+		`DELETE FROM messages WHERE queue = ?`,
+		`DELETE FROM dedup WHERE queue = ?`,
+		`DELETE FROM settlement_receipts WHERE queue = ?`,
+		`DELETE FROM receive_attempts WHERE queue = ?`,
+		`DELETE FROM queues WHERE name = ?`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt, name); err != nil {
+			return fmt.Errorf("delete queue: %w", err)
+		}
+	}
+	return nil
+}
+
+// GetQueue reads one queue; a missing one is errs.ErrQueueNotFound.
+func GetQueue(ctx context.Context, db DBTX, name string) (Queue, error) {
+	q, err := scanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM queues WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Queue{}, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
+	}
+	if err != nil {
+		return Queue{}, fmt.Errorf("get queue: %w", err)
+	}
+	return q, nil
+}
+
+// ListQueues returns every queue in name order.
+func ListQueues(ctx context.Context, db DBTX) ([]Queue, error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+queueColumns+` FROM queues ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	defer rows.Close()
+	var out []Queue
+	for rows.Next() {
+		q, err := scanQueue(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanQueue(s scanner) (Queue, error) {
+	var q Queue
+	err := s.Scan(&q.Name, &q.FIFO, &q.MaxDeliveryCount, &q.LockDurationMS, &q.DedupWindowMS,
+		&q.DefaultTTLMS, &q.DeadLetterOnTTL, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
+		&q.CreatedAt, &q.UpdatedAt)
+	return q, err
+}

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"container/list"
+	"context"
+	"database/sql/driver"
+	"errors"
+	"sync"
+)
+
+// stmtCacheSize bounds the prepared statements kept per connection.
+const stmtCacheSize = 128
+
+// cachingConn wraps the store's SQLite connection and keeps its statements
+// prepared, keyed by SQL text. SQLite spends more time parsing and planning
+// mqlite's statements (the insert carries two triggers) than running them;
+// database/sql would prepare and finalize them on every call. A statement
+// still in use by open rows is not shared: a second caller gets a fresh
+// one-shot statement instead.
+type cachingConn struct {
+	driver.Conn
+	mu    sync.Mutex
+	lru   *list.List // of *cachedStmt, most recently used first
+	byKey map[string]*list.Element
+}
+
+type cachedStmt struct {
+	query string
+	stmt  driver.Stmt
+	busy  bool
+}
+
+type rawConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+}
+
+var (
+	_ rawConn = (*cachingConn)(nil)
+)
+
+func newCachingConn(c driver.Conn) (*cachingConn, error) {
+	if _, ok := c.(rawConn); !ok {
+		return nil, errors.New("sqlite connection lacks the context interfaces mqlite needs")
+	}
+	return &cachingConn{Conn: c, lru: list.New(), byKey: map[string]*list.Element{}}, nil
+}
+
+func (c *cachingConn) raw() rawConn { return c.Conn.(rawConn) }
+
+// Unwrap returns the SQLite connection.
+func (c *cachingConn) Unwrap() driver.Conn { return c.Conn }
+
+func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.raw().BeginTx(ctx, opts)
+}
+
+func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.raw().PrepareContext(ctx, query)
+}
+
+func (c *cachingConn) Ping(ctx context.Context) error { return c.raw().Ping(ctx) }
+
+func (c *cachingConn) ResetSession(ctx context.Context) error { return c.raw().ResetSession(ctx) }
+
+func (c *cachingConn) IsValid() bool { return c.raw().IsValid() }
+
+// acquire returns the cached statement for query, preparing it on first use,
+// or nil when the cached one is busy.
+func (c *cachingConn) acquire(ctx context.Context, query string) (*cachedStmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[query]; ok {
+		cs := el.Value.(*cachedStmt)
+		if cs.busy {
+			return nil, nil
+		}
+		c.lru.MoveToFront(el)
+		cs.busy = true
+		return cs, nil
+	}
+	st, err := c.raw().PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	cs := &cachedStmt{query: query, stmt: st, busy: true}
+	c.byKey[query] = c.lru.PushFront(cs)
+	c.evict()
+	return cs, nil
+}
+
+// evict closes the least recently used idle statements beyond the bound.
+func (c *cachingConn) evict() {
+	for el := c.lru.Back(); el != nil && c.lru.Len() > stmtCacheSize; {
+		prev := el.Prev()
+		if cs := el.Value.(*cachedStmt); !cs.busy {
+			c.lru.Remove(el)
+			delete(c.byKey, cs.query)
+			_ = cs.stmt.Close()
+		}
+		el = prev
+	}
+}
+
+func (c *cachingConn) release(cs *cachedStmt) {
+	c.mu.Lock()
+	cs.busy = false
+	c.mu.Unlock()
+}
+
+func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	cs, err := c.acquire(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if cs == nil {
+		return c.raw().ExecContext(ctx, query, args)
+	}
+	defer c.release(cs)
+	return cs.stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+}
+
+func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	cs, err := c.acquire(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if cs == nil {
+		return c.raw().QueryContext(ctx, query, args)
+	}
+	rows, err := cs.stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	if err != nil {
+		c.release(cs)
+		return nil, err
+	}
+	return &releasingRows{Rows: rows, release: func() { c.release(cs) }}, nil
+}
+
+// Close finalizes every cached statement, then closes the connection.
+func (c *cachingConn) Close() error {
+	c.mu.Lock()
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		_ = el.Value.(*cachedStmt).stmt.Close()
+	}
+	c.lru.Init()
+	c.byKey = map[string]*list.Element{}
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// releasingRows hands its statement back to the cache when closed.
+type releasingRows struct {
+	driver.Rows
+	once    sync.Once
+	release func()
+}
+
+func (r *releasingRows) Close() error {
+	err := r.Rows.Close()
+	r.once.Do(r.release)
+	return err
+}

@@ -1,0 +1,81 @@
+// Package testdb holds test helpers: a fake clock and a fresh store per test.
+// Library code never imports it.
+package testdb
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+)
+
+// Start is the fake clock's initial time: fixed so tests are repeatable.
+var Start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// Clock is a fake mqlite.Clock that moves only when told to. It is safe for
+// concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a fake clock set to Start.
+func NewClock() *Clock { return &Clock{now: Start} }
+
+// Now returns the fake time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Set moves the clock to t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// Bundle is what Open gives a test.
+type Bundle struct {
+	Store *mqlite.Store
+	Clock *Clock
+	Path  string
+}
+
+// Open opens a store on a fresh file in t.TempDir() with a fake clock, and
+// closes it when the test ends. opts.Clock is replaced by the fake clock.
+func Open(t testing.TB, opts mqlite.Options) *Bundle {
+	t.Helper()
+	clock := NewClock()
+	opts.Clock = clock
+	path := filepath.Join(t.TempDir(), "mq.db")
+	st, err := mqlite.Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return &Bundle{Store: st, Clock: clock, Path: path}
+}
+
+// Queue creates queue name with opts on b's store, failing the test on error.
+func (b *Bundle) Queue(t testing.TB, name string, opts mqlite.QueueOptions) {
+	t.Helper()
+	if err := b.Store.CreateQueue(context.Background(), name, opts); err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+}

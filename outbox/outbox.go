@@ -1,0 +1,180 @@
+// Package outbox writes messages into the caller's own transaction: the
+// transactional outbox with no outbox table and no poller. The messages
+// commit with the caller's business rows or not at all.
+//
+// SendOne and SendBatch never begin, commit or roll back, and run no DDL:
+// the caller owns the transaction. It must be a transaction on an open
+// mqlite Store's connection (Store.DB(), or Store.Tx's tx.SQL()); any other
+// gets mqlite.ErrNotAStore. With sqlx pass the *sqlx.Tx itself or tx.Tx;
+// with GORM pass the *sql.Tx behind the gorm transaction.
+//
+// Time comes from the Store's Clock, read inside the statement, so a test
+// that moves a fake clock moves the outbox too.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Execer is what SendOne and SendBatch need from the caller's transaction.
+// *sql.Tx, *sqlx.Tx and *sql.Conn satisfy it.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var (
+	_ Execer = (*sql.Tx)(nil)
+	_ Execer = (*sql.Conn)(nil)
+)
+
+// Message is one message to send.
+type Message struct {
+	// Body is the payload, at most the store's MaxMessageBytes.
+	Body []byte
+	// MessageID identifies the message for de-duplication: a resend with the
+	// same id inside the queue's DedupWindow returns the original seq and
+	// inserts nothing. Empty means the body's SHA-256 is the key. At most
+	// 256 bytes of UTF-8.
+	MessageID string
+	// GroupID orders the message within its group: no message of a group is
+	// handed out while an earlier one of the group is locked, deferred or
+	// scheduled.
+	GroupID string
+	// Subject is a free-form label (a routing key for the relay).
+	Subject string
+	// Properties are application headers.
+	Properties map[string]string
+	// DeliverAt schedules the message: it is not delivered before then. The
+	// zero time means now.
+	DeliverAt time.Time
+	// TTL bounds the message's life: past it the message is never delivered.
+	// Zero means the queue's DefaultTTL.
+	TTL time.Duration
+}
+
+// Result is the outcome of one message of SendBatch.
+type Result struct {
+	// Seq is the message's sequence number; 0 when Err is set.
+	Seq int64
+	// Duplicate reports that the message matched one sent earlier inside
+	// the dedup window; Seq is the original's and nothing was inserted.
+	Duplicate bool
+	// Err is this slot's own error (mqlite.ErrDuplicateConflict); the other
+	// slots are unaffected.
+	Err error
+}
+
+// SendOne enqueues msg on queue inside tx and returns its sequence number.
+// A resend inside the dedup window returns the original seq; the same
+// MessageID with another body is mqlite.ErrDuplicateConflict. An unknown
+// queue is mqlite.ErrQueueNotFound, a body over the limit
+// mqlite.ErrMessageTooLarge. On error nothing is written and tx stays usable.
+func SendOne(ctx context.Context, tx Execer, queue string, msg Message) (int64, error) {
+	res, err := send(ctx, tx, queue, []Message{msg})
+	if err != nil {
+		return 0, err
+	}
+	return res[0].Seq, res[0].Err
+}
+
+// SendBatch enqueues msgs on queue inside tx, in order. A slot whose
+// MessageID conflicts gets Seq 0 and its own Err while the other slots are
+// written; errors that concern the whole call (unknown queue, invalid
+// message, driver failure) are returned as err and then no slot is written
+// by this call.
+func SendBatch(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
+	return send(ctx, tx, queue, msgs)
+}
+
+func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
+	if tx == nil || reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil() {
+		return nil, mqlite.ErrNilTx
+	}
+	if queue == "" {
+		return nil, errs.Newf(errs.ErrInvalidQueueName, "empty name")
+	}
+	out := make([]engine.OutMessage, len(msgs))
+	for i, m := range msgs {
+		om, err := convert(m)
+		if err != nil {
+			if len(msgs) > 1 {
+				err = fmt.Errorf("message %d: %w", i, err)
+			}
+			return nil, err
+		}
+		out[i] = om
+	}
+	if len(out) == 0 {
+		return []Result{}, nil
+	}
+	// A savepoint makes a whole-call error leave nothing behind in tx.
+	sres, err := sendInSavepoint(ctx, tx, queue, out)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]Result, len(sres))
+	for i, r := range sres {
+		res[i] = Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}
+	}
+	return res, nil
+}
+
+func sendInSavepoint(ctx context.Context, tx Execer, queue string, msgs []engine.OutMessage) ([]engine.SendResult, error) {
+	if len(msgs) == 1 {
+		// One insert statement either writes its row or nothing.
+		return engine.Send(ctx, tx, queue, msgs)
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT mqlite_send`); err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	res, err := engine.Send(ctx, tx, queue, msgs)
+	if err != nil {
+		_, _ = tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK TO mqlite_send`)
+		_, _ = tx.ExecContext(context.WithoutCancel(ctx), `RELEASE mqlite_send`)
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE mqlite_send`); err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	return res, nil
+}
+
+func convert(m Message) (engine.OutMessage, error) {
+	switch {
+	case len(m.MessageID) > mqlite.MaxMessageIDLen:
+		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidMessage, fmt.Sprintf("MessageID of %d bytes, at most %d", len(m.MessageID), mqlite.MaxMessageIDLen))
+	case !utf8.ValidString(m.MessageID) || !utf8.ValidString(m.GroupID) || !utf8.ValidString(m.Subject):
+		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidMessage, "MessageID, GroupID and Subject must be UTF-8")
+	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
+		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidTTL, fmt.Sprintf("TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL))
+	case m.TTL > 0 && m.TTL < time.Millisecond:
+		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidTTL, fmt.Sprintf("TTL %v is under a millisecond", m.TTL))
+	}
+	om := engine.OutMessage{
+		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+		TTLMS: m.TTL.Milliseconds(),
+	}
+	if !m.DeliverAt.IsZero() {
+		om.DeliverAt = m.DeliverAt.UnixMilli()
+	}
+	if len(m.Properties) > 0 {
+		b, err := json.Marshal(m.Properties)
+		if err != nil {
+			return engine.OutMessage{}, errs.Newf(errs.ErrInvalidMessage, err.Error())
+		}
+		om.Properties = string(b)
+	}
+	return om, nil
+}

@@ -1,0 +1,164 @@
+package mqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/gofrs/flock"
+
+	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/schema"
+)
+
+// Store is an open mqlite file: the queues, the messages, and the one
+// connection every statement of the process goes through. A Store is safe
+// for concurrent use. Close it when done.
+type Store struct {
+	db      *sql.DB
+	release func()
+	lock    *flock.Flock
+	opts    Options
+	path    string
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// Open opens (creating when missing) the mqlite file at path.
+//
+// It takes an advisory lock on "<path>.lock", keyed on the canonical path so
+// that every spelling of the file (relative, absolute, through a symlink)
+// collides: a second Open of the same file, in this process or another,
+// fails at once with ErrDBLocked. It then checks the schema guard (a file
+// written by an incompatible mqlite is refused with ErrSchemaVersionMismatch
+// and left untouched), puts the file in WAL mode, and applies the embedded
+// migrations.
+//
+// The store holds one connection: database/sql queues every statement onto
+// it, which is what makes each claim atomic without locks. Cancelling ctx
+// abandons the open.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("open: %w", errors.Join(ErrInvalidArgument, errors.New("empty path")))
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	canon, err := canonicalPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	lock := flock.New(canon + ".lock")
+	ok, err := lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("open %s: lock: %w", path, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("open %s: %w", path, ErrDBLocked)
+	}
+	s := &Store{lock: lock, opts: opts, path: canon, closed: make(chan struct{})}
+	if err := s.open(ctx); err != nil {
+		s.closeResources()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context) error {
+	clock := s.opts.Clock
+	db, release, err := engine.OpenDB(engine.ConnConfig{
+		Path:            s.path,
+		SyncFull:        s.opts.Sync == SyncFull,
+		BusyTimeoutMS:   s.opts.BusyTimeout.Milliseconds(),
+		MaxMessageBytes: int64(s.opts.MaxMessageBytes),
+		Now:             func() int64 { return millis(clock.Now()) },
+	})
+	if err != nil {
+		return err
+	}
+	s.db, s.release = db, release
+	fresh, err := schema.Check(ctx, db)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", engine.PageSize)); err != nil {
+			return fmt.Errorf("page size: %w", err)
+		}
+	}
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("journal mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode: file stays in %q mode, mqlite needs wal", mode)
+	}
+	return schema.Apply(ctx, db)
+}
+
+// canonicalPath resolves path to an absolute path with every symlink
+// followed, so all spellings of one file lock the same sidecar. The file may
+// not exist yet; its folder must.
+func canonicalPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
+// Close stops the store's background work, closes the connection and
+// releases the file lock. It is safe to call more than once; later calls
+// return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.closeErr = s.closeResources()
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeResources() error {
+	var errDB error
+	if s.db != nil {
+		errDB = s.db.Close()
+		s.release()
+	}
+	return errors.Join(errDB, s.lock.Unlock())
+}
+
+// DB returns the store's *sql.DB for the application's own tables. It is the
+// same single connection the store uses, so a transaction on it can carry
+// both business rows and outbox messages. Do not change its pool settings.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Path returns the canonical path of the store's file.
+func (s *Store) Path() string { return s.path }
+
+// now is the store's clock in epoch milliseconds.
+func (s *Store) now() int64 { return millis(s.opts.Clock.Now()) }
+
+func (s *Store) checkOpen() error {
+	select {
+	case <-s.closed:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
