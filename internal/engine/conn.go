@@ -32,7 +32,7 @@ type ConnConfig struct {
 	SyncFull        bool
 	BusyTimeoutMS   int64
 	MaxMessageBytes int64
-	Now             func() int64    // epoch milliseconds from the store's clock
+	Now             func() int64 // epoch milliseconds from the store's clock
 }
 
 // storeFuncs is what the SQL functions of one store read. Close swaps it for
@@ -102,4 +102,4 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 	}
 	return cc, nil
 }
-func (c connector) Driver() driver.Driver                        { return c.d }
+func (c connector) Driver() driver.Driver { return c.d }
