@@ -32,6 +32,7 @@ func (s *Store) CreateQueue(ctx context.Context, name string, opts QueueOptions)
 	if err != nil {
 		return err
 	}
+	defer s.queues.forget(name)
 	return engine.CreateQueue(ctx, s.db, q, s.now())
 }
 
@@ -47,6 +48,7 @@ func (s *Store) UpdateQueue(ctx context.Context, name string, opts QueueOptions)
 	if err != nil {
 		return err
 	}
+	defer s.queues.forget(name)
 	return s.Tx(ctx, func(tx *Tx) error { return engine.UpdateQueue(tx.Context(), tx.SQL(), q, s.now()) })
 }
 
@@ -59,6 +61,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 	if err := validateQueueName(name); err != nil {
 		return err
 	}
+	defer s.queues.forget(name)
 	return s.Tx(ctx, func(tx *Tx) error { return engine.DeleteQueue(tx.Context(), tx.SQL(), name) })
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/notify"
 	"github.com/mqlite/mqlite/schema"
 )
 
@@ -24,6 +25,8 @@ type Store struct {
 	lock    *flock.Flock
 	opts    Options
 	path    string
+	notify  *notify.Notifier
+	queues  queueCache
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -63,7 +66,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("open %s: %w", path, ErrDBLocked)
 	}
-	s := &Store{lock: lock, opts: opts, path: canon, closed: make(chan struct{})}
+	s := &Store{lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New()}
 	if err := s.open(ctx); err != nil {
 		s.closeResources()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -79,6 +82,9 @@ func (s *Store) open(ctx context.Context) error {
 		BusyTimeoutMS:   s.opts.BusyTimeout.Milliseconds(),
 		MaxMessageBytes: int64(s.opts.MaxMessageBytes),
 		Now:             func() int64 { return millis(clock.Now()) },
+		Claimable:       s.notify.Mark,
+		Commit:          s.notify.Commit,
+		Rollback:        s.notify.Rollback,
 	})
 	if err != nil {
 		return err
@@ -129,6 +135,7 @@ func canonicalPath(path string) (string, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		s.notify.WakeAll()
 		s.closeErr = s.closeResources()
 	})
 	return s.closeErr

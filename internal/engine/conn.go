@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // PageSize is the page size of a new file. Small pages keep the WAL bytes of
@@ -33,6 +34,12 @@ type ConnConfig struct {
 	BusyTimeoutMS   int64
 	MaxMessageBytes int64
 	Now             func() int64 // epoch milliseconds from the store's clock
+	// Claimable is called, on the connection's goroutine, for each row of
+	// messages that an insert or update leaves active and not held; Commit
+	// and Rollback at the end of each transaction. Any may be nil.
+	Claimable func(queue string)
+	Commit    func()
+	Rollback  func()
 }
 
 // storeFuncs is what the SQL functions of one store read. Close swaps it for
@@ -64,6 +71,9 @@ func OpenDB(cfg ConnConfig) (*sql.DB, func(), error) {
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
 	}
+	d.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
+		return registerHooks(c, cfg)
+	})
 	sync := "NORMAL"
 	if cfg.SyncFull {
 		sync = "FULL"
@@ -103,3 +113,36 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 	return cc, nil
 }
 func (c connector) Driver() driver.Driver { return c.d }
+
+// registerHooks wires the connection's pre-update, commit and rollback hooks
+// to cfg's callbacks. The pre-update hook reads only the first four columns
+// of messages (id, queue, state, held), never the body.
+func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig) error {
+	h, ok := c.(sqlite.HookRegisterer)
+	if !ok {
+		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
+	}
+	if cfg.Claimable != nil {
+		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
+			if d.TableName != "messages" || d.Op == sqlite3.SQLITE_DELETE {
+				return
+			}
+			var id, queue, state, held any
+			if err := d.New(&id, &queue, &state, &held); err != nil {
+				return
+			}
+			if state == "active" && held == int64(0) {
+				if q, ok := queue.(string); ok {
+					cfg.Claimable(q)
+				}
+			}
+		})
+	}
+	if cfg.Commit != nil {
+		h.RegisterCommitHook(func() int32 { cfg.Commit(); return 0 })
+	}
+	if cfg.Rollback != nil {
+		h.RegisterRollbackHook(cfg.Rollback)
+	}
+	return nil
+}

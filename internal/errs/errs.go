@@ -45,3 +45,6 @@ func (e *Invalid) Unwrap() []error { return []error{e.Kind, ErrInvalidArgument} 
 
 // Newf returns an *Invalid for kind with a formatted detail.
 func Newf(kind error, detail string) error { return &Invalid{Kind: kind, Detail: detail} }
+
+// IsLockLost reports whether err is ErrLockLost.
+func IsLockLost(err error) bool { return errors.Is(err, ErrLockLost) }

@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// ReceiptTTLMS is how long a settlement receipt and a receive attempt can
+// replay: about 30 minutes, checked at statement time.
+const ReceiptTTLMS = 30 * 60 * 1000
+
+// DeadLetterMaxDelivery is the dead-letter reason of a message whose last
+// allowed delivery ended without a settlement.
+const DeadLetterMaxDelivery = "max delivery count exceeded"
+
+// Claimed is one delivered message.
+type Claimed struct {
+	Seq              int64   `json:"seq"`
+	State            string  `json:"state,omitempty"`
+	DeliveryCount    int64   `json:"dc"`
+	EnqueuedAt       int64   `json:"enq"`
+	ExpiresAt        int64   `json:"exp,omitempty"`
+	VisibleAt        int64   `json:"vis,omitempty"`
+	MessageID        string  `json:"mid,omitempty"`
+	GroupID          *string `json:"gid,omitempty"`
+	Subject          string  `json:"sub,omitempty"`
+	Properties       string  `json:"props,omitempty"`
+	Body             []byte  `json:"body"`
+	LockToken        string  `json:"tok,omitempty"`
+	LockedUntil      int64   `json:"until,omitempty"`
+	DeadLetterReason string  `json:"dlr,omitempty"`
+	DeadLetterDesc   string  `json:"dld,omitempty"`
+	DeadLetteredAt   int64   `json:"dla,omitempty"`
+}
+
+const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
+	group_id, coalesce(subject, ''), coalesce(properties, ''), body, coalesce(lock_token, ''), locked_until,
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at`
+
+func scanClaimed(s scanner) (Claimed, error) {
+	var c Claimed
+	var gid sql.NullString
+	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
+		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
+		&c.DeadLetterReason, &c.DeadLetterDesc, &c.DeadLetteredAt)
+	if gid.Valid {
+		c.GroupID = &gid.String
+	}
+	return c, err
+}
+
+// eligible is the WHERE of the claim's candidate: the oldest active,
+// unexpired, undelivered-past-the-limit message of the queue that is not
+// held behind its group, and (the three head-of-line probes, one per
+// blocking state, each matching its own partial index) has no earlier
+// message of its group locked, deferred or scheduled. The locked probe
+// ignores lease expiry on purpose: a crashed consumer's group stays in order
+// until the reaper puts its head back.
+const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
+	AND (m.expires_at = 0 OR m.expires_at > ?2)
+	AND m.delivery_count < ?3
+	AND (m.group_id IS NULL OR NOT (
+	     EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_locked
+	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'locked' AND b.id < m.id)
+	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_deferred
+	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
+	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_scheduled
+	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))`
+
+// ClaimSQL is the peek-lock claim: one atomic statement that picks the head
+// and locks it with a lease and a fresh token, counting the delivery.
+const ClaimSQL = `UPDATE messages
+	SET state = 'locked', locked_until = ?2 + ?4, lock_token = ?5, delivery_count = delivery_count + 1
+	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT 1)
+	RETURNING ` + returning
+
+// ClaimDeleteSQL is the receive-and-delete claim: the row leaves in the same
+// statement, so there is no lease and no token.
+const ClaimDeleteSQL = `DELETE FROM messages
+	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT 1)
+	RETURNING ` + returning
+
+// promoteDue makes the queue's due scheduled messages active.
+const promoteDue = `UPDATE messages SET state = 'active'
+	WHERE queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`
+
+// reapExpired puts the queue's expired leases back: to active, or to the
+// dead letters when the delivery that expired was the last one allowed.
+const reapExpired = `UPDATE messages SET
+	state = CASE WHEN delivery_count >= ?3 THEN 'dead_lettered' ELSE 'active' END,
+	dead_letter_reason = CASE WHEN delivery_count >= ?3 THEN '` + DeadLetterMaxDelivery + `' END,
+	dead_letter_desc = CASE WHEN delivery_count >= ?3 THEN 'the lease of the last allowed delivery expired' END,
+	dead_lettered_at = CASE WHEN delivery_count >= ?3 THEN ?2 ELSE 0 END,
+	lock_token = NULL, locked_until = 0
+	WHERE queue = ?1 AND state = 'locked' AND locked_until <= ?2`
+
+// NewToken returns a fresh 128-bit random lock token in hex.
+func NewToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// ClaimRequest is one Receive.
+type ClaimRequest struct {
+	Queue     Queue
+	Max       int
+	Delete    bool   // receive-and-delete
+	AttemptID string // "" = none
+	Now       int64
+}
+
+// Claim runs one Receive inside tx: it replays a recorded attempt, or makes
+// due messages and expired leases claimable, then claims up to Max messages,
+// and records the attempt. The caller commits.
+func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
+	q := r.Queue
+	if r.AttemptID != "" {
+		var blob []byte
+		err := tx.QueryRowContext(ctx, `SELECT result FROM receive_attempts
+			WHERE queue = ? AND attempt_id = ? AND expires_at > ?`, q.Name, r.AttemptID, r.Now).Scan(&blob)
+		if err == nil {
+			var out []Claimed
+			if err := json.Unmarshal(blob, &out); err != nil {
+				return nil, fmt.Errorf("replay attempt: %w", err)
+			}
+			return out, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("replay attempt: %w", err)
+		}
+	}
+	if err := MakeClaimable(ctx, tx, q, r.Now); err != nil {
+		return nil, err
+	}
+	query := ClaimSQL
+	if r.Delete {
+		query = ClaimDeleteSQL
+	}
+	out := make([]Claimed, 0, min(r.Max, 64))
+	for range r.Max {
+		args := []any{q.Name, r.Now, q.MaxDeliveryCount}
+		if !r.Delete {
+			args = append(args, q.LockDurationMS, NewToken())
+		}
+		c, err := scanClaimed(tx.QueryRowContext(ctx, query, args...))
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		if r.Delete {
+			c.State, c.LockToken, c.LockedUntil = "", "", 0
+		}
+		out = append(out, c)
+	}
+	if r.AttemptID != "" {
+		blob, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("record attempt: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, result, expires_at)
+			VALUES (?, ?, ?, ?)`, q.Name, r.AttemptID, blob, r.Now+ReceiptTTLMS); err != nil {
+			return nil, fmt.Errorf("record attempt: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// MakeClaimable promotes the queue's due scheduled messages and reaps its
+// expired leases, so a claim never waits for a background sweep. Both are
+// index range scans that find nothing, and write nothing, when there is
+// nothing due.
+func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
+	if _, err := tx.ExecContext(ctx, promoteDue, q.Name, now); err != nil {
+		return fmt.Errorf("promote due: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, reapExpired, q.Name, now, q.MaxDeliveryCount); err != nil {
+		return fmt.Errorf("reap expired: %w", err)
+	}
+	return nil
+}
+
+// NextDue returns the earliest moment after now at which a message of the
+// queue becomes claimable without a new send (a scheduled message falls due
+// or a lease expires), or 0 when there is none.
+func NextDue(ctx context.Context, db DBTX, queue string) (int64, error) {
+	var next sql.NullInt64
+	err := db.QueryRowContext(ctx, `SELECT min(
+		(SELECT min(visible_at) FROM messages WHERE queue = ?1 AND state = 'scheduled'),
+		(SELECT min(locked_until) FROM messages WHERE queue = ?1 AND state = 'locked'))`, queue).Scan(&next)
+	if err != nil {
+		return 0, fmt.Errorf("next due: %w", err)
+	}
+	return next.Int64, nil
+}
+
+// ClaimDeferred locks the deferred message seq of the queue.
+func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Claimed, error) {
+	c, err := scanClaimed(tx.QueryRowContext(ctx, `UPDATE messages
+		SET state = 'locked', locked_until = ?3 + ?4, lock_token = ?5, delivery_count = delivery_count + 1
+		WHERE id = ?2 AND queue = ?1 AND state = 'deferred' AND delivery_count < ?6
+		  AND (expires_at = 0 OR expires_at > ?3)
+		RETURNING `+returning, q.Name, seq, now, q.LockDurationMS, NewToken(), q.MaxDeliveryCount))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Claimed{}, fmt.Errorf("%w: no deferred message %d on %q", errs.ErrMessageNotFound, seq, q.Name)
+	}
+	if err != nil {
+		return Claimed{}, fmt.Errorf("receive deferred: %w", err)
+	}
+	return c, nil
+}
+
+// Peek reads up to max messages of the queue from seq on, in any state but
+// dead_lettered (or only dead_lettered when dead is true), without locking.
+func Peek(ctx context.Context, db DBTX, queue string, fromSeq int64, max int, dead bool) ([]Claimed, error) {
+	cond := `state <> 'dead_lettered'`
+	if dead {
+		cond = `state = 'dead_lettered'`
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+returning+` FROM messages
+		WHERE queue = ? AND id >= ? AND `+cond+` ORDER BY id LIMIT ?`, queue, fromSeq, max)
+	if err != nil {
+		return nil, fmt.Errorf("peek: %w", err)
+	}
+	defer rows.Close()
+	var out []Claimed
+	for rows.Next() {
+		c, err := scanClaimed(rows)
+		if err != nil {
+			return nil, fmt.Errorf("peek: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

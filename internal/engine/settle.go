@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Op is a settlement operation.
+type Op string
+
+// The settlement operations.
+const (
+	OpComplete Op = "complete"
+	OpAbandon  Op = "abandon"
+	OpReject   Op = "reject"
+	OpDefer    Op = "defer"
+)
+
+// Settlement is one fenced settlement request. Everything in it is part of
+// the receipt key: a retry must repeat the request exactly to replay.
+type Settlement struct {
+	Op          Op
+	Queue       string
+	Seq         int64
+	Token       string
+	DelayMS     int64  // Abandon
+	Reason      string // Reject
+	Description string // Reject
+	Now         int64
+}
+
+// receiptArgs encodes the arguments that change what the settlement does.
+func (s Settlement) receiptArgs() string {
+	switch s.Op {
+	case OpAbandon:
+		return strconv.FormatInt(s.DelayMS, 10)
+	case OpReject:
+		return strconv.Quote(s.Reason) + " " + strconv.Quote(s.Description)
+	}
+	return ""
+}
+
+// fence is the WHERE every settlement and renewal shares: the current
+// token, a locked row, and a lease still running (equal is expired).
+const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > ?4`
+
+var settleSQL = map[Op]string{
+	OpComplete: `DELETE FROM messages WHERE ` + fence,
+	OpAbandon: `UPDATE messages SET
+		state = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2) THEN 'dead_lettered'
+		             WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END,
+		dead_letter_reason = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2)
+		             THEN '` + DeadLetterMaxDelivery + `' END,
+		dead_letter_desc = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2)
+		             THEN 'abandoned on the last allowed delivery' END,
+		dead_lettered_at = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2)
+		             THEN ?4 ELSE 0 END,
+		visible_at = ?4 + ?5, lock_token = NULL, locked_until = 0
+		WHERE ` + fence,
+	OpReject: `UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
+		dead_lettered_at = ?4, lock_token = NULL, locked_until = 0 WHERE ` + fence,
+	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE ` + fence,
+}
+
+// Settle applies s inside tx and writes its receipt there. When the fence
+// matches no row, a live receipt of the exact same request makes it a
+// success (a replay); anything else is errs.ErrLockLost.
+func Settle(ctx context.Context, tx DBTX, s Settlement) error {
+	query, ok := settleSQL[s.Op]
+	if !ok {
+		return fmt.Errorf("settle: unknown operation %q", s.Op)
+	}
+	args := []any{s.Seq, s.Queue, s.Token, s.Now}
+	switch s.Op {
+	case OpAbandon:
+		args = append(args, s.DelayMS)
+	case OpReject:
+		args = append(args, s.Reason, s.Description)
+	}
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Op, err)
+	}
+	rargs := s.receiptArgs()
+	if n == 0 {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM settlement_receipts
+			WHERE queue = ? AND seq = ? AND lock_token = ? AND operation = ? AND args = ? AND expires_at > ?`,
+			s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: receipt: %w", s.Op, err)
+		}
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO settlement_receipts
+		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now+ReceiptTTLMS); err != nil {
+		return fmt.Errorf("%s: write receipt: %w", s.Op, err)
+	}
+	return nil
+}
+
+// Renew extends a live lease by the queue's lock duration from now and
+// returns the new expiry. It never revives an expired lease.
+func Renew(ctx context.Context, tx DBTX, queue string, seq int64, token string, now int64) (int64, error) {
+	var until int64
+	err := tx.QueryRowContext(ctx, `UPDATE messages
+		SET locked_until = ?4 + (SELECT lock_duration_ms FROM queues WHERE name = ?2)
+		WHERE `+fence+` RETURNING locked_until`, seq, queue, token, now).Scan(&until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("renew %s/%d: %w", queue, seq, errs.ErrLockLost)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("renew: %w", err)
+	}
+	return until, nil
+}

@@ -1,0 +1,114 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+func validateLock(l Lock) error {
+	if err := validateQueueName(l.Queue); err != nil {
+		return err
+	}
+	if l.Seq <= 0 {
+		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("seq %d", l.Seq))
+	}
+	if l.Token == "" {
+		return errs.Newf(errs.ErrInvalidArgument, errNoToken.Error())
+	}
+	return nil
+}
+
+// settle runs one fenced settlement in its own transaction.
+func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := validateLock(l); err != nil {
+		return err
+	}
+	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
+	return s.Tx(ctx, func(tx *Tx) error {
+		st.Now = s.now() // sampled once the connection is ours
+		return engine.Settle(tx.Context(), tx.SQL(), st)
+	})
+}
+
+// Complete deletes a delivered message: it was handled. It needs the
+// delivery's current token and a lease still running (ErrLockLost
+// otherwise). Retrying the exact same Complete after it succeeded (the
+// reply was lost) succeeds again, for about 30 minutes.
+func (s *Store) Complete(ctx context.Context, l Lock) error {
+	return s.settle(ctx, engine.Settlement{Op: engine.OpComplete}, l)
+}
+
+// Abandon gives a delivered message back: it becomes claimable again after
+// delay (at once for 0). On the queue's last allowed delivery it is
+// dead-lettered instead. Fenced and replayable like Complete; a retry with
+// another delay is not the same request and gets ErrLockLost.
+func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error {
+	if delay < 0 {
+		return errs.Newf(errs.ErrInvalidArgument, "negative delay")
+	}
+	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
+}
+
+// Reject dead-letters a delivered message with a reason and a description,
+// both kept for PeekDeadLetters. Fenced and replayable like Complete.
+func (s *Store) Reject(ctx context.Context, l Lock, reason, description string) error {
+	return s.settle(ctx, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description}, l)
+}
+
+// Defer sets a delivered message aside: only ReceiveDeferred with its seq
+// claims it again. Fenced and replayable like Complete.
+func (s *Store) Defer(ctx context.Context, l Lock) error {
+	return s.settle(ctx, engine.Settlement{Op: engine.OpDefer}, l)
+}
+
+// Renew extends a running lease by the queue's LockDuration from now and
+// returns the new expiry. An expired lease is never revived: ErrLockLost.
+func (s *Store) Renew(ctx context.Context, l Lock) (time.Time, error) {
+	res, err := s.RenewBatch(ctx, []Lock{l})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return res[0].LockedUntil, res[0].Err
+}
+
+// RenewResult is the outcome of one lock of RenewBatch.
+type RenewResult struct {
+	LockedUntil time.Time
+	Err         error // ErrLockLost for a lease that was not running
+}
+
+// RenewBatch renews several leases in one transaction. Each lock gets its
+// own result; err is for failures of the whole call.
+func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	for _, l := range locks {
+		if err := validateLock(l); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]RenewResult, len(locks))
+	err := s.Tx(ctx, func(tx *Tx) error {
+		now := s.now()
+		for i, l := range locks {
+			until, err := engine.Renew(tx.Context(), tx.SQL(), l.Queue, l.Seq, l.Token, now)
+			if err != nil && !errs.IsLockLost(err) {
+				return err
+			}
+			out[i] = RenewResult{LockedUntil: fromMillis(until), Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
