@@ -295,6 +295,13 @@ func (s *Store) Peek(ctx context.Context, queue string, opts PeekOptions) ([]Mes
 	return s.peek(ctx, queue, opts, false)
 }
 
+// PeekDeadLetters returns the dead letters of queue in sequence order, with
+// why (DeadLetterReason, DeadLetterDescription), when (DeadLetteredAt) and
+// after how many deliveries (DeliveryCount) each was dead-lettered.
+func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
+	return s.peek(ctx, queue, opts, true)
+}
+
 func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, dead bool) ([]Message, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -317,9 +324,7 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, dead b
 		out[i] = toMessage(queue, c)
 		out[i].State = c.State
 		out[i].VisibleAt = fromMillis(c.VisibleAt)
-		if !dead {
-			out[i].LockToken = "" // peek never hands out a token
-		}
+		out[i].LockToken = "" // peek never hands out a token
 	}
 	return out, nil
 }

@@ -87,13 +87,13 @@ const ClaimDeleteSQL = `DELETE FROM messages
 	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT 1)
 	RETURNING ` + returning
 
-// promoteDue makes the queue's due scheduled messages active.
-const promoteDue = `UPDATE messages SET state = 'active'
+// PromoteDueSQL makes the queue's due scheduled messages active.
+const PromoteDueSQL = `UPDATE messages SET state = 'active'
 	WHERE queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`
 
-// reapExpired puts the queue's expired leases back: to active, or to the
+// ReapExpiredSQL puts the queue's expired leases back: to active, or to the
 // dead letters when the delivery that expired was the last one allowed.
-const reapExpired = `UPDATE messages SET
+const ReapExpiredSQL = `UPDATE messages SET
 	state = CASE WHEN delivery_count >= ?3 THEN 'dead_lettered' ELSE 'active' END,
 	dead_letter_reason = CASE WHEN delivery_count >= ?3 THEN '` + DeadLetterMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN delivery_count >= ?3 THEN 'the lease of the last allowed delivery expired' END,
@@ -158,7 +158,9 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
 		if r.Delete {
+			// RETURNING shows the deleted row as it was: count this delivery.
 			c.State, c.LockToken, c.LockedUntil = "", "", 0
+			c.DeliveryCount++
 		}
 		out = append(out, c)
 	}
@@ -180,10 +182,10 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 // index range scans that find nothing, and write nothing, when there is
 // nothing due.
 func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
-	if _, err := tx.ExecContext(ctx, promoteDue, q.Name, now); err != nil {
+	if _, err := tx.ExecContext(ctx, PromoteDueSQL, q.Name, now); err != nil {
 		return fmt.Errorf("promote due: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, reapExpired, q.Name, now, q.MaxDeliveryCount); err != nil {
+	if _, err := tx.ExecContext(ctx, ReapExpiredSQL, q.Name, now, q.MaxDeliveryCount); err != nil {
 		return fmt.Errorf("reap expired: %w", err)
 	}
 	return nil

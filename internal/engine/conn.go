@@ -127,12 +127,13 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig) error {
 			if d.TableName != "messages" || d.Op == sqlite3.SQLITE_DELETE {
 				return
 			}
-			var id, queue, state, held any
-			if err := d.New(&id, &queue, &state, &held); err != nil {
+			// New assigns into the elements of its argument slice.
+			row := make([]any, 4) // id, queue, state, held
+			if err := d.New(row...); err != nil {
 				return
 			}
-			if state == "active" && held == int64(0) {
-				if q, ok := queue.(string); ok {
+			if row[2] == "active" && row[3] == int64(0) {
+				if q, ok := row[1].(string); ok {
 					cfg.Claimable(q)
 				}
 			}
