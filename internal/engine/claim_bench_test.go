@@ -1,0 +1,166 @@
+package engine_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+const drainBacklog = 20_000
+
+var bctx = context.Background()
+
+// fill sends n messages of 256 bytes to queue q in batches of 1,000. A
+// non-empty group puts every message in it.
+func fill(b *testing.B, st *mqlite.Store, q string, n int, group string) {
+	b.Helper()
+	body := make([]byte, 256)
+	for done := 0; done < n; {
+		k := min(1000, n-done)
+		msgs := make([]outbox.Message, k)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Body: body, MessageID: fmt.Sprintf("%s-%d", q, done+i), GroupID: group}
+		}
+		err := st.Tx(bctx, func(tx *mqlite.Tx) error {
+			_, err := outbox.SendBatch(tx.Context(), tx.SQL(), q, msgs)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+}
+
+// BenchmarkDrain drains a 20,000-message backlog with receive+complete, one
+// at a time and in batches of 100, beside a bare-SQL baseline on the same
+// file settings: an UPDATE…RETURNING claim and a DELETE, with no tokens,
+// leases checks or receipts. Each op runs in its own transaction in both.
+func BenchmarkDrain(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("mqlite/batch=%d", batch), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				tb := testdb.Open(b, mqlite.Options{})
+				tb.Queue(b, "q", mqlite.QueueOptions{})
+				fill(b, tb.Store, "q", drainBacklog, "")
+				b.StartTimer()
+				start := time.Now()
+				n := 0
+				for {
+					msgs, err := tb.Store.Receive(bctx, "q", mqlite.ReceiveOptions{Max: batch})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(msgs) == 0 {
+						break
+					}
+					locks := make([]mqlite.Lock, len(msgs))
+					for i, m := range msgs {
+						locks[i] = m.Lock()
+					}
+					if batch == 1 {
+						err = tb.Store.Complete(bctx, locks[0])
+					} else {
+						_, err = tb.Store.CompleteBatch(bctx, locks)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(msgs)
+				}
+				if n != drainBacklog {
+					b.Fatalf("drained %d", n)
+				}
+				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+			}
+		})
+		b.Run(fmt.Sprintf("bare/batch=%d", batch), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				tb := testdb.Open(b, mqlite.Options{})
+				db := tb.Store.DB()
+				bareFill(b, db, drainBacklog)
+				b.StartTimer()
+				start := time.Now()
+				n := bareDrain(b, db, batch)
+				if n != drainBacklog {
+					b.Fatalf("drained %d", n)
+				}
+				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+			}
+		})
+	}
+}
+
+func bareFill(b *testing.B, db *sql.DB, n int) {
+	b.Helper()
+	if _, err := db.Exec(`CREATE TABLE bare (id INTEGER PRIMARY KEY, state TEXT NOT NULL, locked_until INTEGER NOT NULL DEFAULT 0, body BLOB NOT NULL);
+		CREATE INDEX bare_ready ON bare (id) WHERE state = 'ready'`); err != nil {
+		b.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 256)
+	for range n {
+		if _, err := tx.Exec(`INSERT INTO bare (state, body) VALUES ('ready', ?)`, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// bareDrain claims batch rows in one transaction and deletes them in
+// another, like Receive followed by a settlement.
+func bareDrain(b *testing.B, db *sql.DB, batch int) int {
+	n := 0
+	for {
+		tx, err := db.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ids []int64
+		for range batch {
+			var id int64
+			var body []byte
+			err := tx.QueryRow(`UPDATE bare SET state = 'locked', locked_until = ? WHERE id =
+				(SELECT id FROM bare WHERE state = 'ready' ORDER BY id LIMIT 1) RETURNING id, body`, 1).Scan(&id, &body)
+			if err == sql.ErrNoRows {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if len(ids) == 0 {
+			return n
+		}
+		tx, err = db.Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, id := range ids {
+			if _, err := tx.Exec(`DELETE FROM bare WHERE id = ?`, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		n += len(ids)
+	}
+}
