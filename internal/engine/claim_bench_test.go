@@ -164,3 +164,45 @@ func bareDrain(b *testing.B, db *sql.DB, batch int) int {
 		n += len(ids)
 	}
 }
+
+// BenchmarkClaimCost claims (and abandons) the one claimable message of a
+// queue that sits next to rows that are not claimable: nothing, a 200,000-row
+// backlog of locked, scheduled and dead-lettered messages, or a 20,000-message
+// group blocked behind its locked head. Claim cost must not grow with them.
+func BenchmarkClaimCost(b *testing.B) {
+	const far = int64(1) << 50 // a lease or due time that never comes
+	for _, tc := range []struct {
+		name  string
+		setup string
+	}{
+		{"empty", ``},
+		{"backlog=200k", `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+			INSERT INTO messages (queue, state, visible_at, locked_until, lock_token, enqueued_at, body_hash, body)
+			SELECT 'q', CASE i % 3 WHEN 0 THEN 'locked' WHEN 1 THEN 'scheduled' ELSE 'dead_lettered' END,
+			       ?1, ?1, 'tok', 0, x'00', zeroblob(256) FROM n`},
+		{"blocked-group=20k", `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+			INSERT INTO messages (queue, state, held, locked_until, lock_token, enqueued_at, group_id, body_hash, body)
+			SELECT 'q', CASE i WHEN 1 THEN 'locked' ELSE 'active' END, i > 1, ?1, 'tok', 0, 'g', x'00', zeroblob(256) FROM n`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tb := testdb.Open(b, mqlite.Options{})
+			tb.Queue(b, "q", mqlite.QueueOptions{DedupWindow: -1, MaxDeliveryCount: mqlite.MaxDeliveryLimit})
+			if tc.setup != "" {
+				if _, err := tb.Store.DB().Exec(tc.setup, far); err != nil {
+					b.Fatal(err)
+				}
+			}
+			fill(b, tb.Store, "q", 1, "") // the one claimable message, newest of all
+			b.ResetTimer()
+			for range b.N {
+				msgs, err := tb.Store.Receive(bctx, "q", mqlite.ReceiveOptions{})
+				if err != nil || len(msgs) != 1 {
+					b.Fatalf("receive: %d messages, %v", len(msgs), err)
+				}
+				if err := tb.Store.Abandon(bctx, msgs[0].Lock(), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
