@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestRunDispatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"no command", nil, 2, "", "Usage: mqlite <command>"},
+		{"unknown command", []string{"bogus"}, 2, "", `unknown command "bogus"`},
+		{"help", []string{"help"}, 0, "demo ", ""},
+		{"-h", []string{"-h"}, 0, "Usage: mqlite <command>", ""},
+		{"demo -h", []string{"demo", "-h"}, 0, "", "-db file"},
+		{"demo with an unknown flag", []string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
+		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d", code, tc.wantCode)
+			}
+			for _, c := range []struct{ name, got, want string }{
+				{"stdout", stdout.String(), tc.wantStdout},
+				{"stderr", stderr.String(), tc.wantStderr},
+			} {
+				if c.want == "" && c.got != "" {
+					t.Errorf("%s: %q, want nothing", c.name, c.got)
+				}
+				if !strings.Contains(c.got, c.want) {
+					t.Errorf("%s: %q, want it to contain %q", c.name, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestDemoRunsTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "demo.db")
+	runs := []struct {
+		want []string
+	}{
+		{[]string{
+			`created queue "orders"`,
+			"order 1 (book) with event seq 1",
+			"order 3 (tea) with event seq 3",
+			"resent the event of order 1: seq 1 came back, nothing was inserted (dedup)",
+			"order 4 (piano) and its event rolled back: payment declined",
+			"  active  3\n",
+			`3    order.placed  {"order_id":3,"item":"tea","total_cents":800}`,
+			"orders rows: 3, messages: 3",
+			"the rolled-back order 4 left no order row and no message",
+		}},
+		{[]string{
+			`queue "orders" already exists`,
+			// The rolled-back id 4 is free again, and no dedup row of its
+			// event survived the rollback: order 4 gets a new event.
+			"order 4 (book) with event seq 4",
+			"order 6 (tea) with event seq 6",
+			"resent the event of order 4: seq 4 came back",
+			"order 7 (piano) and its event rolled back",
+			"  active  6\n",
+			"orders rows: 6, messages: 6",
+		}},
+	}
+	for i, r := range runs {
+		var out bytes.Buffer
+		if err := demo(ctx, &out, path); err != nil {
+			t.Fatalf("run %d: %v\n%s", i+1, err, out.String())
+		}
+		for _, want := range r.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("run %d: output lacks %q:\n%s", i+1, want, out.String())
+			}
+		}
+	}
+
+	// The file holds what the demo said, and the store is closed (Open works).
+	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM messages WHERE queue = 'orders'`); n != 6 {
+		t.Errorf("%d messages, want 6", n)
+	}
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders o JOIN messages m ON m.message_id = 'order-' || o.id`); n != 6 {
+		t.Errorf("%d orders with their event, want 6", n)
+	}
+}
+
+// TestDemoCommandDefaultFile runs "mqlite demo" without -db in a temporary
+// working folder; t.Chdir rules out t.Parallel.
+func TestDemoCommandDefaultFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"demo"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `created queue "orders" in mqlite-demo.db`) {
+		t.Fatalf("output: %s", stdout.String())
+	}
+}
