@@ -56,4 +56,7 @@ var (
 	// ErrMessageNotFound: no message with that sequence number in that
 	// state.
 	ErrMessageNotFound = errs.ErrMessageNotFound
+	// ErrDestinationExists: Backup was given a path that already exists;
+	// a backup never overwrites a file.
+	ErrDestinationExists = errs.ErrDestinationExists
 )

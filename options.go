@@ -63,6 +63,51 @@ type Options struct {
 	Clock Clock
 	// Logger receives the store's diagnostics. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// The background loops: each runs one sweep on the store's connection
+	// every interval, with "now" read from Clock. A sweep that finds nothing
+	// to do writes nothing. -1 turns a loop off (the sweep then happens only
+	// where a Receive does it inline, or not at all); see docs/operations.md.
+
+	// ReaperInterval is how often expired leases of every queue go back to
+	// active, or to the dead letters after the last allowed delivery.
+	// Defaults to 1s.
+	ReaperInterval time.Duration
+	// SchedulerInterval is how often due scheduled messages (DeliverAt,
+	// Abandon with a delay) become active. Defaults to 1s.
+	SchedulerInterval time.Duration
+	// TTLInterval is how often messages past their time to live are removed,
+	// or dead-lettered on queues with DeadLetterOnExpire. Defaults to 5s.
+	TTLInterval time.Duration
+	// JanitorInterval is how often expired settlement receipts, receive
+	// attempts and dedup keys are deleted. Defaults to 1m.
+	JanitorInterval time.Duration
+	// RetentionInterval is how often each queue's dead letters are cut back
+	// to its DLQRetention bounds. Defaults to 1m.
+	RetentionInterval time.Duration
+}
+
+// Default intervals of the background loops.
+const (
+	DefaultReaperInterval    = time.Second
+	DefaultSchedulerInterval = time.Second
+	DefaultTTLInterval       = 5 * time.Second
+	DefaultJanitorInterval   = time.Minute
+	DefaultRetentionInterval = time.Minute
+)
+
+// interval resolves one loop interval: 0 is def, -1 is off (0), any other
+// negative value is an error.
+func interval(v *time.Duration, def time.Duration, field string) error {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v == -1:
+		*v = 0
+	case *v < 0:
+		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("%s %v, want a positive interval, 0 for the default or -1 for off", field, *v))
+	}
+	return nil
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -89,6 +134,21 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	for _, iv := range []struct {
+		v     *time.Duration
+		def   time.Duration
+		field string
+	}{
+		{&o.ReaperInterval, DefaultReaperInterval, "ReaperInterval"},
+		{&o.SchedulerInterval, DefaultSchedulerInterval, "SchedulerInterval"},
+		{&o.TTLInterval, DefaultTTLInterval, "TTLInterval"},
+		{&o.JanitorInterval, DefaultJanitorInterval, "JanitorInterval"},
+		{&o.RetentionInterval, DefaultRetentionInterval, "RetentionInterval"},
+	} {
+		if err := interval(iv.v, iv.def, iv.field); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }

@@ -27,6 +27,7 @@ type Store struct {
 	path    string
 	notify  *notify.Notifier
 	queues  queueCache
+	loops   loops
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -41,7 +42,9 @@ type Store struct {
 // fails at once with ErrDBLocked. It then checks the schema guard (a file
 // written by an incompatible mqlite is refused with ErrSchemaVersionMismatch
 // and left untouched), puts the file in WAL mode, and applies the embedded
-// migrations.
+// migrations. Every lease left in the file by an earlier process is then
+// released (recovery: back to active, or dead-lettered when it was the last
+// allowed delivery), and the background loops of Options start.
 //
 // The store holds one connection: database/sql queues every statement onto
 // it, which is what makes each claim atomic without locks. Cancelling ctx
@@ -71,6 +74,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.closeResources()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	s.startLoops()
 	return s, nil
 }
 
@@ -106,7 +110,10 @@ func (s *Store) open(ctx context.Context) error {
 	if mode != "wal" {
 		return fmt.Errorf("journal mode: file stays in %q mode, mqlite needs wal", mode)
 	}
-	return schema.Apply(ctx, db)
+	if err := schema.Apply(ctx, db); err != nil {
+		return err
+	}
+	return s.recover(ctx)
 }
 
 // canonicalPath resolves path to an absolute path with every symlink
@@ -129,13 +136,14 @@ func canonicalPath(path string) (string, error) {
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
-// Close stops the store's background work, closes the connection and
-// releases the file lock. It is safe to call more than once; later calls
-// return the first call's result.
+// Close stops the store's background work (waiting for a sweep in flight),
+// closes the connection and releases the file lock. It is safe to call more
+// than once; later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.notify.WakeAll()
+		s.stopLoops() // before the connection goes: a sweep may be running
 		s.closeErr = s.closeResources()
 	})
 	return s.closeErr

@@ -87,19 +87,16 @@ const ClaimDeleteSQL = `DELETE FROM messages
 	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT 1)
 	RETURNING ` + returning
 
-// PromoteDueSQL makes the queue's due scheduled messages active.
-const PromoteDueSQL = `UPDATE messages SET state = 'active'
-	WHERE queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`
+// PromoteDueSQL makes the queue's due scheduled messages active. The
+// scheduler sweep runs the same statement over every queue (PromoteAllSQL).
+var PromoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`)
 
 // ReapExpiredSQL puts the queue's expired leases back: to active, or to the
-// dead letters when the delivery that expired was the last one allowed.
-const ReapExpiredSQL = `UPDATE messages SET
-	state = CASE WHEN delivery_count >= ?3 THEN 'dead_lettered' ELSE 'active' END,
-	dead_letter_reason = CASE WHEN delivery_count >= ?3 THEN '` + DeadLetterMaxDelivery + `' END,
-	dead_letter_desc = CASE WHEN delivery_count >= ?3 THEN 'the lease of the last allowed delivery expired' END,
-	dead_lettered_at = CASE WHEN delivery_count >= ?3 THEN ?2 ELSE 0 END,
-	lock_token = NULL, locked_until = 0
-	WHERE queue = ?1 AND state = 'locked' AND locked_until <= ?2`
+// dead letters when the delivery that expired was the last one allowed. The
+// reaper sweep (ReapAllSQL) and recovery (RecoverSQL) are the same statement
+// over other rows.
+var ReapExpiredSQL = releaseSQL("?3", "?2", descLeaseExpired,
+	`queue = ?1 AND state = 'locked' AND locked_until <= ?2`)
 
 // NewToken returns a fresh 128-bit random lock token in hex.
 func NewToken() string {

@@ -28,6 +28,7 @@ var (
 	ErrNotAStore             = errors.New("mqlite: transaction does not belong to an mqlite store")
 	ErrLockLost              = errors.New("mqlite: lock lost")
 	ErrMessageNotFound       = errors.New("mqlite: message not found")
+	ErrDestinationExists     = errors.New("mqlite: backup destination exists")
 )
 
 // Invalid is the error for one bad input value. It matches both its field's

@@ -55,10 +55,20 @@ type Bundle struct {
 
 // Open opens a store on a fresh file in t.TempDir() with a fake clock, and
 // closes it when the test ends. opts.Clock is replaced by the fake clock.
+//
+// The background loops are off unless opts sets one of their intervals:
+// their ticks run on the wall clock and would change rows under a test at
+// random moments. Tests run the sweeps by hand instead (mqlite's own tests
+// through RunSweeps), which is deterministic.
 func Open(t testing.TB, opts mqlite.Options) *Bundle {
 	t.Helper()
 	clock := NewClock()
 	opts.Clock = clock
+	if opts.ReaperInterval == 0 && opts.SchedulerInterval == 0 && opts.TTLInterval == 0 &&
+		opts.JanitorInterval == 0 && opts.RetentionInterval == 0 {
+		opts.ReaperInterval, opts.SchedulerInterval, opts.TTLInterval = -1, -1, -1
+		opts.JanitorInterval, opts.RetentionInterval = -1, -1
+	}
 	path := filepath.Join(t.TempDir(), "mq.db")
 	st, err := mqlite.Open(context.Background(), path, opts)
 	if err != nil {

@@ -1,0 +1,442 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite"
+)
+
+// Errors of this package; the store's sentinels are re-exported so that
+// handlers need not import the root package to match them.
+var (
+	// ErrLockLost is the store's mqlite.ErrLockLost. When Loop cannot keep
+	// a delivery's lease, the handler's ctx is cancelled with a cause that
+	// matches it: errors.Is(context.Cause(ctx), consumer.ErrLockLost).
+	ErrLockLost = mqlite.ErrLockLost
+	// ErrInvalidArgument is the store's mqlite.ErrInvalidArgument; Loop
+	// returns it, wrapped, for bad LoopOptions.
+	ErrInvalidArgument = mqlite.ErrInvalidArgument
+	// ErrDrainTimeout is the cause of a handler's ctx cancelled because
+	// Loop was stopping and LoopOptions.DrainTimeout passed.
+	ErrDrainTimeout = errors.New("consumer: drain timeout passed while stopping")
+)
+
+// Defaults of LoopOptions' zero-valued fields.
+const (
+	DefaultDrainTimeout  = 30 * time.Second
+	DefaultSettleTimeout = 5 * time.Second
+)
+
+// receiveWait bounds one Receive of Loop. Commits and due moments wake the
+// Receive at once, so this is not a polling interval: an idle Loop issues
+// one claim per receiveWait.
+const receiveWait = time.Minute
+
+// receiveRetry spaces the Receives that follow a failed one.
+var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2, Jitter: 0.2}
+
+// Handler processes one message. Returning nil completes the message; an
+// error abandons it for a retry after LoopOptions.Backoff, or, wrapped with
+// Permanent, dead-letters it. A panic is recovered and treated as an error.
+//
+// ctx is cancelled when the lease cannot be kept (the cause matches
+// ErrLockLost) and when Loop stops and DrainTimeout passes (the cause is
+// ErrDrainTimeout); ctx carries the values of Loop's ctx. Delivery is
+// at-least-once: make handlers idempotent.
+type Handler func(ctx context.Context, msg Message) error
+
+// LoopOptions configures Loop. The zero value is ready to use.
+type LoopOptions struct {
+	// Concurrency is how many handlers run at once. Defaults to 1.
+	Concurrency int
+	// Prefetch is how many claimed messages may wait for a free handler, so
+	// that the next message is at hand when a handler finishes. Loop claims
+	// in batches of up to Concurrency+Prefetch messages, and keeps renewing
+	// the leases of those that wait. Defaults to Concurrency; -1 for none.
+	Prefetch int
+	// Backoff sets the delay before a failed message comes again.
+	// Defaults to the Backoff defaults.
+	Backoff Backoff
+	// DrainTimeout is how long, once ctx is cancelled, Loop lets running
+	// handlers finish before it cancels their ctx. Defaults to 30s; -1
+	// cancels them at once.
+	DrainTimeout time.Duration
+	// SettleTimeout bounds each settlement and renewal. Settlements run
+	// under context.WithoutCancel(ctx), so a stopping Loop still delivers
+	// the ack of a handler that finished. Defaults to 5s.
+	SettleTimeout time.Duration
+	// Clock is "now" for lease arithmetic; give Loop the store's clock.
+	// Defaults to mqlite.SystemClock.
+	Clock mqlite.Clock
+	// Logger receives Loop's diagnostics. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Observer receives Loop's events, for metrics. Defaults to none.
+	Observer Observer
+}
+
+func (o LoopOptions) withDefaults() (LoopOptions, error) {
+	switch {
+	case o.Concurrency == 0:
+		o.Concurrency = 1
+	case o.Concurrency < 0 || o.Concurrency > mqlite.MaxReceiveBatch:
+		return o, invalid("Concurrency %d, want 1 to %d", o.Concurrency, mqlite.MaxReceiveBatch)
+	}
+	switch {
+	case o.Prefetch == 0:
+		o.Prefetch = o.Concurrency
+	case o.Prefetch == -1:
+		o.Prefetch = 0
+	case o.Prefetch < 0 || o.Prefetch > mqlite.MaxReceiveBatch:
+		return o, invalid("Prefetch %d, want 1 to %d or -1 for none", o.Prefetch, mqlite.MaxReceiveBatch)
+	}
+	var err error
+	if o.Backoff, err = o.Backoff.withDefaults(); err != nil {
+		return o, err
+	}
+	switch {
+	case o.DrainTimeout == 0:
+		o.DrainTimeout = DefaultDrainTimeout
+	case o.DrainTimeout == -1:
+		o.DrainTimeout = 0
+	case o.DrainTimeout < 0:
+		return o, invalid("negative DrainTimeout %v (use -1 for none)", o.DrainTimeout)
+	}
+	if o.SettleTimeout, err = durationOr(o.SettleTimeout, DefaultSettleTimeout, "SettleTimeout"); err != nil {
+		return o, err
+	}
+	if o.Clock == nil {
+		o.Clock = mqlite.SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	return o, nil
+}
+
+// PanicError is the error of a handler that panicked: Loop recovers the
+// panic, logs it with its stack and abandons the message like any error.
+type PanicError struct {
+	Value any    // what the handler panicked with
+	Stack []byte // the handler goroutine's stack at the panic
+}
+
+// Error describes the panic.
+func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler panicked: %v", e.Value) }
+
+// Loop runs handler over the messages of queue until ctx is cancelled.
+//
+// It claims messages in batches with Receive, which blocks without polling:
+// a commit that makes a message claimable wakes it at once, and so does the
+// moment a scheduled or abandoned message falls due or a lease expires. It
+// runs the handler on up to opts.Concurrency goroutines, renews each held
+// message's lease at half its remaining time, and settles each message by
+// the handler's outcome: nil completes it, a Permanent error rejects it to
+// the dead letters with the error's text as the reason, any other error or
+// a panic abandons it for a retry after opts.Backoff.Delay(DeliveryCount).
+// A delivery whose lease is lost has its handler's ctx cancelled (the cause
+// matches ErrLockLost) and is not settled by Loop.
+//
+// When ctx is cancelled Loop stops claiming, releases the messages it
+// claimed but did not start (abandoned with no delay), lets running
+// handlers finish for up to opts.DrainTimeout, then cancels their ctx and
+// abandons with no delay what they still hold. It waits for every handler
+// to return, so a handler that ignores its ctx delays Loop's return, and
+// then returns nil. No goroutine of Loop outlives it.
+//
+// Loop returns early with an error for bad arguments, and when Receive
+// fails for good (the store is closed, the queue does not exist), after
+// the same drain. Other Receive errors are logged and retried with a
+// backoff. Loop is safe to run several times at once, on one queue or
+// many.
+func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopOptions) error {
+	if src == nil {
+		return invalid("nil Source")
+	}
+	if handler == nil {
+		return invalid("nil Handler")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hcancel(nil)
+	l := &loop{
+		src: src, queue: queue, handler: handler, o: o,
+		log:      o.Logger.With("queue", queue),
+		hctx:     hctx,
+		sctx:     context.WithoutCancel(ctx),
+		stop:     make(chan struct{}),
+		slots:    make(chan struct{}, o.Concurrency+o.Prefetch),
+		work:     make(chan *delivery, o.Concurrency+o.Prefetch),
+		renewals: newRenewer(),
+	}
+	for range cap(l.slots) {
+		l.slots <- struct{}{}
+	}
+
+	renewCtx, stopRenewer := context.WithCancel(l.sctx)
+	renewerDone := make(chan struct{})
+	go func() {
+		defer close(renewerDone)
+		l.renew(renewCtx)
+	}()
+	var workers sync.WaitGroup
+	for range o.Concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for d := range l.work {
+				if l.stopping() {
+					l.release(d)
+					continue
+				}
+				l.handle(d)
+			}
+		}()
+	}
+
+	err = l.fetch(ctx)
+
+	// Stop: release what was claimed but not started, then drain.
+	close(l.stop)
+	l.releaseWaiting()
+	close(l.work)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		workers.Wait()
+	}()
+	timer := time.NewTimer(o.DrainTimeout)
+	select {
+	case <-drained:
+	case <-timer.C:
+		l.log.Warn("consumer: drain timeout passed; cancelling running handlers", "drain_timeout", o.DrainTimeout)
+		hcancel(ErrDrainTimeout)
+		<-drained
+	}
+	timer.Stop()
+	stopRenewer()
+	<-renewerDone
+	return err
+}
+
+// loop is the state of one Loop call.
+type loop struct {
+	src     Source
+	queue   string
+	handler Handler
+	o       LoopOptions
+	log     *slog.Logger
+
+	hctx context.Context // parent of handler contexts: cancelled at the drain timeout
+	sctx context.Context // parent of settlements: never cancelled
+
+	stop     chan struct{}  // closed when Loop stops claiming
+	slots    chan struct{}  // one token per message Loop may hold
+	work     chan *delivery // claimed messages waiting for a handler
+	renewals *renewer
+}
+
+// delivery is one held message.
+type delivery struct {
+	msg    Message
+	ctx    context.Context // the handler's
+	cancel context.CancelCauseFunc
+
+	// Guarded by renewer.mu.
+	until   time.Time // the lease's end as last known
+	renewAt time.Time // when to renew: half the remaining lease
+	lost    error     // why the lease was lost, set by the renewer
+}
+
+func (l *loop) stopping() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// fetch claims messages into l.work until ctx is cancelled (nil) or
+// Receive fails for good (the error).
+func (l *loop) fetch(ctx context.Context) error {
+	failures := 0
+	for {
+		select {
+		case <-l.slots:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+	more:
+		for n < mqlite.MaxReceiveBatch {
+			select {
+			case <-l.slots:
+				n++
+			default:
+				break more
+			}
+		}
+		msgs, err := l.src.Receive(ctx, l.queue, ReceiveOptions{Max: n, Wait: receiveWait})
+		for range n - len(msgs) {
+			l.slots <- struct{}{}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, mqlite.ErrClosed) || errors.Is(err, mqlite.ErrQueueNotFound) ||
+				errors.Is(err, mqlite.ErrInvalidArgument) {
+				return fmt.Errorf("consumer: receive from %s: %w", l.queue, err)
+			}
+			failures++
+			wait := receiveRetry.delay(failures)
+			l.log.Warn("consumer: receive failed; retrying", "err", err, "failures", failures, "retry_in", wait)
+			if !sleepCtx(ctx, wait) {
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		if len(msgs) == 0 {
+			continue
+		}
+		l.o.Observer.Received(l.queue, len(msgs))
+		for _, m := range msgs {
+			d := &delivery{msg: m, until: m.LockedUntil}
+			d.ctx, d.cancel = context.WithCancelCause(l.hctx)
+			l.renewals.add(d, l.o.Clock.Now())
+			l.work <- d // never blocks: l.work has room for every slot
+		}
+	}
+}
+
+// sleepCtx waits d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// releaseWaiting abandons, with no delay, the claimed messages that no
+// handler has taken yet.
+func (l *loop) releaseWaiting() {
+	for {
+		select {
+		case d := <-l.work:
+			l.release(d)
+		default:
+			return
+		}
+	}
+}
+
+// release gives back a message whose handler never started.
+func (l *loop) release(d *delivery) {
+	defer func() { l.slots <- struct{}{} }()
+	lost := l.renewals.remove(d)
+	d.cancel(context.Canceled)
+	if lost != nil {
+		return // the renewer reported it
+	}
+	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+	defer cancel()
+	if err := l.src.Abandon(sctx, d.msg.Lock(), 0); err != nil {
+		l.settleFailed(d.msg, "abandon", err)
+		return
+	}
+	l.log.Debug("consumer: released unstarted message", msgAttrs(d.msg)...)
+	l.o.Observer.Abandoned(d.msg, 0, 0, nil)
+}
+
+// handle runs the handler on d and settles d by its outcome.
+func (l *loop) handle(d *delivery) {
+	defer func() { l.slots <- struct{}{} }()
+	if d.ctx.Err() != nil { // the lease was lost while d waited
+		l.renewals.remove(d)
+		return
+	}
+	start := time.Now()
+	err := l.call(d)
+	took := time.Since(start)
+	lost := l.renewals.remove(d) // no renewal may race the settlement
+	drainCancelled := errors.Is(context.Cause(d.ctx), ErrDrainTimeout)
+	d.cancel(context.Canceled)
+	if lost != nil {
+		l.log.Warn("consumer: handler finished after its lease was lost; not settling",
+			append(msgAttrs(d.msg), "handler_err", err, "took", took)...)
+		return
+	}
+	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+	defer cancel()
+	m := d.msg
+	switch {
+	case err == nil:
+		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {
+			l.settleFailed(m, "complete", serr)
+			return
+		}
+		l.o.Observer.Completed(m, took)
+	case IsPermanent(err):
+		if serr := l.src.Reject(sctx, m.Lock(), err.Error(), ""); serr != nil {
+			l.settleFailed(m, "reject", serr)
+			return
+		}
+		l.log.Warn("consumer: permanent error; message dead-lettered", append(msgAttrs(m), "err", err)...)
+		l.o.Observer.Rejected(m, took, err)
+	default:
+		var delay time.Duration
+		if !drainCancelled {
+			delay = l.o.Backoff.delay(m.DeliveryCount)
+		}
+		if serr := l.src.Abandon(sctx, m.Lock(), delay); serr != nil {
+			l.settleFailed(m, "abandon", serr)
+			return
+		}
+		l.log.Info("consumer: handler failed; message abandoned", append(msgAttrs(m), "err", err, "delay", delay)...)
+		l.o.Observer.Abandoned(m, took, delay, err)
+	}
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (l *loop) call(d *delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			err = &PanicError{Value: r, Stack: stack}
+			l.log.Error("consumer: handler panicked", append(msgAttrs(d.msg), "panic", r, "stack", string(stack))...)
+		}
+	}()
+	return l.handler(d.ctx, d.msg)
+}
+
+func (l *loop) settleFailed(m Message, op string, err error) {
+	if errors.Is(err, ErrLockLost) {
+		l.log.Warn("consumer: lease lost before settlement", append(msgAttrs(m), "op", op, "err", err)...)
+		l.o.Observer.LockLost(m, err)
+		return
+	}
+	l.log.Error("consumer: settlement failed; the message comes back when its lease ends",
+		append(msgAttrs(m), "op", op, "err", err)...)
+	l.o.Observer.SettleFailed(m, err)
+}
+
+func msgAttrs(m Message) []any {
+	return []any{"seq", m.Seq, "message_id", m.MessageID, "delivery_count", m.DeliveryCount}
+}

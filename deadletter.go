@@ -1,0 +1,181 @@
+package mqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/errs"
+)
+
+// Message states, as Message.State reports them and PurgeOptions.State
+// takes them.
+const (
+	StateActive       = "active"
+	StateScheduled    = "scheduled"
+	StateLocked       = "locked"
+	StateDeferred     = "deferred"
+	StateDeadLettered = "dead_lettered"
+)
+
+// Dead-letter reasons written by mqlite itself (Reject writes the caller's).
+const (
+	// ReasonMaxDelivery: the last allowed delivery ended without a
+	// settlement (its lease expired, the process died) or was abandoned.
+	ReasonMaxDelivery = engine.DeadLetterMaxDelivery
+	// ReasonTTL: the message's time to live passed on a queue with
+	// DeadLetterOnExpire.
+	ReasonTTL = engine.DeadLetterTTL
+)
+
+// RedriveOptions configures Redrive.
+type RedriveOptions struct {
+	// Seqs are the dead letters to bring back. Empty means all of the
+	// queue's dead letters.
+	Seqs []int64
+}
+
+// Redrive puts dead letters of queue back to active: their delivery count
+// starts again at zero and the dead-letter reason, description and time are
+// cleared. A message whose time to live has passed comes back without one.
+// Grouped messages rejoin their group in sequence order. It returns how many
+// messages came back; listed seqs that are not dead letters of the queue are
+// skipped. It runs in one transaction and blocks other statements of the
+// store while it runs.
+func (s *Store) Redrive(ctx context.Context, queue string, opts RedriveOptions) (int, error) {
+	if err := s.checkQueue(ctx, queue); err != nil {
+		return 0, err
+	}
+	for _, seq := range opts.Seqs {
+		if seq <= 0 {
+			return 0, errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("seq %d", seq))
+		}
+	}
+	var n int64
+	err := s.Tx(ctx, func(tx *Tx) error {
+		var err error
+		n, err = engine.Redrive(tx.Context(), tx.SQL(), queue, opts.Seqs, s.now())
+		return err
+	})
+	return int(n), err
+}
+
+// PurgeOptions configures Purge.
+type PurgeOptions struct {
+	// State is the state of the messages to remove: StateActive,
+	// StateScheduled, StateDeferred, StateDeadLettered or StateLocked.
+	// Purging locked messages takes them from under their consumers, whose
+	// settlements then fail with ErrLockLost. Required.
+	State string
+}
+
+// Purge removes every message of queue in opts.State and returns how many it
+// removed. It deletes in batches of a few hundred, each its own transaction,
+// so sends and receives go on between them; cancelling ctx stops it between
+// batches (the count so far is returned with ctx's error). An unknown state
+// is ErrInvalidArgument, an unknown queue ErrQueueNotFound.
+func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int, error) {
+	switch opts.State {
+	case StateActive, StateScheduled, StateLocked, StateDeferred, StateDeadLettered:
+	default:
+		return 0, errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("purge state %q, want one of active, scheduled, locked, deferred, dead_lettered", opts.State))
+	}
+	if err := s.checkQueue(ctx, queue); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		var n int64
+		err := s.Tx(ctx, func(tx *Tx) error {
+			var err error
+			n, err = engine.PurgeBatch(tx.Context(), tx.SQL(), queue, opts.State)
+			return err
+		})
+		total += n
+		if err != nil {
+			return int(total), err
+		}
+		if n < engine.SweepBatch {
+			return int(total), nil
+		}
+	}
+}
+
+// QueueStats is a snapshot of one queue.
+type QueueStats struct {
+	Queue string
+	// Messages per state.
+	Active, Scheduled, Locked, Deferred, DeadLettered int64
+	// Bytes is the sum of the body lengths of every message, dead letters
+	// included; DeadLetterBytes is the dead letters' share.
+	Bytes, DeadLetterBytes int64
+	// OldestAge is how long ago (by the store's Clock) the oldest message
+	// that is not dead-lettered was sent; 0 when there is none.
+	OldestAge time.Duration
+	// OldestDeadLetterAge is how long ago the oldest dead letter was
+	// dead-lettered; 0 when there is none.
+	OldestDeadLetterAge time.Duration
+}
+
+// Total is the number of messages in the queue, dead letters included.
+func (q QueueStats) Total() int64 {
+	return q.Active + q.Scheduled + q.Locked + q.Deferred + q.DeadLettered
+}
+
+// Stats counts the messages of queue per state, with their bytes and the
+// age of the oldest. It reads every message of the queue (not their bodies),
+// so on a large queue it holds the store's connection for a while: it is for
+// operators and dashboards, not for every request.
+func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
+	if err := s.checkQueue(ctx, queue); err != nil {
+		return QueueStats{}, err
+	}
+	per, err := engine.Stats(ctx, s.db, queue)
+	if err != nil {
+		return QueueStats{}, err
+	}
+	now := s.now()
+	age := func(ms int64) time.Duration {
+		if ms == 0 || ms > now {
+			return 0
+		}
+		return time.Duration(now-ms) * time.Millisecond
+	}
+	st := QueueStats{Queue: queue}
+	var oldest int64
+	for state, v := range per {
+		st.Bytes += v.Bytes
+		switch state {
+		case StateActive:
+			st.Active = v.Count
+		case StateScheduled:
+			st.Scheduled = v.Count
+		case StateLocked:
+			st.Locked = v.Count
+		case StateDeferred:
+			st.Deferred = v.Count
+		case StateDeadLettered:
+			st.DeadLettered, st.DeadLetterBytes = v.Count, v.Bytes
+			st.OldestDeadLetterAge = age(v.OldestDead)
+			continue
+		}
+		if oldest == 0 || (v.OldestEnq > 0 && v.OldestEnq < oldest) {
+			oldest = v.OldestEnq
+		}
+	}
+	st.OldestAge = age(oldest)
+	return st, nil
+}
+
+// checkQueue validates queue and checks that it exists.
+func (s *Store) checkQueue(ctx context.Context, queue string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := validateQueueName(queue); err != nil {
+		return err
+	}
+	_, err := s.queues.get(ctx, s.db, queue)
+	return err
+}

@@ -1,0 +1,200 @@
+package mqlite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// TestPeekDeadLettersShowsWhyAndWhen: reason, description, delivery count
+// and time of each dead letter.
+func TestPeekDeadLettersShowsWhyAndWhen(t *testing.T) {
+	b := sweepSetup(t)
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	seq := b.deadLetter("q", body("x"))[0]
+	m := b.wantState("q", seq, mqlite.StateDeadLettered)
+	if m.DeadLetterReason != "test" || m.DeadLetterDescription != "dead on purpose" ||
+		m.DeliveryCount != 1 || !m.DeadLetteredAt.Equal(b.Clock.Now()) || string(m.Body) != "x" {
+		t.Fatalf("dead letter: %+v", m)
+	}
+}
+
+// TestRedrive: chosen or all dead letters come back active with their count
+// at zero and the dead-letter fields cleared; they are delivered again.
+func TestRedrive(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "q", mqlite.QueueOptions{MaxDeliveryCount: 1})
+	seqs := b.deadLetter("q", body("a"), body("b"), body("c"))
+	b.Clock.Advance(time.Minute)
+
+	n, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{Seqs: []int64{seqs[1], 999_999}})
+	if err != nil || n != 1 {
+		t.Fatalf("redrive one: %d %v", n, err)
+	}
+	m := b.wantState("q", seqs[1], mqlite.StateActive)
+	if m.DeliveryCount != 0 || m.DeadLetterReason != "" || m.DeadLetterDescription != "" || !m.DeadLetteredAt.IsZero() {
+		t.Fatalf("redriven: %+v", m)
+	}
+	got := b.receive("q", 10)
+	if len(got) != 1 || got[0].Seq != seqs[1] || got[0].DeliveryCount != 1 {
+		t.Fatalf("after redrive received %+v", got)
+	}
+	if err := b.Store.Complete(ctx, got[0].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{}); err != nil || n != 2 {
+		t.Fatalf("redrive all: %d %v", n, err)
+	}
+	if got := b.receive("q", 10); len(got) != 2 {
+		t.Fatalf("after redrive all received %d, want 2", len(got))
+	}
+	if n, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{}); err != nil || n != 0 {
+		t.Fatalf("redrive of nothing: %d %v", n, err)
+	}
+	if _, err := b.Store.Redrive(ctx, "nope", mqlite.RedriveOptions{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Fatalf("unknown queue: %v", err)
+	}
+	if _, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{Seqs: []int64{0}}); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("bad seq: %v", err)
+	}
+}
+
+// TestRedriveExpiredAndGrouped: a TTL dead letter comes back without its
+// spent TTL (it is not expired again at once), and a grouped one rejoins its
+// group in order.
+func TestRedriveExpiredAndGrouped(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "ttl", mqlite.QueueOptions{DeadLetterOnExpire: true})
+	seq := b.send("ttl", outbox.Message{Body: []byte("x"), TTL: time.Second})[0]
+	b.Clock.Advance(time.Second)
+	b.sweepNow()
+	b.wantState("ttl", seq, mqlite.StateDeadLettered)
+	if n, err := b.Store.Redrive(ctx, "ttl", mqlite.RedriveOptions{}); err != nil || n != 1 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	b.sweepNow()
+	if m := b.wantState("ttl", seq, mqlite.StateActive); !m.ExpiresAt.IsZero() {
+		t.Fatalf("redriven message still expires at %v", m.ExpiresAt)
+	}
+
+	b.Queue(t, "fifo", mqlite.QueueOptions{Ordering: mqlite.FIFO})
+	s := b.send("fifo", body("1"), body("2"))
+	first := b.receive("fifo", 1)
+	if err := b.Store.Reject(ctx, first[0].Lock(), "r", ""); err != nil {
+		t.Fatal(err)
+	}
+	second := b.receive("fifo", 1)
+	if len(second) != 1 || second[0].Seq != s[1] {
+		t.Fatalf("the group did not move on: %+v", second)
+	}
+	if _, err := b.Store.Redrive(ctx, "fifo", mqlite.RedriveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Store.Complete(ctx, second[0].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.receive("fifo", 10); len(got) != 1 || got[0].Seq != s[0] {
+		t.Fatalf("redriven group head: %+v", got)
+	}
+}
+
+// TestPurge removes messages by state, in batches, and refuses bad input.
+func TestPurge(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	const many = 1234 // several purge batches
+	msgs := make([]outbox.Message, many)
+	for i := range msgs {
+		msgs[i] = body(fmt.Sprint("m", i))
+	}
+	b.send("q", msgs...)
+	b.deadLetter("q", body("dead1"), body("dead2"))
+	b.send("q", outbox.Message{Body: []byte("later"), DeliverAt: b.Clock.Now().Add(time.Hour)})
+
+	for _, tc := range []struct {
+		state string
+		want  int
+	}{
+		{mqlite.StateDeferred, 0},
+		{mqlite.StateScheduled, 1},
+		{mqlite.StateDeadLettered, 2},
+		{mqlite.StateActive, many},
+	} {
+		if n, err := b.Store.Purge(ctx, "q", mqlite.PurgeOptions{State: tc.state}); err != nil || n != tc.want {
+			t.Fatalf("purge %s: %d %v, want %d", tc.state, n, err, tc.want)
+		}
+	}
+	if st, err := b.Store.Stats(ctx, "q"); err != nil || st.Total() != 0 {
+		t.Fatalf("after purging all: %+v %v", st, err)
+	}
+
+	// Purging locked messages fences their consumers out.
+	b.send("q", body("held"))
+	got := b.receive("q", 1)
+	if n, err := b.Store.Purge(ctx, "q", mqlite.PurgeOptions{State: mqlite.StateLocked}); err != nil || n != 1 {
+		t.Fatalf("purge locked: %d %v", n, err)
+	}
+	if err := b.Store.Complete(ctx, got[0].Lock()); !errors.Is(err, mqlite.ErrLockLost) {
+		t.Fatalf("complete after purge: %v, want ErrLockLost", err)
+	}
+
+	for _, state := range []string{"", "completed", "bogus"} {
+		if _, err := b.Store.Purge(ctx, "q", mqlite.PurgeOptions{State: state}); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("purge %q: %v, want ErrInvalidArgument", state, err)
+		}
+	}
+	if _, err := b.Store.Purge(ctx, "nope", mqlite.PurgeOptions{State: mqlite.StateActive}); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Errorf("unknown queue: %v", err)
+	}
+}
+
+// TestStats counts per state, sums body bytes and ages on the store's
+// clock.
+func TestStats(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	b.Queue(t, "other", mqlite.QueueOptions{})
+	b.send("other", body("not counted"))
+	if st, err := b.Store.Stats(ctx, "q"); err != nil || st != (mqlite.QueueStats{Queue: "q"}) {
+		t.Fatalf("empty queue: %+v %v", st, err)
+	}
+	b.deadLetter("q", body("dead!")) // 5 bytes
+	b.Clock.Advance(10 * time.Second)
+	b.send("q", body("1"), body("22"), body("333"), body("4444"),
+		outbox.Message{Body: []byte("55555"), DeliverAt: b.Clock.Now().Add(time.Hour)})
+	got := b.receive("q", 2) // "1" and "22" locked
+	if err := b.Store.Defer(ctx, got[1].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(5 * time.Second)
+	st, err := b.Store.Stats(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mqlite.QueueStats{
+		Queue: "q", Active: 2, Scheduled: 1, Locked: 1, Deferred: 1, DeadLettered: 1,
+		Bytes: 5 + 1 + 2 + 3 + 4 + 5, DeadLetterBytes: 5,
+		OldestAge: 5 * time.Second, OldestDeadLetterAge: 15 * time.Second,
+	}
+	if st != want {
+		t.Fatalf("stats\n got %+v\nwant %+v", st, want)
+	}
+	if st.Total() != 6 {
+		t.Fatalf("total %d", st.Total())
+	}
+	if _, err := b.Store.Stats(ctx, "nope"); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Fatalf("unknown queue: %v", err)
+	}
+	if _, err := b.Store.Stats(ctx, "bad name!"); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("bad name: %v", err)
+	}
+}

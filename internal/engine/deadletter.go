@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+)
+
+// Retain applies a queue's dead-letter retention: the dead letters older
+// than DLQMaxAgeMS, then the oldest beyond DLQMaxCount, then the oldest
+// whose bodies, counted from the newest, pass DLQMaxBytes are removed. A zero
+// bound is unbounded. It reads the queue's dead letters and writes nothing
+// when every bound holds.
+func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) (int64, error) {
+	if q.DLQMaxAgeMS == 0 && q.DLQMaxCount == 0 && q.DLQMaxBytes == 0 {
+		return 0, nil
+	}
+	var count int64
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM messages
+		WHERE queue = ?1 AND state = 'dead_lettered'`, q.Name).Scan(&count); err != nil {
+		return 0, fmt.Errorf("retention %s: %w", q.Name, err)
+	}
+	if count == 0 {
+		return 0, nil
+	}
+	var total int64
+	run := func(query string, args ...any) (int64, error) {
+		res, err := db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, fmt.Errorf("retention %s: %w", q.Name, err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		return n, nil
+	}
+	if q.DLQMaxAgeMS > 0 {
+		for {
+			n, err := run(`DELETE FROM messages WHERE id IN (SELECT id FROM messages
+				WHERE queue = ?1 AND state = 'dead_lettered' AND dead_lettered_at + ?2 <= ?3 LIMIT ?4)`,
+				q.Name, q.DLQMaxAgeMS, now, SweepBatch)
+			if err != nil {
+				return total, err
+			}
+			count -= n
+			if n < SweepBatch || (stop != nil && stop()) {
+				break
+			}
+		}
+	}
+	if q.DLQMaxCount > 0 {
+		for count > q.DLQMaxCount {
+			n, err := run(`DELETE FROM messages WHERE id IN (SELECT id FROM messages
+				WHERE queue = ?1 AND state = 'dead_lettered' ORDER BY id LIMIT ?2)`,
+				q.Name, min(count-q.DLQMaxCount, SweepBatch))
+			if err != nil {
+				return total, err
+			}
+			count -= n
+			if n == 0 || (stop != nil && stop()) {
+				break
+			}
+		}
+	}
+	if q.DLQMaxBytes > 0 && count > 0 {
+		// Keep the newest dead letters whose bodies fit in the bound; the
+		// running sum from the newest marks where the oldest start.
+		if _, err := run(`DELETE FROM messages WHERE id IN (
+			SELECT id FROM (SELECT id, sum(length(body)) OVER (ORDER BY id DESC) AS kept
+			                  FROM messages WHERE queue = ?1 AND state = 'dead_lettered')
+			 WHERE kept > ?2)`, q.Name, q.DLQMaxBytes); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Redrive puts dead letters of the queue back to active with their delivery
+// count at zero and the dead-letter fields cleared: the seqs listed, or all
+// of them when seqs is empty. A message whose time to live has passed comes
+// back without one (it would expire again at once). Grouped messages rejoin
+// their group in order (trigger trg_group_rejoin). It returns how many
+// messages came back; seqs that are not dead letters of the queue are
+// skipped.
+func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error) {
+	const set = `UPDATE messages SET state = 'active', delivery_count = 0, visible_at = ?2,
+		expires_at = CASE WHEN expires_at > 0 AND expires_at <= ?2 THEN 0 ELSE expires_at END,
+		dead_letter_reason = NULL, dead_letter_desc = NULL, dead_lettered_at = 0,
+		lock_token = NULL, locked_until = 0
+		WHERE queue = ?1 AND state = 'dead_lettered'`
+	var res sql.Result
+	var err error
+	if len(seqs) == 0 {
+		res, err = db.ExecContext(ctx, set, queue, now)
+	} else {
+		list, jerr := json.Marshal(seqs)
+		if jerr != nil {
+			return 0, fmt.Errorf("redrive: %w", jerr)
+		}
+		res, err = db.ExecContext(ctx, set+` AND id IN (SELECT value FROM json_each(?3))`, queue, now, string(list))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("redrive: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// PurgeBatch deletes up to SweepBatch messages of the queue in state and
+// returns how many it deleted; the caller repeats it until it deletes fewer.
+func PurgeBatch(ctx context.Context, db DBTX, queue, state string) (int64, error) {
+	res, err := db.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
+		SELECT id FROM messages WHERE queue = ?1 AND state = ?2 ORDER BY id LIMIT ?3)`, queue, state, SweepBatch)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// StateStats is what Stats reports for one state of a queue.
+type StateStats struct {
+	Count      int64
+	Bytes      int64 // sum of the body lengths
+	OldestEnq  int64 // enqueued_at of the oldest message, epoch ms; 0 when none
+	OldestDead int64 // dead_lettered_at of the oldest dead letter (dead_lettered only)
+}
+
+// Stats counts the queue's messages per state. It reads every message of
+// the queue (the body length comes from the record header, not the body).
+func Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, error) {
+	rows, err := db.QueryContext(ctx, `SELECT state, count(*), coalesce(sum(length(body)), 0),
+		coalesce(min(enqueued_at), 0), coalesce(min(nullif(dead_lettered_at, 0)), 0)
+		FROM messages WHERE queue = ? GROUP BY state`, queue)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]StateStats{}
+	for rows.Next() {
+		var state string
+		var s StateStats
+		if err := rows.Scan(&state, &s.Count, &s.Bytes, &s.OldestEnq, &s.OldestDead); err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		out[state] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,143 @@
+package mqlite
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/engine"
+)
+
+// A sweep is one kind of background upkeep. Its run reads "now" as an
+// argument (from the store's Clock), writes through the store's one
+// connection, and writes nothing when there is nothing to do.
+type sweep struct {
+	name     string
+	interval time.Duration // 0: the loop is off
+	run      func(ctx context.Context, now int64) (int64, error)
+}
+
+// sweeps returns the store's sweeps in the order runSweeps applies them:
+// leases and schedules first, so that the TTL sweep sees the messages they
+// hand back.
+func (s *Store) sweeps() []sweep {
+	o := s.opts
+	return []sweep{
+		{"reaper", o.ReaperInterval, func(ctx context.Context, now int64) (int64, error) {
+			return engine.Reap(ctx, s.db, now, s.isClosed)
+		}},
+		{"scheduler", o.SchedulerInterval, func(ctx context.Context, now int64) (int64, error) {
+			return engine.Promote(ctx, s.db, now, s.isClosed)
+		}},
+		{"ttl", o.TTLInterval, func(ctx context.Context, now int64) (int64, error) {
+			return engine.Expire(ctx, s.db, now, s.isClosed)
+		}},
+		{"janitor", o.JanitorInterval, func(ctx context.Context, now int64) (int64, error) {
+			return engine.Janitor(ctx, s.db, now)
+		}},
+		{"retention", o.RetentionInterval, s.retain},
+	}
+}
+
+// retain applies every queue's dead-letter retention.
+func (s *Store) retain(ctx context.Context, now int64) (int64, error) {
+	qs, err := engine.ListQueues(ctx, s.db)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, q := range qs {
+		if s.isClosed() {
+			break
+		}
+		n, err := engine.Retain(ctx, s.db, q, now, s.isClosed)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// runSweeps runs every sweep once, now, whether its loop is on or off, and
+// returns the rows each changed. Tests call it (through export_test.go) to
+// drive the loops deterministically on a fake clock.
+func (s *Store) runSweeps(ctx context.Context) (map[string]int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var errs []error
+	for _, sw := range s.sweeps() {
+		n, err := sw.run(context.WithoutCancel(ctx), s.now())
+		out[sw.name] = n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// loops owns the background goroutines of a store.
+type loops struct {
+	wg sync.WaitGroup
+}
+
+// startLoops starts one goroutine per sweep whose interval is on. Each stops
+// when the store closes; Close waits for them (stopLoops) before it closes
+// the connection.
+func (s *Store) startLoops() {
+	for _, sw := range s.sweeps() {
+		if sw.interval <= 0 {
+			continue
+		}
+		s.loops.wg.Go(func() { s.loop(sw) })
+	}
+}
+
+// stopLoops waits for every loop to return; s.closed must be closed.
+func (s *Store) stopLoops() { s.loops.wg.Wait() }
+
+// loop runs sw every interval until the store closes. A failed sweep is
+// reported to the Logger and tried again at the next tick. Statements run
+// with a context that is never cancelled: an interrupted statement must not
+// be left on the store's only connection. Close waits for the sweep in
+// flight instead, and the batched sweeps give up between batches once the
+// store is closing.
+func (s *Store) loop(sw sweep) {
+	t := time.NewTicker(sw.interval)
+	defer t.Stop()
+	ctx := context.Background()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-t.C:
+		}
+		n, err := sw.run(ctx, s.now())
+		switch {
+		case err != nil:
+			s.opts.Logger.Error("mqlite: sweep failed", "sweep", sw.name, "path", s.path, "err", err)
+		case n > 0:
+			s.opts.Logger.Debug("mqlite: sweep", "sweep", sw.name, "path", s.path, "rows", n)
+		}
+	}
+}
+
+// recover releases the leases an earlier process left in the file (see
+// engine.Recover). Open runs it after the schema is in place and before the
+// store is handed out, so nothing can claim in between.
+func (s *Store) recover(ctx context.Context) error {
+	n, err := engine.Recover(ctx, s.db, s.now())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.opts.Logger.Info("mqlite: recovered orphaned leases", "path", s.path, "messages", n)
+	}
+	return nil
+}
+
+// isClosed reports whether Close has begun.
+func (s *Store) isClosed() bool { return s.checkOpen() != nil }
