@@ -709,3 +709,35 @@ func TestLoopBadArguments(t *testing.T) {
 		})
 	}
 }
+
+func TestLoopHandsOutTheNextOfAGroupAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ordered mqlite.Ordering
+		group   string
+	}{{"group", mqlite.Standard, "g"}, {"fifo", mqlite.FIFO, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			bubble(t, mqlite.QueueOptions{Ordering: tc.ordered}, func(t *testing.T, e *loopEnv) {
+				var got guarded[[]string]
+				stop := e.start(func(ctx context.Context, m consumer.Message) error {
+					got.update(func(s []string) []string { return append(s, string(m.Body)) })
+					return nil
+				}, consumer.LoopOptions{Concurrency: 2})
+				begin := time.Now()
+				must(t, e.st.Tx(ctx, func(tx *mqlite.Tx) error {
+					for _, b := range []string{"1", "2", "3"} {
+						if _, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(b), GroupID: tc.group}); err != nil {
+							return err
+						}
+					}
+					return nil
+				}))
+				synctest.Wait()
+				if g := got.get(); !slices.Equal(g, []string{"1", "2", "3"}) || time.Since(begin) != 0 {
+					t.Fatalf("handled %v after %v; want all three in order at once", g, time.Since(begin))
+				}
+				must(t, stop())
+			})
+		})
+	}
+}
