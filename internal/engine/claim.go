@@ -134,15 +134,46 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 			return nil, fmt.Errorf("replay attempt: %w", err)
 		}
 	}
-	if err := MakeClaimable(ctx, tx, q, r.Now); err != nil {
+	out, err := claimUpTo(ctx, tx, r, nil)
+	if err != nil {
 		return nil, err
 	}
+	if len(out) < r.Max {
+		// Short of Max: make due messages and lapsed leases of this queue
+		// claimable, and look again. A backlog never pays for this; the
+		// background sweeps bound how long such messages wait behind one.
+		changed, err := MakeClaimable(ctx, tx, q, r.Now)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			if out, err = claimUpTo(ctx, tx, r, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if r.AttemptID != "" && len(out) > 0 {
+		// An empty result is not recorded: a retry may find messages.
+		blob, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("record attempt: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, result, expires_at)
+			VALUES (?, ?, ?, ?)`, q.Name, r.AttemptID, blob, r.Now+ReceiptTTLMS); err != nil {
+			return nil, fmt.Errorf("record attempt: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// claimUpTo claims messages until out holds r.Max or none is left.
+func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest, out []Claimed) ([]Claimed, error) {
+	q := r.Queue
 	query := ClaimSQL
 	if r.Delete {
 		query = ClaimDeleteSQL
 	}
-	out := make([]Claimed, 0, min(r.Max, 64))
-	for range r.Max {
+	for len(out) < r.Max {
 		args := []any{q.Name, r.Now, q.MaxDeliveryCount}
 		if !r.Delete {
 			args = append(args, q.LockDurationMS, NewToken())
@@ -161,31 +192,24 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 		}
 		out = append(out, c)
 	}
-	if r.AttemptID != "" {
-		blob, err := json.Marshal(out)
-		if err != nil {
-			return nil, fmt.Errorf("record attempt: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, result, expires_at)
-			VALUES (?, ?, ?, ?)`, q.Name, r.AttemptID, blob, r.Now+ReceiptTTLMS); err != nil {
-			return nil, fmt.Errorf("record attempt: %w", err)
-		}
-	}
 	return out, nil
 }
 
 // MakeClaimable promotes the queue's due scheduled messages and reaps its
-// expired leases, so a claim never waits for a background sweep. Both are
-// index range scans that find nothing, and write nothing, when there is
-// nothing due.
-func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
-	if _, err := tx.ExecContext(ctx, PromoteDueSQL, q.Name, now); err != nil {
-		return fmt.Errorf("promote due: %w", err)
+// expired leases, and reports whether it changed anything. Both are index
+// range scans that find nothing, and write nothing, when nothing is due.
+func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) (bool, error) {
+	res, err := tx.ExecContext(ctx, PromoteDueSQL, q.Name, now)
+	if err != nil {
+		return false, fmt.Errorf("promote due: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, ReapExpiredSQL, q.Name, now, q.MaxDeliveryCount); err != nil {
-		return fmt.Errorf("reap expired: %w", err)
+	promoted, _ := res.RowsAffected()
+	res, err = tx.ExecContext(ctx, ReapExpiredSQL, q.Name, now, q.MaxDeliveryCount)
+	if err != nil {
+		return false, fmt.Errorf("reap expired: %w", err)
 	}
-	return nil
+	reaped, _ := res.RowsAffected()
+	return promoted+reaped > 0, nil
 }
 
 // NextDue returns the earliest moment after now at which a message of the
