@@ -92,8 +92,8 @@ func SendOne(ctx context.Context, tx Execer, queue string, msg Message) (int64, 
 // SendBatch enqueues msgs on queue inside tx, in order. A slot whose
 // MessageID conflicts gets Seq 0 and its own Err while the other slots are
 // written; errors that concern the whole call (unknown queue, invalid
-// message, driver failure) are returned as err and then no slot is written
-// by this call.
+// message, a body over the limit) are returned as err before any slot is
+// written. After a driver failure the caller must roll tx back.
 func SendBatch(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
 	return send(ctx, tx, queue, msgs)
 }
@@ -119,34 +119,13 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 	if len(out) == 0 {
 		return []Result{}, nil
 	}
-	// A savepoint makes a whole-call error leave nothing behind in tx.
-	sres, err := sendInSavepoint(ctx, tx, queue, out)
+	sres, err := engine.Send(ctx, tx, queue, out)
 	if err != nil {
 		return nil, err
 	}
 	res := make([]Result, len(sres))
 	for i, r := range sres {
 		res[i] = Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}
-	}
-	return res, nil
-}
-
-func sendInSavepoint(ctx context.Context, tx Execer, queue string, msgs []engine.OutMessage) ([]engine.SendResult, error) {
-	if len(msgs) == 1 {
-		// One insert statement either writes its row or nothing.
-		return engine.Send(ctx, tx, queue, msgs)
-	}
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT mqlite_send`); err != nil {
-		return nil, fmt.Errorf("send: %w", err)
-	}
-	res, err := engine.Send(ctx, tx, queue, msgs)
-	if err != nil {
-		_, _ = tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK TO mqlite_send`)
-		_, _ = tx.ExecContext(context.WithoutCancel(ctx), `RELEASE mqlite_send`)
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `RELEASE mqlite_send`); err != nil {
-		return nil, fmt.Errorf("send: %w", err)
 	}
 	return res, nil
 }

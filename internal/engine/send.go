@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -33,27 +32,24 @@ type SendResult struct {
 // insertMessage enqueues one message in a single statement: it reads the
 // queue, computes the group hold, checks size and dedup, and inserts. The
 // trigger trg_dedup_record writes the dedup row in the same statement. When
-// no row comes back, diagnose says why. "now" is read once through the
-// materialized CTE, from the store's clock.
-const insertMessage = `WITH n(now, maxb) AS MATERIALIZED (SELECT mqlite_now(), mqlite_max_message_bytes()),
-g(q, gid) AS MATERIALIZED (
-	SELECT name, coalesce(?3, CASE WHEN ordering = 'fifo' THEN '' END) FROM queues WHERE name = ?1)
-INSERT INTO messages (queue, state, held, visible_at, expires_at, enqueued_at,
+// no row is inserted, diagnose says why. "now" is the store's clock, read
+// through mqlite_now() in a scalar subquery, which SQLite evaluates once per
+// statement.
+const insertMessage = `INSERT INTO messages (queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, group_id, subject, properties, body_hash, body)
-SELECT g.q,
-	CASE WHEN ?5 > n.now THEN 'scheduled' ELSE 'active' END,
-	g.gid IS NOT NULL AND EXISTS (SELECT 1 FROM messages b
-		WHERE b.queue = g.q AND b.group_id = g.gid AND b.state <> 'dead_lettered'),
-	max(?5, n.now),
-	CASE WHEN ?6 > 0 THEN n.now + ?6
-	     WHEN (SELECT default_ttl_ms FROM queues WHERE name = ?1) > 0
-	     THEN n.now + (SELECT default_ttl_ms FROM queues WHERE name = ?1)
+SELECT q.name,
+	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
+	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
+		SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state <> 'dead_lettered'
+		   AND b.group_id = coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END)),
+	max(?5, (SELECT mqlite_now())),
+	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6
+	     WHEN q.default_ttl_ms > 0 THEN (SELECT mqlite_now()) + q.default_ttl_ms
 	     ELSE 0 END,
-	n.now, ?2, g.gid, ?4, ?7, ?8, ?9
-FROM g, n
-WHERE length(?9) <= n.maxb
-  AND NOT EXISTS (SELECT 1 FROM dedup d WHERE d.queue = g.q AND d.key = ?10 AND d.expires_at > n.now)
-RETURNING id`
+	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?9
+FROM queues q
+WHERE q.name = ?1 AND length(?9) <= mqlite_max_message_bytes()
+  AND NOT EXISTS (SELECT 1 FROM dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now()))`
 
 // DedupKey is the dedup key of a message: its MessageID, or the body's
 // SHA-256 when it has none. hash is the body's SHA-256.
@@ -66,23 +62,18 @@ func DedupKey(messageID string, hash []byte) string {
 
 // Send enqueues msgs on db, which is normally the caller's transaction. A
 // slot that fails (dedup conflict) gets Seq 0 and its own Err while the
-// other slots go on; errors that stop the whole send (unknown queue, a
-// driver failure) are returned as err.
+// other slots go on. Errors that concern the whole call (unknown queue, a
+// body over the limit) are found before anything is written; a driver
+// failure mid-way leaves the transaction for the caller to roll back.
 func Send(ctx context.Context, db DBTX, queue string, msgs []OutMessage) ([]SendResult, error) {
-	out := make([]SendResult, len(msgs))
-	run := func(args ...any) *sql.Row { return db.QueryRowContext(ctx, insertMessage, args...) }
 	if len(msgs) > 1 {
-		if p, ok := db.(interface {
-			PrepareContext(context.Context, string) (*sql.Stmt, error)
-		}); ok {
-			s, err := p.PrepareContext(ctx, insertMessage)
-			if err != nil {
-				return nil, interpret("prepare send", err)
-			}
-			defer s.Close()
-			run = func(args ...any) *sql.Row { return s.QueryRowContext(ctx, args...) }
+		// One statement writes one message or nothing; a batch checks the
+		// queue and every size first, so a whole-call error writes nothing.
+		if err := precheck(ctx, db, queue, msgs); err != nil {
+			return nil, err
 		}
 	}
+	out := make([]SendResult, len(msgs))
 	for i, m := range msgs {
 		sum := sha256.Sum256(m.Body)
 		key := DedupKey(m.MessageID, sum[:])
@@ -90,26 +81,49 @@ func Send(ctx context.Context, db DBTX, queue string, msgs []OutMessage) ([]Send
 		if body == nil {
 			body = []byte{}
 		}
-		var seq int64
-		err := run(queue, nullString(m.MessageID), nullString(m.GroupID),
-			nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), sum[:], body, key).Scan(&seq)
-		if err == nil {
-			out[i].Seq = seq
-			continue
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
+			nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), sum[:], body, key)
+		if err != nil {
 			return nil, interpret("send", err)
 		}
-		r, err := diagnose(ctx, db, queue, key, sum[:], int64(len(body)))
-		if err != nil {
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, interpret("send", err)
+		} else if n == 1 {
+			// The trigger's insert into dedup does not change the
+			// statement's last rowid: it is the message's.
+			if out[i].Seq, err = res.LastInsertId(); err != nil {
+				return nil, interpret("send", err)
+			}
+			continue
+		}
+		if out[i], err = diagnose(ctx, db, queue, key, sum[:], int64(len(body))); err != nil {
 			return nil, err
 		}
-		out[i] = r
 	}
 	return out, nil
 }
 
-// diagnose explains an insert that returned no row: an unknown queue, a body
+// precheck returns the error that stops a whole batch: an unknown queue or
+// a body over the limit.
+func precheck(ctx context.Context, db DBTX, queue string, msgs []OutMessage) error {
+	var exists bool
+	var maxBytes int64
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?),
+		mqlite_max_message_bytes()`, queue).Scan(&exists, &maxBytes); err != nil {
+		return interpret("send", err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: %q", errs.ErrQueueNotFound, queue)
+	}
+	for i, m := range msgs {
+		if int64(len(m.Body)) > maxBytes {
+			return fmt.Errorf("message %d: %w: %d bytes, the limit is %d", i, errs.ErrMessageTooLarge, len(m.Body), maxBytes)
+		}
+	}
+	return nil
+}
+
+// diagnose explains an insert that wrote no row: an unknown queue, a body
 // over the limit, a duplicate (replay) or a conflict.
 func diagnose(ctx context.Context, db DBTX, queue, key string, hash []byte, size int64) (SendResult, error) {
 	var exists bool
