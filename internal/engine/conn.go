@@ -83,6 +83,7 @@ func OpenDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Add("_pragma", "cache_size(-32768)")
 	q.Set("_txlock", "immediate")
 	db := sql.OpenDB(connector{d: d, dsn: cfg.Path + "?" + q.Encode()})
 	db.SetMaxOpenConns(1)
