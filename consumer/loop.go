@@ -184,6 +184,15 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 		l.slots <- struct{}{}
 	}
 
+	var completerDone chan struct{}
+	if bc, ok := src.(CompleteBatcher); ok {
+		l.completions = make(chan completion, cap(l.slots))
+		completerDone = make(chan struct{})
+		go func() {
+			defer close(completerDone)
+			l.complete(bc)
+		}()
+	}
 	renewCtx, stopRenewer := context.WithCancel(l.sctx)
 	renewerDone := make(chan struct{})
 	go func() {
@@ -225,6 +234,10 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 		<-drained
 	}
 	timer.Stop()
+	if l.completions != nil {
+		close(l.completions)
+		<-completerDone
+	}
 	stopRenewer()
 	<-renewerDone
 	return err
@@ -245,6 +258,9 @@ type loop struct {
 	slots    chan struct{}  // one token per message Loop may hold
 	work     chan *delivery // claimed messages waiting for a handler
 	renewals *renewer
+	// completions feeds the completer goroutine when the Source can
+	// complete in batches; nil otherwise.
+	completions chan completion
 }
 
 // delivery is one held message.
@@ -367,7 +383,12 @@ func (l *loop) release(d *delivery) {
 
 // handle runs the handler on d and settles d by its outcome.
 func (l *loop) handle(d *delivery) {
-	defer func() { l.slots <- struct{}{} }()
+	handedOver := false // to the completer, which frees the slot
+	defer func() {
+		if !handedOver {
+			l.slots <- struct{}{}
+		}
+	}()
 	if d.ctx.Err() != nil { // the lease was lost while d waited
 		l.renewals.remove(d)
 		return
@@ -387,6 +408,9 @@ func (l *loop) handle(d *delivery) {
 	defer cancel()
 	m := d.msg
 	switch {
+	case err == nil && l.completions != nil:
+		l.completions <- completion{msg: m, took: took} // never blocks: room for every slot
+		handedOver = true
 	case err == nil:
 		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {
 			l.settleFailed(m, "complete", serr)

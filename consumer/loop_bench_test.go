@@ -40,7 +40,7 @@ func benchLoopStore(b *testing.B) *mqlite.Store {
 }
 
 // runBenchLoop runs Loop in the background until the benchmark ends.
-func runBenchLoop(b *testing.B, st *mqlite.Store, h consumer.Handler, opts consumer.LoopOptions) {
+func runBenchLoop(b *testing.B, st consumer.Source, h consumer.Handler, opts consumer.LoopOptions) {
 	b.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	lctx, cancel := context.WithCancel(context.Background())
@@ -126,10 +126,22 @@ func cpuTime(b *testing.B) time.Duration {
 
 // BenchmarkLoopThroughput measures how fast a Loop (Concurrency 8, a no-op
 // handler) drains b.N messages: half are queued before it starts, the other
-// half a producer sends while it runs, in transactions of 10.
+// half a producer sends while it runs, in transactions of 10. "batched"
+// lets Loop complete through Store.CompleteBatch; "one-by-one" hides it, so
+// every message is completed in its own commit.
 func BenchmarkLoopThroughput(b *testing.B) {
+	b.Run("batched", func(b *testing.B) {
+		st := benchLoopStore(b)
+		benchThroughput(b, st, st)
+	})
+	b.Run("one-by-one", func(b *testing.B) {
+		st := benchLoopStore(b)
+		benchThroughput(b, st, oneByOne{st})
+	})
+}
+
+func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 	const perTx = 10
-	st := benchLoopStore(b)
 	ctx := context.Background()
 	body := make([]byte, 256)
 	send := func(n int) error {
@@ -158,7 +170,7 @@ func BenchmarkLoopThroughput(b *testing.B) {
 	total := int64(b.N)
 	b.ResetTimer()
 	start := time.Now()
-	runBenchLoop(b, st, func(context.Context, consumer.Message) error {
+	runBenchLoop(b, src, func(context.Context, consumer.Message) error {
 		if handled.Add(1) == total {
 			close(all)
 		}

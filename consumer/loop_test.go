@@ -126,6 +126,23 @@ func (s *countingSource) Complete(ctx context.Context, l consumer.Lock) error {
 	return s.Source.Complete(ctx, l)
 }
 
+// CompleteBatch lets Loop complete in batches, through the inner source's
+// CompleteBatch when it has one.
+func (s *countingSource) CompleteBatch(ctx context.Context, locks []consumer.Lock) ([]error, error) {
+	s.settles.Add(int64(len(locks)))
+	if bc, ok := s.Source.(consumer.CompleteBatcher); ok {
+		return bc.CompleteBatch(ctx, locks)
+	}
+	out := make([]error, len(locks))
+	for i, l := range locks {
+		out[i] = s.Source.Complete(ctx, l)
+	}
+	return out, nil
+}
+
+// oneByOne hides CompleteBatch, so Loop completes each message on its own.
+type oneByOne struct{ consumer.Source }
+
 func (s *countingSource) Abandon(ctx context.Context, l consumer.Lock, d time.Duration) error {
 	s.settles.Add(1)
 	return s.Source.Abandon(ctx, l, d)
@@ -622,7 +639,18 @@ func TestLoopShutdownLetsRunningHandlerFinish(t *testing.T) {
 }
 
 func TestLoopRunsConcurrentlyAndPrefetches(t *testing.T) {
+	for _, batched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			testLoopConcurrency(t, batched)
+		})
+	}
+}
+
+func testLoopConcurrency(t *testing.T, batched bool) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		if !batched {
+			e.src = &countingSource{Source: oneByOne{e.st}}
+		}
 		release := make(chan struct{})
 		var running, most atomic.Int64
 		var handled atomic.Int64
@@ -658,6 +686,18 @@ func TestLoopRunsConcurrentlyAndPrefetches(t *testing.T) {
 		synctest.Wait()
 		if handled.Load() != 20 || most.Load() != 4 {
 			t.Fatalf("handled %d, at most %d at once", handled.Load(), most.Load())
+		}
+		if left := e.peek(); len(left) != 0 || e.src.settles.Load() != 20 {
+			t.Fatalf("after 20 handled: %d left, %d settlements", len(left), e.src.settles.Load())
+		}
+		completed := 0
+		for _, ev := range e.obs.list() {
+			if strings.HasPrefix(ev, "completed ") {
+				completed++
+			}
+		}
+		if completed != 20 {
+			t.Fatalf("%d Completed events, want 20", completed)
 		}
 		must(t, stop())
 	})
