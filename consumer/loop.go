@@ -178,7 +178,7 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 		stop:     make(chan struct{}),
 		slots:    make(chan struct{}, o.Concurrency+o.Prefetch),
 		work:     make(chan *delivery, o.Concurrency+o.Prefetch),
-		renewals: newRenewer(),
+		renewals: newRenewer(o.Logger.With("queue", queue)),
 	}
 	for range cap(l.slots) {
 		l.slots <- struct{}{}

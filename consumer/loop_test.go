@@ -352,24 +352,31 @@ func TestLoopRenewsSlowHandlerLease(t *testing.T) {
 				cause.set(context.Cause(ctx))
 				return ctx.Err()
 			}
-		}, consumer.LoopOptions{})
-		seq := e.send("slow")[0]
+		}, consumer.LoopOptions{Concurrency: 1, Prefetch: 1})
+		// One message runs; the other waits, prefetched, for the handler.
+		seqs := e.send("slow", "waiting")
 		synctest.Wait()
-		claimed := e.peek()[seq]
-		if claimed.State != "locked" {
-			t.Fatalf("state %q, want locked", claimed.State)
+		first := map[int64]time.Time{}
+		for _, seq := range seqs {
+			m := e.peek()[seq]
+			if m.State != "locked" {
+				t.Fatalf("seq %d: state %q, want locked", seq, m.State)
+			}
+			first[seq] = m.LockedUntil
 		}
-		first := claimed.LockedUntil
 
 		// Far past the original lease: renewals at half the remaining lease
-		// kept it running.
+		// kept both running, the waiting one too.
 		advance(3*lease + time.Second)
-		m := e.peek()[seq]
-		if m.State != "locked" || !m.LockedUntil.After(time.Now()) || !m.LockedUntil.After(first) {
-			t.Fatalf("after %v: state %q, locked until %v (first %v, now %v)", 3*lease, m.State, m.LockedUntil, first, time.Now())
-		}
-		if m.DeliveryCount != 1 {
-			t.Fatalf("delivery count %d, want 1: the lease lapsed and the message was claimed again", m.DeliveryCount)
+		for _, seq := range seqs {
+			m := e.peek()[seq]
+			if m.State != "locked" || !m.LockedUntil.After(time.Now()) || !m.LockedUntil.After(first[seq]) {
+				t.Fatalf("seq %d after %v: state %q, locked until %v (first %v, now %v)",
+					seq, 3*lease, m.State, m.LockedUntil, first[seq], time.Now())
+			}
+			if m.DeliveryCount != 1 {
+				t.Fatalf("seq %d: delivery count %d, want 1: the lease lapsed and the message was claimed again", seq, m.DeliveryCount)
+			}
 		}
 		close(release)
 		synctest.Wait()
@@ -379,7 +386,7 @@ func TestLoopRenewsSlowHandlerLease(t *testing.T) {
 		if left := e.peek(); len(left) != 0 {
 			t.Fatalf("left in the queue: %v", left)
 		}
-		wantEvents(t, e.obs, "received 1", fmt.Sprintf("completed %d", seq))
+		wantEvents(t, e.obs, "received 2", fmt.Sprintf("completed %d", seqs[0]), fmt.Sprintf("completed %d", seqs[1]))
 		if took := e.obs.tookAt(1); took != 3*lease+time.Second {
 			t.Errorf("handler duration %v, want %v", took, 3*lease+time.Second)
 		}
@@ -780,4 +787,42 @@ func TestLoopHandsOutTheNextOfAGroupAtOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// abandonSignal reports each Abandoned event on a channel.
+type abandonSignal struct {
+	consumer.NopObserver
+	ch chan time.Duration
+}
+
+func (a abandonSignal) Abandoned(_ consumer.Message, _, delay time.Duration, _ error) { a.ch <- delay }
+
+func TestLoopOnTheStoresFakeClock(t *testing.T) {
+	// Outside a bubble: the store runs on testdb's fake clock, and Loop
+	// is given the same clock for its lease arithmetic.
+	b := setup(t, mqlite.QueueOptions{})
+	obs := abandonSignal{ch: make(chan time.Duration, 1)}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- consumer.Loop(lctx, b.src, "q", func(context.Context, consumer.Message) error {
+			return errors.New("not yet")
+		}, consumer.LoopOptions{Clock: b.Clock, Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	seq := b.send(t, outbox.Message{})[0]
+	select {
+	case delay := <-obs.ch:
+		if delay != time.Second {
+			t.Fatalf("abandoned with delay %v, want 1s", delay)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message was not handled")
+	}
+	msgs, err := b.src.Peek(ctx, "q", consumer.PeekOptions{})
+	must(t, err)
+	if len(msgs) != 1 || msgs[0].Seq != seq || msgs[0].State != "scheduled" || !msgs[0].VisibleAt.Equal(b.Clock.Now().Add(time.Second)) {
+		t.Fatalf("after the failure: %+v", msgs)
+	}
+	cancel()
+	must(t, <-done)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -12,27 +13,45 @@ import (
 // failed for a reason other than a lost lock.
 const minRenewRetry = 10 * time.Millisecond
 
+// minRenewEvery is the shortest wait between two renewals of a lease. Half
+// the shortest lease (mqlite.MinLockDuration) is well above it; it only
+// keeps a Loop whose Clock disagrees with the store's (every lease looks
+// over already) from renewing in a tight loop.
+const minRenewEvery = 40 * time.Millisecond
+
 // renewer holds the deliveries a Loop holds, waiting or running, and renews
 // their leases in batches (one RenewBatch per due moment), each at half its
 // remaining lease. Only Loop's renew goroutine renews; add and remove are
 // called from the fetcher and the workers.
 type renewer struct {
+	log          *slog.Logger
+	clockWarning sync.Once
+
 	mu   sync.Mutex
 	held map[*delivery]struct{}
 	kick chan struct{} // a delivery was added: look at the timer again
 }
 
-func newRenewer() *renewer {
-	return &renewer{held: map[*delivery]struct{}{}, kick: make(chan struct{}, 1)}
+func newRenewer(log *slog.Logger) *renewer {
+	return &renewer{log: log, held: map[*delivery]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
-// halfway is the moment halfway between now and until.
-func halfway(now, until time.Time) time.Time { return now.Add(until.Sub(now) / 2) }
+// halfway is the moment halfway between now and until, but at least
+// minRenewEvery after now.
+func halfway(now, until time.Time) time.Time {
+	return now.Add(max(until.Sub(now)/2, minRenewEvery))
+}
 
 // add starts renewing d; now is when its lease was read.
 func (r *renewer) add(d *delivery, now time.Time) {
 	if d.until.IsZero() {
 		return // no lease to keep
+	}
+	if !d.until.After(now) {
+		r.clockWarning.Do(func() {
+			r.log.Warn("consumer: a lease is over as soon as it was claimed; is LoopOptions.Clock the store's clock?",
+				"locked_until", d.until, "now", now)
+		})
 	}
 	r.mu.Lock()
 	d.renewAt = halfway(now, d.until)
