@@ -826,3 +826,35 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 	cancel()
 	must(t, <-done)
 }
+
+// flakyReceives fails the first n Receives, as a broker that restarts would.
+type flakyReceives struct {
+	consumer.Source
+	n atomic.Int64
+}
+
+func (f *flakyReceives) Receive(ctx context.Context, q string, o consumer.ReceiveOptions) ([]consumer.Message, error) {
+	if f.n.Add(-1) >= 0 {
+		return nil, errors.New("receive: connection reset")
+	}
+	return f.Source.Receive(ctx, q, o)
+}
+
+func TestLoopRetriesFailedReceives(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		flaky := &flakyReceives{Source: e.st}
+		flaky.n.Store(3)
+		e.src = &countingSource{Source: flaky}
+		seq := e.send("x")[0]
+		stop := e.start(func(context.Context, consumer.Message) error { return nil }, consumer.LoopOptions{})
+		// Retried after 100ms, 200ms and 400ms (±20% jitter): 560ms to 840ms.
+		advance(500 * time.Millisecond)
+		wantEvents(t, e.obs)
+		advance(500 * time.Millisecond)
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("completed %d", seq))
+		if n := strings.Count(e.log.String(), "receive failed; retrying"); n != 3 {
+			t.Fatalf("%d retries logged, want 3:\n%s", n, e.log.String())
+		}
+		must(t, stop())
+	})
+}
