@@ -155,8 +155,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // Loop returns early with an error for bad arguments, and when Receive
 // fails for good (the store is closed, the queue does not exist), after
 // the same drain. Other Receive errors are logged and retried with a
-// backoff. Loop is safe to run several times at once, on one queue or
-// many.
+// backoff. When src is a CompleteBatcher (as *mqlite.Store is), the
+// completions of concurrent handlers share commits. Loop is safe to run
+// several times at once, on one queue or many.
 func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopOptions) error {
 	if src == nil {
 		return invalid("nil Source")
