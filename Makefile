@@ -8,8 +8,10 @@ test:
 
 race: test
 
+# The failure tests: SIGKILL crash injection, and the integrity sweep at its
+# full size under the race detector (make test runs it smaller under -race).
 crash:
-	go test -race -tags crash_injection -count=1 -run 'Crash' ./...
+	MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...
 
 bench:
 	go test -run '^$$' -bench . -benchtime 20000x ./...
