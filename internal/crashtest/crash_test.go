@@ -1,0 +1,401 @@
+//go:build crash_injection
+
+package crashtest_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" driver, to look at the file before recovery
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// The crash test: a worker process (this test binary, re-executed with
+// TestCrashWorker) opens the store and runs business+outbox transactions
+// and receive/handle/settle cycles as fast as it can, reporting each
+// committed send on stdout only after its commit returned. The harness
+// SIGKILLs it at a random moment, looks at the file as the dead process
+// left it, reopens it (recovery) and checks it, then starts the next worker.
+//
+// This tests process death, not power loss: the OS keeps what a killed
+// process wrote, so every acknowledged commit must survive even with
+// synchronous=NORMAL.
+
+const (
+	envWorker    = "MQLITE_CRASH_WORKER" // the store's path; set only in the worker
+	envSeed      = "MQLITE_CRASH_SEED"
+	crashQueue   = "crash"
+	crashMax     = 3
+	crashLease   = 300 * time.Millisecond
+	wantKills    = 50
+	minKills     = 30
+	crashBudget  = 4 * time.Minute
+	linePrefix   = "CRASH "
+	rolledPrefix = "rb:"
+)
+
+func openStore(path string) (*mqlite.Store, error) {
+	return mqlite.Open(context.Background(), path, mqlite.Options{
+		ReaperInterval: 50 * time.Millisecond, SchedulerInterval: 50 * time.Millisecond,
+		TTLInterval: -1, JanitorInterval: 200 * time.Millisecond, RetentionInterval: -1,
+	})
+}
+
+// TestCrashWorker is the worker process; it does nothing unless the
+// harness started it.
+func TestCrashWorker(t *testing.T) {
+	path := os.Getenv(envWorker)
+	if path == "" {
+		t.Skip("runs only as the crash harness's worker process")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	ctx := context.Background()
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatalf("worker open: %v", err)
+	}
+	defer st.Close()
+	err = st.CreateQueue(ctx, crashQueue, mqlite.QueueOptions{MaxDeliveryCount: crashMax, LockDuration: crashLease})
+	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+		t.Fatalf("worker queue: %v", err)
+	}
+	if _, err := st.DB().Exec(`CREATE TABLE IF NOT EXISTS orders (
+		nonce TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, body_hash BLOB NOT NULL,
+		handled INTEGER NOT NULL DEFAULT 0) STRICT`); err != nil {
+		t.Fatalf("worker table: %v", err)
+	}
+	say := func(format string, args ...any) {
+		// One write per line, unbuffered: what the harness reads was said.
+		fmt.Fprintf(os.Stdout, linePrefix+format+"\n", args...)
+	}
+	say("ready")
+	stop := time.Now().Add(time.Minute) // a safety net; the harness kills long before
+	for n := 0; time.Now().Before(stop); n++ {
+		if rng.IntN(2) == 0 {
+			workerSend(t, st, rng, seed, n, say)
+		} else {
+			workerConsume(t, st, rng, say)
+		}
+	}
+}
+
+func workerSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, seed uint64, n int, say func(string, ...any)) {
+	ctx := context.Background()
+	k := 1 + rng.IntN(8)
+	rollback := rng.IntN(8) == 0
+	nonces := make([]string, k)
+	msgs := make([]outbox.Message, k)
+	for i := range msgs {
+		nonces[i] = fmt.Sprintf("w%d-%d-%d", seed, n, i)
+		if rollback {
+			nonces[i] = rolledPrefix + nonces[i]
+		}
+		msgs[i] = outbox.Message{Body: []byte(nonces[i] + strings.Repeat("x", rng.IntN(200)))}
+	}
+	var seqs []int64
+	errRollback := errors.New("rolled back on purpose")
+	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+		res, err := outbox.SendBatch(tx.Context(), tx.SQL(), crashQueue, msgs)
+		if err != nil {
+			return err
+		}
+		seqs = seqs[:0]
+		for i, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+			sum := sha256.Sum256(msgs[i].Body)
+			if _, err := tx.SQL().ExecContext(tx.Context(),
+				`INSERT INTO orders (nonce, seq, body_hash) VALUES (?, ?, ?)`, nonces[i], r.Seq, sum[:]); err != nil {
+				return err
+			}
+			seqs = append(seqs, r.Seq)
+		}
+		if rollback {
+			return errRollback
+		}
+		return nil
+	})
+	if rollback && errors.Is(err, errRollback) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("worker send: %v", err)
+	}
+	for i, seq := range seqs {
+		say("ack %d %s", seq, nonces[i]) // after the commit returned
+	}
+}
+
+func workerConsume(t *testing.T, st *mqlite.Store, rng *rand.Rand, say func(string, ...any)) {
+	ctx := context.Background()
+	msgs, err := st.Receive(ctx, crashQueue, mqlite.ReceiveOptions{Max: 1 + rng.IntN(10)})
+	if err != nil {
+		t.Fatalf("worker receive: %v", err)
+	}
+	for _, m := range msgs {
+		say("recv %d %d", m.Seq, m.DeliveryCount)
+		var err error
+		switch p := rng.IntN(100); {
+		case p < 70:
+			// Handle in a business transaction, then complete: at-least-once,
+			// so a crash in between hands it out again.
+			err = st.Tx(ctx, func(tx *mqlite.Tx) error {
+				_, err := tx.SQL().ExecContext(tx.Context(), `UPDATE orders SET handled = handled + 1 WHERE seq = ?`, m.Seq)
+				return err
+			})
+			if err == nil {
+				err = st.Complete(ctx, m.Lock())
+			}
+		case p < 82:
+			err = st.Abandon(ctx, m.Lock(), time.Duration(rng.IntN(50))*time.Millisecond)
+		case p < 86:
+			err = st.Reject(ctx, m.Lock(), "crash-reject", "")
+		default:
+			// Hold it: the lease lapses, or the kill orphans it.
+		}
+		if err != nil && !errors.Is(err, mqlite.ErrLockLost) { // a slow worker can outlive its lease
+			t.Fatalf("worker settle %d: %v", m.Seq, err)
+		}
+	}
+}
+
+// TestCrashInjection is the harness.
+func TestCrashInjection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mq.db")
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(envSeed); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed))
+	t.Logf("seed %d", seed)
+	acked := map[string]int64{} // nonce -> seq, acknowledged by a worker
+	deadline := time.Now().Add(crashBudget)
+	kills, orphans, deliveries := 0, 0, 0
+	for kills < wantKills && time.Now().Before(deadline) {
+		lines := runAndKill(t, path, seed+uint64(kills), time.Duration(5+rng.IntN(300))*time.Millisecond)
+		kills++
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch {
+			case len(f) == 3 && f[0] == "ack":
+				seq, _ := strconv.ParseInt(f[1], 10, 64)
+				acked[f[2]] = seq
+			case len(f) == 3 && f[0] == "recv":
+				deliveries++
+				if dc, _ := strconv.Atoi(f[2]); dc < 1 || dc > crashMax {
+					t.Fatalf("kill %d: seq %s delivered with count %d, max %d", kills, f[1], dc, crashMax)
+				}
+			}
+		}
+		orphans += checkAfterCrash(t, path, acked, kills)
+	}
+	t.Logf("survived %d SIGKILLs: %d acknowledged commits all present, %d orphaned leases reclaimed by recovery, %d deliveries, none past %d",
+		kills, len(acked), orphans, deliveries, crashMax)
+	if kills < minKills {
+		t.Fatalf("only %d kills in %v, want at least %d", kills, crashBudget, minKills)
+	}
+}
+
+// runAndKill starts a worker, lets it run for delay after it is ready,
+// SIGKILLs it and returns the complete lines it wrote.
+func runAndKill(t *testing.T, path string, seed uint64, delay time.Duration) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envWorker+"="+path, fmt.Sprintf("%s=%d", envSeed, seed))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{}, 1)
+	done := make(chan []string, 1)
+	go func() {
+		var lines []string
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				// A last line without its newline was cut by the kill: the
+				// worker had not finished saying it.
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("read worker: %v", err)
+				}
+				select {
+				case ready <- struct{}{}: // it died before it was ready
+				default:
+				}
+				done <- lines
+				return
+			}
+			if rest, ok := strings.CutPrefix(line, linePrefix); ok {
+				rest = strings.TrimSuffix(rest, "\n")
+				if rest == "ready" {
+					ready <- struct{}{}
+					continue
+				}
+				lines = append(lines, rest)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("worker never got ready")
+	}
+	time.Sleep(delay) // a random moment of the worker's life: a real-time kill is the point
+	if err := cmd.Process.Signal(os.Kill); err != nil {
+		t.Fatalf("kill worker: %v", err)
+	}
+	lines := <-done
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ProcessState.ExitCode() != -1 {
+		t.Fatalf("worker ended before the kill (%v); lines: %q", err, tail(lines))
+	}
+	return lines
+}
+
+func tail(lines []string) []string { return lines[max(0, len(lines)-5):] }
+
+// checkAfterCrash looks at the file the killed worker left, reopens it as a
+// store (recovery) and checks it. It returns how many orphaned leases
+// recovery reclaimed.
+func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int) int {
+	t.Helper()
+	ctx := context.Background()
+	// The leases the dead worker held, as it left them.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans := map[int64]int{}
+	rows, err := raw.QueryContext(ctx, `SELECT id, delivery_count FROM messages WHERE state = 'locked'`)
+	if err != nil {
+		_ = raw.Close()
+		if strings.Contains(err.Error(), "no such table") {
+			return 0 // killed before the schema was in place
+		}
+		t.Fatalf("kill %d: read orphans: %v", kill, err)
+	}
+	for rows.Next() {
+		var id int64
+		var dc int
+		if err := rows.Scan(&id, &dc); err != nil {
+			t.Fatal(err)
+		}
+		orphans[id] = dc
+	}
+	if err := errors.Join(rows.Err(), rows.Close(), raw.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := mqlite.Open(ctx, path, mqlite.Options{
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
+	})
+	if err != nil {
+		t.Fatalf("kill %d: reopen: %v", kill, err)
+	}
+	defer st.Close()
+	db := st.DB()
+	count := func(q string) int {
+		var n int
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			t.Fatalf("kill %d: %s: %v", kill, q, err)
+		}
+		return n
+	}
+	if count(`SELECT count(*) FROM sqlite_schema WHERE name = 'orders'`) == 0 {
+		if len(acked) > 0 {
+			t.Fatalf("kill %d: orders table gone with %d acknowledged commits", kill, len(acked))
+		}
+		return 0
+	}
+
+	// Recovery: no lease survives Open; each orphan is back to active, or
+	// dead-lettered at the delivery limit.
+	if n := count(`SELECT count(*) FROM messages WHERE state = 'locked'`); n != 0 {
+		t.Fatalf("kill %d: %d leases survived recovery", kill, n)
+	}
+	for id, dc := range orphans {
+		var state, reason string
+		var got int
+		err := db.QueryRowContext(ctx, `SELECT state, coalesce(dead_letter_reason, ''), delivery_count FROM messages WHERE id = ?`, id).
+			Scan(&state, &reason, &got)
+		if err != nil {
+			t.Fatalf("kill %d: orphan %d: %v", kill, id, err)
+		}
+		want := mqlite.StateActive
+		if dc >= crashMax {
+			want = mqlite.StateDeadLettered
+		}
+		if state != want || got != dc || (want == mqlite.StateDeadLettered && reason != mqlite.ReasonMaxDelivery) {
+			t.Fatalf("kill %d: orphan %d on delivery %d recovered as %s (%q, count %d), want %s", kill, id, dc, state, reason, got, want)
+		}
+	}
+	if n := count(`SELECT coalesce(max(delivery_count), 0) FROM messages`); n > crashMax {
+		t.Fatalf("kill %d: a message was delivered %d times, max %d", kill, n, crashMax)
+	}
+
+	// Business rows and messages agree one for one: a message has its
+	// order, and an order without its message was handled (completed).
+	if n := count(`SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.seq = m.id)`); n != 0 {
+		t.Fatalf("kill %d: %d messages without their business row", kill, n)
+	}
+	if n := count(`SELECT count(*) FROM orders o WHERE o.handled = 0 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = o.seq)`); n != 0 {
+		t.Fatalf("kill %d: %d business rows lost their unhandled message", kill, n)
+	}
+	if n := count(`SELECT count(*) FROM orders WHERE nonce LIKE '` + rolledPrefix + `%'`); n != 0 {
+		t.Fatalf("kill %d: %d rolled-back business rows exist", kill, n)
+	}
+	rows, err = db.QueryContext(ctx, `SELECT o.nonce, o.seq, o.body_hash, m.body FROM orders o LEFT JOIN messages m ON m.id = o.seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	present := map[string]int64{}
+	for rows.Next() {
+		var nonce string
+		var seq int64
+		var hash, body []byte
+		if err := rows.Scan(&nonce, &seq, &hash, &body); err != nil {
+			t.Fatal(err)
+		}
+		present[nonce] = seq
+		if body != nil {
+			if sum := sha256.Sum256(body); string(sum[:]) != string(hash) || !strings.HasPrefix(string(body), nonce) {
+				t.Fatalf("kill %d: seq %d body changed", kill, seq)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Every commit a worker acknowledged is there, with its seq.
+	for nonce, seq := range acked {
+		if got, ok := present[nonce]; !ok || got != seq {
+			t.Fatalf("kill %d: acknowledged commit %s (seq %d) is missing (found seq %d, %v)", kill, nonce, seq, got, ok)
+		}
+	}
+	return len(orphans)
+}

@@ -1,0 +1,13 @@
+//go:build crash_injection
+
+package crashtest_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
