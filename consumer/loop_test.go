@@ -858,3 +858,49 @@ func TestLoopRetriesFailedReceives(t *testing.T) {
 		must(t, stop())
 	})
 }
+
+func TestLoopStopStress(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		const total = 60
+		bodies := make([]string, total)
+		for i := range bodies {
+			bodies[i] = fmt.Sprint(i)
+		}
+		e.send(bodies...)
+		var done guarded[map[string]int]
+		done.set(map[string]int{})
+		h := func(ctx context.Context, m consumer.Message) error {
+			// Handlers take 0 to 90ms of fake time; some honour ctx.
+			work := time.Duration(m.Seq*7%10) * 10 * time.Millisecond
+			select {
+			case <-time.After(work):
+			case <-ctx.Done():
+				if m.Seq%2 == 0 {
+					return ctx.Err()
+				}
+				<-time.After(work)
+			}
+			done.update(func(d map[string]int) map[string]int { d[string(m.Body)]++; return d })
+			return nil
+		}
+		for i := range 15 {
+			stop := e.start(h, consumer.LoopOptions{Concurrency: 1 + i%4, Prefetch: i % 3, DrainTimeout: time.Duration(i%3) * 20 * time.Millisecond})
+			advance(time.Duration(i*13%50) * time.Millisecond)
+			must(t, stop())
+			for seq, m := range e.peek() {
+				if m.State != "active" {
+					t.Fatalf("run %d: seq %d left %q after Loop returned", i, seq, m.State)
+				}
+			}
+		}
+		stop := e.start(h, consumer.LoopOptions{Concurrency: 4})
+		advance(time.Second)
+		must(t, stop())
+		if left := e.peek(); len(left) != 0 {
+			t.Fatalf("%d messages never handled", len(left))
+		}
+		if d := done.get(); len(d) != total {
+			t.Fatalf("handled %d distinct messages, want %d", len(d), total)
+		}
+	})
+}
