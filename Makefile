@@ -13,8 +13,14 @@ race: test
 crash:
 	MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...
 
+# Each benchmark with the work size docs/benchmark.md reports.
 bench:
-	go test -run '^$$' -bench . -benchtime 20000x ./...
+	go test -run '^$$' -bench BenchmarkSend -benchtime 20000x ./outbox/
+	go test -run '^$$' -bench BenchmarkDrain -benchtime 1x ./internal/engine/
+	go test -run '^$$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/
+	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
+	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
+	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done
