@@ -904,3 +904,30 @@ func TestLoopStopStress(t *testing.T) {
 		}
 	})
 }
+
+func TestLoopWakesWhenAnotherConsumersLeaseExpires(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		// Another consumer claims the message and dies without settling.
+		seq := e.send("orphan")[0]
+		msgs, err := e.st.Receive(ctx, "q", consumer.ReceiveOptions{})
+		must(t, err)
+		if len(msgs) != 1 {
+			t.Fatalf("claimed %d", len(msgs))
+		}
+		var counts guarded[[]int]
+		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+			counts.update(func(c []int) []int { return append(c, m.DeliveryCount) })
+			return nil
+		}, consumer.LoopOptions{})
+		advance(lease - time.Millisecond)
+		if c := counts.get(); len(c) != 0 {
+			t.Fatalf("handled %v while the other lease ran", c)
+		}
+		advance(time.Millisecond) // the lease ends: the waiting Loop's timer fires now
+		if c := counts.get(); !slices.Equal(c, []int{2}) {
+			t.Fatalf("delivery counts %v at the lease's end, want [2]", c)
+		}
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("completed %d", seq))
+		must(t, stop())
+	})
+}
