@@ -384,14 +384,18 @@ func (l *loop) release(d *delivery) {
 
 // handle runs the handler on d and settles d by its outcome.
 func (l *loop) handle(d *delivery) {
-	handedOver := false // to the completer, which frees the slot
+	handedOver := false // to the completer or release, which free the slot
 	defer func() {
 		if !handedOver {
 			l.slots <- struct{}{}
 		}
 	}()
-	if d.ctx.Err() != nil { // the lease was lost while d waited
-		l.renewals.remove(d)
+	if d.ctx.Err() != nil {
+		// The lease was lost while d waited (release leaves it be), or
+		// Loop is stopping and its drain already ended (release gives
+		// it back).
+		handedOver = true
+		l.release(d)
 		return
 	}
 	start := time.Now()

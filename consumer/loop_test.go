@@ -860,7 +860,8 @@ func TestLoopRetriesFailedReceives(t *testing.T) {
 }
 
 func TestLoopStopStress(t *testing.T) {
-	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+	// Each stop gives back what it held, counting a delivery: allow enough.
+	bubble(t, mqlite.QueueOptions{MaxDeliveryCount: 1000}, func(t *testing.T, e *loopEnv) {
 		const total = 60
 		bodies := make([]string, total)
 		for i := range bodies {
@@ -884,7 +885,8 @@ func TestLoopStopStress(t *testing.T) {
 			return nil
 		}
 		for i := range 15 {
-			stop := e.start(h, consumer.LoopOptions{Concurrency: 1 + i%4, Prefetch: i % 3, DrainTimeout: time.Duration(i%3) * 20 * time.Millisecond})
+			drain := []time.Duration{-1, 20 * time.Millisecond, 40 * time.Millisecond}[i%3]
+			stop := e.start(h, consumer.LoopOptions{Concurrency: 1 + i%4, Prefetch: i%3 - 1, DrainTimeout: drain})
 			advance(time.Duration(i*13%50) * time.Millisecond)
 			must(t, stop())
 			for seq, m := range e.peek() {
@@ -900,7 +902,9 @@ func TestLoopStopStress(t *testing.T) {
 			t.Fatalf("%d messages never handled", len(left))
 		}
 		if d := done.get(); len(d) != total {
-			t.Fatalf("handled %d distinct messages, want %d", len(d), total)
+			dead, err := e.st.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+			must(t, err)
+			t.Fatalf("handled %d distinct messages, want %d; dead letters %+v", len(d), total, dead)
 		}
 	})
 }
