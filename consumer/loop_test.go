@@ -935,3 +935,33 @@ func TestLoopWakesWhenAnotherConsumersLeaseExpires(t *testing.T) {
 		must(t, stop())
 	})
 }
+
+func TestLoopReportsLockLostAtSettlement(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		// Renewals fail (the broker is unreachable) until the lease is
+		// over; the handler then succeeds, and the Complete finds the
+		// lock lost: reported, not retried, the message redelivered.
+		src := &failingRenewals{Source: e.st}
+		src.fail.Store(true)
+		e.src = &countingSource{Source: src}
+		release := make(chan struct{})
+		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+			if m.DeliveryCount == 1 {
+				<-release
+			}
+			return nil
+		}, consumer.LoopOptions{Concurrency: 1, Prefetch: -1})
+		seq := e.send("x")[0]
+		synctest.Wait()
+		advance(lease)
+		close(release)
+		synctest.Wait()
+		got := e.obs.list()
+		if len(got) < 2 || got[1] != fmt.Sprintf("lock lost %d", seq) || !errors.Is(e.obs.causeAt(1), consumer.ErrLockLost) {
+			t.Fatalf("events %q", got)
+		}
+		// The lease had ended: the message comes again and is completed.
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("lock lost %d", seq), "received 1", fmt.Sprintf("completed %d", seq))
+		must(t, stop())
+	})
+}
