@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,8 +30,10 @@ import (
 // TestCrashWorker) opens the store and runs business+outbox transactions
 // and receive/handle/settle cycles as fast as it can, reporting each
 // committed send on stdout only after its commit returned. The harness
-// SIGKILLs it at a random moment, looks at the file as the dead process
-// left it, reopens it (recovery) and checks it, then starts the next worker.
+// SIGKILLs it at a random moment, or has it SIGKILL itself at a chosen
+// point (inside a transaction, between a commit and its acknowledgement),
+// looks at the file as the dead process left it, reopens it (recovery) and
+// checks it, then starts the next worker.
 //
 // This tests process death, not power loss: the OS keeps what a killed
 // process wrote, so every acknowledged commit must survive even with
@@ -39,6 +42,7 @@ import (
 const (
 	envWorker    = "MQLITE_CRASH_WORKER" // the store's path; set only in the worker
 	envSeed      = "MQLITE_CRASH_SEED"
+	envPoint     = "MQLITE_CRASH_POINT" // where the worker kills itself; "" = the harness kills it
 	crashQueue   = "crash"
 	crashMax     = 3
 	crashLease   = 300 * time.Millisecond
@@ -65,6 +69,7 @@ func TestCrashWorker(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, seed+1))
+	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(30)}
 	ctx := context.Background()
 	st, err := openStore(path)
 	if err != nil {
@@ -92,6 +97,39 @@ func TestCrashWorker(t *testing.T) {
 		} else {
 			workerConsume(t, st, rng, say)
 		}
+	}
+}
+
+// crashPoint makes the worker SIGKILL itself the after-th time it passes
+// the named point, so that some deaths land exactly inside a transaction
+// (or between a commit and its acknowledgement) instead of wherever a
+// random moment falls.
+type crashPoint struct {
+	name  string
+	after int
+}
+
+var crashAt crashPoint
+
+// Crash points.
+const (
+	inSendTx     = "in-send-tx"    // outbox rows and business rows written, not committed
+	beforeAck    = "before-ack"    // committed, not yet acknowledged
+	inHandleTx   = "in-handle-tx"  // the handler's business write, not committed
+	beforeSettle = "before-settle" // handled and committed, not yet completed
+	randomMoment = ""              // the harness kills at a random moment
+)
+
+var crashPoints = []string{inSendTx, beforeAck, inHandleTx, beforeSettle}
+
+// maybeCrash kills the process at the configured point.
+func maybeCrash(point string) {
+	if crashAt.name != point {
+		return
+	}
+	if crashAt.after--; crashAt.after == 0 {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
 	}
 }
 
@@ -130,6 +168,7 @@ func workerSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, seed uint64, n i
 		if rollback {
 			return errRollback
 		}
+		maybeCrash(inSendTx)
 		return nil
 	})
 	if rollback && errors.Is(err, errRollback) {
@@ -138,6 +177,7 @@ func workerSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, seed uint64, n i
 	if err != nil {
 		t.Fatalf("worker send: %v", err)
 	}
+	maybeCrash(beforeAck)
 	for i, seq := range seqs {
 		say("ack %d %s", seq, nonces[i]) // after the commit returned
 	}
@@ -158,9 +198,13 @@ func workerConsume(t *testing.T, st *mqlite.Store, rng *rand.Rand, say func(stri
 			// so a crash in between hands it out again.
 			err = st.Tx(ctx, func(tx *mqlite.Tx) error {
 				_, err := tx.SQL().ExecContext(tx.Context(), `UPDATE orders SET handled = handled + 1 WHERE seq = ?`, m.Seq)
+				if err == nil {
+					maybeCrash(inHandleTx)
+				}
 				return err
 			})
 			if err == nil {
+				maybeCrash(beforeSettle)
 				err = st.Complete(ctx, m.Lock())
 			}
 		case p < 82:
@@ -188,9 +232,15 @@ func TestCrashInjection(t *testing.T) {
 	acked := map[string]int64{} // nonce -> seq, acknowledged by a worker
 	deadline := time.Now().Add(crashBudget)
 	kills, orphans, deliveries := 0, 0, 0
+	points := map[string]int{}
 	for kills < wantKills && time.Now().Before(deadline) {
-		lines := runAndKill(t, path, seed+uint64(kills), time.Duration(5+rng.IntN(300))*time.Millisecond)
+		point := randomMoment
+		if rng.IntN(2) == 0 {
+			point = crashPoints[rng.IntN(len(crashPoints))]
+		}
+		lines := runAndKill(t, path, seed+uint64(kills), point, time.Duration(5+rng.IntN(300))*time.Millisecond)
 		kills++
+		points[point]++
 		for _, l := range lines {
 			f := strings.Fields(l)
 			switch {
@@ -206,19 +256,21 @@ func TestCrashInjection(t *testing.T) {
 		}
 		orphans += checkAfterCrash(t, path, acked, kills)
 	}
-	t.Logf("survived %d SIGKILLs: %d acknowledged commits all present, %d orphaned leases reclaimed by recovery, %d deliveries, none past %d",
-		kills, len(acked), orphans, deliveries, crashMax)
+	t.Logf("survived %d SIGKILLs (%d at random moments, %d in a send transaction, %d between commit and ack, %d in a handler transaction, %d between handling and settling): %d acknowledged commits all present, %d orphaned leases reclaimed by recovery, %d deliveries, none past %d",
+		kills, points[randomMoment], points[inSendTx], points[beforeAck], points[inHandleTx], points[beforeSettle],
+		len(acked), orphans, deliveries, crashMax)
 	if kills < minKills {
 		t.Fatalf("only %d kills in %v, want at least %d", kills, crashBudget, minKills)
 	}
 }
 
-// runAndKill starts a worker, lets it run for delay after it is ready,
-// SIGKILLs it and returns the complete lines it wrote.
-func runAndKill(t *testing.T, path string, seed uint64, delay time.Duration) []string {
+// runAndKill starts a worker and returns the complete lines it wrote once
+// it died of SIGKILL: sent by the worker itself at point, or, for
+// randomMoment, by the harness delay after the worker is ready.
+func runAndKill(t *testing.T, path string, seed uint64, point string, delay time.Duration) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envWorker+"="+path, fmt.Sprintf("%s=%d", envSeed, seed))
+	cmd.Env = append(os.Environ(), envWorker+"="+path, fmt.Sprintf("%s=%d", envSeed, seed), envPoint+"="+point)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -263,15 +315,28 @@ func runAndKill(t *testing.T, path string, seed uint64, delay time.Duration) []s
 		_ = cmd.Process.Kill()
 		t.Fatal("worker never got ready")
 	}
-	time.Sleep(delay) // a random moment of the worker's life: a real-time kill is the point
-	if err := cmd.Process.Signal(os.Kill); err != nil {
-		t.Fatalf("kill worker: %v", err)
+	var lines []string
+	if point == randomMoment {
+		time.Sleep(delay) // a random moment of the worker's life: a real-time kill is the point
+		if err := cmd.Process.Signal(os.Kill); err != nil {
+			t.Fatalf("kill worker: %v", err)
+		}
+		lines = <-done
+	} else {
+		select {
+		case lines = <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			t.Fatalf("worker never reached crash point %s", point)
+		}
 	}
-	lines := <-done
 	err = cmd.Wait()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ProcessState.ExitCode() != -1 {
-		t.Fatalf("worker ended before the kill (%v); lines: %q", err, tail(lines))
+	if !errors.As(err, &exit) {
+		t.Fatalf("worker exited cleanly, want SIGKILL; lines: %q", tail(lines))
+	}
+	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("worker ended with %v, want SIGKILL (point %q); lines: %q", err, point, tail(lines))
 	}
 	return lines
 }
