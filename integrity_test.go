@@ -24,7 +24,8 @@ import (
 // Producers send in business transactions (an orders row per message, in
 // the same transaction) that sometimes roll back. Consumers receive in
 // batches and complete, abandon (with and without delay), reject, defer
-// (and later ReceiveDeferred), or hold a delivery until its lease lapses.
+// (and later ReceiveDeferred), or hold a delivery until its lease lapses;
+// dead letters are sometimes redriven.
 // The clock moves by small steps and sometimes past every lease; sweeps run
 // at random moments; the store is closed and reopened at random points
 // (recovery). Every delivery is checked: the message was committed, its
@@ -77,6 +78,7 @@ type integrity struct {
 	groups map[string][]int64
 	held   map[int64]iheld
 	defers map[int64]bool // live deferred messages
+	dead   []int64        // dead-lettered seqs, some since redriven
 	live   int            // committed messages neither completed nor dead
 	stale  []mqlite.Lock  // deliveries whose lease lapsed unsettled
 	stats  map[string]int
@@ -180,6 +182,8 @@ func (w *integrity) step() {
 		w.advance(integrityLease) // every lease running now lapses
 	case p < 960:
 		w.staleSettle()
+	case p < 975:
+		w.redrive()
 	case p < 995:
 		if _, err := mqlite.RunSweeps(w.ctx, w.st); err != nil {
 			w.t.Fatalf("sweeps: %v", err)
@@ -452,6 +456,39 @@ func (w *integrity) finish(m *imsg, status, reason string) {
 	}
 	m.status, m.reason = status, reason
 	w.live--
+	if status == "dead" {
+		w.dead = append(w.dead, m.seq)
+	}
+}
+
+// redrive brings a few dead letters back: active, count reset, and (for
+// grouped ones) back in their group's order, which check then enforces.
+func (w *integrity) redrive() {
+	var seqs []int64
+	for range 1 + w.rng.IntN(5) {
+		if len(w.dead) == 0 {
+			break
+		}
+		i := w.rng.IntN(len(w.dead))
+		seq := w.dead[i]
+		w.dead = slices.Delete(w.dead, i, i+1)
+		if w.msgs[seq].status == "dead" && !slices.Contains(seqs, seq) {
+			seqs = append(seqs, seq)
+		}
+	}
+	if len(seqs) == 0 {
+		return
+	}
+	n, err := w.st.Redrive(w.ctx, integrityQueue, mqlite.RedriveOptions{Seqs: seqs})
+	if err != nil || n != len(seqs) {
+		w.t.Fatalf("redrive %v: %d %v", seqs, n, err)
+	}
+	for _, seq := range seqs {
+		m := w.msgs[seq]
+		m.status, m.reason, m.deliveries = "live", "", 0
+		w.live++
+	}
+	w.stats["redriven"] += n
 }
 
 // receiveDeferred claims one deferred message by seq.
