@@ -81,13 +81,16 @@ func (s *Store) runSweeps(ctx context.Context) (map[string]int64, error) {
 
 // loops owns the background goroutines of a store.
 type loops struct {
-	wg sync.WaitGroup
+	wg     sync.WaitGroup
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
 }
 
 // startLoops starts one goroutine per sweep whose interval is on. Each stops
 // when the store closes; Close waits for them (stopLoops) before it closes
 // the connection.
 func (s *Store) startLoops() {
+	s.loops.ctx, s.loops.cancel = context.WithCancel(context.Background())
 	for _, sw := range s.sweeps() {
 		if sw.interval <= 0 {
 			continue
@@ -96,27 +99,39 @@ func (s *Store) startLoops() {
 	}
 }
 
-// stopLoops waits for every loop to return; s.closed must be closed.
-func (s *Store) stopLoops() { s.loops.wg.Wait() }
+// stopLoops stops every loop and waits for it to return; s.closed must be
+// closed.
+func (s *Store) stopLoops() {
+	if s.loops.cancel != nil {
+		s.loops.cancel()
+	}
+	s.loops.wg.Wait()
+}
 
 // loop runs sw every interval until the store closes. A failed sweep is
-// reported to the Logger and tried again at the next tick. Statements run
-// with a context that is never cancelled: an interrupted statement must not
-// be left on the store's only connection. Close waits for the sweep in
-// flight instead, and the batched sweeps give up between batches once the
-// store is closing.
+// reported to the Logger and tried again at the next tick.
+//
+// Its statements run with a context that Close cancels. A sweep waiting for
+// the store's connection then gives up at once, so that Close never waits
+// behind a caller who holds the connection (Close called inside a Tx
+// callback would otherwise deadlock). A sweep statement already running is
+// interrupted and rolled back whole: each is its own autocommit
+// transaction, and the connection is closed right after, so the interrupt
+// leaves nothing half-done behind. The batched sweeps also stop between
+// batches once the store is closing.
 func (s *Store) loop(sw sweep) {
 	t := time.NewTicker(sw.interval)
 	defer t.Stop()
-	ctx := context.Background()
 	for {
 		select {
 		case <-s.closed:
 			return
 		case <-t.C:
 		}
-		n, err := sw.run(ctx, s.now())
+		n, err := sw.run(s.loops.ctx, s.now())
 		switch {
+		case err != nil && s.isClosed():
+			return // cut short by Close
 		case err != nil:
 			s.opts.Logger.Error("mqlite: sweep failed", "sweep", sw.name, "path", s.path, "err", err)
 		case n > 0:

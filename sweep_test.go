@@ -531,3 +531,33 @@ func TestLoopIntervalOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseInsideTxWithLoopsWaiting: Close called while the caller holds
+// the connection (here, from inside a Tx callback) must not wait for a
+// sweep that is itself waiting for that connection.
+func TestCloseInsideTxWithLoopsWaiting(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+		ReaperInterval: ms, SchedulerInterval: ms, TTLInterval: ms, JanitorInterval: ms, RetentionInterval: ms,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		_ = st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+			time.Sleep(20 * ms) // let every loop tick and queue up behind this transaction
+			closed <- st.Close()
+			return nil
+		})
+	}()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close inside a transaction deadlocked with the loops")
+	}
+}
