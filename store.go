@@ -136,8 +136,9 @@ func canonicalPath(path string) (string, error) {
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
-// Close stops the store's background work (waiting for a sweep in flight),
-// closes the connection and releases the file lock. It is safe to call more
+// Close stops the store's background loops (interrupting a sweep in flight,
+// which rolls back whole) and waits for them, closes the connection and
+// releases the file lock. It is safe to call more
 // than once; later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
