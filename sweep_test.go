@@ -561,3 +561,65 @@ func TestCloseInsideTxWithLoopsWaiting(t *testing.T) {
 		t.Fatal("Close inside a transaction deadlocked with the loops")
 	}
 }
+
+// countingClock is a fake clock that signals each time it is read.
+type countingClock struct {
+	*testdb.Clock
+	reads chan struct{}
+}
+
+func (c countingClock) Now() time.Time {
+	select {
+	case c.reads <- struct{}{}:
+	default:
+	}
+	return c.Clock.Now()
+}
+
+// TestLoopsReadTheInjectedClock: the loops take "now" from Options.Clock.
+// The fake clock stands months before the wall clock, so a loop reading the
+// wall clock would reap the lease at once.
+func TestLoopsReadTheInjectedClock(t *testing.T) {
+	t.Parallel()
+	clock := countingClock{Clock: testdb.NewClock(), reads: make(chan struct{})}
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+		Clock: clock, ReaperInterval: time.Millisecond,
+		SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{LockDuration: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", body("x"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Receive(context.Background(), "q", mqlite.ReceiveOptions{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	timeout := time.After(10 * time.Second)
+	waitReads := func(n int) {
+		for range n {
+			select {
+			case <-clock.reads:
+			case <-timeout:
+				t.Fatal("the reaper loop does not read the clock")
+			}
+		}
+	}
+	waitReads(20) // twenty ticks of the reaper
+	if m := peekSeq(t, st, "q", got[0].Seq); m.State != mqlite.StateLocked {
+		t.Fatalf("state %q before the fake lease ended, want locked", m.State)
+	}
+	clock.Advance(time.Second)
+	for peekSeq(t, st, "q", got[0].Seq).State != mqlite.StateActive {
+		waitReads(1)
+	}
+}
