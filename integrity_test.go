@@ -288,10 +288,13 @@ func (w *integrity) send() {
 func (w *integrity) check(got mqlite.Message, deferred bool) *imsg {
 	w.t.Helper()
 	hash := sha256.Sum256(got.Body)
+	nonce, _, _ := bytesCut(got.Body)
+	if w.rolled[nonce] {
+		w.t.Fatalf("seq %d: message %s of a rolled-back transaction delivered", got.Seq, nonce)
+	}
 	m, ok := w.msgs[got.Seq]
 	if !ok {
-		nonce, _, _ := bytesCut(got.Body)
-		w.t.Fatalf("delivered seq %d was never committed (rolled back: %v)", got.Seq, w.rolled[nonce])
+		w.t.Fatalf("delivered seq %d (%s) was never committed", got.Seq, nonce)
 	}
 	switch {
 	case hash != m.hash:
