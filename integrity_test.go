@@ -382,9 +382,9 @@ func (w *integrity) settleOne(got mqlite.Message) {
 		}
 		w.stats["rejects"]++
 	case m.deliveries < integrityMax:
-		// A message deferred on its last allowed delivery could never be
-		// received again (ReceiveDeferred counts a delivery), so the
-		// workload defers only below the limit.
+		// A message deferred on its last allowed delivery is dead-lettered
+		// by ReceiveDeferred (TestDeferredOnLastDeliveryIsDeadLettered);
+		// the model here defers only below the limit.
 		if err = w.st.Defer(w.ctx, got.Lock()); err == nil {
 			m.deferred = true
 			w.defers[m.seq] = true

@@ -243,7 +243,9 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 
 // ReceiveDeferred locks the deferred message seq of queue, as Receive would
 // (a new token, a lease, one more delivery). A message that is not deferred
-// is ErrMessageNotFound.
+// is ErrMessageNotFound. A message deferred on its last allowed delivery is
+// dead-lettered (reason "max delivery count exceeded") and reported as
+// ErrMessageNotFound: handing it out again would exceed MaxDeliveryCount.
 func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (Message, error) {
 	if err := s.checkOpen(); err != nil {
 		return Message{}, err
@@ -252,16 +254,24 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 		return Message{}, err
 	}
 	var c engine.Claimed
+	spent := false
 	err := s.Tx(ctx, func(tx *Tx) error {
 		q, err := s.queues.get(tx.Context(), tx.SQL(), queue)
 		if err != nil {
 			return err
 		}
 		c, err = engine.ClaimDeferred(tx.Context(), tx.SQL(), q, seq, s.now())
+		if errors.Is(err, engine.ErrSpentDeferred) {
+			spent = true // commit the dead-lettering, then report
+			return nil
+		}
 		return err
 	})
 	if err != nil {
 		return Message{}, err
+	}
+	if spent {
+		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, engine.ErrSpentDeferred)
 	}
 	return toMessage(queue, c), nil
 }

@@ -508,3 +508,19 @@ func TestConcurrentReceiversClaimEachMessageOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestDeferredOnLastDeliveryIsDeadLettered(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{MaxDeliveryCount: 1})
+	seq := b.send(t, outbox.Message{})[0]
+	m := b.receiveOne(t, seq)
+	must(t, b.src.Defer(ctx, m.Lock()))
+	if _, err := b.src.ReceiveDeferred(ctx, "q", seq); !errors.Is(err, mqlite.ErrMessageNotFound) {
+		t.Fatalf("ReceiveDeferred: %v, want ErrMessageNotFound", err)
+	}
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+	must(t, err)
+	if len(dead) != 1 || dead[0].Seq != seq || dead[0].DeliveryCount != 1 ||
+		dead[0].DeadLetterReason != "max delivery count exceeded" {
+		t.Fatalf("dead letters %+v, want seq %d spent after 1 delivery", dead, seq)
+	}
+}

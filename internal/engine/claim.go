@@ -234,12 +234,35 @@ func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Claim
 		  AND (expires_at = 0 OR expires_at > ?3)
 		RETURNING `+returning, q.Name, seq, now, q.LockDurationMS, NewToken(), q.MaxDeliveryCount))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Claimed{}, fmt.Errorf("%w: no deferred message %d on %q", errs.ErrMessageNotFound, seq, q.Name)
+		return Claimed{}, spendDeferred(ctx, tx, q, seq, now)
 	}
 	if err != nil {
 		return Claimed{}, fmt.Errorf("receive deferred: %w", err)
 	}
 	return c, nil
+}
+
+// ErrSpentDeferred is returned by ClaimDeferred after it dead-lettered a
+// deferred message that had no delivery left. The caller commits that
+// change, then reports the message as not found.
+var ErrSpentDeferred = errors.New("deferred message had no delivery left and was dead-lettered")
+
+// spendDeferred dead-letters the deferred message seq when it was deferred
+// on its last allowed delivery: handing it out again would exceed the limit,
+// and nothing else would ever move it.
+func spendDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) error {
+	res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 'dead_lettered',
+		dead_letter_reason = '`+DeadLetterMaxDelivery+`',
+		dead_letter_desc = 'deferred on the last allowed delivery', dead_lettered_at = ?3
+		WHERE id = ?2 AND queue = ?1 AND state = 'deferred' AND delivery_count >= ?4`,
+		q.Name, seq, now, q.MaxDeliveryCount)
+	if err != nil {
+		return fmt.Errorf("receive deferred: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return ErrSpentDeferred
+	}
+	return fmt.Errorf("%w: no deferred message %d on %q", errs.ErrMessageNotFound, seq, q.Name)
 }
 
 // Peek reads up to max messages of the queue from seq on, in any state but
