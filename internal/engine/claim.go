@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/mqlite/mqlite/internal/errs"
 )
@@ -74,17 +76,21 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_scheduled
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))`
 
-// ClaimSQL is the peek-lock claim: one atomic statement that picks the head
-// and locks it with a lease and a fresh token, counting the delivery.
+// ClaimSQL is the peek-lock claim: one atomic statement that picks the
+// oldest ?5 claimable messages and locks each with a lease and a fresh
+// 128-bit token (SQLite's randomblob, seeded by the OS), counting the
+// delivery. A group contributes at most its front: every later member is
+// held, so one statement can never hand out two messages of a group.
 const ClaimSQL = `UPDATE messages
-	SET state = 'locked', locked_until = ?2 + ?4, lock_token = ?5, delivery_count = delivery_count + 1
-	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT 1)
+	SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
+	    delivery_count = delivery_count + 1
+	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
 // ClaimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
 const ClaimDeleteSQL = `DELETE FROM messages
-	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT 1)
+	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
 // PromoteDueSQL makes the queue's due scheduled messages active. The
@@ -166,22 +172,22 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 	return out, nil
 }
 
-// claimUpTo claims messages until out holds r.Max or none is left.
+// claimUpTo claims, in one statement, up to r.Max messages less those out
+// already holds, and returns out with them appended in sequence order.
 func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest, out []Claimed) ([]Claimed, error) {
 	q := r.Queue
 	query := ClaimSQL
 	if r.Delete {
 		query = ClaimDeleteSQL
 	}
-	for len(out) < r.Max {
-		args := []any{q.Name, r.Now, q.MaxDeliveryCount}
-		if !r.Delete {
-			args = append(args, q.LockDurationMS, NewToken())
-		}
-		c, err := scanClaimed(tx.QueryRowContext(ctx, query, args...))
-		if errors.Is(err, sql.ErrNoRows) {
-			break
-		}
+	rows, err := tx.QueryContext(ctx, query, q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max-len(out))
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rows.Close()
+	first := len(out)
+	for rows.Next() {
+		c, err := scanClaimed(rows)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -192,6 +198,11 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest, out []Claimed) ([]C
 		}
 		out = append(out, c)
 	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	added := out[first:]
+	slices.SortFunc(added, func(a, b Claimed) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 

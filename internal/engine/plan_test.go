@@ -21,7 +21,7 @@ func TestClaimPlanPinning(t *testing.T) {
 		t.Helper()
 		return testdb.Plan(t, db, query, args...)
 	}
-	claimArgs := []any{"q", 1, 10, 30000, "tok"}
+	claimArgs := []any{"q", 1, 10, 30000, 32}
 	for _, tc := range []struct {
 		name  string
 		query string
@@ -34,7 +34,7 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH b USING INDEX idx_msg_group_deferred (queue=? AND group_id=? AND id<?)",
 			"SEARCH b USING INDEX idx_msg_group_scheduled (queue=? AND group_id=? AND id<?)",
 		}},
-		{"claim and delete", engine.ClaimDeleteSQL, claimArgs[:3], []string{
+		{"claim and delete", engine.ClaimDeleteSQL, claimArgs, []string{
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
 		}},
 		{"promote due", engine.PromoteDueSQL, []any{"q", 1}, []string{
