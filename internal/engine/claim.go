@@ -140,23 +140,15 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 			return nil, fmt.Errorf("replay attempt: %w", err)
 		}
 	}
-	out, err := claimUpTo(ctx, tx, r, nil)
-	if err != nil {
+	// Due messages and lapsed leases of this queue become claimable first,
+	// so an expired group head is handed out again before its successors
+	// and no claim waits for a background sweep.
+	if err := MakeClaimable(ctx, tx, q, r.Now); err != nil {
 		return nil, err
 	}
-	if len(out) < r.Max {
-		// Short of Max: make due messages and lapsed leases of this queue
-		// claimable, and look again. A backlog never pays for this; the
-		// background sweeps bound how long such messages wait behind one.
-		changed, err := MakeClaimable(ctx, tx, q, r.Now)
-		if err != nil {
-			return nil, err
-		}
-		if changed {
-			if out, err = claimUpTo(ctx, tx, r, out); err != nil {
-				return nil, err
-			}
-		}
+	out, err := claimUpTo(ctx, tx, r)
+	if err != nil {
+		return nil, err
 	}
 	if r.AttemptID != "" && len(out) > 0 {
 		// An empty result is not recorded: a retry may find messages.
@@ -172,20 +164,20 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 	return out, nil
 }
 
-// claimUpTo claims, in one statement, up to r.Max messages less those out
-// already holds, and returns out with them appended in sequence order.
-func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest, out []Claimed) ([]Claimed, error) {
+// claimUpTo claims up to r.Max messages in one statement and returns them
+// in sequence order.
+func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 	q := r.Queue
 	query := ClaimSQL
 	if r.Delete {
 		query = ClaimDeleteSQL
 	}
-	rows, err := tx.QueryContext(ctx, query, q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max-len(out))
+	rows, err := tx.QueryContext(ctx, query, q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
-	first := len(out)
+	var out []Claimed
 	for rows.Next() {
 		c, err := scanClaimed(rows)
 		if err != nil {
@@ -201,26 +193,21 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest, out []Claimed) ([]C
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	added := out[first:]
-	slices.SortFunc(added, func(a, b Claimed) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
 // MakeClaimable promotes the queue's due scheduled messages and reaps its
-// expired leases, and reports whether it changed anything. Both are index
-// range scans that find nothing, and write nothing, when nothing is due.
-func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) (bool, error) {
-	res, err := tx.ExecContext(ctx, PromoteDueSQL, q.Name, now)
-	if err != nil {
-		return false, fmt.Errorf("promote due: %w", err)
+// expired leases. Both are index range scans that find nothing, and write
+// nothing, when nothing is due.
+func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
+	if _, err := tx.ExecContext(ctx, PromoteDueSQL, q.Name, now); err != nil {
+		return fmt.Errorf("promote due: %w", err)
 	}
-	promoted, _ := res.RowsAffected()
-	res, err = tx.ExecContext(ctx, ReapExpiredSQL, q.Name, now, q.MaxDeliveryCount)
-	if err != nil {
-		return false, fmt.Errorf("reap expired: %w", err)
+	if _, err := tx.ExecContext(ctx, ReapExpiredSQL, q.Name, now, q.MaxDeliveryCount); err != nil {
+		return fmt.Errorf("reap expired: %w", err)
 	}
-	reaped, _ := res.RowsAffected()
-	return promoted+reaped > 0, nil
+	return nil
 }
 
 // NextDue returns the earliest moment after now at which a message of the
