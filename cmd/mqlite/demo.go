@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -27,8 +29,8 @@ type order struct {
 
 // demo shows the transactional outbox on the file at path: three orders and
 // their events commit in one transaction, a fourth order and its event roll
-// back together, and the queue is printed to w. It can run again on the
-// same file: each run adds three orders.
+// back together, the queue is printed to w, and a consumer.Loop drains it.
+// It can run again on the same file: each run adds three orders.
 func demo(ctx context.Context, w io.Writer, path string) (err error) {
 	st, err := mqlite.Open(ctx, path, mqlite.Options{})
 	if err != nil {
@@ -94,7 +96,55 @@ func demo(ctx context.Context, w io.Writer, path string) (err error) {
 	}
 	fmt.Fprintf(w, "\ntransaction 2: order %d (%s) and its event rolled back: %v\n", declined.ID, declined.Item, err)
 
-	return report(ctx, w, st.DB(), declined.ID)
+	if err := report(ctx, w, st.DB(), declined.ID); err != nil {
+		return err
+	}
+	return consume(ctx, w, st)
+}
+
+// consume runs a consumer.Loop over the queue until it is empty: every
+// order ships, except tea, which is out of stock for good and goes to the
+// dead letters with consumer.Permanent.
+func consume(ctx context.Context, w io.Writer, st *mqlite.Store) error {
+	before, err := st.Stats(ctx, demoQueue)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nconsuming %d messages with consumer.Loop:\n", before.Active)
+	if before.Active == 0 {
+		return nil
+	}
+	loopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	handled := int64(0)
+	err = consumer.Loop(loopCtx, st, demoQueue, func(ctx context.Context, m consumer.Message) error {
+		var o order
+		err := json.Unmarshal(m.Body, &o)
+		if err == nil && o.Item == "tea" {
+			err = errors.New("tea is out of stock")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			fmt.Fprintf(w, "  seq %d: order %d: %v: dead-lettered\n", m.Seq, o.ID, err)
+		} else {
+			fmt.Fprintf(w, "  seq %d: shipped order %d (%s)\n", m.Seq, o.ID, o.Item)
+		}
+		if handled++; handled == before.Active {
+			stop() // the queue is drained: Loop settles what it holds and returns
+		}
+		return consumer.Permanent(err) // nil stays nil: the message is completed
+	}, consumer.LoopOptions{Concurrency: 1})
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	after, err := st.Stats(ctx, demoQueue)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "queue %q now: %d active, %d dead-lettered\n", demoQueue, after.Active, after.DeadLettered)
+	return nil
 }
 
 // placeOrder inserts o into orders and sends its event in tx. It returns the

@@ -74,6 +74,10 @@ func TestDemoRunsTwice(t *testing.T) {
 			`3    order.placed  {"order_id":3,"item":"tea","total_cents":800}`,
 			"orders rows: 3, messages: 3",
 			"the rolled-back order 4 left no order row and no message",
+			"consuming 3 messages with consumer.Loop",
+			"seq 1: shipped order 1 (book)",
+			"seq 3: order 3: tea is out of stock: dead-lettered",
+			`queue "orders" now: 0 active, 1 dead-lettered`,
 		}},
 		{[]string{
 			`queue "orders" already exists`,
@@ -83,8 +87,11 @@ func TestDemoRunsTwice(t *testing.T) {
 			"order 6 (tea) with event seq 6",
 			"resent the event of order 4: seq 4 came back",
 			"order 7 (piano) and its event rolled back",
-			"  active  6\n",
-			"orders rows: 6, messages: 6",
+			// The first run shipped its orders and dead-lettered the tea.
+			"  active         3\n  dead_lettered  1\n",
+			"orders rows: 6, messages: 4",
+			"seq 4: shipped order 4 (book)",
+			`queue "orders" now: 0 active, 2 dead-lettered`,
 		}},
 	}
 	for i, r := range runs {
@@ -105,11 +112,15 @@ func TestDemoRunsTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM messages WHERE queue = 'orders'`); n != 6 {
-		t.Errorf("%d messages, want 6", n)
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM messages WHERE queue = 'orders'`); n != 2 {
+		t.Errorf("%d messages, want the 2 dead-lettered tea orders", n)
 	}
-	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders o JOIN messages m ON m.message_id = 'order-' || o.id`); n != 6 {
-		t.Errorf("%d orders with their event, want 6", n)
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders`); n != 6 {
+		t.Errorf("%d orders, want 6", n)
+	}
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders o JOIN messages m ON m.message_id = 'order-' || o.id
+		WHERE o.item = 'tea' AND m.state = 'dead_lettered'`); n != 2 {
+		t.Errorf("%d tea orders with their dead-lettered event, want 2", n)
 	}
 }
 
