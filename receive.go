@@ -141,11 +141,9 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 	if err := validateQueueName(queue); err != nil {
 		return err
 	}
-	switch {
-	case o.Max == 0:
-		o.Max = 1
-	case o.Max < 0 || o.Max > MaxReceiveBatch:
-		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("Max %d, want 1 to %d", o.Max, MaxReceiveBatch))
+	var err error
+	if o.Max, err = batchMax(o.Max, 1); err != nil {
+		return err
 	}
 	if o.Wait < 0 {
 		return errs.Newf(errs.ErrInvalidArgument, "negative Wait")
@@ -287,11 +285,9 @@ type PeekOptions struct {
 }
 
 func (o *PeekOptions) validate() error {
-	switch {
-	case o.Max == 0:
-		o.Max = 100
-	case o.Max < 0 || o.Max > MaxReceiveBatch:
-		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("Max %d, want 1 to %d", o.Max, MaxReceiveBatch))
+	var err error
+	if o.Max, err = batchMax(o.Max, 100); err != nil {
+		return err
 	}
 	if o.FromSeq < 0 {
 		return errs.Newf(errs.ErrInvalidArgument, "negative FromSeq")
@@ -339,4 +335,14 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, dead b
 	return out, nil
 }
 
-var errNoToken = errors.New("empty lock token")
+// batchMax resolves a Max option: 0 means def, otherwise 1 to
+// MaxReceiveBatch.
+func batchMax(v, def int) (int, error) {
+	switch {
+	case v == 0:
+		return def, nil
+	case v < 0 || v > MaxReceiveBatch:
+		return 0, errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("Max %d, want 1 to %d", v, MaxReceiveBatch))
+	}
+	return v, nil
+}

@@ -17,7 +17,7 @@ func validateLock(l Lock) error {
 		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("seq %d", l.Seq))
 	}
 	if l.Token == "" {
-		return errs.Newf(errs.ErrInvalidArgument, errNoToken.Error())
+		return errs.Newf(errs.ErrInvalidArgument, "empty lock token")
 	}
 	return nil
 }
