@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
-	"syscall"
+
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -120,21 +121,12 @@ func BenchmarkLoopIdleCPU(b *testing.B) {
 	time.Sleep(100 * time.Millisecond) // let Loop start and settle in its wait
 	const idle = 2 * time.Second
 	b.ResetTimer()
-	before, wall := cpuTime(b), time.Now()
+	before, wall := testdb.CPUTime(), time.Now()
 	time.Sleep(idle)
-	used, elapsed := cpuTime(b)-before, time.Since(wall)
+	used, elapsed := testdb.CPUTime()-before, time.Since(wall)
 	b.StopTimer()
 	b.ReportMetric(100*float64(used)/float64(elapsed), "cpu-%")
 	b.ReportMetric(0, "ns/op")
-}
-
-// cpuTime is the user plus system CPU time of the process.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLoopThroughput measures how fast a Loop (Concurrency 8, a no-op
@@ -182,7 +174,7 @@ func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 	all := make(chan struct{})
 	total := int64(b.N)
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime(b)
+	start, cpu0 := time.Now(), testdb.CPUTime()
 	runBenchLoop(b, src, func(context.Context, consumer.Message) error {
 		if handled.Add(1) == total {
 			close(all)
@@ -199,7 +191,7 @@ func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 	case <-time.After(5 * time.Minute):
 		b.Fatal(errors.New("Loop did not drain the queue"))
 	}
-	elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
+	elapsed, cpu := time.Since(start), testdb.CPUTime()-cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 	// Process CPU per message: the producer's sends, the claims and the

@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -98,7 +97,7 @@ func runBatches(b *testing.B, db *sql.DB, batch int, fn func(context.Context, *s
 	walPath += "-wal"
 	before := fileSize(walPath)
 	txs := max(b.N/batch, 1)
-	cpu := cpuTime()
+	cpu := testdb.CPUTime()
 	b.ResetTimer()
 	for range txs {
 		tx, err := db.BeginTx(ctx, nil)
@@ -116,7 +115,7 @@ func runBatches(b *testing.B, db *sql.DB, batch int, fn func(context.Context, *s
 	n := float64(txs * batch)
 	b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(fileSize(walPath)-before)/n, "walB/msg")
-	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/n, "cpu-µs/msg")
+	b.ReportMetric(float64((testdb.CPUTime()-cpu).Microseconds())/n, "cpu-µs/msg")
 }
 
 func fileSize(path string) int64 {
@@ -125,14 +124,4 @@ func fileSize(path string) int64 {
 		return 0
 	}
 	return fi.Size()
-}
-
-// cpuTime is the CPU time the process has used: a figure that, unlike
-// wall time, does not move when other work shares the machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

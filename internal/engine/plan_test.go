@@ -34,6 +34,14 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH b USING INDEX idx_msg_group_deferred (queue=? AND group_id=? AND id<?)",
 			"SEARCH b USING INDEX idx_msg_group_scheduled (queue=? AND group_id=? AND id<?)",
 		}},
+		{"claim one", engine.ClaimOneSQL, claimArgs, []string{
+			"SEARCH m USING INDEX idx_msg_active (queue=?)",
+			"SEARCH b USING INDEX idx_msg_group_locked (queue=? AND group_id=? AND id<?)",
+		}},
+		{"due probe", engine.DueProbeSQL, []any{"q", 1}, []string{
+			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
+			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
+		}},
 		{"claim and delete", engine.ClaimDeleteSQL, claimArgs, []string{
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
 		}},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,4 +89,15 @@ func (b *Bundle) Queue(t testing.TB, name string, opts mqlite.QueueOptions) {
 	if err := b.Store.CreateQueue(context.Background(), name, opts); err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
+}
+
+// CPUTime is the user plus system CPU time the process has used. Benchmarks
+// report it per message: unlike wall time it hardly moves when other work
+// shares the machine.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
