@@ -54,6 +54,9 @@ func (s *Store) Redrive(ctx context.Context, queue string, opts RedriveOptions) 
 	}
 	var n int64
 	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := s.catchUp(tx, queue); err != nil {
+			return err
+		}
 		var err error
 		n, err = engine.Redrive(tx.Context(), tx.SQL(), queue, opts.Seqs, s.now())
 		return err
@@ -88,6 +91,9 @@ func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int
 	for {
 		var n int64
 		err := s.Tx(ctx, func(tx *Tx) error {
+			if err := s.catchUp(tx, queue); err != nil {
+				return err
+			}
 			var err error
 			n, err = engine.PurgeBatch(tx.Context(), tx.SQL(), queue, opts.State)
 			return err
@@ -131,11 +137,20 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 	if err := s.checkQueue(ctx, queue); err != nil {
 		return QueueStats{}, err
 	}
-	per, err := engine.Stats(ctx, s.db, queue)
+	var per map[string]engine.StateStats
+	var now int64
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := s.catchUp(tx, queue); err != nil {
+			return err
+		}
+		var err error
+		per, err = engine.Stats(tx.Context(), tx.SQL(), queue)
+		now = s.now()
+		return err
+	})
 	if err != nil {
 		return QueueStats{}, err
 	}
-	now := s.now()
 	age := func(ms int64) time.Duration {
 		if ms == 0 || ms > now {
 			return 0
@@ -169,6 +184,19 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 }
 
 // checkQueue validates queue and checks that it exists.
+// catchUp brings the queue's rows to the store's "now" inside tx: due
+// scheduled messages become active, lapsed leases end (dead-lettered on the
+// last allowed delivery), exactly as the next claim would. The operator
+// calls (Peek, Stats, Redrive, Purge) see and act on that state, not on one
+// that waits for the next Receive or sweep.
+func (s *Store) catchUp(tx *Tx, queue string) error {
+	q, err := s.queues.get(tx.Context(), tx.SQL(), queue)
+	if err != nil {
+		return err
+	}
+	return engine.MakeClaimable(tx.Context(), tx.SQL(), q, s.now())
+}
+
 func (s *Store) checkQueue(ctx context.Context, queue string) error {
 	if err := s.checkOpen(); err != nil {
 		return err

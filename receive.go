@@ -244,6 +244,8 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 // is ErrMessageNotFound. A message deferred on its last allowed delivery is
 // dead-lettered (reason "max delivery count exceeded") and reported as
 // ErrMessageNotFound: handing it out again would exceed MaxDeliveryCount.
+// Asking by sequence number bypasses the order of the message's group: the
+// message was already handed out in order once, before it was deferred.
 func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (Message, error) {
 	if err := s.checkOpen(); err != nil {
 		return Message{}, err
@@ -318,10 +320,15 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, dead b
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if _, err := s.queues.get(ctx, s.db, queue); err != nil {
-		return nil, err
-	}
-	rows, err := engine.Peek(ctx, s.db, queue, opts.FromSeq, opts.Max, dead)
+	var rows []engine.Claimed
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := s.catchUp(tx, queue); err != nil {
+			return err
+		}
+		var err error
+		rows, err = engine.Peek(tx.Context(), tx.SQL(), queue, opts.FromSeq, opts.Max, dead)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

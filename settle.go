@@ -24,41 +24,17 @@ func validateLock(l Lock) error {
 
 // settle runs one fenced settlement in its own transaction.
 func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error {
-	res, err := s.settleBatch(ctx, st, []Lock{l})
-	if err != nil {
+	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	return res[0]
-}
-
-// settleBatch runs the same settlement for each lock in one transaction.
-// Each lock gets its own result; err is for the whole call.
-func (s *Store) settleBatch(ctx context.Context, st engine.Settlement, locks []Lock) ([]error, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
+	if err := validateLock(l); err != nil {
+		return err
 	}
-	for _, l := range locks {
-		if err := validateLock(l); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]error, len(locks))
-	err := s.Tx(ctx, func(tx *Tx) error {
+	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
+	return s.Tx(ctx, func(tx *Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
-		for i, l := range locks {
-			st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
-			err := engine.Settle(tx.Context(), tx.SQL(), st)
-			if err != nil && !errs.IsLockLost(err) {
-				return err
-			}
-			out[i] = err
-		}
-		return nil
+		return engine.Settle(tx.Context(), tx.SQL(), st)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Complete deletes a delivered message: it was handled. It needs the
@@ -73,7 +49,26 @@ func (s *Store) Complete(ctx context.Context, l Lock) error {
 // commit). Each lock gets its own result, nil or ErrLockLost, exactly as
 // Complete would give it; err is for failures of the whole call.
 func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error) {
-	return s.settleBatch(ctx, engine.Settlement{Op: engine.OpComplete}, locks)
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	sets := make([]engine.Settlement, len(locks))
+	for i, l := range locks {
+		if err := validateLock(l); err != nil {
+			return nil, err
+		}
+		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
+	}
+	var out []error
+	err := s.Tx(ctx, func(tx *Tx) error {
+		var err error
+		out, err = engine.CompleteMany(tx.Context(), tx.SQL(), sets, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Abandon gives a delivered message back: it becomes claimable again after

@@ -524,3 +524,38 @@ func TestDeferredOnLastDeliveryIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letters %+v, want seq %d spent after 1 delivery", dead, seq)
 	}
 }
+
+func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{})
+	b.send(t, outbox.Message{}, outbox.Message{}, outbox.Message{}, outbox.Message{})
+	msgs := b.receive(t, consumer.ReceiveOptions{Max: 4})
+	if len(msgs) != 4 {
+		t.Fatalf("received %d", len(msgs))
+	}
+	must(t, b.src.Complete(ctx, msgs[1].Lock())) // a replay inside the batch
+	stale := msgs[2].Lock()
+	stale.Token = "00000000000000000000000000000000"
+	res, err := b.Store.CompleteBatch(ctx, []consumer.Lock{msgs[0].Lock(), msgs[1].Lock(), stale, msgs[3].Lock(), msgs[0].Lock()})
+	must(t, err)
+	for i, want := range []error{nil, nil, mqlite.ErrLockLost, nil, nil} {
+		if !errors.Is(res[i], want) || (want == nil && res[i] != nil) {
+			t.Errorf("slot %d: %v, want %v", i, res[i], want)
+		}
+	}
+	// Every completed slot left a receipt: the same batch replays.
+	res, err = b.Store.CompleteBatch(ctx, []consumer.Lock{msgs[0].Lock(), msgs[3].Lock()})
+	must(t, err)
+	if res[0] != nil || res[1] != nil {
+		t.Fatalf("replay: %v", res)
+	}
+	// Only the stale slot's message is left, still locked by its holder.
+	b.Clock.Advance(lease) // its lease lapses: nothing else may settle it
+	res, err = b.Store.CompleteBatch(ctx, []consumer.Lock{msgs[2].Lock()})
+	must(t, err)
+	wantLockLost(t, res[0])
+	left, err := b.src.Peek(ctx, "q", consumer.PeekOptions{})
+	must(t, err)
+	if len(left) != 1 || left[0].Seq != msgs[2].Seq {
+		t.Fatalf("left %v, want [%d]", seqsOf(left), msgs[2].Seq)
+	}
+}

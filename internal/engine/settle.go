@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -126,4 +127,78 @@ func Renew(ctx context.Context, tx DBTX, queue string, seq int64, token string, 
 		return 0, fmt.Errorf("renew: %w", err)
 	}
 	return until, nil
+}
+
+// lockRef is one delivery of CompleteMany, as JSON for json_each.
+type lockRef struct {
+	Queue string `json:"q"`
+	Seq   int64  `json:"s"`
+	Token string `json:"t"`
+}
+
+// completeManySQL deletes every fenced row named in the JSON array ?1 in one
+// statement: json_each drives, each row found by its rowid.
+const completeManySQL = `DELETE FROM messages WHERE id IN (
+	SELECT m.id FROM json_each(?1) l JOIN messages m ON m.id = l.value ->> 's'
+	 WHERE m.queue = l.value ->> 'q' AND m.lock_token = l.value ->> 't'
+	   AND m.state = 'locked' AND m.locked_until > ?2)
+	RETURNING id`
+
+// receiptsSQL writes the Complete receipts of the JSON array ?1.
+const receiptsSQL = `INSERT OR REPLACE INTO settlement_receipts
+	(queue, seq, lock_token, operation, args, expires_at)
+	SELECT value ->> 'q', value ->> 's', value ->> 't', 'complete', '', ?2 FROM json_each(?1)`
+
+// CompleteMany completes several deliveries with two statements, one DELETE
+// and one INSERT of their receipts, however many there are. A delivery whose
+// row was not deleted goes through Settle, which answers it from a receipt
+// or with errs.ErrLockLost. Each delivery gets its own result.
+func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) ([]error, error) {
+	refs := make([]lockRef, len(locks))
+	for i, l := range locks {
+		refs[i] = lockRef{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
+	}
+	blob, err := json.Marshal(refs)
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, completeManySQL, string(blob), now)
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	deleted := make(map[int64]bool, len(locks))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		deleted[id] = true
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	out := make([]error, len(locks))
+	done := refs[:0:0]
+	for i, l := range locks {
+		if deleted[l.Seq] {
+			done = append(done, refs[i])
+			continue
+		}
+		l.Op, l.Now = OpComplete, now
+		err := Settle(ctx, tx, l)
+		if err != nil && !errors.Is(err, errs.ErrLockLost) {
+			return nil, err
+		}
+		out[i] = err
+	}
+	if len(done) > 0 {
+		if blob, err = json.Marshal(done); err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, receiptsSQL, string(blob), now+ReceiptTTLMS); err != nil {
+			return nil, fmt.Errorf("complete: write receipts: %w", err)
+		}
+	}
+	return out, nil
 }
