@@ -3,9 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,23 +74,24 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_scheduled
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))`
 
+// lockSet is what every claim writes: the lease, a fresh 128-bit token
+// (SQLite's randomblob, seeded by the OS) and one more delivery. ?4 is the
+// queue's lock duration.
+const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
+	    delivery_count = delivery_count + 1`
+
 // ClaimSQL is the peek-lock claim: one atomic statement that picks the
-// oldest ?5 claimable messages and locks each with a lease and a fresh
-// 128-bit token (SQLite's randomblob, seeded by the OS), counting the
-// delivery. A group contributes at most its front: every later member is
-// held, so one statement can never hand out two messages of a group.
-const ClaimSQL = `UPDATE messages
-	SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
-	    delivery_count = delivery_count + 1
+// oldest ?5 claimable messages and locks them. A group contributes at most
+// its front: every later member is held, so one statement can never hand
+// out two messages of a group.
+const ClaimSQL = `UPDATE messages ` + lockSet + `
 	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
 // ClaimOneSQL is ClaimSQL for a single message: the head is found by a
 // scalar subquery instead of an IN list, which saves SQLite a temporary
 // table on the most common call.
-const ClaimOneSQL = `UPDATE messages
-	SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
-	    delivery_count = delivery_count + 1
+const ClaimOneSQL = `UPDATE messages ` + lockSet + `
 	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
@@ -110,15 +109,8 @@ var PromoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_a
 // dead letters when the delivery that expired was the last one allowed. The
 // reaper sweep (ReapAllSQL) and recovery (RecoverSQL) are the same statement
 // over other rows.
-var ReapExpiredSQL = releaseSQL("?3", "?2", descLeaseExpired,
+var ReapExpiredSQL = releaseSQL("?3", "?2", descLeaseExpired, "'active'", "",
 	`queue = ?1 AND state = 'locked' AND locked_until <= ?2`)
-
-// NewToken returns a fresh 128-bit random lock token in hex.
-func NewToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
-}
 
 // ClaimRequest is one Receive.
 type ClaimRequest struct {
@@ -252,11 +244,10 @@ func NextDue(ctx context.Context, db DBTX, queue string) (int64, error) {
 
 // ClaimDeferred locks the deferred message seq of the queue.
 func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Claimed, error) {
-	c, err := scanClaimed(tx.QueryRowContext(ctx, `UPDATE messages
-		SET state = 'locked', locked_until = ?3 + ?4, lock_token = ?5, delivery_count = delivery_count + 1
-		WHERE id = ?2 AND queue = ?1 AND state = 'deferred' AND delivery_count < ?6
-		  AND (expires_at = 0 OR expires_at > ?3)
-		RETURNING `+returning, q.Name, seq, now, q.LockDurationMS, NewToken(), q.MaxDeliveryCount))
+	c, err := scanClaimed(tx.QueryRowContext(ctx, `UPDATE messages `+lockSet+`
+		WHERE id = ?5 AND queue = ?1 AND state = 'deferred' AND delivery_count < ?3
+		  AND (expires_at = 0 OR expires_at > ?2)
+		RETURNING `+returning, q.Name, now, q.MaxDeliveryCount, q.LockDurationMS, seq))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Claimed{}, spendDeferred(ctx, tx, q, seq, now)
 	}

@@ -52,17 +52,9 @@ const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' A
 
 var settleSQL = map[Op]string{
 	OpComplete: `DELETE FROM messages WHERE ` + fence,
-	OpAbandon: `UPDATE messages SET
-		state = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2) THEN 'dead_lettered'
-		             WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END,
-		dead_letter_reason = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2)
-		             THEN '` + DeadLetterMaxDelivery + `' END,
-		dead_letter_desc = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2)
-		             THEN 'abandoned on the last allowed delivery' END,
-		dead_lettered_at = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?2)
-		             THEN ?4 ELSE 0 END,
-		visible_at = ?4 + ?5, lock_token = NULL, locked_until = 0
-		WHERE ` + fence,
+	OpAbandon: releaseSQL(`(SELECT max_delivery_count FROM queues WHERE name = ?2)`, "?4",
+		"abandoned on the last allowed delivery", `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
+		", visible_at = ?4 + ?5", fence),
 	OpReject: `UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
 		dead_lettered_at = ?4, lock_token = NULL, locked_until = 0 WHERE ` + fence,
 	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE ` + fence,

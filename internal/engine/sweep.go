@@ -27,20 +27,22 @@ const (
 // statements that span queues.
 const rowMaxDelivery = `(SELECT max_delivery_count FROM queues WHERE name = messages.queue)`
 
-// releaseSQL builds the UPDATE that ends leases nobody settled: each row
-// goes back to active, or to the dead letters (reason DeadLetterMaxDelivery)
-// when the delivery that ended was the last one allowed. maxDelivery is the
-// SQL expression of the row's limit, now that of the current time, desc the
-// dead-letter description and where picks the rows. The claim path, the
-// reaper sweep and recovery differ only in those.
-func releaseSQL(maxDelivery, now, desc, where string) string {
+// releaseSQL builds the UPDATE that ends deliveries: each row goes back to
+// the state back (an SQL expression: 'active', or Abandon's choice of
+// 'scheduled'), or to the dead letters (reason DeadLetterMaxDelivery) when
+// the delivery that ended was the last one allowed. maxDelivery is the SQL
+// expression of the row's limit, now that of the current time, desc the
+// dead-letter description, set any further assignments and where picks the
+// rows. The claim path, Abandon, the reaper sweep and recovery differ only
+// in those.
+func releaseSQL(maxDelivery, now, desc, back, set, where string) string {
 	last := `delivery_count >= ` + maxDelivery
 	return `UPDATE messages SET
-	state = CASE WHEN ` + last + ` THEN 'dead_lettered' ELSE 'active' END,
+	state = CASE WHEN ` + last + ` THEN 'dead_lettered' ELSE ` + back + ` END,
 	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + DeadLetterMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + desc + `' END,
 	dead_lettered_at = CASE WHEN ` + last + ` THEN ` + now + ` ELSE 0 END,
-	lock_token = NULL, locked_until = 0
+	lock_token = NULL, locked_until = 0` + set + `
 	WHERE ` + where
 }
 
@@ -57,7 +59,7 @@ const everyQueue = `queue IN (SELECT name FROM queues)`
 // The sweeps over every queue: ?1 is now, ?2 the batch size.
 var (
 	// ReapAllSQL is ReapExpiredSQL over every queue, one batch.
-	ReapAllSQL = releaseSQL(rowMaxDelivery, "?1", descLeaseExpired,
+	ReapAllSQL = releaseSQL(rowMaxDelivery, "?1", descLeaseExpired, "'active'", "",
 		`id IN (SELECT id FROM messages WHERE `+everyQueue+` AND state = 'locked' AND locked_until <= ?1 LIMIT ?2)`)
 	// PromoteAllSQL is PromoteDueSQL over every queue, one batch.
 	PromoteAllSQL = promoteSQL(
@@ -65,7 +67,7 @@ var (
 	// RecoverSQL releases every lease, expired or not: at Open each one is an
 	// orphan of a process that has ended (the file lock proves no other
 	// process holds the file). ?1 is now; there is no batch.
-	RecoverSQL = releaseSQL(rowMaxDelivery, "?1", descRecovered, everyQueue+` AND state = 'locked'`)
+	RecoverSQL = releaseSQL(rowMaxDelivery, "?1", descRecovered, "'active'", "", everyQueue+` AND state = 'locked'`)
 )
 
 // expiredTTL picks one batch of messages whose time to live has passed and
