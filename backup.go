@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"github.com/mqlite/mqlite/internal/errs"
 )
 
 // Backup writes a consistent copy of the store to the new file dst while the
@@ -23,10 +21,10 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 		return err
 	}
 	if dst == "" {
-		return errs.Newf(errs.ErrInvalidArgument, "empty backup path")
+		return invalidf(ErrInvalidArgument, "empty backup path")
 	}
 	if _, err := os.Lstat(dst); err == nil {
-		return fmt.Errorf("backup %s: %w", dst, errs.ErrDestinationExists)
+		return fmt.Errorf("backup %s: %w", dst, ErrDestinationExists)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("backup %s: %w", dst, err)
 	}

@@ -46,8 +46,23 @@
 //
 // # Time
 //
-// Every timestamp is epoch milliseconds from Options.Clock, passed to SQL as
-// a parameter. Tests inject a fake clock and move it instead of sleeping.
+// Every timestamp is epoch milliseconds from Options.Clock, the one entrance
+// of time; Store.Clock returns it. Time reaches SQL by two routes:
+//
+//   - As a parameter: the store's own statements (claim, settle, renew,
+//     sweeps, recovery, queue administration) read the clock in Go once the
+//     connection is theirs and pass "now" as an argument.
+//   - Through the SQL function mqlite_now(): outbox.SendOne and SendBatch run
+//     on the caller's bare *sql.Tx, where the store cannot pass a parameter,
+//     so the store's connection carries mqlite_now() (and
+//     mqlite_max_message_bytes()), which read the same Clock and limit. A
+//     transaction on any other connection lacks them and is refused with
+//     ErrNotAStore.
+//
+// Nothing reads the wall clock or SQLite's CURRENT_TIMESTAMP. consumer.Loop
+// asks its Source for the clock (consumer.Clocker), so a Loop over a store
+// with a fake clock needs no second one. Tests inject a fake clock and move
+// it instead of sleeping.
 //
 // # Errors
 //

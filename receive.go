@@ -2,14 +2,12 @@ package mqlite
 
 import (
 	"context"
-	"encoding/json"
+	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/mqlite/mqlite/internal/engine"
-	"github.com/mqlite/mqlite/internal/errs"
 )
 
 // MaxReceiveBatch is the largest ReceiveOptions.Max.
@@ -45,98 +43,6 @@ type ReceiveOptions struct {
 	Mode ReceiveMode
 }
 
-// Lock identifies one delivery of one message: what every settlement and
-// renewal presents.
-type Lock struct {
-	Queue string
-	Seq   int64
-	Token string
-}
-
-// Message is a message as received or peeked.
-type Message struct {
-	Queue         string
-	Seq           int64
-	Body          []byte
-	MessageID     string
-	GroupID       string
-	Subject       string
-	Properties    map[string]string
-	DeliveryCount int
-	EnqueuedAt    time.Time
-	ExpiresAt     time.Time // zero: no TTL
-	// LockToken and LockedUntil are the delivery's fencing token and lease;
-	// empty and zero for ReceiveAndDelete and Peek.
-	LockToken   string
-	LockedUntil time.Time
-	// State is the message's state; set by Peek and PeekDeadLetters
-	// ("active", "locked", "deferred", "scheduled", "dead_lettered").
-	State string
-	// VisibleAt is when a scheduled message falls due (Peek only).
-	VisibleAt time.Time
-	// DeadLetter says why and when the message was dead-lettered.
-	DeadLetterReason      string
-	DeadLetterDescription string
-	DeadLetteredAt        time.Time
-}
-
-// Lock returns the message's lock, for settlement.
-func (m Message) Lock() Lock { return Lock{Queue: m.Queue, Seq: m.Seq, Token: m.LockToken} }
-
-func toMessage(queue string, c engine.Claimed) Message {
-	m := Message{
-		Queue: queue, Seq: c.Seq, Body: c.Body, MessageID: c.MessageID, Subject: c.Subject,
-		DeliveryCount: int(c.DeliveryCount), EnqueuedAt: fromMillis(c.EnqueuedAt),
-		ExpiresAt: fromMillis(c.ExpiresAt), LockToken: c.LockToken, LockedUntil: fromMillis(c.LockedUntil),
-		DeadLetterReason: c.DeadLetterReason, DeadLetterDescription: c.DeadLetterDesc,
-		DeadLetteredAt: fromMillis(c.DeadLetteredAt),
-	}
-	if c.GroupID != nil {
-		m.GroupID = *c.GroupID
-	}
-	if m.Body == nil {
-		m.Body = []byte{}
-	}
-	if c.Properties != "" {
-		_ = json.Unmarshal([]byte(c.Properties), &m.Properties) // written by the outbox as a JSON object
-	}
-	return m
-}
-
-// queueCache keeps queue settings in memory: the claim path reads them on
-// every call. The store is the only writer of the file, so the cache is
-// invalidated by the store's own queue administration.
-type queueCache struct {
-	mu sync.Mutex
-	m  map[string]engine.Queue
-}
-
-func (c *queueCache) get(ctx context.Context, db engine.DBTX, name string) (engine.Queue, error) {
-	c.mu.Lock()
-	q, ok := c.m[name]
-	c.mu.Unlock()
-	if ok {
-		return q, nil
-	}
-	q, err := engine.GetQueue(ctx, db, name)
-	if err != nil {
-		return q, err
-	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]engine.Queue{}
-	}
-	c.m[name] = q
-	c.mu.Unlock()
-	return q, nil
-}
-
-func (c *queueCache) forget(name string) {
-	c.mu.Lock()
-	delete(c.m, name)
-	c.mu.Unlock()
-}
-
 func validateReceive(queue string, o *ReceiveOptions) error {
 	if err := validateQueueName(queue); err != nil {
 		return err
@@ -146,13 +52,13 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 		return err
 	}
 	if o.Wait < 0 {
-		return errs.Newf(errs.ErrInvalidArgument, "negative Wait")
+		return invalidf(ErrInvalidArgument, "negative Wait")
 	}
 	if o.Mode != PeekLock && o.Mode != ReceiveAndDelete {
-		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("unknown ReceiveMode %d", o.Mode))
+		return invalidf(ErrInvalidArgument, "unknown ReceiveMode %d", o.Mode)
 	}
 	if len(o.AttemptID) > MaxMessageIDLen {
-		return errs.Newf(errs.ErrInvalidArgument, "AttemptID too long")
+		return invalidf(ErrInvalidArgument, "AttemptID too long")
 	}
 	return nil
 }
@@ -212,21 +118,21 @@ func (s *Store) sleep(ctx context.Context, woken <-chan struct{}, d time.Duratio
 }
 
 func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, int64, error) {
-	var claimed []engine.Claimed
+	var claimed []engine.Row
 	var nextDue int64
-	err := s.Tx(ctx, func(tx *Tx) error {
-		q, err := s.queues.get(tx.Context(), tx.SQL(), queue)
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		q, err := s.queues.get(ctx, tx, queue)
 		if err != nil {
 			return err
 		}
-		claimed, err = engine.Claim(tx.Context(), tx.SQL(), engine.ClaimRequest{
+		claimed, err = engine.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, Now: s.now(),
 		})
 		if err != nil || len(claimed) > 0 || opts.Wait <= 0 {
 			return err
 		}
-		nextDue, err = engine.NextDue(tx.Context(), tx.SQL(), queue)
+		nextDue, err = engine.NextDue(ctx, tx, queue)
 		return err
 	})
 	if err != nil {
@@ -253,14 +159,14 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 	if err := validateQueueName(queue); err != nil {
 		return Message{}, err
 	}
-	var c engine.Claimed
+	var c engine.Row
 	spent := false
-	err := s.Tx(ctx, func(tx *Tx) error {
-		q, err := s.queues.get(tx.Context(), tx.SQL(), queue)
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		q, err := s.queues.get(ctx, tx, queue)
 		if err != nil {
 			return err
 		}
-		c, err = engine.ClaimDeferred(tx.Context(), tx.SQL(), q, seq, s.now())
+		c, err = engine.ClaimDeferred(ctx, tx, q, seq, s.now())
 		if errors.Is(err, engine.ErrSpentDeferred) {
 			spent = true // commit the dead-lettering, then report
 			return nil
@@ -276,72 +182,6 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 	return toMessage(queue, c), nil
 }
 
-// PeekOptions configures Peek.
-type PeekOptions struct {
-	// FromSeq is the first sequence number to look at. Defaults to 0 (the
-	// oldest message).
-	FromSeq int64
-	// Max is how many messages to return at most. Defaults to 100; at most
-	// 1000.
-	Max int
-}
-
-func (o *PeekOptions) validate() error {
-	var err error
-	if o.Max, err = batchMax(o.Max, 100); err != nil {
-		return err
-	}
-	if o.FromSeq < 0 {
-		return errs.Newf(errs.ErrInvalidArgument, "negative FromSeq")
-	}
-	return nil
-}
-
-// Peek returns messages of queue in sequence order, in every state but
-// dead-lettered, without locking or counting a delivery.
-func (s *Store) Peek(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
-	return s.peek(ctx, queue, opts, false)
-}
-
-// PeekDeadLetters returns the dead letters of queue in sequence order, with
-// why (DeadLetterReason, DeadLetterDescription), when (DeadLetteredAt) and
-// after how many deliveries (DeliveryCount) each was dead-lettered.
-func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
-	return s.peek(ctx, queue, opts, true)
-}
-
-func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, dead bool) ([]Message, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	if err := validateQueueName(queue); err != nil {
-		return nil, err
-	}
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	var rows []engine.Claimed
-	err := s.Tx(ctx, func(tx *Tx) error {
-		if err := s.catchUp(tx, queue); err != nil {
-			return err
-		}
-		var err error
-		rows, err = engine.Peek(tx.Context(), tx.SQL(), queue, opts.FromSeq, opts.Max, dead)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Message, len(rows))
-	for i, c := range rows {
-		out[i] = toMessage(queue, c)
-		out[i].State = c.State
-		out[i].VisibleAt = fromMillis(c.VisibleAt)
-		out[i].LockToken = "" // peek never hands out a token
-	}
-	return out, nil
-}
-
 // batchMax resolves a Max option: 0 means def, otherwise 1 to
 // MaxReceiveBatch.
 func batchMax(v, def int) (int, error) {
@@ -349,7 +189,7 @@ func batchMax(v, def int) (int, error) {
 	case v == 0:
 		return def, nil
 	case v < 0 || v > MaxReceiveBatch:
-		return 0, errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("Max %d, want 1 to %d", v, MaxReceiveBatch))
+		return 0, invalidf(ErrInvalidArgument, "Max %d, want 1 to %d", v, MaxReceiveBatch)
 	}
 	return v, nil
 }

@@ -2,11 +2,11 @@ package mqlite
 
 import (
 	"context"
-	"fmt"
+	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/mqlite/mqlite/internal/engine"
-	"github.com/mqlite/mqlite/internal/errs"
 )
 
 func validateLock(l Lock) error {
@@ -14,10 +14,10 @@ func validateLock(l Lock) error {
 		return err
 	}
 	if l.Seq <= 0 {
-		return errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("seq %d", l.Seq))
+		return invalidf(ErrInvalidArgument, "seq %d", l.Seq)
 	}
 	if l.Token == "" {
-		return errs.Newf(errs.ErrInvalidArgument, "empty lock token")
+		return invalidf(ErrInvalidArgument, "empty lock token")
 	}
 	return nil
 }
@@ -31,9 +31,9 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 		return err
 	}
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
-	return s.Tx(ctx, func(tx *Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
-		return engine.Settle(tx.Context(), tx.SQL(), st)
+		return engine.Settle(ctx, tx, st)
 	})
 }
 
@@ -60,9 +60,9 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
 	}
 	var out []error
-	err := s.Tx(ctx, func(tx *Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		out, err = engine.CompleteMany(tx.Context(), tx.SQL(), sets, s.now())
+		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 // another delay is not the same request and gets ErrLockLost.
 func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error {
 	if delay < 0 {
-		return errs.Newf(errs.ErrInvalidArgument, "negative delay")
+		return invalidf(ErrInvalidArgument, "negative delay")
 	}
 	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
 }
@@ -122,11 +122,11 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 		}
 	}
 	out := make([]RenewResult, len(locks))
-	err := s.Tx(ctx, func(tx *Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		for i, l := range locks {
-			until, err := engine.Renew(tx.Context(), tx.SQL(), l.Queue, l.Seq, l.Token, now)
-			if err != nil && !errs.IsLockLost(err) {
+			until, err := engine.Renew(ctx, tx, engine.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
+			if err != nil && !errors.Is(err, ErrLockLost) {
 				return err
 			}
 			out[i] = RenewResult{LockedUntil: fromMillis(until), Err: err}

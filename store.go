@@ -167,6 +167,11 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Path returns the canonical path of the store's file.
 func (s *Store) Path() string { return s.path }
 
+// Clock returns the store's clock, Options.Clock: every timestamp of the
+// store is read from it. consumer.Loop asks for it (consumer.Clocker) so
+// that its lease arithmetic agrees with the store's.
+func (s *Store) Clock() Clock { return s.opts.Clock }
+
 // now is the store's clock in epoch milliseconds.
 func (s *Store) now() int64 { return millis(s.opts.Clock.Now()) }
 
@@ -177,4 +182,44 @@ func (s *Store) checkOpen() error {
 	default:
 		return nil
 	}
+}
+
+// inTx runs fn in one transaction of the store (Store.Tx), handing it the
+// statement context and the *sql.Tx: the preamble every store method shares.
+func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.Tx(ctx, func(tx *Tx) error { return fn(tx.Context(), tx.SQL()) })
+}
+
+// queueCache keeps queue settings in memory: the claim path reads them on
+// every call. The store is the only writer of the file, so the cache is
+// invalidated by the store's own queue administration.
+type queueCache struct {
+	mu sync.Mutex
+	m  map[string]engine.Queue
+}
+
+func (c *queueCache) get(ctx context.Context, db engine.DBTX, name string) (engine.Queue, error) {
+	c.mu.Lock()
+	q, ok := c.m[name]
+	c.mu.Unlock()
+	if ok {
+		return q, nil
+	}
+	q, err := engine.GetQueue(ctx, db, name)
+	if err != nil {
+		return q, err
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]engine.Queue{}
+	}
+	c.m[name] = q
+	c.mu.Unlock()
+	return q, nil
+}
+
+func (c *queueCache) forget(name string) {
+	c.mu.Lock()
+	delete(c.m, name)
+	c.mu.Unlock()
 }

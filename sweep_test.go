@@ -94,7 +94,7 @@ func peekSeq(t *testing.T, st *mqlite.Store, queue string, seq int64) mqlite.Mes
 	return mqlite.Message{}
 }
 
-func (b *sweepBundle) wantState(queue string, seq int64, want string) mqlite.Message {
+func (b *sweepBundle) wantState(queue string, seq int64, want mqlite.State) mqlite.Message {
 	b.t.Helper()
 	m := b.state(queue, seq)
 	if m.State != want {

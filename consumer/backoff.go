@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/mqlite/mqlite"
 )
 
 // Defaults of Backoff's zero-valued fields.
@@ -149,5 +151,5 @@ func durationOr(v, def time.Duration, field string) (time.Duration, error) {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("consumer: %w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+	return fmt.Errorf("consumer: %w: %s", mqlite.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }

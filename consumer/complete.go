@@ -16,9 +16,9 @@ import (
 // one each. An idle Loop still completes each message at once.
 type CompleteBatcher interface {
 	// CompleteBatch completes locks in one transaction; each lock gets its
-	// own result (nil or an error matching ErrLockLost), err is for
+	// own result (nil or an error matching mqlite.ErrLockLost), err is for
 	// failures of the whole call.
-	CompleteBatch(ctx context.Context, locks []Lock) ([]error, error)
+	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
 }
 
 var _ CompleteBatcher = (*mqlite.Store)(nil)
@@ -27,7 +27,7 @@ var errShortBatch = errors.New("consumer: CompleteBatch returned fewer results t
 
 // completion is a message whose handler succeeded, waiting to be completed.
 type completion struct {
-	msg  Message
+	msg  mqlite.Message
 	took time.Duration
 }
 
@@ -36,7 +36,7 @@ type completion struct {
 // and drained. It frees each message's slot once the message is settled.
 func (l *loop) complete(bc CompleteBatcher) {
 	batch := make([]completion, 0, cap(l.completions))
-	locks := make([]Lock, 0, cap(l.completions))
+	locks := make([]mqlite.Lock, 0, cap(l.completions))
 	for c := range l.completions {
 		batch, locks = append(batch[:0], c), append(locks[:0], c.msg.Lock())
 	more:
@@ -61,7 +61,7 @@ func (l *loop) complete(bc CompleteBatcher) {
 // completeBatch settles one batch and reports each message's outcome. When
 // the whole call fails, it completes the messages one by one, so each gets
 // its own outcome.
-func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []Lock) {
+func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
 	res, err := bc.CompleteBatch(sctx, locks)

@@ -14,49 +14,48 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// Types shared with the root package, so callers need only this package.
-type (
-	// Message is a received message; see mqlite.Message.
-	Message = mqlite.Message
-	// Lock identifies one delivery; see mqlite.Lock.
-	Lock = mqlite.Lock
-	// ReceiveOptions configures Receive; see mqlite.ReceiveOptions.
-	ReceiveOptions = mqlite.ReceiveOptions
-	// PeekOptions configures Peek; see mqlite.PeekOptions.
-	PeekOptions = mqlite.PeekOptions
-	// RenewResult is one lock's outcome of RenewBatch.
-	RenewResult = mqlite.RenewResult
-)
-
-// Receive modes; see mqlite.ReceiveMode.
-const (
-	PeekLock         = mqlite.PeekLock
-	ReceiveAndDelete = mqlite.ReceiveAndDelete
-)
-
 // Source is the consumer side of a queue store. *mqlite.Store implements it;
 // so will the broker's Go client, so that the same consumer code, Loop and
 // relay run embedded or over the network. Implementations must be safe for
 // concurrent use.
 type Source interface {
 	// Receive claims up to opts.Max messages; see mqlite.Store.Receive.
-	Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, error)
+	Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error)
 	// Complete deletes a delivered message.
-	Complete(ctx context.Context, l Lock) error
+	Complete(ctx context.Context, l mqlite.Lock) error
 	// Abandon makes a delivered message claimable again after delay.
-	Abandon(ctx context.Context, l Lock, delay time.Duration) error
+	Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error
 	// Reject dead-letters a delivered message.
-	Reject(ctx context.Context, l Lock, reason, description string) error
+	Reject(ctx context.Context, l mqlite.Lock, reason, description string) error
 	// Defer sets a delivered message aside for ReceiveDeferred.
-	Defer(ctx context.Context, l Lock) error
+	Defer(ctx context.Context, l mqlite.Lock) error
 	// ReceiveDeferred locks a deferred message by its sequence number.
-	ReceiveDeferred(ctx context.Context, queue string, seq int64) (Message, error)
+	ReceiveDeferred(ctx context.Context, queue string, seq int64) (mqlite.Message, error)
 	// Renew extends a running lease.
-	Renew(ctx context.Context, l Lock) (time.Time, error)
+	Renew(ctx context.Context, l mqlite.Lock) (time.Time, error)
 	// RenewBatch extends several leases at once.
-	RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, error)
+	RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error)
 	// Peek reads messages without locking them.
-	Peek(ctx context.Context, queue string, opts PeekOptions) ([]Message, error)
+	Peek(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
 }
 
 var _ Source = (*mqlite.Store)(nil)
+
+// Clocker is a Source that tells the clock its leases are measured by.
+// *mqlite.Store is one: it returns Options.Clock. Loop reads "now" for lease
+// arithmetic from it; a Source that is not a Clocker is taken to run on the
+// wall clock (mqlite.SystemClock).
+type Clocker interface {
+	// Clock returns the clock of the Source's timestamps.
+	Clock() mqlite.Clock
+}
+
+var _ Clocker = (*mqlite.Store)(nil)
+
+// clockOf returns src's clock, or the wall clock.
+func clockOf(src Source) mqlite.Clock {
+	if c, ok := src.(Clocker); ok && c.Clock() != nil {
+		return c.Clock()
+	}
+	return mqlite.SystemClock{}
+}

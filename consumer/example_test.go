@@ -46,7 +46,7 @@ func ExampleLoop() {
 
 	loopCtx, stop := context.WithCancel(ctx)
 	handled := 0
-	err = consumer.Loop(loopCtx, st, "orders", func(ctx context.Context, msg consumer.Message) error {
+	err = consumer.Loop(loopCtx, st, "orders", func(ctx context.Context, msg mqlite.Message) error {
 		fmt.Printf("handling %s (delivery %d)\n", msg.Body, msg.DeliveryCount)
 		if handled++; handled == 3 {
 			stop() // Loop drains and returns
@@ -55,7 +55,7 @@ func ExampleLoop() {
 	}, consumer.LoopOptions{Concurrency: 1})
 	fmt.Println("loop returned:", err)
 
-	left, err := st.Peek(ctx, "orders", consumer.PeekOptions{})
+	left, err := st.Peek(ctx, "orders", mqlite.PeekOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

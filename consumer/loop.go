@@ -12,20 +12,11 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// Errors of this package; the store's sentinels are re-exported so that
-// handlers need not import the root package to match them.
-var (
-	// ErrLockLost is the store's mqlite.ErrLockLost. When Loop cannot keep
-	// a delivery's lease, the handler's ctx is cancelled with a cause that
-	// matches it: errors.Is(context.Cause(ctx), consumer.ErrLockLost).
-	ErrLockLost = mqlite.ErrLockLost
-	// ErrInvalidArgument is the store's mqlite.ErrInvalidArgument; Loop
-	// returns it, wrapped, for bad LoopOptions.
-	ErrInvalidArgument = mqlite.ErrInvalidArgument
-	// ErrDrainTimeout is the cause of a handler's ctx cancelled because
-	// Loop was stopping and LoopOptions.DrainTimeout passed.
-	ErrDrainTimeout = errors.New("consumer: drain timeout passed while stopping")
-)
+// ErrDrainTimeout is the cause of a handler's ctx cancelled because Loop was
+// stopping and LoopOptions.DrainTimeout passed. The other errors of Loop are
+// the root package's: a lost lease matches mqlite.ErrLockLost, bad options
+// mqlite.ErrInvalidArgument.
+var ErrDrainTimeout = errors.New("consumer: drain timeout passed while stopping")
 
 // Defaults of LoopOptions' zero-valued fields.
 const (
@@ -46,10 +37,10 @@ var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second
 // Permanent, dead-letters it. A panic is recovered and treated as an error.
 //
 // ctx is cancelled when the lease cannot be kept (the cause matches
-// ErrLockLost) and when Loop stops and DrainTimeout passes (the cause is
+// mqlite.ErrLockLost) and when Loop stops and DrainTimeout passes (the cause is
 // ErrDrainTimeout); ctx carries the values of Loop's ctx. Delivery is
 // at-least-once: make handlers idempotent.
-type Handler func(ctx context.Context, msg Message) error
+type Handler func(ctx context.Context, msg mqlite.Message) error
 
 // LoopOptions configures Loop. The zero value is ready to use.
 type LoopOptions struct {
@@ -71,9 +62,6 @@ type LoopOptions struct {
 	// under context.WithoutCancel(ctx), so a stopping Loop still delivers
 	// the ack of a handler that finished. Defaults to 5s.
 	SettleTimeout time.Duration
-	// Clock is "now" for lease arithmetic; give Loop the store's clock.
-	// Defaults to mqlite.SystemClock.
-	Clock mqlite.Clock
 	// Logger receives Loop's diagnostics. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer receives Loop's events, for metrics. Defaults to none.
@@ -110,9 +98,6 @@ func (o LoopOptions) withDefaults() (LoopOptions, error) {
 	if o.SettleTimeout, err = durationOr(o.SettleTimeout, DefaultSettleTimeout, "SettleTimeout"); err != nil {
 		return o, err
 	}
-	if o.Clock == nil {
-		o.Clock = mqlite.SystemClock{}
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -143,7 +128,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // the dead letters with the error's text as the reason, any other error or
 // a panic abandons it for a retry after opts.Backoff.Delay(DeliveryCount).
 // A delivery whose lease is lost has its handler's ctx cancelled (the cause
-// matches ErrLockLost) and is not settled by Loop.
+// matches mqlite.ErrLockLost) and is not settled by Loop.
 //
 // When ctx is cancelled Loop stops claiming, releases the messages it
 // claimed but did not start (abandoned with no delay), lets running
@@ -172,14 +157,14 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)
 	l := &loop{
-		src: src, queue: queue, handler: handler, o: o,
+		src: src, queue: queue, handler: handler, o: o, clock: clockOf(src),
 		log:      o.Logger.With("queue", queue),
 		hctx:     hctx,
 		sctx:     context.WithoutCancel(ctx),
 		stop:     make(chan struct{}),
 		slots:    make(chan struct{}, o.Concurrency+o.Prefetch),
 		work:     make(chan *delivery, o.Concurrency+o.Prefetch),
-		renewals: newRenewer(o.Logger.With("queue", queue)),
+		renewals: newRenewer(),
 	}
 	for range cap(l.slots) {
 		l.slots <- struct{}{}
@@ -250,6 +235,7 @@ type loop struct {
 	queue   string
 	handler Handler
 	o       LoopOptions
+	clock   mqlite.Clock // the Source's, for lease arithmetic
 	log     *slog.Logger
 
 	hctx context.Context // parent of handler contexts: cancelled at the drain timeout
@@ -266,7 +252,7 @@ type loop struct {
 
 // delivery is one held message.
 type delivery struct {
-	msg    Message
+	msg    mqlite.Message
 	ctx    context.Context // the handler's
 	cancel context.CancelCauseFunc
 
@@ -305,7 +291,7 @@ func (l *loop) fetch(ctx context.Context) error {
 				break more
 			}
 		}
-		msgs, err := l.src.Receive(ctx, l.queue, ReceiveOptions{Max: n, Wait: receiveWait})
+		msgs, err := l.src.Receive(ctx, l.queue, mqlite.ReceiveOptions{Max: n, Wait: receiveWait})
 		for range n - len(msgs) {
 			l.slots <- struct{}{}
 		}
@@ -333,7 +319,7 @@ func (l *loop) fetch(ctx context.Context) error {
 		for _, m := range msgs {
 			d := &delivery{msg: m, until: m.LockedUntil}
 			d.ctx, d.cancel = context.WithCancelCause(l.hctx)
-			l.renewals.add(d, l.o.Clock.Now())
+			l.renewals.add(d, l.clock.Now())
 			l.work <- d // never blocks: l.work has room for every slot
 		}
 	}
@@ -455,8 +441,8 @@ func (l *loop) call(d *delivery) (err error) {
 	return l.handler(d.ctx, d.msg)
 }
 
-func (l *loop) settleFailed(m Message, op string, err error) {
-	if errors.Is(err, ErrLockLost) {
+func (l *loop) settleFailed(m mqlite.Message, op string, err error) {
+	if errors.Is(err, mqlite.ErrLockLost) {
 		l.log.Warn("consumer: lease lost before settlement", append(msgAttrs(m), "op", op, "err", err)...)
 		l.o.Observer.LockLost(m, err)
 		return
@@ -466,6 +452,6 @@ func (l *loop) settleFailed(m Message, op string, err error) {
 	l.o.Observer.SettleFailed(m, err)
 }
 
-func msgAttrs(m Message) []any {
+func msgAttrs(m mqlite.Message) []any {
 	return []any{"seq", m.Seq, "message_id", m.MessageID, "delivery_count", m.DeliveryCount}
 }

@@ -76,7 +76,7 @@ func benchLatency(b *testing.B, noCheckpoint bool) {
 	}
 	var committing atomic.Int64 // UnixNano just before Commit
 	started := make(chan time.Duration, 1)
-	runBenchLoop(b, st, func(ctx context.Context, m consumer.Message) error {
+	runBenchLoop(b, st, func(ctx context.Context, m mqlite.Message) error {
 		started <- time.Duration(time.Now().UnixNano() - committing.Load())
 		return nil
 	}, consumer.LoopOptions{Concurrency: 1})
@@ -117,7 +117,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // ignores b.N: run it with -benchtime 1x.
 func BenchmarkLoopIdleCPU(b *testing.B) {
 	st := benchLoopStore(b)
-	runBenchLoop(b, st, func(context.Context, consumer.Message) error { return nil }, consumer.LoopOptions{Concurrency: 8})
+	runBenchLoop(b, st, func(context.Context, mqlite.Message) error { return nil }, consumer.LoopOptions{Concurrency: 8})
 	time.Sleep(100 * time.Millisecond) // let Loop start and settle in its wait
 	const idle = 2 * time.Second
 	b.ResetTimer()
@@ -175,7 +175,7 @@ func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 	total := int64(b.N)
 	b.ResetTimer()
 	start, cpu0 := time.Now(), testdb.CPUTime()
-	runBenchLoop(b, src, func(context.Context, consumer.Message) error {
+	runBenchLoop(b, src, func(context.Context, mqlite.Message) error {
 		if handled.Add(1) == total {
 			close(all)
 		}

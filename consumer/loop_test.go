@@ -99,11 +99,11 @@ func (e *loopEnv) send(bodies ...string) []int64 {
 }
 
 // peek returns queue q's messages by seq.
-func (e *loopEnv) peek() map[int64]consumer.Message {
+func (e *loopEnv) peek() map[int64]mqlite.Message {
 	e.t.Helper()
-	msgs, err := e.st.Peek(ctx, "q", consumer.PeekOptions{})
+	msgs, err := e.st.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(e.t, err)
-	out := map[int64]consumer.Message{}
+	out := map[int64]mqlite.Message{}
 	for _, m := range msgs {
 		out[m.Seq] = m
 	}
@@ -116,19 +116,19 @@ type countingSource struct {
 	receives, settles atomic.Int64
 }
 
-func (s *countingSource) Receive(ctx context.Context, q string, o consumer.ReceiveOptions) ([]consumer.Message, error) {
+func (s *countingSource) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
 	s.receives.Add(1)
 	return s.Source.Receive(ctx, q, o)
 }
 
-func (s *countingSource) Complete(ctx context.Context, l consumer.Lock) error {
+func (s *countingSource) Complete(ctx context.Context, l mqlite.Lock) error {
 	s.settles.Add(1)
 	return s.Source.Complete(ctx, l)
 }
 
 // CompleteBatch lets Loop complete in batches, through the inner source's
 // CompleteBatch when it has one.
-func (s *countingSource) CompleteBatch(ctx context.Context, locks []consumer.Lock) ([]error, error) {
+func (s *countingSource) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	s.settles.Add(int64(len(locks)))
 	if bc, ok := s.Source.(consumer.CompleteBatcher); ok {
 		return bc.CompleteBatch(ctx, locks)
@@ -143,12 +143,12 @@ func (s *countingSource) CompleteBatch(ctx context.Context, locks []consumer.Loc
 // oneByOne hides CompleteBatch, so Loop completes each message on its own.
 type oneByOne struct{ consumer.Source }
 
-func (s *countingSource) Abandon(ctx context.Context, l consumer.Lock, d time.Duration) error {
+func (s *countingSource) Abandon(ctx context.Context, l mqlite.Lock, d time.Duration) error {
 	s.settles.Add(1)
 	return s.Source.Abandon(ctx, l, d)
 }
 
-func (s *countingSource) Reject(ctx context.Context, l consumer.Lock, r, d string) error {
+func (s *countingSource) Reject(ctx context.Context, l mqlite.Lock, r, d string) error {
 	s.settles.Add(1)
 	return s.Source.Reject(ctx, l, r, d)
 }
@@ -171,22 +171,22 @@ func (r *recorder) add(ev string, took time.Duration, err error) {
 }
 
 func (r *recorder) Received(_ string, n int) { r.add(fmt.Sprintf("received %d", n), 0, nil) }
-func (r *recorder) Completed(m consumer.Message, took time.Duration) {
+func (r *recorder) Completed(m mqlite.Message, took time.Duration) {
 	r.add(fmt.Sprintf("completed %d", m.Seq), took, nil)
 }
-func (r *recorder) Abandoned(m consumer.Message, took, delay time.Duration, err error) {
+func (r *recorder) Abandoned(m mqlite.Message, took, delay time.Duration, err error) {
 	r.mu.Lock()
 	r.delays = append(r.delays, delay)
 	r.mu.Unlock()
 	r.add(fmt.Sprintf("abandoned %d", m.Seq), took, err)
 }
-func (r *recorder) Rejected(m consumer.Message, took time.Duration, err error) {
+func (r *recorder) Rejected(m mqlite.Message, took time.Duration, err error) {
 	r.add(fmt.Sprintf("rejected %d", m.Seq), took, err)
 }
-func (r *recorder) LockLost(m consumer.Message, err error) {
+func (r *recorder) LockLost(m mqlite.Message, err error) {
 	r.add(fmt.Sprintf("lock lost %d", m.Seq), 0, err)
 }
-func (r *recorder) SettleFailed(m consumer.Message, err error) {
+func (r *recorder) SettleFailed(m mqlite.Message, err error) {
 	r.add(fmt.Sprintf("settle failed %d", m.Seq), 0, err)
 }
 
@@ -263,7 +263,7 @@ var exact = consumer.Backoff{Initial: time.Second, Max: time.Minute, Multiplier:
 func TestLoopWakesOnCommitWithoutPolling(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		got := make(chan string, 10)
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			got <- string(m.Body)
 			return nil
 		}, consumer.LoopOptions{})
@@ -319,7 +319,7 @@ func TestLoopWakesOnCommitWithoutPolling(t *testing.T) {
 func TestLoopWakesAtScheduledTime(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		var at atomic.Int64
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			at.Store(time.Now().UnixMilli())
 			return nil
 		}, consumer.LoopOptions{})
@@ -344,7 +344,7 @@ func TestLoopRenewsSlowHandlerLease(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		release := make(chan struct{})
 		var cause guarded[error]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			select {
 			case <-release:
 				return nil
@@ -396,9 +396,9 @@ func TestLoopRenewsSlowHandlerLease(t *testing.T) {
 
 func TestLoopLostLeaseCancelsHandler(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
-		running := make(chan consumer.Message, 1)
+		running := make(chan mqlite.Message, 1)
 		var causeBox guarded[error]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			running <- m
 			<-ctx.Done()
 			causeBox.set(context.Cause(ctx))
@@ -411,8 +411,8 @@ func TestLoopLostLeaseCancelsHandler(t *testing.T) {
 		must(t, e.st.Complete(ctx, m.Lock()))
 		advance(lease / 2) // the renewal finds the lock lost
 		cause := causeBox.get()
-		if !errors.Is(cause, consumer.ErrLockLost) {
-			t.Fatalf("handler ctx cause %v, want ErrLockLost", cause)
+		if !errors.Is(cause, mqlite.ErrLockLost) {
+			t.Fatalf("handler ctx cause %v, want mqlite.ErrLockLost", cause)
 		}
 		if !strings.Contains(cause.Error(), "lease") {
 			t.Errorf("cause %q does not say the lease was lost", cause)
@@ -435,7 +435,7 @@ func TestLoopExpiredLeaseIsNotSettledTwice(t *testing.T) {
 		e.src = &countingSource{Source: src}
 		release := make(chan struct{})
 		var cause guarded[error]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			calls.Add(1)
 			<-release
 			cause.set(context.Cause(ctx))
@@ -447,7 +447,7 @@ func TestLoopExpiredLeaseIsNotSettledTwice(t *testing.T) {
 		advance(lease) // renewals fail; the lease ends
 		src.fail.Store(false)
 		// Another consumer takes the message now.
-		msgs, err := e.st.Receive(ctx, "q", consumer.ReceiveOptions{})
+		msgs, err := e.st.Receive(ctx, "q", mqlite.ReceiveOptions{})
 		must(t, err)
 		if len(msgs) != 1 || msgs[0].Seq != seq || msgs[0].DeliveryCount != 2 {
 			t.Fatalf("other consumer got %+v", msgs)
@@ -455,8 +455,8 @@ func TestLoopExpiredLeaseIsNotSettledTwice(t *testing.T) {
 		advance(10 * time.Millisecond) // the next renewal attempt finds the lock lost
 		close(release)
 		synctest.Wait()
-		if err := cause.get(); !errors.Is(err, consumer.ErrLockLost) {
-			t.Fatalf("cause %v, want ErrLockLost", err)
+		if err := cause.get(); !errors.Is(err, mqlite.ErrLockLost) {
+			t.Fatalf("cause %v, want mqlite.ErrLockLost", err)
 		}
 		if n := e.src.settles.Load(); n != 0 {
 			t.Fatalf("Loop settled %d times after losing the lock", n)
@@ -479,7 +479,7 @@ type failingRenewals struct {
 	fail atomic.Bool
 }
 
-func (f *failingRenewals) RenewBatch(ctx context.Context, locks []consumer.Lock) ([]consumer.RenewResult, error) {
+func (f *failingRenewals) RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error) {
 	if f.fail.Load() {
 		return nil, errors.New("renew: connection refused")
 	}
@@ -489,7 +489,7 @@ func (f *failingRenewals) RenewBatch(ctx context.Context, locks []consumer.Lock)
 func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{MaxDeliveryCount: 4}, func(t *testing.T, e *loopEnv) {
 		var countsBox guarded[[]int]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			countsBox.update(func(c []int) []int { return append(c, m.DeliveryCount) })
 			return errors.New("downstream unavailable")
 		}, consumer.LoopOptions{Backoff: exact})
@@ -510,7 +510,7 @@ func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 			t.Fatalf("delivery counts %v", counts)
 		}
 		// The fourth failure was the last allowed delivery: dead-lettered.
-		dead, err := e.st.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].Seq != seq {
 			t.Fatalf("dead letters %v", seqsOf(dead))
@@ -525,12 +525,12 @@ func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 
 func TestLoopPermanentErrorDeadLetters(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			return fmt.Errorf("decode: %w", consumer.Permanent(errors.New("field total missing")))
 		}, consumer.LoopOptions{})
 		seq := e.send("{}")[0]
 		synctest.Wait()
-		dead, err := e.st.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].Seq != seq || dead[0].DeadLetterReason != "decode: field total missing" || dead[0].DeliveryCount != 1 {
 			t.Fatalf("dead letters %+v", dead)
@@ -542,7 +542,7 @@ func TestLoopPermanentErrorDeadLetters(t *testing.T) {
 
 func TestLoopSurvivesPanic(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			if string(m.Body) == "boom" {
 				panic("nil map somewhere")
 			}
@@ -572,7 +572,7 @@ func TestLoopSurvivesPanic(t *testing.T) {
 func TestLoopShutdownReleasesAndAbandonsHeldMessages(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		var causesBox guarded[[]error]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			<-ctx.Done() // a handler that takes until it is cancelled
 			causesBox.update(func(c []error) []error { return append(c, context.Cause(ctx)) })
 			return ctx.Err()
@@ -623,7 +623,7 @@ func TestLoopShutdownLetsRunningHandlerFinish(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		release := make(chan struct{})
 		var cause guarded[error]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			<-release
 			cause.set(context.Cause(ctx))
 			return nil
@@ -661,7 +661,7 @@ func testLoopConcurrency(t *testing.T, batched bool) {
 		release := make(chan struct{})
 		var running, most atomic.Int64
 		var handled atomic.Int64
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			n := running.Add(1)
 			for {
 				old := most.Load()
@@ -714,7 +714,7 @@ func TestLoopReturnsWhenTheStoreCloses(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		done := make(chan error, 1)
 		go func() {
-			done <- consumer.Loop(ctx, e.st, "q", func(context.Context, consumer.Message) error { return nil },
+			done <- consumer.Loop(ctx, e.st, "q", func(context.Context, mqlite.Message) error { return nil },
 				consumer.LoopOptions{Logger: slog.New(slog.DiscardHandler)})
 		}()
 		synctest.Wait()
@@ -727,7 +727,7 @@ func TestLoopReturnsWhenTheStoreCloses(t *testing.T) {
 
 func TestLoopBadArguments(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
-	nop := func(context.Context, consumer.Message) error { return nil }
+	nop := func(context.Context, mqlite.Message) error { return nil }
 	for _, tc := range []struct {
 		name    string
 		src     consumer.Source
@@ -766,7 +766,7 @@ func TestLoopHandsOutTheNextOfAGroupAtOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bubble(t, mqlite.QueueOptions{Ordering: tc.ordered}, func(t *testing.T, e *loopEnv) {
 				var got guarded[[]string]
-				stop := e.start(func(ctx context.Context, m consumer.Message) error {
+				stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 					got.update(func(s []string) []string { return append(s, string(m.Body)) })
 					return nil
 				}, consumer.LoopOptions{Concurrency: 2})
@@ -795,7 +795,7 @@ type abandonSignal struct {
 	ch chan time.Duration
 }
 
-func (a abandonSignal) Abandoned(_ consumer.Message, _, delay time.Duration, _ error) { a.ch <- delay }
+func (a abandonSignal) Abandoned(_ mqlite.Message, _, delay time.Duration, _ error) { a.ch <- delay }
 
 func TestLoopOnTheStoresFakeClock(t *testing.T) {
 	// Outside a bubble: the store runs on testdb's fake clock, and Loop
@@ -805,9 +805,9 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- consumer.Loop(lctx, b.src, "q", func(context.Context, consumer.Message) error {
+		done <- consumer.Loop(lctx, b.src, "q", func(context.Context, mqlite.Message) error {
 			return errors.New("not yet")
-		}, consumer.LoopOptions{Clock: b.Clock, Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+		}, consumer.LoopOptions{Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
 	}()
 	seq := b.send(t, outbox.Message{})[0]
 	select {
@@ -818,7 +818,7 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the message was not handled")
 	}
-	msgs, err := b.src.Peek(ctx, "q", consumer.PeekOptions{})
+	msgs, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(msgs) != 1 || msgs[0].Seq != seq || msgs[0].State != "scheduled" || !msgs[0].VisibleAt.Equal(b.Clock.Now().Add(time.Second)) {
 		t.Fatalf("after the failure: %+v", msgs)
@@ -833,7 +833,7 @@ type flakyReceives struct {
 	n atomic.Int64
 }
 
-func (f *flakyReceives) Receive(ctx context.Context, q string, o consumer.ReceiveOptions) ([]consumer.Message, error) {
+func (f *flakyReceives) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
 	if f.n.Add(-1) >= 0 {
 		return nil, errors.New("receive: connection reset")
 	}
@@ -846,7 +846,7 @@ func TestLoopRetriesFailedReceives(t *testing.T) {
 		flaky.n.Store(3)
 		e.src = &countingSource{Source: flaky}
 		seq := e.send("x")[0]
-		stop := e.start(func(context.Context, consumer.Message) error { return nil }, consumer.LoopOptions{})
+		stop := e.start(func(context.Context, mqlite.Message) error { return nil }, consumer.LoopOptions{})
 		// Retried after 100ms, 200ms and 400ms (±20% jitter): 560ms to 840ms.
 		advance(500 * time.Millisecond)
 		wantEvents(t, e.obs)
@@ -870,7 +870,7 @@ func TestLoopStopStress(t *testing.T) {
 		e.send(bodies...)
 		var done guarded[map[string]int]
 		done.set(map[string]int{})
-		h := func(ctx context.Context, m consumer.Message) error {
+		h := func(ctx context.Context, m mqlite.Message) error {
 			// Handlers take 0 to 90ms of fake time; some honour ctx.
 			work := time.Duration(m.Seq*7%10) * 10 * time.Millisecond
 			select {
@@ -902,7 +902,7 @@ func TestLoopStopStress(t *testing.T) {
 			t.Fatalf("%d messages never handled", len(left))
 		}
 		if d := done.get(); len(d) != total {
-			dead, err := e.st.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+			dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 			must(t, err)
 			t.Fatalf("handled %d distinct messages, want %d; dead letters %+v", len(d), total, dead)
 		}
@@ -913,13 +913,13 @@ func TestLoopWakesWhenAnotherConsumersLeaseExpires(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		// Another consumer claims the message and dies without settling.
 		seq := e.send("orphan")[0]
-		msgs, err := e.st.Receive(ctx, "q", consumer.ReceiveOptions{})
+		msgs, err := e.st.Receive(ctx, "q", mqlite.ReceiveOptions{})
 		must(t, err)
 		if len(msgs) != 1 {
 			t.Fatalf("claimed %d", len(msgs))
 		}
 		var counts guarded[[]int]
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			counts.update(func(c []int) []int { return append(c, m.DeliveryCount) })
 			return nil
 		}, consumer.LoopOptions{})
@@ -945,7 +945,7 @@ func TestLoopReportsLockLostAtSettlement(t *testing.T) {
 		src.fail.Store(true)
 		e.src = &countingSource{Source: src}
 		release := make(chan struct{})
-		stop := e.start(func(ctx context.Context, m consumer.Message) error {
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			if m.DeliveryCount == 1 {
 				<-release
 			}
@@ -957,7 +957,7 @@ func TestLoopReportsLockLostAtSettlement(t *testing.T) {
 		close(release)
 		synctest.Wait()
 		got := e.obs.list()
-		if len(got) < 2 || got[1] != fmt.Sprintf("lock lost %d", seq) || !errors.Is(e.obs.causeAt(1), consumer.ErrLockLost) {
+		if len(got) < 2 || got[1] != fmt.Sprintf("lock lost %d", seq) || !errors.Is(e.obs.causeAt(1), mqlite.ErrLockLost) {
 			t.Fatalf("events %q", got)
 		}
 		// The lease had ended: the message comes again and is completed.

@@ -54,7 +54,7 @@ func (b *bundle) send(t *testing.T, msgs ...outbox.Message) []int64 {
 	return seqs
 }
 
-func (b *bundle) receive(t *testing.T, opts consumer.ReceiveOptions) []consumer.Message {
+func (b *bundle) receive(t *testing.T, opts mqlite.ReceiveOptions) []mqlite.Message {
 	t.Helper()
 	msgs, err := b.src.Receive(context.Background(), "q", opts)
 	if err != nil {
@@ -64,9 +64,9 @@ func (b *bundle) receive(t *testing.T, opts consumer.ReceiveOptions) []consumer.
 }
 
 // receiveOne receives and returns the one message expected, or fails.
-func (b *bundle) receiveOne(t *testing.T, want int64) consumer.Message {
+func (b *bundle) receiveOne(t *testing.T, want int64) mqlite.Message {
 	t.Helper()
-	msgs := b.receive(t, consumer.ReceiveOptions{})
+	msgs := b.receive(t, mqlite.ReceiveOptions{})
 	if len(msgs) != 1 || msgs[0].Seq != want {
 		t.Fatalf("receive: got %v, want seq %d", seqsOf(msgs), want)
 	}
@@ -75,12 +75,12 @@ func (b *bundle) receiveOne(t *testing.T, want int64) consumer.Message {
 
 func (b *bundle) receiveNone(t *testing.T) {
 	t.Helper()
-	if msgs := b.receive(t, consumer.ReceiveOptions{Max: 10}); len(msgs) != 0 {
+	if msgs := b.receive(t, mqlite.ReceiveOptions{Max: 10}); len(msgs) != 0 {
 		t.Fatalf("receive: got %v, want nothing", seqsOf(msgs))
 	}
 }
 
-func seqsOf(msgs []consumer.Message) []int64 {
+func seqsOf(msgs []mqlite.Message) []int64 {
 	out := make([]int64, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Seq
@@ -91,7 +91,7 @@ func seqsOf(msgs []consumer.Message) []int64 {
 func wantLockLost(t *testing.T, err error) {
 	t.Helper()
 	if !errors.Is(err, mqlite.ErrLockLost) {
-		t.Fatalf("got %v, want ErrLockLost", err)
+		t.Fatalf("got %v, want mqlite.ErrLockLost", err)
 	}
 }
 
@@ -130,12 +130,12 @@ func TestStaleTokenIsLockLost(t *testing.T) {
 	first := b.receiveOne(t, seq)
 	must(t, b.src.Abandon(ctx, first.Lock(), 0))
 	second := b.receiveOne(t, seq)
-	for name, op := range map[string]func(consumer.Lock) error{
-		"complete": func(l consumer.Lock) error { return b.src.Complete(ctx, l) },
-		"abandon":  func(l consumer.Lock) error { return b.src.Abandon(ctx, l, time.Second) },
-		"reject":   func(l consumer.Lock) error { return b.src.Reject(ctx, l, "r", "d") },
-		"defer":    func(l consumer.Lock) error { return b.src.Defer(ctx, l) },
-		"renew":    func(l consumer.Lock) error { _, err := b.src.Renew(ctx, l); return err },
+	for name, op := range map[string]func(mqlite.Lock) error{
+		"complete": func(l mqlite.Lock) error { return b.src.Complete(ctx, l) },
+		"abandon":  func(l mqlite.Lock) error { return b.src.Abandon(ctx, l, time.Second) },
+		"reject":   func(l mqlite.Lock) error { return b.src.Reject(ctx, l, "r", "d") },
+		"defer":    func(l mqlite.Lock) error { return b.src.Defer(ctx, l) },
+		"renew":    func(l mqlite.Lock) error { _, err := b.src.Renew(ctx, l); return err },
 	} {
 		t.Run(name, func(t *testing.T) { wantLockLost(t, op(first.Lock())) })
 	}
@@ -159,7 +159,7 @@ func TestExpiredLeaseAtExactDeadlineIsLockLost(t *testing.T) {
 	wantLockLost(t, b.src.Complete(ctx, m.Lock()))
 	_, err = b.src.Renew(ctx, m.Lock())
 	wantLockLost(t, err) // never revives an expired lease
-	res, err := b.src.RenewBatch(ctx, []consumer.Lock{m.Lock()})
+	res, err := b.src.RenewBatch(ctx, []mqlite.Lock{m.Lock()})
 	must(t, err)
 	wantLockLost(t, res[0].Err)
 }
@@ -205,8 +205,8 @@ func TestSettlementReplay(t *testing.T) {
 func TestReceiveAttemptReplay(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	b.send(t, outbox.Message{}, outbox.Message{}, outbox.Message{}, outbox.Message{})
-	first := b.receive(t, consumer.ReceiveOptions{Max: 3, AttemptID: "a1"})
-	again := b.receive(t, consumer.ReceiveOptions{Max: 3, AttemptID: "a1"})
+	first := b.receive(t, mqlite.ReceiveOptions{Max: 3, AttemptID: "a1"})
+	again := b.receive(t, mqlite.ReceiveOptions{Max: 3, AttemptID: "a1"})
 	if len(first) != 3 || len(again) != 3 {
 		t.Fatalf("got %d then %d messages, want 3 and 3", len(first), len(again))
 	}
@@ -216,7 +216,7 @@ func TestReceiveAttemptReplay(t *testing.T) {
 			t.Errorf("replay %d: %+v, first %+v", i, again[i], first[i])
 		}
 	}
-	peek, err := b.src.Peek(ctx, "q", consumer.PeekOptions{})
+	peek, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	for _, m := range peek {
 		if m.DeliveryCount > 1 {
@@ -224,7 +224,7 @@ func TestReceiveAttemptReplay(t *testing.T) {
 		}
 	}
 	// A new attempt id claims what is left; the replayed tokens still settle.
-	if rest := b.receive(t, consumer.ReceiveOptions{Max: 3, AttemptID: "a2"}); len(rest) != 1 {
+	if rest := b.receive(t, mqlite.ReceiveOptions{Max: 3, AttemptID: "a2"}); len(rest) != 1 {
 		t.Fatalf("new attempt got %d messages, want 1", len(rest))
 	}
 	must(t, b.src.Complete(ctx, again[0].Lock()))
@@ -233,7 +233,7 @@ func TestReceiveAttemptReplay(t *testing.T) {
 func TestReceiveAndDelete(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	seqs := b.send(t, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("b")})
-	msgs := b.receive(t, consumer.ReceiveOptions{Max: 5, Mode: consumer.ReceiveAndDelete})
+	msgs := b.receive(t, mqlite.ReceiveOptions{Max: 5, Mode: mqlite.ReceiveAndDelete})
 	if len(msgs) != 2 || msgs[0].Seq != seqs[0] || string(msgs[1].Body) != "b" {
 		t.Fatalf("got %+v", msgs)
 	}
@@ -242,7 +242,7 @@ func TestReceiveAndDelete(t *testing.T) {
 			t.Errorf("seq %d: token %q until %v count %d, want no lease", m.Seq, m.LockToken, m.LockedUntil, m.DeliveryCount)
 		}
 	}
-	peek, err := b.src.Peek(ctx, "q", consumer.PeekOptions{})
+	peek, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(peek) != 0 {
 		t.Fatalf("rows left: %v", seqsOf(peek))
@@ -256,7 +256,7 @@ func TestGroupOrderAcrossAbandonAndLeaseExpiry(t *testing.T) {
 		outbox.Message{}, outbox.Message{GroupID: "h"})
 	g1 := b.receiveOne(t, seqs[0])
 	// g's head is locked: the next claims skip g but hand out the others.
-	free := b.receive(t, consumer.ReceiveOptions{Max: 10})
+	free := b.receive(t, mqlite.ReceiveOptions{Max: 10})
 	if got := seqsOf(free); len(got) != 2 || got[0] != seqs[3] || got[1] != seqs[4] {
 		t.Fatalf("with g locked got %v, want [%d %d]", got, seqs[3], seqs[4])
 	}
@@ -266,7 +266,7 @@ func TestGroupOrderAcrossAbandonAndLeaseExpiry(t *testing.T) {
 	g1 = b.receiveOne(t, seqs[0])
 	// Lease expiry: the head is still first, never overtaken.
 	b.Clock.Advance(lease)
-	g1b := b.receive(t, consumer.ReceiveOptions{Max: 10})
+	g1b := b.receive(t, mqlite.ReceiveOptions{Max: 10})
 	if got := seqsOf(g1b); len(got) != 3 || got[0] != seqs[0] {
 		t.Fatalf("after expiry got %v, want the head %d first (and the lapsed others)", got, seqs[0])
 	}
@@ -328,7 +328,7 @@ func TestDeliveryLimitDeadLetters(t *testing.T) {
 	b.Clock.Advance(lease) // the last allowed delivery's lease lapses
 	b.receiveNone(t)
 
-	dead, err := b.Store.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(dead) != 2 {
 		t.Fatalf("dead letters %v, want both", seqsOf(dead))
@@ -345,7 +345,7 @@ func TestRejectKeepsReasonAndDescription(t *testing.T) {
 	seq := b.send(t, outbox.Message{})[0]
 	m := b.receiveOne(t, seq)
 	must(t, b.src.Reject(ctx, m.Lock(), "schema", "field x missing"))
-	dead, err := b.Store.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].DeadLetterReason != "schema" || dead[0].DeadLetterDescription != "field x missing" ||
 		!dead[0].DeadLetteredAt.Equal(b.Clock.Now()) || dead[0].State != "dead_lettered" {
@@ -378,15 +378,15 @@ func TestReceiveBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		queue string
-		opts  consumer.ReceiveOptions
+		opts  mqlite.ReceiveOptions
 		want  error
 	}{
-		{"empty queue", "", consumer.ReceiveOptions{}, mqlite.ErrInvalidQueueName},
-		{"unknown queue", "nope", consumer.ReceiveOptions{}, mqlite.ErrQueueNotFound},
-		{"negative max", "q", consumer.ReceiveOptions{Max: -1}, mqlite.ErrInvalidArgument},
-		{"huge max", "q", consumer.ReceiveOptions{Max: 1001}, mqlite.ErrInvalidArgument},
-		{"negative wait", "q", consumer.ReceiveOptions{Wait: -1}, mqlite.ErrInvalidArgument},
-		{"bad mode", "q", consumer.ReceiveOptions{Mode: 7}, mqlite.ErrInvalidArgument},
+		{"empty queue", "", mqlite.ReceiveOptions{}, mqlite.ErrInvalidQueueName},
+		{"unknown queue", "nope", mqlite.ReceiveOptions{}, mqlite.ErrQueueNotFound},
+		{"negative max", "q", mqlite.ReceiveOptions{Max: -1}, mqlite.ErrInvalidArgument},
+		{"huge max", "q", mqlite.ReceiveOptions{Max: 1001}, mqlite.ErrInvalidArgument},
+		{"negative wait", "q", mqlite.ReceiveOptions{Wait: -1}, mqlite.ErrInvalidArgument},
+		{"bad mode", "q", mqlite.ReceiveOptions{Mode: 7}, mqlite.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := b.src.Receive(ctx, tc.queue, tc.opts); !errors.Is(err, tc.want) {
@@ -394,21 +394,21 @@ func TestReceiveBadInput(t *testing.T) {
 			}
 		})
 	}
-	for _, l := range []consumer.Lock{{Queue: "q", Seq: 0, Token: "t"}, {Queue: "q", Seq: 1}, {Seq: 1, Token: "t"}} {
+	for _, l := range []mqlite.Lock{{Queue: "q", Seq: 0, Token: "t"}, {Queue: "q", Seq: 1}, {Seq: 1, Token: "t"}} {
 		if err := b.src.Complete(ctx, l); !errors.Is(err, mqlite.ErrInvalidArgument) {
-			t.Errorf("Complete(%+v): %v, want ErrInvalidArgument", l, err)
+			t.Errorf("Complete(%+v): %v, want mqlite.ErrInvalidArgument", l, err)
 		}
 	}
-	if err := b.src.Abandon(ctx, consumer.Lock{Queue: "q", Seq: 1, Token: "t"}, -time.Second); !errors.Is(err, mqlite.ErrInvalidArgument) {
+	if err := b.src.Abandon(ctx, mqlite.Lock{Queue: "q", Seq: 1, Token: "t"}, -time.Second); !errors.Is(err, mqlite.ErrInvalidArgument) {
 		t.Errorf("negative delay: %v", err)
 	}
 }
 
 func TestWaitWakesOnCommitNotOnRollback(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
-	got := make(chan []consumer.Message, 1)
+	got := make(chan []mqlite.Message, 1)
 	go func() {
-		msgs, err := b.src.Receive(ctx, "q", consumer.ReceiveOptions{Wait: time.Hour})
+		msgs, err := b.src.Receive(ctx, "q", mqlite.ReceiveOptions{Wait: time.Hour})
 		if err != nil {
 			t.Error(err)
 		}
@@ -440,7 +440,7 @@ func TestWaitEndsOnCloseAndCancel(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.src.Receive(cctx, "q", consumer.ReceiveOptions{Wait: time.Hour})
+		_, err := b.src.Receive(cctx, "q", mqlite.ReceiveOptions{Wait: time.Hour})
 		done <- err
 	}()
 	cancel()
@@ -448,7 +448,7 @@ func TestWaitEndsOnCloseAndCancel(t *testing.T) {
 		t.Fatalf("cancel: %v", err)
 	}
 	go func() {
-		_, err := b.src.Receive(ctx, "q", consumer.ReceiveOptions{Wait: time.Hour})
+		_, err := b.src.Receive(ctx, "q", mqlite.ReceiveOptions{Wait: time.Hour})
 		done <- err
 	}()
 	must(t, b.Store.Close())
@@ -476,7 +476,7 @@ func TestConcurrentReceiversClaimEachMessageOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := b.src.Receive(ctx, "q", consumer.ReceiveOptions{Max: 16})
+				got, err := b.src.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 16})
 				if err != nil {
 					t.Error(err)
 					return
@@ -517,7 +517,7 @@ func TestDeferredOnLastDeliveryIsDeadLettered(t *testing.T) {
 	if _, err := b.src.ReceiveDeferred(ctx, "q", seq); !errors.Is(err, mqlite.ErrMessageNotFound) {
 		t.Fatalf("ReceiveDeferred: %v, want ErrMessageNotFound", err)
 	}
-	dead, err := b.Store.PeekDeadLetters(ctx, "q", consumer.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].Seq != seq || dead[0].DeliveryCount != 1 ||
 		dead[0].DeadLetterReason != "max delivery count exceeded" {
@@ -528,14 +528,14 @@ func TestDeferredOnLastDeliveryIsDeadLettered(t *testing.T) {
 func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	b.send(t, outbox.Message{}, outbox.Message{}, outbox.Message{}, outbox.Message{})
-	msgs := b.receive(t, consumer.ReceiveOptions{Max: 4})
+	msgs := b.receive(t, mqlite.ReceiveOptions{Max: 4})
 	if len(msgs) != 4 {
 		t.Fatalf("received %d", len(msgs))
 	}
 	must(t, b.src.Complete(ctx, msgs[1].Lock())) // a replay inside the batch
 	stale := msgs[2].Lock()
 	stale.Token = "00000000000000000000000000000000"
-	res, err := b.Store.CompleteBatch(ctx, []consumer.Lock{msgs[0].Lock(), msgs[1].Lock(), stale, msgs[3].Lock(), msgs[0].Lock()})
+	res, err := b.Store.CompleteBatch(ctx, []mqlite.Lock{msgs[0].Lock(), msgs[1].Lock(), stale, msgs[3].Lock(), msgs[0].Lock()})
 	must(t, err)
 	for i, want := range []error{nil, nil, mqlite.ErrLockLost, nil, nil} {
 		if !errors.Is(res[i], want) || (want == nil && res[i] != nil) {
@@ -543,17 +543,17 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 		}
 	}
 	// Every completed slot left a receipt: the same batch replays.
-	res, err = b.Store.CompleteBatch(ctx, []consumer.Lock{msgs[0].Lock(), msgs[3].Lock()})
+	res, err = b.Store.CompleteBatch(ctx, []mqlite.Lock{msgs[0].Lock(), msgs[3].Lock()})
 	must(t, err)
 	if res[0] != nil || res[1] != nil {
 		t.Fatalf("replay: %v", res)
 	}
 	// Only the stale slot's message is left, still locked by its holder.
 	b.Clock.Advance(lease) // its lease lapses: nothing else may settle it
-	res, err = b.Store.CompleteBatch(ctx, []consumer.Lock{msgs[2].Lock()})
+	res, err = b.Store.CompleteBatch(ctx, []mqlite.Lock{msgs[2].Lock()})
 	must(t, err)
 	wantLockLost(t, res[0])
-	left, err := b.src.Peek(ctx, "q", consumer.PeekOptions{})
+	left, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(left) != 1 || left[0].Seq != msgs[2].Seq {
 		t.Fatalf("left %v, want [%d]", seqsOf(left), msgs[2].Seq)

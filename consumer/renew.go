@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/mqlite/mqlite"
 )
 
 // minRenewRetry is the shortest wait before renewing again after a renewal
@@ -15,7 +16,7 @@ const minRenewRetry = 10 * time.Millisecond
 
 // minRenewEvery is the shortest wait between two renewals of a lease. Half
 // the shortest lease (mqlite.MinLockDuration) is well above it; it only
-// keeps a Loop whose Clock disagrees with the store's (every lease looks
+// keeps a Source whose clock runs ahead of its leases (every lease looks
 // over already) from renewing in a tight loop.
 const minRenewEvery = 40 * time.Millisecond
 
@@ -24,16 +25,13 @@ const minRenewEvery = 40 * time.Millisecond
 // remaining lease. Only Loop's renew goroutine renews; add and remove are
 // called from the fetcher and the workers.
 type renewer struct {
-	log          *slog.Logger
-	clockWarning sync.Once
-
 	mu   sync.Mutex
 	held map[*delivery]struct{}
 	kick chan struct{} // a delivery was added: look at the timer again
 }
 
-func newRenewer(log *slog.Logger) *renewer {
-	return &renewer{log: log, held: map[*delivery]struct{}{}, kick: make(chan struct{}, 1)}
+func newRenewer() *renewer {
+	return &renewer{held: map[*delivery]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 // halfway is the moment halfway between now and until, but at least
@@ -46,12 +44,6 @@ func halfway(now, until time.Time) time.Time {
 func (r *renewer) add(d *delivery, now time.Time) {
 	if d.until.IsZero() {
 		return // no lease to keep
-	}
-	if !d.until.After(now) {
-		r.clockWarning.Do(func() {
-			r.log.Warn("consumer: a lease is over as soon as it was claimed; is LoopOptions.Clock the store's clock?",
-				"locked_until", d.until, "now", now)
-		})
 	}
 	r.mu.Lock()
 	d.renewAt = halfway(now, d.until)
@@ -95,7 +87,7 @@ func (l *loop) renew(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		if at, ok := r.next(); ok {
-			timer.Reset(max(at.Sub(l.o.Clock.Now()), 0))
+			timer.Reset(max(at.Sub(l.clock.Now()), 0))
 		} else {
 			timer.Stop()
 		}
@@ -111,12 +103,12 @@ func (l *loop) renew(ctx context.Context) {
 
 // renewDue renews, in one RenewBatch, every held lease whose renewal moment
 // has come. A lease found lost cancels its handler's ctx with a cause that
-// matches ErrLockLost.
+// matches mqlite.ErrLockLost.
 func (l *loop) renewDue(ctx context.Context) {
 	r := l.renewals
-	now := l.o.Clock.Now()
+	now := l.clock.Now()
 	var due []*delivery
-	var locks []Lock
+	var locks []mqlite.Lock
 	r.mu.Lock()
 	for d := range r.held {
 		if !d.renewAt.After(now) {
@@ -134,7 +126,7 @@ func (l *loop) renewDue(ctx context.Context) {
 	if err == nil && len(res) != len(locks) {
 		err = fmt.Errorf("consumer: RenewBatch returned %d results for %d locks", len(res), len(locks))
 	}
-	now = l.o.Clock.Now()
+	now = l.clock.Now()
 	var lost []*delivery
 	r.mu.Lock()
 	for i, d := range due {
@@ -149,7 +141,7 @@ func (l *loop) renewDue(ctx context.Context) {
 		case rerr == nil:
 			d.until = res[i].LockedUntil
 			d.renewAt = halfway(now, d.until)
-		case errors.Is(rerr, ErrLockLost):
+		case errors.Is(rerr, mqlite.ErrLockLost):
 			d.lost = fmt.Errorf("consumer: lease of %s/%d lost: %w", d.msg.Queue, d.msg.Seq, rerr)
 			delete(r.held, d)
 			lost = append(lost, d)

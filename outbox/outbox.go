@@ -103,7 +103,7 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 		return nil, mqlite.ErrNilTx
 	}
 	if queue == "" {
-		return nil, errs.Newf(errs.ErrInvalidQueueName, "empty name")
+		return nil, errs.Invalidf(errs.ErrInvalidQueueName, "empty name")
 	}
 	out := make([]engine.OutMessage, len(msgs))
 	for i, m := range msgs {
@@ -133,13 +133,13 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 func convert(m Message) (engine.OutMessage, error) {
 	switch {
 	case len(m.MessageID) > mqlite.MaxMessageIDLen:
-		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidMessage, fmt.Sprintf("MessageID of %d bytes, at most %d", len(m.MessageID), mqlite.MaxMessageIDLen))
+		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "MessageID of %d bytes, at most %d", len(m.MessageID), mqlite.MaxMessageIDLen)
 	case !utf8.ValidString(m.MessageID) || !utf8.ValidString(m.GroupID) || !utf8.ValidString(m.Subject):
-		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidMessage, "MessageID, GroupID and Subject must be UTF-8")
+		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "MessageID, GroupID and Subject must be UTF-8")
 	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
-		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidTTL, fmt.Sprintf("TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL))
+		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL)
 	case m.TTL > 0 && m.TTL < time.Millisecond:
-		return engine.OutMessage{}, errs.Newf(errs.ErrInvalidTTL, fmt.Sprintf("TTL %v is under a millisecond", m.TTL))
+		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", m.TTL)
 	}
 	om := engine.OutMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
@@ -151,7 +151,7 @@ func convert(m Message) (engine.OutMessage, error) {
 	if len(m.Properties) > 0 {
 		b, err := json.Marshal(m.Properties)
 		if err != nil {
-			return engine.OutMessage{}, errs.Newf(errs.ErrInvalidMessage, err.Error())
+			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "%v", err)
 		}
 		om.Properties = string(b)
 	}

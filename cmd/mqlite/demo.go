@@ -118,7 +118,7 @@ func consume(ctx context.Context, w io.Writer, st *mqlite.Store) error {
 	defer stop()
 	var mu sync.Mutex
 	handled := int64(0)
-	err = consumer.Loop(loopCtx, st, demoQueue, func(ctx context.Context, m consumer.Message) error {
+	err = consumer.Loop(loopCtx, st, demoQueue, func(ctx context.Context, m mqlite.Message) error {
 		var o order
 		err := json.Unmarshal(m.Body, &o)
 		if err == nil && o.Item == "tea" {

@@ -414,7 +414,7 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 		if dc >= crashMax {
 			want = mqlite.StateDeadLettered
 		}
-		if state != want || got != dc || (want == mqlite.StateDeadLettered && reason != mqlite.ReasonMaxDelivery) {
+		if mqlite.State(state) != want || got != dc || (want == mqlite.StateDeadLettered && reason != mqlite.ReasonMaxDelivery) {
 			t.Fatalf("kill %d: orphan %d on delivery %d recovered as %s (%q, count %d), want %s", kill, id, dc, state, reason, got, want)
 		}
 	}

@@ -16,40 +16,42 @@ import (
 // replay: about 30 minutes, checked at statement time.
 const ReceiptTTLMS = 30 * 60 * 1000
 
-// DeadLetterMaxDelivery is the dead-letter reason of a message whose last
+// ReasonMaxDelivery is the dead-letter reason of a message whose last
 // allowed delivery ended without a settlement.
-const DeadLetterMaxDelivery = "max delivery count exceeded"
+const ReasonMaxDelivery = "max delivery count exceeded"
 
-// Claimed is one delivered message.
-type Claimed struct {
-	Seq              int64   `json:"seq"`
-	State            string  `json:"state,omitempty"`
-	DeliveryCount    int64   `json:"dc"`
-	EnqueuedAt       int64   `json:"enq"`
-	ExpiresAt        int64   `json:"exp,omitempty"`
-	VisibleAt        int64   `json:"vis,omitempty"`
-	MessageID        string  `json:"mid,omitempty"`
-	GroupID          *string `json:"gid,omitempty"`
-	Subject          string  `json:"sub,omitempty"`
-	Properties       string  `json:"props,omitempty"`
-	Body             []byte  `json:"body"`
-	LockToken        string  `json:"tok,omitempty"`
-	LockedUntil      int64   `json:"until,omitempty"`
-	DeadLetterReason string  `json:"dlr,omitempty"`
-	DeadLetterDesc   string  `json:"dld,omitempty"`
-	DeadLetteredAt   int64   `json:"dla,omitempty"`
+// Row is one message as the engine reads it: claimed, peeked or
+// dead-lettered. Times are epoch milliseconds. It is also the JSON of a
+// recorded receive attempt.
+type Row struct {
+	Seq                   int64   `json:"seq"`
+	State                 string  `json:"state,omitempty"`
+	DeliveryCount         int64   `json:"dc"`
+	EnqueuedAt            int64   `json:"enq"`
+	ExpiresAt             int64   `json:"exp,omitempty"`
+	VisibleAt             int64   `json:"vis,omitempty"`
+	MessageID             string  `json:"mid,omitempty"`
+	GroupID               *string `json:"gid,omitempty"`
+	Subject               string  `json:"sub,omitempty"`
+	Properties            string  `json:"props,omitempty"`
+	Body                  []byte  `json:"body"`
+	LockToken             string  `json:"tok,omitempty"`
+	LockedUntil           int64   `json:"until,omitempty"`
+	DeadLetterReason      string  `json:"dlr,omitempty"`
+	DeadLetterDescription string  `json:"dld,omitempty"`
+	DeadLetteredAt        int64   `json:"dla,omitempty"`
 }
 
 const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''), body, coalesce(lock_token, ''), locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at`
 
-func scanClaimed(s scanner) (Claimed, error) {
-	var c Claimed
+func scanRow(s scanner) (Row, error) {
+	var c Row
 	var gid sql.NullString
 	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
 		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDesc, &c.DeadLetteredAt)
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt)
 	if gid.Valid {
 		c.GroupID = &gid.String
 	}
@@ -80,37 +82,37 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
 	    delivery_count = delivery_count + 1`
 
-// ClaimSQL is the peek-lock claim: one atomic statement that picks the
+// claimSQL is the peek-lock claim: one atomic statement that picks the
 // oldest ?5 claimable messages and locks them. A group contributes at most
 // its front: every later member is held, so one statement can never hand
 // out two messages of a group.
-const ClaimSQL = `UPDATE messages ` + lockSet + `
+const claimSQL = `UPDATE messages ` + lockSet + `
 	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
-// ClaimOneSQL is ClaimSQL for a single message: the head is found by a
+// claimOneSQL is claimSQL for a single message: the head is found by a
 // scalar subquery instead of an IN list, which saves SQLite a temporary
 // table on the most common call.
-const ClaimOneSQL = `UPDATE messages ` + lockSet + `
+const claimOneSQL = `UPDATE messages ` + lockSet + `
 	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
-// ClaimDeleteSQL is the receive-and-delete claim: the row leaves in the same
+// claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
-const ClaimDeleteSQL = `DELETE FROM messages
+const claimDeleteSQL = `DELETE FROM messages
 	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
-// PromoteDueSQL makes the queue's due scheduled messages active. The
-// scheduler sweep runs the same statement over every queue (PromoteAllSQL).
-var PromoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`)
+// promoteDueSQL makes the queue's due scheduled messages active. The
+// scheduler sweep runs the same statement over every queue (promoteAllSQL).
+var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`)
 
-// ReapExpiredSQL puts the queue's expired leases back: to active, or to the
+// reapExpiredSQL puts the queue's expired leases back: to active, or to the
 // dead letters when the delivery that expired was the last one allowed. The
-// reaper sweep (ReapAllSQL) and recovery (RecoverSQL) are the same statement
+// reaper sweep (reapAllSQL) and recovery (recoverSQL) are the same statement
 // over other rows.
-var ReapExpiredSQL = releaseSQL("?3", "?2", descLeaseExpired, "'active'", "",
-	`queue = ?1 AND state = 'locked' AND locked_until <= ?2`)
+var reapExpiredSQL = release{MaxDelivery: "?3", Now: "?2", Desc: descLeaseExpired, Back: "'active'",
+	Where: `queue = ?1 AND state = 'locked' AND locked_until <= ?2`}.sql()
 
 // ClaimRequest is one Receive.
 type ClaimRequest struct {
@@ -124,14 +126,14 @@ type ClaimRequest struct {
 // Claim runs one Receive inside tx: it replays a recorded attempt, or makes
 // due messages and expired leases claimable, then claims up to Max messages,
 // and records the attempt. The caller commits.
-func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
+func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
 	if r.AttemptID != "" {
 		var blob []byte
 		err := tx.QueryRowContext(ctx, `SELECT result FROM receive_attempts
 			WHERE queue = ? AND attempt_id = ? AND expires_at > ?`, q.Name, r.AttemptID, r.Now).Scan(&blob)
 		if err == nil {
-			var out []Claimed
+			var out []Row
 			if err := json.Unmarshal(blob, &out); err != nil {
 				return nil, fmt.Errorf("replay attempt: %w", err)
 			}
@@ -167,23 +169,23 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
 
 // claimUpTo claims up to r.Max messages in one statement and returns them
 // in sequence order.
-func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) {
+func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
-	query := ClaimSQL
+	query := claimSQL
 	switch {
 	case r.Delete:
-		query = ClaimDeleteSQL
+		query = claimDeleteSQL
 	case r.Max == 1:
-		query = ClaimOneSQL
+		query = claimOneSQL
 	}
 	rows, err := tx.QueryContext(ctx, query, q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
-	var out []Claimed
+	var out []Row
 	for rows.Next() {
-		c, err := scanClaimed(rows)
+		c, err := scanRow(rows)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -197,14 +199,14 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Claimed, error) 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b Row) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
 }
 
-// DueProbeSQL tells whether the queue has a scheduled message due or a lease
+// dueProbeSQL tells whether the queue has a scheduled message due or a lease
 // lapsed: two index seeks, so that a claim pays for the two updates only
 // when one of them has work.
-const DueProbeSQL = `SELECT
+const dueProbeSQL = `SELECT
 	EXISTS (SELECT 1 FROM messages WHERE queue = ?1 AND state = 'scheduled' AND visible_at <= ?2),
 	EXISTS (SELECT 1 FROM messages WHERE queue = ?1 AND state = 'locked' AND locked_until <= ?2)`
 
@@ -212,16 +214,16 @@ const DueProbeSQL = `SELECT
 // expired leases. It writes nothing when nothing is due.
 func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
 	var due, lapsed bool
-	if err := tx.QueryRowContext(ctx, DueProbeSQL, q.Name, now).Scan(&due, &lapsed); err != nil {
+	if err := tx.QueryRowContext(ctx, dueProbeSQL, q.Name, now).Scan(&due, &lapsed); err != nil {
 		return fmt.Errorf("probe due: %w", err)
 	}
 	if due {
-		if _, err := tx.ExecContext(ctx, PromoteDueSQL, q.Name, now); err != nil {
+		if _, err := tx.ExecContext(ctx, promoteDueSQL, q.Name, now); err != nil {
 			return fmt.Errorf("promote due: %w", err)
 		}
 	}
 	if lapsed {
-		if _, err := tx.ExecContext(ctx, ReapExpiredSQL, q.Name, now, q.MaxDeliveryCount); err != nil {
+		if _, err := tx.ExecContext(ctx, reapExpiredSQL, q.Name, now, q.MaxDeliveryCount); err != nil {
 			return fmt.Errorf("reap expired: %w", err)
 		}
 	}
@@ -243,16 +245,16 @@ func NextDue(ctx context.Context, db DBTX, queue string) (int64, error) {
 }
 
 // ClaimDeferred locks the deferred message seq of the queue.
-func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Claimed, error) {
-	c, err := scanClaimed(tx.QueryRowContext(ctx, `UPDATE messages `+lockSet+`
+func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Row, error) {
+	c, err := scanRow(tx.QueryRowContext(ctx, `UPDATE messages `+lockSet+`
 		WHERE id = ?5 AND queue = ?1 AND state = 'deferred' AND delivery_count < ?3
 		  AND (expires_at = 0 OR expires_at > ?2)
 		RETURNING `+returning, q.Name, now, q.MaxDeliveryCount, q.LockDurationMS, seq))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Claimed{}, spendDeferred(ctx, tx, q, seq, now)
+		return Row{}, spendDeferred(ctx, tx, q, seq, now)
 	}
 	if err != nil {
-		return Claimed{}, fmt.Errorf("receive deferred: %w", err)
+		return Row{}, fmt.Errorf("receive deferred: %w", err)
 	}
 	return c, nil
 }
@@ -267,7 +269,7 @@ var ErrSpentDeferred = errors.New("deferred message had no delivery left and was
 // and nothing else would ever move it.
 func spendDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) error {
 	res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 'dead_lettered',
-		dead_letter_reason = '`+DeadLetterMaxDelivery+`',
+		dead_letter_reason = '`+ReasonMaxDelivery+`',
 		dead_letter_desc = 'deferred on the last allowed delivery', dead_lettered_at = ?3
 		WHERE id = ?2 AND queue = ?1 AND state = 'deferred' AND delivery_count >= ?4`,
 		q.Name, seq, now, q.MaxDeliveryCount)
@@ -280,22 +282,35 @@ func spendDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) error 
 	return fmt.Errorf("%w: no deferred message %d on %q", errs.ErrMessageNotFound, seq, q.Name)
 }
 
-// Peek reads up to max messages of the queue from seq on, in any state but
-// dead_lettered (or only dead_lettered when dead is true), without locking.
-func Peek(ctx context.Context, db DBTX, queue string, fromSeq int64, max int, dead bool) ([]Claimed, error) {
-	cond := `state <> 'dead_lettered'`
-	if dead {
-		cond = `state = 'dead_lettered'`
-	}
+// PeekRequest is one page of Peek or PeekDeadLetters.
+type PeekRequest struct {
+	Queue   string
+	FromSeq int64 // the first sequence number to read
+	Max     int
+}
+
+// Peek reads up to r.Max messages of the queue from r.FromSeq on, in any
+// state but dead_lettered, without locking them.
+func Peek(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
+	return peek(ctx, db, r, `state <> 'dead_lettered'`)
+}
+
+// PeekDeadLetters reads up to r.Max dead letters of the queue from
+// r.FromSeq on.
+func PeekDeadLetters(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
+	return peek(ctx, db, r, `state = 'dead_lettered'`)
+}
+
+func peek(ctx context.Context, db DBTX, r PeekRequest, cond string) ([]Row, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+returning+` FROM messages
-		WHERE queue = ? AND id >= ? AND `+cond+` ORDER BY id LIMIT ?`, queue, fromSeq, max)
+		WHERE queue = ? AND id >= ? AND `+cond+` ORDER BY id LIMIT ?`, r.Queue, r.FromSeq, r.Max)
 	if err != nil {
 		return nil, fmt.Errorf("peek: %w", err)
 	}
 	defer rows.Close()
-	var out []Claimed
+	var out []Row
 	for rows.Next() {
-		c, err := scanClaimed(rows)
+		c, err := scanRow(rows)
 		if err != nil {
 			return nil, fmt.Errorf("peek: %w", err)
 		}

@@ -1,26 +1,65 @@
-package engine_test
+package engine
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/internal/engine"
-	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/schema"
 )
+
+// planDB opens a fresh file with the schema and one queue "q", on the
+// engine's own connection (the root package cannot be imported here).
+func planDB(t *testing.T) DBTX {
+	t.Helper()
+	ctx := context.Background()
+	db, release, err := OpenDB(ConnConfig{Path: filepath.Join(t.TempDir(), "plan.db"), BusyTimeoutMS: 1000,
+		Now: func() int64 { return 1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close(); release() })
+	if err := schema.Apply(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateQueue(ctx, db, Queue{Name: "q", MaxDeliveryCount: 10, LockDurationMS: 30000}, 1); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// explain returns the EXPLAIN QUERY PLAN details of query, one line each,
+// with "COVERING INDEX" folded into "INDEX" (a covering index is still the
+// index a test pins).
+func explain(t *testing.T, db DBTX, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		lines = append(lines, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	return strings.ReplaceAll(strings.Join(lines, "\n"), "COVERING INDEX", "INDEX")
+}
 
 // TestClaimPlanPinning fails when the claim stops seeking the active partial
 // index, or when any head-of-line probe or sweep plans as a scan: query
 // plans are behaviour (the O(n²) group backlog of MQLITE-22 must not return).
 func TestClaimPlanPinning(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
-	b.Queue(t, "q", mqlite.QueueOptions{})
-	db := b.Store.DB()
-	plan := func(t *testing.T, query string, args ...any) string {
-		t.Helper()
-		return testdb.Plan(t, db, query, args...)
-	}
+	db := planDB(t)
 	claimArgs := []any{"q", 1, 10, 30000, 32}
 	for _, tc := range []struct {
 		name  string
@@ -28,51 +67,51 @@ func TestClaimPlanPinning(t *testing.T) {
 		args  []any
 		want  []string
 	}{
-		{"claim", engine.ClaimSQL, claimArgs, []string{
+		{"claim", claimSQL, claimArgs, []string{
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
 			"SEARCH b USING INDEX idx_msg_group_locked (queue=? AND group_id=? AND id<?)",
 			"SEARCH b USING INDEX idx_msg_group_deferred (queue=? AND group_id=? AND id<?)",
 			"SEARCH b USING INDEX idx_msg_group_scheduled (queue=? AND group_id=? AND id<?)",
 		}},
-		{"claim one", engine.ClaimOneSQL, claimArgs, []string{
+		{"claim one", claimOneSQL, claimArgs, []string{
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
 			"SEARCH b USING INDEX idx_msg_group_locked (queue=? AND group_id=? AND id<?)",
 		}},
-		{"due probe", engine.DueProbeSQL, []any{"q", 1}, []string{
+		{"due probe", dueProbeSQL, []any{"q", 1}, []string{
 			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
 			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
 		}},
-		{"claim and delete", engine.ClaimDeleteSQL, claimArgs, []string{
+		{"claim and delete", claimDeleteSQL, claimArgs, []string{
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
 		}},
-		{"promote due", engine.PromoteDueSQL, []any{"q", 1}, []string{
+		{"promote due", promoteDueSQL, []any{"q", 1}, []string{
 			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
 		}},
-		{"reap expired", engine.ReapExpiredSQL, []any{"q", 1, 10}, []string{
+		{"reap expired", reapExpiredSQL, []any{"q", 1, 10}, []string{
 			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
 		}},
 		// The sweeps over every queue seek their partial index per queue
 		// (or by deadline), so an idle sweep costs a few index seeks.
-		{"reap all", engine.ReapAllSQL, []any{1, 10}, []string{
+		{"reap all", reapAllSQL, []any{1, 10}, []string{
 			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
 		}},
-		{"promote all", engine.PromoteAllSQL, []any{1, 10}, []string{
+		{"promote all", promoteAllSQL, []any{1, 10}, []string{
 			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
 		}},
-		{"recover", engine.RecoverSQL, []any{1}, []string{
+		{"recover", recoverSQL, []any{1}, []string{
 			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
 		}},
-		{"expire delete", engine.ExpireDeleteSQL, []any{1, 10}, []string{
+		{"expire delete", expireDeleteSQL, []any{1, 10}, []string{
 			"SEARCH messages USING INDEX idx_msg_ttl (expires_at>? AND expires_at<?)",
 		}},
-		{"expire dead-letter", engine.ExpireDeadLetterSQL, []any{1, 10}, []string{
+		{"expire dead-letter", expireDeadLetterSQL, []any{1, 10}, []string{
 			"SEARCH messages USING INDEX idx_msg_ttl (expires_at>? AND expires_at<?)",
 		}},
 		{"dead letters by count", `SELECT count(*) FROM messages WHERE queue = ?1 AND state = 'dead_lettered'`,
 			[]any{"q"}, []string{"SEARCH messages USING INDEX idx_msg_dead (queue=?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := plan(t, tc.query, tc.args...)
+			got := explain(t, db, tc.query, tc.args...)
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("plan lacks %q:\n%s", w, got)

@@ -11,18 +11,18 @@ import (
 
 // Queue is one row of the queues table, durations in milliseconds.
 type Queue struct {
-	Name             string
-	FIFO             bool
-	MaxDeliveryCount int64
-	LockDurationMS   int64
-	DedupWindowMS    int64
-	DefaultTTLMS     int64
-	DeadLetterOnTTL  bool
-	DLQMaxAgeMS      int64 // 0 = unbounded
-	DLQMaxCount      int64 // 0 = unbounded
-	DLQMaxBytes      int64 // 0 = unbounded
-	CreatedAt        int64
-	UpdatedAt        int64
+	Name               string
+	FIFO               bool
+	MaxDeliveryCount   int64
+	LockDurationMS     int64
+	DedupWindowMS      int64
+	DefaultTTLMS       int64
+	DeadLetterOnExpire bool
+	DLQMaxAgeMS        int64 // 0 = unbounded
+	DLQMaxCount        int64 // 0 = unbounded
+	DLQMaxBytes        int64 // 0 = unbounded
+	CreatedAt          int64
+	UpdatedAt          int64
 }
 
 const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
@@ -42,7 +42,7 @@ func CreateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
 		q.Name, ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
-		q.DefaultTTLMS, q.DeadLetterOnTTL, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, now)
+		q.DefaultTTLMS, q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, now)
 	if err != nil {
 		return fmt.Errorf("create queue: %w", err)
 	}
@@ -67,7 +67,7 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 			return fmt.Errorf("update queue: %w", err)
 		}
 		if n > 0 {
-			return errs.Newf(errs.ErrInvalidOrdering, "ordering of a queue that holds messages cannot change")
+			return errs.Invalidf(errs.ErrInvalidOrdering, "ordering of a queue that holds messages cannot change")
 		}
 	}
 	_, err = db.ExecContext(ctx, `UPDATE queues SET ordering = ?, max_delivery_count = ?,
@@ -75,7 +75,7 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 		dlq_max_age_ms = ?, dlq_max_count = ?, dlq_max_bytes = ?, updated_at = ?
 		WHERE name = ?`,
 		ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
-		q.DeadLetterOnTTL, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, q.Name)
+		q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, q.Name)
 	if err != nil {
 		return fmt.Errorf("update queue: %w", err)
 	}
@@ -137,7 +137,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanQueue(s scanner) (Queue, error) {
 	var q Queue
 	err := s.Scan(&q.Name, &q.FIFO, &q.MaxDeliveryCount, &q.LockDurationMS, &q.DedupWindowMS,
-		&q.DefaultTTLMS, &q.DeadLetterOnTTL, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
+		&q.DefaultTTLMS, &q.DeadLetterOnExpire, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
 		&q.CreatedAt, &q.UpdatedAt)
 	return q, err
 }

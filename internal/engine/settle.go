@@ -52,9 +52,9 @@ const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' A
 
 var settleSQL = map[Op]string{
 	OpComplete: `DELETE FROM messages WHERE ` + fence,
-	OpAbandon: releaseSQL(`(SELECT max_delivery_count FROM queues WHERE name = ?2)`, "?4",
-		"abandoned on the last allowed delivery", `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
-		", visible_at = ?4 + ?5", fence),
+	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM queues WHERE name = ?2)`, Now: "?4",
+		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
+		Set: ", visible_at = ?4 + ?5", Where: fence}.sql(),
 	OpReject: `UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
 		dead_lettered_at = ?4, lock_token = NULL, locked_until = 0 WHERE ` + fence,
 	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE ` + fence,
@@ -105,15 +105,23 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 	return nil
 }
 
+// RenewRequest is one lease to extend.
+type RenewRequest struct {
+	Queue string
+	Seq   int64
+	Token string
+	Now   int64
+}
+
 // Renew extends a live lease by the queue's lock duration from now and
 // returns the new expiry. It never revives an expired lease.
-func Renew(ctx context.Context, tx DBTX, queue string, seq int64, token string, now int64) (int64, error) {
+func Renew(ctx context.Context, tx DBTX, r RenewRequest) (int64, error) {
 	var until int64
 	err := tx.QueryRowContext(ctx, `UPDATE messages
 		SET locked_until = ?4 + (SELECT lock_duration_ms FROM queues WHERE name = ?2)
-		WHERE `+fence+` RETURNING locked_until`, seq, queue, token, now).Scan(&until)
+		WHERE `+fence+` RETURNING locked_until`, r.Seq, r.Queue, r.Token, r.Now).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("renew %s/%d: %w", queue, seq, errs.ErrLockLost)
+		return 0, fmt.Errorf("renew %s/%d: %w", r.Queue, r.Seq, errs.ErrLockLost)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("renew: %w", err)

@@ -13,10 +13,10 @@ const SweepBatch = 500
 
 // Dead-letter reasons and descriptions written by the engine.
 const (
-	// DeadLetterTTL is the dead-letter reason of a message whose time to
+	// ReasonTTL is the dead-letter reason of a message whose time to
 	// live passed before it was consumed, on a queue that dead-letters
 	// expired messages.
-	DeadLetterTTL = "ttl expired"
+	ReasonTTL = "ttl expired"
 
 	descLeaseExpired = "the lease of the last allowed delivery expired"
 	descRecovered    = "the process holding the last allowed delivery ended"
@@ -27,23 +27,29 @@ const (
 // statements that span queues.
 const rowMaxDelivery = `(SELECT max_delivery_count FROM queues WHERE name = messages.queue)`
 
-// releaseSQL builds the UPDATE that ends deliveries: each row goes back to
-// the state back (an SQL expression: 'active', or Abandon's choice of
-// 'scheduled'), or to the dead letters (reason DeadLetterMaxDelivery) when
-// the delivery that ended was the last one allowed. maxDelivery is the SQL
-// expression of the row's limit, now that of the current time, desc the
-// dead-letter description, set any further assignments and where picks the
-// rows. The claim path, Abandon, the reaper sweep and recovery differ only
-// in those.
-func releaseSQL(maxDelivery, now, desc, back, set, where string) string {
-	last := `delivery_count >= ` + maxDelivery
+// release describes an UPDATE that ends deliveries: each row goes back to
+// Back, or to the dead letters (reason ReasonMaxDelivery) when the delivery
+// that ended was the last one allowed. The claim path, Abandon, the reaper
+// sweep and recovery differ only in these fields, each an SQL fragment.
+type release struct {
+	MaxDelivery string // the row's delivery limit
+	Now         string // the current time
+	Desc        string // the dead-letter description (plain text)
+	Back        string // the state to go back to: 'active', or Abandon's choice
+	Set         string // further assignments, each starting with ", "
+	Where       string // the rows
+}
+
+// sql returns the UPDATE statement.
+func (r release) sql() string {
+	last := `delivery_count >= ` + r.MaxDelivery
 	return `UPDATE messages SET
-	state = CASE WHEN ` + last + ` THEN 'dead_lettered' ELSE ` + back + ` END,
-	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + DeadLetterMaxDelivery + `' END,
-	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + desc + `' END,
-	dead_lettered_at = CASE WHEN ` + last + ` THEN ` + now + ` ELSE 0 END,
-	lock_token = NULL, locked_until = 0` + set + `
-	WHERE ` + where
+	state = CASE WHEN ` + last + ` THEN 'dead_lettered' ELSE ` + r.Back + ` END,
+	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + ReasonMaxDelivery + `' END,
+	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + r.Desc + `' END,
+	dead_lettered_at = CASE WHEN ` + last + ` THEN ` + r.Now + ` ELSE 0 END,
+	lock_token = NULL, locked_until = 0` + r.Set + `
+	WHERE ` + r.Where
 }
 
 // promoteSQL builds the UPDATE that makes due scheduled messages active.
@@ -58,16 +64,17 @@ const everyQueue = `queue IN (SELECT name FROM queues)`
 
 // The sweeps over every queue: ?1 is now, ?2 the batch size.
 var (
-	// ReapAllSQL is ReapExpiredSQL over every queue, one batch.
-	ReapAllSQL = releaseSQL(rowMaxDelivery, "?1", descLeaseExpired, "'active'", "",
-		`id IN (SELECT id FROM messages WHERE `+everyQueue+` AND state = 'locked' AND locked_until <= ?1 LIMIT ?2)`)
-	// PromoteAllSQL is PromoteDueSQL over every queue, one batch.
-	PromoteAllSQL = promoteSQL(
+	// reapAllSQL is reapExpiredSQL over every queue, one batch.
+	reapAllSQL = release{MaxDelivery: rowMaxDelivery, Now: "?1", Desc: descLeaseExpired, Back: "'active'",
+		Where: `id IN (SELECT id FROM messages WHERE ` + everyQueue + ` AND state = 'locked' AND locked_until <= ?1 LIMIT ?2)`}.sql()
+	// promoteAllSQL is promoteDueSQL over every queue, one batch.
+	promoteAllSQL = promoteSQL(
 		`id IN (SELECT id FROM messages WHERE ` + everyQueue + ` AND state = 'scheduled' AND visible_at <= ?1 LIMIT ?2)`)
-	// RecoverSQL releases every lease, expired or not: at Open each one is an
+	// recoverSQL releases every lease, expired or not: at Open each one is an
 	// orphan of a process that has ended (the file lock proves no other
 	// process holds the file). ?1 is now; there is no batch.
-	RecoverSQL = releaseSQL(rowMaxDelivery, "?1", descRecovered, "'active'", "", everyQueue+` AND state = 'locked'`)
+	recoverSQL = release{MaxDelivery: rowMaxDelivery, Now: "?1", Desc: descRecovered, Back: "'active'",
+		Where: everyQueue + ` AND state = 'locked'`}.sql()
 )
 
 // expiredTTL picks one batch of messages whose time to live has passed and
@@ -81,21 +88,21 @@ func expiredTTL(dl int) string {
 
 // The TTL sweep: ?1 is now, ?2 the batch size.
 var (
-	// ExpireDeleteSQL removes expired messages of the queues that do not
+	// expireDeleteSQL removes expired messages of the queues that do not
 	// keep them.
-	ExpireDeleteSQL = `DELETE FROM messages WHERE ` + expiredTTL(0)
-	// ExpireDeadLetterSQL dead-letters expired messages of the queues with
+	expireDeleteSQL = `DELETE FROM messages WHERE ` + expiredTTL(0)
+	// expireDeadLetterSQL dead-letters expired messages of the queues with
 	// dead_letter_on_ttl.
-	ExpireDeadLetterSQL = `UPDATE messages SET state = 'dead_lettered',
-		dead_letter_reason = '` + DeadLetterTTL + `', dead_letter_desc = '` + descTTL + `',
+	expireDeadLetterSQL = `UPDATE messages SET state = 'dead_lettered',
+		dead_letter_reason = '` + ReasonTTL + `', dead_letter_desc = '` + descTTL + `',
 		dead_lettered_at = ?1, lock_token = NULL, locked_until = 0
 		WHERE ` + expiredTTL(1)
 )
 
-// JanitorSQL deletes the rows whose replay window has passed (?1 is now):
+// janitorSQL deletes the rows whose replay window has passed (?1 is now):
 // settlement receipts, receive attempts and dedup keys. Replays check expiry
 // at statement time, so these rows are dead weight, never a behaviour.
-var JanitorSQL = []string{
+var janitorSQL = []string{
 	`DELETE FROM settlement_receipts WHERE expires_at <= ?1`,
 	`DELETE FROM receive_attempts WHERE expires_at <= ?1`,
 	`DELETE FROM dedup WHERE expires_at <= ?1`,
@@ -125,7 +132,7 @@ func batched(ctx context.Context, db DBTX, query string, now int64, stop func() 
 // the dead letters after the last allowed delivery. stop (may be nil) is
 // asked between batches whether to give up early.
 func Reap(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
-	n, err := batched(ctx, db, ReapAllSQL, now, stop)
+	n, err := batched(ctx, db, reapAllSQL, now, stop)
 	if err != nil {
 		return n, fmt.Errorf("reap: %w", err)
 	}
@@ -134,7 +141,7 @@ func Reap(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, err
 
 // Promote makes the due scheduled messages of every queue active.
 func Promote(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
-	n, err := batched(ctx, db, PromoteAllSQL, now, stop)
+	n, err := batched(ctx, db, promoteAllSQL, now, stop)
 	if err != nil {
 		return n, fmt.Errorf("promote: %w", err)
 	}
@@ -142,11 +149,11 @@ func Promote(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 }
 
 // Expire applies time to live: expired messages that nobody holds are
-// removed, or dead-lettered (reason DeadLetterTTL) on the queues that ask
+// removed, or dead-lettered (reason ReasonTTL) on the queues that ask
 // for it.
 func Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
 	var total int64
-	for _, q := range []string{ExpireDeadLetterSQL, ExpireDeleteSQL} {
+	for _, q := range []string{expireDeadLetterSQL, expireDeleteSQL} {
 		n, err := batched(ctx, db, q, now, stop)
 		total += n
 		if err != nil {
@@ -161,7 +168,7 @@ func Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, e
 // so each statement reads its table once; it runs once a minute by default.
 func Janitor(ctx context.Context, db DBTX, now int64) (int64, error) {
 	var total int64
-	for _, q := range JanitorSQL {
+	for _, q := range janitorSQL {
 		res, err := db.ExecContext(ctx, q, now)
 		if err != nil {
 			return total, fmt.Errorf("janitor: %w", err)
@@ -177,7 +184,7 @@ func Janitor(ctx context.Context, db DBTX, now int64) (int64, error) {
 // delivery was the last one allowed, so a crash never buys a delivery. Run it
 // at Open, before anything can claim.
 func Recover(ctx context.Context, db DBTX, now int64) (int64, error) {
-	res, err := db.ExecContext(ctx, RecoverSQL, now)
+	res, err := db.ExecContext(ctx, recoverSQL, now)
 	if err != nil {
 		return 0, fmt.Errorf("recover: %w", err)
 	}

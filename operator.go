@@ -2,32 +2,77 @@ package mqlite
 
 import (
 	"context"
-	"fmt"
+	"database/sql"
 	"time"
 
 	"github.com/mqlite/mqlite/internal/engine"
-	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// Message states, as Message.State reports them and PurgeOptions.State
-// takes them.
-const (
-	StateActive       = "active"
-	StateScheduled    = "scheduled"
-	StateLocked       = "locked"
-	StateDeferred     = "deferred"
-	StateDeadLettered = "dead_lettered"
-)
+// PeekOptions configures Peek.
+type PeekOptions struct {
+	// FromSeq is the first sequence number to look at. Defaults to 0 (the
+	// oldest message).
+	FromSeq int64
+	// Max is how many messages to return at most. Defaults to 100; at most
+	// 1000.
+	Max int
+}
 
-// Dead-letter reasons written by mqlite itself (Reject writes the caller's).
-const (
-	// ReasonMaxDelivery: the last allowed delivery ended without a
-	// settlement (its lease expired, the process died) or was abandoned.
-	ReasonMaxDelivery = engine.DeadLetterMaxDelivery
-	// ReasonTTL: the message's time to live passed on a queue with
-	// DeadLetterOnExpire.
-	ReasonTTL = engine.DeadLetterTTL
-)
+func (o *PeekOptions) validate() error {
+	var err error
+	if o.Max, err = batchMax(o.Max, 100); err != nil {
+		return err
+	}
+	if o.FromSeq < 0 {
+		return invalidf(ErrInvalidArgument, "negative FromSeq")
+	}
+	return nil
+}
+
+// Peek returns messages of queue in sequence order, in every state but
+// dead-lettered, without locking or counting a delivery.
+func (s *Store) Peek(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
+	return s.peek(ctx, queue, opts, engine.Peek)
+}
+
+// PeekDeadLetters returns the dead letters of queue in sequence order, with
+// why (DeadLetterReason, DeadLetterDescription), when (DeadLetteredAt) and
+// after how many deliveries (DeliveryCount) each was dead-lettered.
+func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
+	return s.peek(ctx, queue, opts, engine.PeekDeadLetters)
+}
+
+// peekFunc is engine.Peek or engine.PeekDeadLetters.
+type peekFunc func(ctx context.Context, db engine.DBTX, r engine.PeekRequest) ([]engine.Row, error)
+
+func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, read peekFunc) ([]Message, error) {
+	if err := validateQueueName(queue); err != nil {
+		return nil, err
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	var rows []engine.Row
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.catchUp(ctx, tx, queue); err != nil {
+			return err
+		}
+		var err error
+		rows, err = read(ctx, tx, engine.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Message, len(rows))
+	for i, c := range rows {
+		out[i] = toMessage(queue, c)
+		out[i].State = State(c.State)
+		out[i].VisibleAt = fromMillis(c.VisibleAt)
+		out[i].LockToken = "" // peek never hands out a token
+	}
+	return out, nil
+}
 
 // RedriveOptions configures Redrive.
 type RedriveOptions struct {
@@ -49,16 +94,16 @@ func (s *Store) Redrive(ctx context.Context, queue string, opts RedriveOptions) 
 	}
 	for _, seq := range opts.Seqs {
 		if seq <= 0 {
-			return 0, errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("seq %d", seq))
+			return 0, invalidf(ErrInvalidArgument, "seq %d", seq)
 		}
 	}
 	var n int64
-	err := s.Tx(ctx, func(tx *Tx) error {
-		if err := s.catchUp(tx, queue); err != nil {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.catchUp(ctx, tx, queue); err != nil {
 			return err
 		}
 		var err error
-		n, err = engine.Redrive(tx.Context(), tx.SQL(), queue, opts.Seqs, s.now())
+		n, err = engine.Redrive(ctx, tx, queue, opts.Seqs, s.now())
 		return err
 	})
 	return int(n), err
@@ -70,7 +115,7 @@ type PurgeOptions struct {
 	// StateScheduled, StateDeferred, StateDeadLettered or StateLocked.
 	// Purging locked messages takes them from under their consumers, whose
 	// settlements then fail with ErrLockLost. Required.
-	State string
+	State State
 }
 
 // Purge removes every message of queue in opts.State and returns how many it
@@ -82,7 +127,7 @@ func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int
 	switch opts.State {
 	case StateActive, StateScheduled, StateLocked, StateDeferred, StateDeadLettered:
 	default:
-		return 0, errs.Newf(errs.ErrInvalidArgument, fmt.Sprintf("purge state %q, want one of active, scheduled, locked, deferred, dead_lettered", opts.State))
+		return 0, invalidf(ErrInvalidArgument, "purge state %q, want one of active, scheduled, locked, deferred, dead_lettered", opts.State)
 	}
 	if err := s.checkQueue(ctx, queue); err != nil {
 		return 0, err
@@ -90,12 +135,12 @@ func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int
 	var total int64
 	for {
 		var n int64
-		err := s.Tx(ctx, func(tx *Tx) error {
-			if err := s.catchUp(tx, queue); err != nil {
+		err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.catchUp(ctx, tx, queue); err != nil {
 				return err
 			}
 			var err error
-			n, err = engine.PurgeBatch(tx.Context(), tx.SQL(), queue, opts.State)
+			n, err = engine.PurgeBatch(ctx, tx, queue, string(opts.State))
 			return err
 		})
 		total += n
@@ -139,12 +184,12 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 	}
 	var per map[string]engine.StateStats
 	var now int64
-	err := s.Tx(ctx, func(tx *Tx) error {
-		if err := s.catchUp(tx, queue); err != nil {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.catchUp(ctx, tx, queue); err != nil {
 			return err
 		}
 		var err error
-		per, err = engine.Stats(tx.Context(), tx.SQL(), queue)
+		per, err = engine.Stats(ctx, tx, queue)
 		now = s.now()
 		return err
 	})
@@ -161,7 +206,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 	var oldest int64
 	for state, v := range per {
 		st.Bytes += v.Bytes
-		switch state {
+		switch State(state) {
 		case StateActive:
 			st.Active = v.Count
 		case StateScheduled:
@@ -183,20 +228,20 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 	return st, nil
 }
 
-// checkQueue validates queue and checks that it exists.
 // catchUp brings the queue's rows to the store's "now" inside tx: due
 // scheduled messages become active, lapsed leases end (dead-lettered on the
 // last allowed delivery), exactly as the next claim would. The operator
 // calls (Peek, Stats, Redrive, Purge) see and act on that state, not on one
 // that waits for the next Receive or sweep.
-func (s *Store) catchUp(tx *Tx, queue string) error {
-	q, err := s.queues.get(tx.Context(), tx.SQL(), queue)
+func (s *Store) catchUp(ctx context.Context, tx *sql.Tx, queue string) error {
+	q, err := s.queues.get(ctx, tx, queue)
 	if err != nil {
 		return err
 	}
-	return engine.MakeClaimable(tx.Context(), tx.SQL(), q, s.now())
+	return engine.MakeClaimable(ctx, tx, q, s.now())
 }
 
+// checkQueue validates queue and checks that it exists.
 func (s *Store) checkQueue(ctx context.Context, queue string) error {
 	if err := s.checkOpen(); err != nil {
 		return err

@@ -120,7 +120,7 @@ func TestPurge(t *testing.T) {
 	b.send("q", outbox.Message{Body: []byte("later"), DeliverAt: b.Clock.Now().Add(time.Hour)})
 
 	for _, tc := range []struct {
-		state string
+		state mqlite.State
 		want  int
 	}{
 		{mqlite.StateDeferred, 0},
@@ -146,7 +146,7 @@ func TestPurge(t *testing.T) {
 		t.Fatalf("complete after purge: %v, want ErrLockLost", err)
 	}
 
-	for _, state := range []string{"", "completed", "bogus"} {
+	for _, state := range []mqlite.State{"", "completed", "bogus"} {
 		if _, err := b.Store.Purge(ctx, "q", mqlite.PurgeOptions{State: state}); !errors.Is(err, mqlite.ErrInvalidArgument) {
 			t.Errorf("purge %q: %v, want ErrInvalidArgument", state, err)
 		}
