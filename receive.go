@@ -84,19 +84,23 @@ func (s *Store) Receive(ctx context.Context, queue string, opts ReceiveOptions) 
 		deadline = time.Now().Add(opts.Wait)
 	}
 	for {
-		woken := s.notify.Wait(queue)
+		w := s.notify.Wait(queue)
 		msgs, nextDue, err := s.receiveOnce(ctx, queue, opts)
 		if err != nil || len(msgs) > 0 || opts.Wait <= 0 {
+			w.Leave()
 			return msgs, err
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
+			w.Leave()
 			return msgs, nil
 		}
+		now := s.now()
 		if nextDue > 0 {
-			wait = min(wait, time.Duration(nextDue-s.now())*time.Millisecond)
+			wait = min(wait, time.Duration(nextDue-now)*time.Millisecond)
 		}
-		if err := s.sleep(ctx, woken, wait); err != nil {
+		w.Plan(now + wait.Milliseconds())
+		if err := s.sleep(ctx, w.C(), wait); err != nil {
 			return nil, err
 		}
 	}

@@ -87,6 +87,7 @@ func (s *Store) open(ctx context.Context) error {
 		MaxMessageBytes: int64(s.opts.MaxMessageBytes),
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
+		Due:             s.notify.Due,
 		Commit:          s.notify.Commit,
 		Rollback:        s.notify.Rollback,
 	})

@@ -965,3 +965,38 @@ func TestLoopReportsLockLostAtSettlement(t *testing.T) {
 		must(t, stop())
 	})
 }
+
+// TestLoopRetriesAtTheBackoff: with the jitter off a failed message comes
+// back exactly Backoff.Delay after its failure, with every background loop
+// of the store off: the due moment itself wakes Loop's Receive, no sweep
+// tick does.
+func TestLoopRetriesAtTheBackoff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+			ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
+		})
+		must(t, err)
+		defer st.Close()
+		must(t, st.CreateQueue(ctx, "q", mqlite.QueueOptions{}))
+		e := &loopEnv{t: t, st: st, src: &countingSource{Source: st}, obs: &recorder{}, log: &bytes.Buffer{}}
+		var at []time.Duration
+		start := time.Now()
+		done := make(chan struct{})
+		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
+			at = append(at, time.Since(start))
+			if m.DeliveryCount < 3 {
+				return errors.New("not yet")
+			}
+			close(done)
+			return nil
+		}, consumer.LoopOptions{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Jitter: -1}})
+		e.send("x")
+		<-done
+		must(t, stop())
+		want := []time.Duration{0, 200 * time.Millisecond, 600 * time.Millisecond}
+		if !slices.Equal(at, want) {
+			t.Fatalf("deliveries at %v, want %v", at, want)
+		}
+	})
+}

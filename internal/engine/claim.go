@@ -230,14 +230,20 @@ func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
 	return nil
 }
 
+// nextDueSQL reads the earliest due moment of the queue: two index seeks.
+const nextDueSQL = `SELECT min(at) FROM (
+	SELECT min(visible_at) AS at FROM messages WHERE queue = ?1 AND state = 'scheduled'
+	UNION ALL
+	SELECT min(locked_until) FROM messages WHERE queue = ?1 AND state = 'locked')`
+
 // NextDue returns the earliest moment after now at which a message of the
 // queue becomes claimable without a new send (a scheduled message falls due
 // or a lease expires), or 0 when there is none.
 func NextDue(ctx context.Context, db DBTX, queue string) (int64, error) {
 	var next sql.NullInt64
-	err := db.QueryRowContext(ctx, `SELECT min(
-		(SELECT min(visible_at) FROM messages WHERE queue = ?1 AND state = 'scheduled'),
-		(SELECT min(locked_until) FROM messages WHERE queue = ?1 AND state = 'locked'))`, queue).Scan(&next)
+	// The aggregate min skips the NULL of a state with no rows (the
+	// two-argument scalar min would return NULL if either were empty).
+	err := db.QueryRowContext(ctx, nextDueSQL, queue).Scan(&next)
 	if err != nil {
 		return 0, fmt.Errorf("next due: %w", err)
 	}

@@ -35,9 +35,13 @@ type ConnConfig struct {
 	MaxMessageBytes int64
 	Now             func() int64 // epoch milliseconds from the store's clock
 	// Claimable is called, on the connection's goroutine, for each row of
-	// messages that an insert or update leaves active and not held; Commit
-	// and Rollback at the end of each transaction. Any may be nil.
+	// messages that an insert or update leaves active and not held; Due for
+	// each row it leaves scheduled or locked (and not held), with the moment
+	// the row becomes claimable without another write (its visible_at or
+	// locked_until); Commit and Rollback at the end of each transaction.
+	// Any may be nil.
 	Claimable func(queue string)
+	Due       func(queue string, at int64)
 	Commit    func()
 	Rollback  func()
 }
@@ -116,26 +120,40 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 func (c connector) Driver() driver.Driver { return c.d }
 
 // registerHooks wires the connection's pre-update, commit and rollback hooks
-// to cfg's callbacks. The pre-update hook reads only the first four columns
-// of messages (id, queue, state, held), never the body.
+// to cfg's callbacks. The pre-update hook reads only the first six columns
+// of messages (id, queue, state, held, visible_at, locked_until), never the
+// body.
 func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
 	}
-	if cfg.Claimable != nil {
+	if cfg.Claimable != nil || cfg.Due != nil {
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
 			if d.TableName != "messages" || d.Op == sqlite3.SQLITE_DELETE {
 				return
 			}
 			// New assigns into the elements of its argument slice.
-			row := make([]any, 4) // id, queue, state, held
+			row := make([]any, 6) // id, queue, state, held, visible_at, locked_until
 			if err := d.New(row...); err != nil {
 				return
 			}
-			if row[2] == "active" && row[3] == int64(0) {
-				if q, ok := row[1].(string); ok {
+			q, ok := row[1].(string)
+			if !ok || row[3] != int64(0) {
+				return
+			}
+			switch row[2] {
+			case "active":
+				if cfg.Claimable != nil {
 					cfg.Claimable(q)
+				}
+			case "scheduled", "locked":
+				col := 4 // visible_at
+				if row[2] == "locked" {
+					col = 5 // locked_until
+				}
+				if at, ok := row[col].(int64); ok && cfg.Due != nil {
+					cfg.Due(q, at)
 				}
 			}
 		})

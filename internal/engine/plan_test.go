@@ -77,6 +77,10 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
 			"SEARCH b USING INDEX idx_msg_group_locked (queue=? AND group_id=? AND id<?)",
 		}},
+		{"next due", nextDueSQL, []any{"q"}, []string{
+			"SEARCH messages USING INDEX idx_msg_scheduled (queue=?)",
+			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
+		}},
 		{"due probe", dueProbeSQL, []any{"q", 1}, []string{
 			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
 			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",

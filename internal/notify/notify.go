@@ -1,62 +1,130 @@
 // Package notify wakes waiting receivers when a commit makes a message of
-// their queue claimable. The store's connection reports row changes as they
-// happen (Mark) and the end of each transaction (Commit, Rollback); only a
-// commit wakes anyone, so a rolled-back send wakes nothing.
+// their queue claimable, or brings the moment one becomes claimable (a
+// schedule, an Abandon delay, a lease end) nearer than they planned to wake.
+// The store's connection reports row changes as they happen (Mark, Due) and
+// the end of each transaction (Commit, Rollback); only a commit wakes
+// anyone, so a rolled-back send wakes nothing.
 package notify
 
 import "sync"
 
 // Notifier is safe for concurrent use. The zero value is not usable; call New.
 type Notifier struct {
-	mu      sync.Mutex
-	pending map[string]struct{}      // queues changed by the open transaction
-	waiters map[string]chan struct{} // closed on the next commit that touches the queue
+	mu         sync.Mutex
+	claimable  map[string]struct{} // queues the open transaction made claimable
+	due        map[string]int64    // the earliest due moment it wrote, per queue
+	generation map[string]*round   // the waiters of each queue
+}
+
+// round is the waiters of one queue since its last wake-up: they share ch.
+type round struct {
+	ch        chan struct{}
+	unplanned int   // waiters that have not said when they wake by themselves
+	latest    int64 // the latest moment at which a planned waiter wakes by itself
 }
 
 // New returns an empty Notifier.
 func New() *Notifier {
-	return &Notifier{pending: map[string]struct{}{}, waiters: map[string]chan struct{}{}}
+	return &Notifier{claimable: map[string]struct{}{}, due: map[string]int64{}, generation: map[string]*round{}}
 }
 
-// Wait returns a channel that is closed by the next commit that makes a
-// message of queue claimable. Take it before looking at the queue, so that a
-// commit between the look and the wait is not missed.
-func (n *Notifier) Wait(queue string) <-chan struct{} {
+// Waiter is one receiver's registration. Take it before looking at the
+// queue, so that a commit between the look and the wait is not missed; then
+// Plan when it will wake by itself, or Leave if it will not wait.
+type Waiter struct {
+	n     *Notifier
+	queue string
+	r     *round
+	done  bool
+}
+
+// Wait registers a waiter on queue.
+func (n *Notifier) Wait(queue string) *Waiter {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ch, ok := n.waiters[queue]
+	r, ok := n.generation[queue]
 	if !ok {
-		ch = make(chan struct{})
-		n.waiters[queue] = ch
+		r = &round{ch: make(chan struct{})}
+		n.generation[queue] = r
 	}
-	return ch
+	r.unplanned++
+	return &Waiter{n: n, queue: queue, r: r}
+}
+
+// C is closed when the waiter should look at the queue again.
+func (w *Waiter) C() <-chan struct{} { return w.r.ch }
+
+// Plan says the waiter wakes by itself at the moment at (epoch milliseconds
+// of the store's clock) unless woken before: a commit that writes an earlier
+// due moment for the queue wakes it.
+func (w *Waiter) Plan(at int64) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.done = true
+	w.r.unplanned--
+	w.r.latest = max(w.r.latest, at)
+}
+
+// Leave withdraws a waiter that will not wait.
+func (w *Waiter) Leave() {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if !w.done {
+		w.done = true
+		w.r.unplanned--
+	}
 }
 
 // Mark records that the open transaction made a message of queue claimable.
 func (n *Notifier) Mark(queue string) {
 	n.mu.Lock()
-	n.pending[queue] = struct{}{}
+	n.claimable[queue] = struct{}{}
 	n.mu.Unlock()
 }
 
-// Commit wakes the waiters of every queue marked since the last commit or
-// rollback.
+// Due records that the open transaction wrote a message of queue that
+// becomes claimable at the moment at without another commit.
+func (n *Notifier) Due(queue string, at int64) {
+	n.mu.Lock()
+	if cur, ok := n.due[queue]; !ok || at < cur {
+		n.due[queue] = at
+	}
+	n.mu.Unlock()
+}
+
+// Commit wakes the waiters of every queue marked claimable since the last
+// commit or rollback, and the waiters of every queue given a due moment
+// earlier than one of them planned to wake (or who have not planned yet).
 func (n *Notifier) Commit() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for q := range n.pending {
-		if ch, ok := n.waiters[q]; ok {
-			close(ch)
-			delete(n.waiters, q)
+	for q := range n.claimable {
+		n.wake(q)
+	}
+	for q, at := range n.due {
+		if r, ok := n.generation[q]; ok && (r.unplanned > 0 || at < r.latest) {
+			n.wake(q)
 		}
-		delete(n.pending, q)
+	}
+	clear(n.claimable)
+	clear(n.due)
+}
+
+func (n *Notifier) wake(queue string) {
+	if r, ok := n.generation[queue]; ok {
+		close(r.ch)
+		delete(n.generation, queue)
 	}
 }
 
 // Rollback forgets what the transaction marked.
 func (n *Notifier) Rollback() {
 	n.mu.Lock()
-	clear(n.pending)
+	clear(n.claimable)
+	clear(n.due)
 	n.mu.Unlock()
 }
 
@@ -64,8 +132,7 @@ func (n *Notifier) Rollback() {
 func (n *Notifier) WakeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for q, ch := range n.waiters {
-		close(ch)
-		delete(n.waiters, q)
+	for q := range n.generation {
+		n.wake(q)
 	}
 }
