@@ -13,6 +13,17 @@ import (
 	"github.com/mqlite/mqlite/consumer"
 )
 
+// Headers every sink sets besides the message's id, with the message's
+// fields. (The webhook sends properties under PropertyHeaderPrefix; NATS and
+// AMQP carry them as headers of their own names.)
+const (
+	HeaderQueue         = "Mqlite-Queue"
+	HeaderSeq           = "Mqlite-Seq"
+	HeaderDeliveryCount = "Mqlite-Delivery-Count"
+	HeaderSubject       = "Mqlite-Subject"
+	HeaderGroupID       = "Mqlite-Group-Id"
+)
+
 // Defaults of Options' zero-valued fields.
 const (
 	DefaultConcurrency = 8

@@ -24,15 +24,7 @@ func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 
 func start(t *testing.T, src consumer.Source, sink relay.Sink, opts relay.Options) *relaytest.Observer {
 	t.Helper()
-	obs := relaytest.NewObserver()
-	opts.Observer = obs
-	opts.Logger = slog.New(slog.DiscardHandler)
-	r, err := relay.New(src, relaytest.Queue, sink, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Start(t, r)
-	return obs
+	return relaytest.Relay(t, src, sink, opts)
 }
 
 func TestID(t *testing.T) {

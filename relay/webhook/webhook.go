@@ -49,17 +49,11 @@ const (
 	DefaultMaxRetryAfter = time.Hour
 )
 
-// Headers the sink sets besides the Standard Webhooks ones. A property k
+// PropertyHeaderPrefix starts the header of each property: a property k
 // travels as PropertyHeaderPrefix+k when k is a valid header name and its
 // value a valid header value; use Config.Envelope to carry any property.
-const (
-	HeaderQueue          = "Mqlite-Queue"
-	HeaderSeq            = "Mqlite-Seq"
-	HeaderDeliveryCount  = "Mqlite-Delivery-Count"
-	HeaderSubject        = "Mqlite-Subject"
-	HeaderGroupID        = "Mqlite-Group-Id"
-	PropertyHeaderPrefix = "Mqlite-Property-"
-)
+// The other fields travel in the relay.Header* headers.
+const PropertyHeaderPrefix = "Mqlite-Property-"
 
 // descriptionMax bounds how much of a refusing answer's body goes into the
 // dead letter's description.
@@ -259,11 +253,11 @@ func (s *Sink) request(ctx context.Context, m mqlite.Message) (*http.Request, er
 	}
 	h := req.Header
 	h.Set("Content-Type", ctype)
-	h.Set(HeaderQueue, m.Queue)
-	h.Set(HeaderSeq, strconv.FormatInt(m.Seq, 10))
-	h.Set(HeaderDeliveryCount, strconv.Itoa(m.DeliveryCount))
-	setIf(h, HeaderSubject, m.Subject)
-	setIf(h, HeaderGroupID, m.GroupID)
+	h.Set(relay.HeaderQueue, m.Queue)
+	h.Set(relay.HeaderSeq, strconv.FormatInt(m.Seq, 10))
+	h.Set(relay.HeaderDeliveryCount, strconv.Itoa(m.DeliveryCount))
+	setIf(h, relay.HeaderSubject, m.Subject)
+	setIf(h, relay.HeaderGroupID, m.GroupID)
 	ts := now()
 	sigs := make([]string, len(s.signers))
 	for i, wh := range s.signers {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -53,7 +52,7 @@ type bundle struct {
 // a relay with ropts over a fresh queue.
 func setup(t *testing.T, cfg webhook.Config, ropts relay.Options, answer func(w http.ResponseWriter, r *http.Request, n int)) *bundle {
 	t.Helper()
-	b := &bundle{Bundle: relaytest.Open(t, mqlite.QueueOptions{}), obs: relaytest.NewObserver(), reqs: make(chan request, 10_000)}
+	b := &bundle{Bundle: relaytest.Open(t, mqlite.QueueOptions{}), reqs: make(chan request, 10_000)}
 	var mu sync.Mutex
 	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,13 +77,7 @@ func setup(t *testing.T, cfg webhook.Config, ropts relay.Options, answer func(w 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Close() })
-	ropts.Observer = b.obs
-	ropts.Logger = slog.New(slog.DiscardHandler)
-	r, err := relay.New(b.Store, relaytest.Queue, sink, ropts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Start(t, r)
+	b.obs = relaytest.Relay(t, b.Store, sink, ropts)
 	return b
 }
 
@@ -142,8 +135,8 @@ func TestSignedDelivery(t *testing.T) {
 
 			id := fmt.Sprintf("%s:%d", relaytest.Queue, seq)
 			want := map[string]string{
-				"webhook-id": id, webhook.HeaderSeq: strconv.FormatInt(seq, 10), webhook.HeaderQueue: relaytest.Queue,
-				webhook.HeaderDeliveryCount: "1", webhook.HeaderSubject: "orders.created", webhook.HeaderGroupID: "customer-7",
+				"webhook-id": id, relay.HeaderSeq: strconv.FormatInt(seq, 10), relay.HeaderQueue: relaytest.Queue,
+				relay.HeaderDeliveryCount: "1", relay.HeaderSubject: "orders.created", relay.HeaderGroupID: "customer-7",
 				webhook.PropertyHeaderPrefix + "Tenant": "acme", "Content-Type": "application/json",
 			}
 			for k, v := range want {
@@ -178,7 +171,7 @@ func TestRetriesA500ThenDelivers(t *testing.T) {
 	c := b.obs.WaitFor(t, "the delivery", func(c relaytest.Counts) bool { return c.Completed == 1 })
 	first, second := b.next(t), b.next(t)
 	for i, r := range []request{first, second} {
-		if id, dc := r.header.Get("webhook-id"), r.header.Get(webhook.HeaderDeliveryCount); id != "order-1" || dc != strconv.Itoa(i+1) {
+		if id, dc := r.header.Get("webhook-id"), r.header.Get(relay.HeaderDeliveryCount); id != "order-1" || dc != strconv.Itoa(i+1) {
 			t.Fatalf("request %d: id %q delivery count %q, want the stable id order-1 and %d", i, id, dc, i+1)
 		}
 	}
@@ -284,8 +277,8 @@ func TestKeepsGroupOrderWhileOthersOvertake(t *testing.T) {
 	othersDone := make(chan struct{})
 	var closeOnce sync.Once
 	b := setup(t, webhook.Config{}, relay.Options{Concurrency: 8, MaxBatch: 1}, func(w http.ResponseWriter, r *http.Request, n int) {
-		g := r.Header.Get(webhook.HeaderGroupID)
-		seq, _ := strconv.ParseInt(r.Header.Get(webhook.HeaderSeq), 10, 64)
+		g := r.Header.Get(relay.HeaderGroupID)
+		seq, _ := strconv.ParseInt(r.Header.Get(relay.HeaderSeq), 10, 64)
 		mu.Lock()
 		inFlight[g]++
 		if g != "" && inFlight[g] > 1 {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/relay"
@@ -104,6 +106,22 @@ func Start(t testing.TB, r *relay.Relay) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// Relay starts a relay of Queue from src to sink with opts, its logs
+// discarded and a new Observer, which it returns. The test's cleanup stops
+// it.
+func Relay(t testing.TB, src consumer.Source, sink relay.Sink, opts relay.Options) *Observer {
+	t.Helper()
+	obs := NewObserver()
+	opts.Observer = obs
+	opts.Logger = slog.New(slog.DiscardHandler)
+	r, err := relay.New(src, Queue, sink, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Start(t, r)
+	return obs
 }
 
 // Empty fails the test unless Queue holds nothing, dead letters included.
