@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -52,8 +51,8 @@ type Config struct {
 	// connection does not stay pending, and on a connection that
 	// reconnects for ever (nats.MaxReconnects(-1)).
 	JetStream jetstream.JetStream
-	// Subject is a text/template that names each message's NATS subject;
-	// its data is a Subject. Defaults to "{{.Queue}}". A message whose
+	// Subject is a relay.Template that names each message's NATS
+	// subject, such as "orders.{{.Subject}}". Defaults to "{{.Queue}}". A message whose
 	// subject renders empty or with a space is dead-lettered.
 	Subject string
 	// MaxInFlight bounds the publishes awaiting their PubAck, over every
@@ -64,21 +63,11 @@ type Config struct {
 	AckTimeout time.Duration
 }
 
-// Subject is the data of Config.Subject's template.
-type Subject struct {
-	Queue      string
-	Subject    string // the message's Subject
-	GroupID    string
-	ID         string // relay.ID
-	Properties map[string]string
-}
-
 // Sink publishes messages to JetStream. It is safe for concurrent use.
 type Sink struct {
-	cfg     Config
-	tmpl    *template.Template
-	literal string // the subject when the template has no actions
-	slots   chan struct{}
+	cfg   Config
+	subj  *relay.Template
+	slots chan struct{}
 }
 
 var _ relay.Sink = (*Sink)(nil)
@@ -92,7 +81,7 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Subject == "" {
 		cfg.Subject = DefaultSubject
 	}
-	tmpl, err := template.New("subject").Option("missingkey=zero").Parse(cfg.Subject)
+	subj, err := relay.ParseTemplate(cfg.Subject)
 	if err != nil {
 		return nil, invalid("Subject: %v", err)
 	}
@@ -108,11 +97,7 @@ func New(cfg Config) (*Sink, error) {
 	case cfg.AckTimeout < 0:
 		return nil, invalid("negative AckTimeout %v", cfg.AckTimeout)
 	}
-	s := &Sink{cfg: cfg, tmpl: tmpl, slots: make(chan struct{}, cfg.MaxInFlight)}
-	if !strings.Contains(cfg.Subject, "{{") {
-		s.literal = cfg.Subject
-	}
-	return s, nil
+	return &Sink{cfg: cfg, subj: subj, slots: make(chan struct{}, cfg.MaxInFlight)}, nil
 }
 
 // Send publishes msgs asynchronously, up to Config.MaxInFlight awaiting
@@ -178,14 +163,9 @@ func failed(err error) relay.Outcome {
 
 // subject renders m's subject.
 func (s *Sink) subject(m mqlite.Message) (string, error) {
-	subject := s.literal
-	if subject == "" {
-		var b strings.Builder
-		err := s.tmpl.Execute(&b, Subject{Queue: m.Queue, Subject: m.Subject, GroupID: m.GroupID, ID: relay.ID(m), Properties: m.Properties})
-		if err != nil {
-			return "", fmt.Errorf("render subject: %w", err)
-		}
-		subject = b.String()
+	subject, err := s.subj.Render(m)
+	if err != nil {
+		return "", err
 	}
 	if subject == "" || strings.ContainsAny(subject, " \t\r\n") || strings.HasPrefix(subject, ".") ||
 		strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
