@@ -7,6 +7,7 @@
 // The commands are:
 //
 //	demo    write orders and their events in one transaction, roll one back, show the queue
+//	relay   forward a queue to a webhook, NATS JetStream or RabbitMQ
 //
 // Run "mqlite <command> -h" for a command's flags.
 package main
@@ -19,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
 // command is one subcommand: run parses its own flags from args and returns
@@ -31,10 +33,11 @@ type command struct {
 
 var commands = []command{
 	{"demo", "write orders and their events in one transaction, roll one back, show the queue", runDemo},
+	{"relay", "forward a queue to a webhook, NATS JetStream or RabbitMQ", runRelay},
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
