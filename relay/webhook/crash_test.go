@@ -37,7 +37,7 @@ const (
 	envRelayURL    = "MQLITE_RELAY_CRASH_URL"
 	relayCrashN    = 2000
 	relayKills     = 3
-	relayLease     = 500 * time.Millisecond
+	relayLease     = 10 * time.Second // recovery on open frees a killed relay's leases at once
 	crashWait      = 3 * time.Minute
 )
 
