@@ -41,20 +41,24 @@ var (
 
 // Message is one message to send.
 type Message struct {
-	// Body is the payload, at most the store's MaxMessageBytes.
+	// Body is the payload. The body and the other fields together are at
+	// most the store's Options.MaxMessageBytes (mqlite.ErrMessageTooLarge).
 	Body []byte
 	// MessageID identifies the message for de-duplication: a resend with the
 	// same id inside the queue's DedupWindow returns the original seq and
-	// inserts nothing. Empty means the body's SHA-256 is the key. At most
-	// 256 bytes of UTF-8.
+	// inserts nothing. Empty means the body's SHA-256 is the key (a key of
+	// its own kind: no MessageID ever equals it). At most
+	// mqlite.MaxMessageIDLen bytes of UTF-8.
 	MessageID string
 	// GroupID orders the message within its group: no message of a group is
 	// handed out while an earlier one of the group is locked, deferred or
-	// scheduled.
+	// scheduled. At most mqlite.MaxGroupIDLen bytes of UTF-8.
 	GroupID string
-	// Subject is a free-form label (a routing key for the relay).
+	// Subject is a free-form label (a routing key for the relay). At most
+	// mqlite.MaxSubjectLen bytes of UTF-8.
 	Subject string
-	// Properties are application headers.
+	// Properties are application headers: UTF-8 keys and values, at most
+	// mqlite.MaxPropertiesBytes in all.
 	Properties map[string]string
 	// DeliverAt schedules the message: it is not delivered before then. The
 	// zero time means now.
@@ -131,15 +135,8 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 }
 
 func convert(m Message) (engine.OutMessage, error) {
-	switch {
-	case len(m.MessageID) > mqlite.MaxMessageIDLen:
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "MessageID of %d bytes, at most %d", len(m.MessageID), mqlite.MaxMessageIDLen)
-	case !utf8.ValidString(m.MessageID) || !utf8.ValidString(m.GroupID) || !utf8.ValidString(m.Subject):
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "MessageID, GroupID and Subject must be UTF-8")
-	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL)
-	case m.TTL > 0 && m.TTL < time.Millisecond:
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", m.TTL)
+	if err := validate(m); err != nil {
+		return engine.OutMessage{}, err
 	}
 	om := engine.OutMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
@@ -151,9 +148,46 @@ func convert(m Message) (engine.OutMessage, error) {
 	if len(m.Properties) > 0 {
 		b, err := json.Marshal(m.Properties)
 		if err != nil {
-			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "%v", err)
+			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
 		}
 		om.Properties = string(b)
 	}
 	return om, nil
+}
+
+// validate checks every field of m against its bound (mqlite.MaxMessageIDLen
+// and the limits next to it) and refuses text that is not UTF-8: it would
+// be stored rewritten, and two distinct keys could become one.
+func validate(m Message) error {
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"MessageID", m.MessageID, mqlite.MaxMessageIDLen},
+		{"GroupID", m.GroupID, mqlite.MaxGroupIDLen},
+		{"Subject", m.Subject, mqlite.MaxSubjectLen},
+	} {
+		if len(f.value) > f.max {
+			return errs.Invalidf(errs.ErrInvalidMessage, "%s of %d bytes, at most %d", f.name, len(f.value), f.max)
+		}
+		if !utf8.ValidString(f.value) {
+			return errs.Invalidf(errs.ErrInvalidMessage, "%s is not valid UTF-8", f.name)
+		}
+	}
+	props := 0
+	for k, v := range m.Properties {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return errs.Invalidf(errs.ErrInvalidMessage, "property %q is not valid UTF-8", k)
+		}
+		props += len(k) + len(v)
+	}
+	switch {
+	case props > mqlite.MaxPropertiesBytes:
+		return errs.Invalidf(errs.ErrInvalidMessage, "Properties of %d bytes, at most %d", props, mqlite.MaxPropertiesBytes)
+	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
+		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL)
+	case m.TTL > 0 && m.TTL < time.Millisecond:
+		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", m.TTL)
+	}
+	return nil
 }

@@ -21,6 +21,17 @@ type OutMessage struct {
 	TTLMS      int64  // 0 = the queue's default
 }
 
+// size is what the message counts against the store's MaxMessageBytes: its
+// body and its metadata.
+func (m OutMessage) size() int64 {
+	return int64(len(m.Body) + len(m.MessageID) + len(m.GroupID) + len(m.Subject) + len(m.Properties))
+}
+
+// largeMessage is the size from which Send asks for the store's limit before
+// it hashes or binds a message: an oversize body is refused before it costs
+// anything, at the price of one more statement for large messages only.
+const largeMessage = 64 << 10
+
 // SendResult is the outcome of one message of a send.
 type SendResult struct {
 	Seq       int64
@@ -47,7 +58,7 @@ SELECT q.name,
 	     ELSE 0 END,
 	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?9
 FROM queues q
-WHERE q.name = ?1 AND length(?9) <= mqlite_max_message_bytes()
+WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
   AND NOT EXISTS (SELECT 1 FROM dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now()))`
 
 // dedupKey is the dedup key of a message: its MessageID as TEXT, or the
@@ -66,9 +77,11 @@ func dedupKey(messageID string, hash []byte) any {
 // body over the limit) are found before anything is written; a driver
 // failure mid-way leaves the transaction for the caller to roll back.
 func Send(ctx context.Context, db DBTX, queue string, msgs []OutMessage) ([]SendResult, error) {
-	if len(msgs) > 1 {
+	if len(msgs) > 1 || msgs[0].size() >= largeMessage {
 		// One statement writes one message or nothing; a batch checks the
 		// queue and every size first, so a whole-call error writes nothing.
+		// A large single message is checked first too, so that an oversize
+		// one is refused before it is hashed and bound.
 		if err := precheck(ctx, db, queue, msgs); err != nil {
 			return nil, err
 		}
@@ -82,7 +95,7 @@ func Send(ctx context.Context, db DBTX, queue string, msgs []OutMessage) ([]Send
 			body = []byte{}
 		}
 		res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
-			nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), sum[:], body, key)
+			nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), sum[:], body, key, m.size())
 		if err != nil {
 			return nil, interpret("send", err)
 		}
@@ -96,7 +109,7 @@ func Send(ctx context.Context, db DBTX, queue string, msgs []OutMessage) ([]Send
 			}
 			continue
 		}
-		if out[i], err = diagnose(ctx, db, queue, key, sum[:], int64(len(body))); err != nil {
+		if out[i], err = diagnose(ctx, db, queue, key, sum[:], m.size()); err != nil {
 			return nil, err
 		}
 	}
@@ -116,8 +129,12 @@ func precheck(ctx context.Context, db DBTX, queue string, msgs []OutMessage) err
 		return fmt.Errorf("%w: %q", errs.ErrQueueNotFound, queue)
 	}
 	for i, m := range msgs {
-		if int64(len(m.Body)) > maxBytes {
-			return fmt.Errorf("message %d: %w: %d bytes, the limit is %d", i, errs.ErrMessageTooLarge, len(m.Body), maxBytes)
+		if m.size() > maxBytes {
+			err := fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, m.size(), maxBytes)
+			if len(msgs) > 1 {
+				err = fmt.Errorf("message %d: %w", i, err)
+			}
+			return err
 		}
 	}
 	return nil
@@ -142,7 +159,7 @@ func diagnose(ctx context.Context, db DBTX, queue string, key any, hash []byte, 
 	case !exists:
 		return SendResult{}, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, queue)
 	case size > maxBytes:
-		return SendResult{}, fmt.Errorf("%w: %d bytes, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
+		return SendResult{}, fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
 	case !seq.Valid:
 		return SendResult{}, fmt.Errorf("send: insert returned no row for an unexplained reason")
 	case string(origHash) != string(hash):
