@@ -1,0 +1,57 @@
+package mqlite_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// TestDiskFullAndReadOnlyHaveSentinels: a write the file cannot take is
+// ErrDiskFull (here SQLite's page limit, which fails exactly as a full disk
+// does) or ErrReadOnly, and leaves the store usable once the cause is gone.
+func TestDiskFullAndReadOnlyHaveSentinels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		cause, cure string
+		body        int
+		want        error
+	}{
+		{"disk full", "", "PRAGMA max_page_count = 1073741823", 512 << 10, mqlite.ErrDiskFull},
+		{"read-only", "PRAGMA query_only = 1", "PRAGMA query_only = 0", 10, mqlite.ErrReadOnly},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := testdb.Open(t, mqlite.Options{})
+			b.Queue(t, "q", mqlite.QueueOptions{})
+			db := b.Store.DB()
+			cause := tc.cause
+			if cause == "" { // a few pages above what the file holds
+				cause = "PRAGMA max_page_count = " + strconv.FormatInt(testdb.Int(t, db, `PRAGMA page_count`)+2, 10)
+			}
+			if _, err := db.Exec(cause); err != nil {
+				t.Fatal(err)
+			}
+			send := func() error {
+				return b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
+					_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: make([]byte, tc.body)})
+					return err
+				})
+			}
+			if err := send(); !errors.Is(err, tc.want) {
+				t.Fatalf("send: %v, want %v", err, tc.want)
+			}
+			if _, err := db.Exec(tc.cure); err != nil {
+				t.Fatal(err)
+			}
+			if err := send(); err != nil {
+				t.Fatalf("send once the cause is gone: %v", err)
+			}
+		})
+	}
+}
