@@ -1,8 +1,12 @@
 package mqlite_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -53,5 +57,43 @@ func TestDiskFullAndReadOnlyHaveSentinels(t *testing.T) {
 				t.Fatalf("send once the cause is gone: %v", err)
 			}
 		})
+	}
+}
+
+// TestOpenLeavesAForeignFileUntouched: a plain SQLite file with a table of a
+// name mqlite uses is refused before anything is written: same bytes, no
+// WAL, no migration table.
+func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE messages (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO messages (text) VALUES ('mine')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := mqlite.Open(context.Background(), path, mqlite.Options{}); !errors.Is(err, mqlite.ErrSchemaVersionMismatch) {
+		if err == nil {
+			_ = st.Close()
+		}
+		t.Fatalf("open: %v, want ErrSchemaVersionMismatch", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("the refused file changed")
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused file has a WAL: %v", err)
 	}
 }
