@@ -139,12 +139,12 @@ func TestBackupKilledLeavesNoPartialFile(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill the helper as soon as its backup has begun: the temporary file
-	// shows up in the folder.
+	// Kill the helper as soon as its backup has begun: a file for it (the
+	// temporary one, or dst itself) shows up in the folder.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".mq.db.bak.mqlite-backup-*"))
-		if len(tmps) > 0 || time.Now().After(deadline) {
+		if _, err := os.Stat(dst); err == nil || len(tmps) > 0 || time.Now().After(deadline) {
 			break
 		}
 		runtime.Gosched()
