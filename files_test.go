@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -95,5 +96,98 @@ func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
 	}
 	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused file has a WAL: %v", err)
+	}
+}
+
+// TestTxInFlightAtCloseCannotCommit: a transaction open when Close begins
+// cannot write a message or commit; the file stays locked until it ends, so
+// a second store cannot open the file meanwhile; nothing it did survives.
+func TestTxInFlightAtCloseCannotCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, path := openFresh(t)
+	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	started, proceed := make(chan struct{}), make(chan struct{})
+	var sendErrs []error
+	txErr := make(chan error, 1)
+	go func() {
+		txErr <- st.Tx(ctx, func(tx *mqlite.Tx) error {
+			close(started)
+			<-proceed
+			for _, b := range [][]byte{[]byte("eleven byte"), nil} {
+				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: b})
+				sendErrs = append(sendErrs, err)
+			}
+			return nil
+		})
+	}()
+	<-started
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	for { // Close has begun once the store refuses calls
+		if _, err := st.Stats(ctx, "q"); errors.Is(err, mqlite.ErrClosed) {
+			break
+		}
+		runtime.Gosched()
+	}
+	if other, err := mqlite.Open(ctx, path, mqlite.Options{}); !errors.Is(err, mqlite.ErrDBLocked) {
+		if err == nil {
+			_ = other.Close()
+		}
+		t.Fatalf("open while a transaction of the closing store is open: %v, want ErrDBLocked", err)
+	}
+	close(proceed)
+	if err := <-txErr; !errors.Is(err, mqlite.ErrClosed) {
+		t.Fatalf("the transaction: %v, want ErrClosed", err)
+	}
+	for i, err := range sendErrs {
+		if !errors.Is(err, mqlite.ErrClosed) {
+			t.Errorf("send %d after Close began: %v, want ErrClosed", i, err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	again, err := mqlite.Open(ctx, path, mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if stats, err := again.Stats(ctx, "q"); err != nil || stats.Total() != 0 {
+		t.Fatalf("after reopening: %+v %v, want no message", stats, err)
+	}
+}
+
+// TestSecondWriterRefusedWithoutTheSidecar: deleting or renaming the
+// "<file>.lock" sidecar does not let a second store in: the file's own
+// lock still refuses it.
+func TestSecondWriterRefusedWithoutTheSidecar(t *testing.T) {
+	t.Parallel()
+	for name, tamper := range map[string]func(lock string) error{
+		"deleted": os.Remove,
+		"renamed": func(lock string) error { return os.Rename(lock, lock+".old") },
+		"recreated": func(lock string) error {
+			if err := os.Remove(lock); err != nil {
+				return err
+			}
+			return os.WriteFile(lock, nil, 0o600)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, path := openFresh(t)
+			defer st.Close()
+			if err := tamper(path + ".lock"); err != nil {
+				t.Fatal(err)
+			}
+			if other, err := mqlite.Open(context.Background(), path, mqlite.Options{}); !errors.Is(err, mqlite.ErrDBLocked) {
+				if err == nil {
+					_ = other.Close()
+				}
+				t.Fatalf("second open: %v, want ErrDBLocked", err)
+			}
+		})
 	}
 }

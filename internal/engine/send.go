@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -184,6 +185,9 @@ func interpret(op string, err error) error {
 	}
 	msg := err.Error()
 	switch {
+	case errors.Is(err, errs.ErrClosed) || strings.Contains(msg, errs.ErrClosed.Error()):
+		// mqlite_now() refused: the store closed under the transaction.
+		return fmt.Errorf("%s: %w", op, errs.ErrClosed)
 	case strings.Contains(msg, "no such function: mqlite_"):
 		return fmt.Errorf("%s: %w", op, errs.ErrNotAStore)
 	case strings.Contains(msg, "no such table: queues"), strings.Contains(msg, "no such table: messages"):

@@ -19,7 +19,8 @@ const stmtCacheSize = 128
 // one-shot statement instead.
 type cachingConn struct {
 	driver.Conn
-	mu    sync.Mutex
+	closed func() // called after the connection closed; may be nil
+	mu     sync.Mutex
 	lru   *list.List // of *cachedStmt, most recently used first
 	byKey map[string]*list.Element
 }
@@ -171,7 +172,11 @@ func (c *cachingConn) Close() error {
 	c.lru.Init()
 	c.byKey = map[string]*list.Element{}
 	c.mu.Unlock()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if c.closed != nil {
+		c.closed()
+	}
+	return err
 }
 
 // releasingRows hands its statement back to the cache when closed.
