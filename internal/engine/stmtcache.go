@@ -21,8 +21,8 @@ type cachingConn struct {
 	driver.Conn
 	closed func() // called after the connection closed; may be nil
 	mu     sync.Mutex
-	lru   *list.List // of *cachedStmt, most recently used first
-	byKey map[string]*list.Element
+	lru    *list.List // of *cachedStmt, most recently used first
+	byKey  map[string]*list.Element
 }
 
 type cachedStmt struct {
