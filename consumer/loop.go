@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mqlite/mqlite"
 )
@@ -409,7 +411,7 @@ func (l *loop) handle(d *delivery) {
 		}
 		l.o.Observer.Completed(m, took)
 	case IsPermanent(err):
-		if serr := l.src.Reject(sctx, m.Lock(), err.Error(), ""); serr != nil {
+		if serr := l.src.Reject(sctx, m.Lock(), reason(err), ""); serr != nil {
 			l.settleFailed(m, "reject", serr)
 			return
 		}
@@ -427,6 +429,20 @@ func (l *loop) handle(d *delivery) {
 		l.log.Info("consumer: handler failed; message abandoned", append(msgAttrs(m), "err", err, "delay", delay)...)
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
+}
+
+// reason turns a permanent error into a dead-letter reason the store takes:
+// valid UTF-8, cut to mqlite.MaxReasonLen bytes.
+func reason(err error) string {
+	r := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(r) <= mqlite.MaxReasonLen {
+		return r
+	}
+	r = r[:mqlite.MaxReasonLen]
+	for !utf8.ValidString(r) { // a rune cut in half
+		r = r[:len(r)-1]
+	}
+	return r
 }
 
 // call runs the handler, turning a panic into a *PanicError.
