@@ -8,6 +8,11 @@
 // gets mqlite.ErrNotAStore. With sqlx pass the *sqlx.Tx itself or tx.Tx;
 // with GORM pass the *sql.Tx behind the gorm transaction.
 //
+// The target is a queue or a topic (Store.CreateTopic): a send to a topic
+// writes one copy into each subscription whose filter the message passes,
+// all in the caller's transaction, so every copy commits or none does. A
+// send that no subscription takes writes nothing and is not an error.
+//
 // Time comes from the Store's Clock, read inside the statement, so a test
 // that moves a fake clock moves the outbox too.
 package outbox
@@ -68,6 +73,20 @@ type Message struct {
 	TTL time.Duration
 }
 
+// Copy is the row one message left in one queue.
+type Copy struct {
+	// Queue is the queue: the one sent to, or a subscription of the topic
+	// sent to.
+	Queue string
+	// Seq is the copy's sequence number; 0 when Err is set.
+	Seq int64
+	// Duplicate reports a copy that matched one sent earlier inside the
+	// queue's dedup window: Seq is the original's, nothing was inserted.
+	Duplicate bool
+	// Err is the copy's own error (mqlite.ErrDuplicateConflict).
+	Err error
+}
+
 // Result is the outcome of one message of SendBatch.
 type Result struct {
 	// Seq is the message's sequence number; 0 when Err is set.
@@ -78,13 +97,23 @@ type Result struct {
 	// Err is this slot's own error (mqlite.ErrDuplicateConflict); the other
 	// slots are unaffected.
 	Err error
+	// Copies has the row the message left in each queue: one for a queue;
+	// for a topic one per subscription whose filter it passed, in queue
+	// name order (Seq, Duplicate and Err above are the first copy's), and
+	// none when no subscription took it.
+	Copies []Copy
 }
 
 // SendOne enqueues msg on queue inside tx and returns its sequence number.
 // A resend inside the dedup window returns the original seq; the same
 // MessageID with another body is mqlite.ErrDuplicateConflict. An unknown
-// queue is mqlite.ErrQueueNotFound, a body over the limit
+// queue (or topic) is mqlite.ErrQueueNotFound, a message over the limit
 // mqlite.ErrMessageTooLarge. On error nothing is written and tx stays usable.
+//
+// queue may name a topic: then msg is copied into every subscription whose
+// filter it passes, and SendOne returns the seq of the first copy (in queue
+// name order), or 0 when no subscription took it; SendBatch's Result.Copies
+// lists every copy.
 func SendOne(ctx context.Context, tx Execer, queue string, msg Message) (int64, error) {
 	res, err := send(ctx, tx, queue, []Message{msg})
 	if err != nil {
@@ -129,7 +158,10 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 	}
 	res := make([]Result, len(sres))
 	for i, r := range sres {
-		res[i] = Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}
+		res[i] = Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err, Copies: make([]Copy, len(r.Copies))}
+		for j, c := range r.Copies {
+			res[i].Copies[j] = Copy{Queue: c.Queue, Seq: c.Seq, Duplicate: c.Duplicate, Err: c.Err}
+		}
 	}
 	return res, nil
 }
@@ -140,7 +172,7 @@ func convert(m Message) (engine.OutMessage, error) {
 	}
 	om := engine.OutMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
-		TTLMS: m.TTL.Milliseconds(),
+		TTLMS: m.TTL.Milliseconds(), Props: m.Properties,
 	}
 	if !m.DeliverAt.IsZero() {
 		om.DeliverAt = m.DeliverAt.UnixMilli()
