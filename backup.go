@@ -43,7 +43,7 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	if err := errors.Join(tmp.Close(), os.Remove(tmpPath)); err != nil {
 		return fmt.Errorf("backup %s: %w", dst, err) // VACUUM INTO wants a path that does not exist
 	}
-	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, tmpPath); err != nil {
+	if err := s.eng.Backup(ctx, s.db, tmpPath); err != nil {
 		return fmt.Errorf("backup %s: %w", dst, err)
 	}
 	if err := syncPath(tmpPath); err != nil {

@@ -133,7 +133,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		if err != nil {
 			return err
 		}
-		claimed, err = engine.Claim(ctx, tx, engine.ClaimRequest{
+		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, Now: s.now(),
 		})

@@ -34,7 +34,7 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
-		return engine.Settle(ctx, tx, st)
+		return s.eng.Settle(ctx, tx, st)
 	})
 }
 

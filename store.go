@@ -22,6 +22,7 @@ import (
 // connection every statement of the process goes through. A Store is safe
 // for concurrent use. Close it when done.
 type Store struct {
+	eng     engine.Engine
 	db      *sql.DB
 	release func()
 	lock    fileLock
@@ -75,7 +76,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
+	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
 		unlocked: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
@@ -88,7 +89,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 func (s *Store) open(ctx context.Context) error {
 	clock := s.opts.Clock
-	db, release, err := engine.OpenDB(engine.ConnConfig{
+	db, release, err := s.eng.Open(engine.ConnConfig{
 		Path:            s.path,
 		SyncFull:        s.opts.Sync == SyncFull,
 		BusyTimeoutMS:   s.opts.BusyTimeout.Milliseconds(),
@@ -110,17 +111,8 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if fresh {
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", engine.PageSize)); err != nil {
-			return fmt.Errorf("page size: %w", err)
-		}
-	}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return fmt.Errorf("journal mode: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("journal mode: file stays in %q mode, mqlite needs wal", mode)
+	if err := s.eng.Prepare(ctx, db, fresh); err != nil {
+		return err
 	}
 	if err := schema.Apply(ctx, db); err != nil {
 		return err

@@ -152,7 +152,7 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 	if len(out) == 0 {
 		return []Result{}, nil
 	}
-	sres, err := engine.Send(ctx, tx, queue, out)
+	sres, err := engine.Local.Enqueue(ctx, tx, queue, out)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
 // Package engine is mqlite's SQL core: the connection setup, queue
 // administration, enqueue, claim, settlement, sweeps and recovery. Every
 // function takes "now" as epoch milliseconds from the store's clock; nothing
-// here reads the wall clock or CURRENT_TIMESTAMP.
+// here reads the wall clock or CURRENT_TIMESTAMP. The Engine interface is
+// the store boundary: the SQLite-only mechanisms stay behind it.
 package engine
 
 import (
@@ -73,13 +74,13 @@ func load(p *atomic.Pointer[storeFuncs]) (*storeFuncs, error) {
 	return f, nil
 }
 
-// OpenDB opens the store's database handle: a private driver instance whose
+// openDB opens the store's database handle: a private driver instance whose
 // connections carry the SQL functions mqlite_now() and
 // mqlite_max_message_bytes(), reading this store's clock and limit, so that
 // outbox statements on a caller's transaction use the same time as the
 // store. The pool holds exactly one connection: every statement of the
 // process is serialized on it before SQLite sees it.
-func OpenDB(cfg ConnConfig) (*sql.DB, func(), error) {
+func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	var fns atomic.Pointer[storeFuncs]
 	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes, closing: cfg.Closing})
 	d := &sqlite.Driver{}
