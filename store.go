@@ -50,9 +50,10 @@ type Store struct {
 // keyed on the canonical path so that every spelling of the file (relative,
 // absolute, through a symlink) collides: a second Open of the same file, in
 // this process or another, fails at once with ErrDBLocked, even if the
-// sidecar was deleted or renamed meanwhile. It then checks the schema guard (a file
-// written by an incompatible mqlite is refused with ErrSchemaVersionMismatch
-// and left untouched), puts the file in WAL mode, and applies the embedded
+// sidecar was deleted or renamed meanwhile. It then checks the schema guard
+// (a file written by an incompatible mqlite, or a foreign file with a table
+// of a name mqlite uses, is refused with ErrSchemaVersionMismatch and left
+// untouched), puts the file in WAL mode, and applies the embedded
 // migrations. Every lease left in the file by an earlier process is then
 // released (recovery: back to active, or dead-lettered when it was the last
 // allowed delivery), and the background loops of Options start.
