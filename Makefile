@@ -15,7 +15,8 @@ crash:
 
 # Each benchmark with the work size docs/benchmark.md reports.
 bench:
-	go test -run '^$$' -bench BenchmarkSend -benchtime 20000x ./outbox/
+	go test -run '^$$' -bench 'BenchmarkSend$$' -benchtime 20000x ./outbox/
+	go test -run '^$$' -bench BenchmarkSendTopic -benchtime 3000x ./outbox/
 	go test -run '^$$' -bench BenchmarkDrain -benchtime 1x ./internal/engine/
 	go test -run '^$$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // Backup writes a consistent copy of the store to the new file dst while the
@@ -13,9 +14,13 @@ import (
 // store. Leases in the copy are released by recovery when it is opened.
 //
 // dst must not exist (ErrDestinationExists): a backup never overwrites a
-// file. The copy is fsynced before Backup returns. Backup runs on the
-// store's one connection, so other statements wait for it; cancelling ctx
-// interrupts it, and a partial copy is removed.
+// file. The copy is written to a temporary file in dst's folder (named
+// ".<base of dst>.mqlite-backup-*"), fsynced, and only then linked into place
+// under dst, and the folder fsynced: dst either does not exist or holds a
+// whole backup, even if the process dies half-way (a temporary file may then
+// be left behind; remove it). Backup runs on the store's one connection, so
+// other statements wait for it; cancelling ctx interrupts it and removes the
+// temporary file.
 func (s *Store) Backup(ctx context.Context, dst string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
@@ -28,18 +33,37 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("backup %s: %w", dst, err)
 	}
-	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
-		_ = os.Remove(dst)
+	dir := filepath.Dir(dst)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".mqlite-backup-*")
+	if err != nil {
 		return fmt.Errorf("backup %s: %w", dst, err)
 	}
-	if err := syncFile(dst); err != nil {
+	tmpPath := tmp.Name()
+	defer os.Remove(tmpPath) // after a successful link it is a second name only
+	if err := errors.Join(tmp.Close(), os.Remove(tmpPath)); err != nil {
+		return fmt.Errorf("backup %s: %w", dst, err) // VACUUM INTO wants a path that does not exist
+	}
+	if err := s.eng.Backup(ctx, s.db, tmpPath); err != nil {
+		return fmt.Errorf("backup %s: %w", dst, err)
+	}
+	if err := syncPath(tmpPath); err != nil {
+		return fmt.Errorf("backup %s: %w", dst, err)
+	}
+	// A hard link, unlike a rename, fails when dst appeared meanwhile.
+	if err := os.Link(tmpPath, dst); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("backup %s: %w", dst, ErrDestinationExists)
+		}
+		return fmt.Errorf("backup %s: %w", dst, err)
+	}
+	if err := syncPath(dir); err != nil {
 		return fmt.Errorf("backup %s: %w", dst, err)
 	}
 	return nil
 }
 
-// syncFile flushes path to stable storage.
-func syncFile(path string) error {
+// syncPath flushes a file, or a folder's entries, to stable storage.
+func syncPath(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // allMessages is every message of queue, live and dead, in seq order, with
@@ -99,5 +103,85 @@ func TestBackupRefusesExistingDestination(t *testing.T) {
 	}
 	if err := b.Store.Backup(context.Background(), filepath.Join(t.TempDir(), "y.db")); !errors.Is(err, mqlite.ErrClosed) {
 		t.Fatalf("backup of a closed store: %v", err)
+	}
+}
+
+// TestBackupKilledLeavesNoPartialFile: a process killed while it writes a
+// backup leaves no destination, or a whole one; never a partial file that
+// opens as a store. A retried Backup to the same path succeeds.
+func TestBackupKilledLeavesNoPartialFile(t *testing.T) {
+	t.Parallel()
+	st, path := openFresh(t)
+	ctx := context.Background()
+	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+		for i := range n {
+			body := make([]byte, 64<<10)
+			body[0], body[1] = byte(i), byte(i>>8)
+			if _, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst := path + ".bak"
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"=backup", helperPathEnv+"="+path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the helper as soon as its backup has begun: a file for it (the
+	// temporary one, or dst itself) shows up in the folder.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".mq.db.bak.mqlite-backup-*"))
+		if _, err := os.Stat(dst); err == nil || len(tmps) > 0 || time.Now().After(deadline) {
+			break
+		}
+		runtime.Gosched()
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+
+	countIn := func(p string) int64 {
+		t.Helper()
+		b, err := mqlite.Open(ctx, p, mqlite.Options{})
+		if err != nil {
+			t.Fatalf("open %s: %v", p, err)
+		}
+		defer b.Close()
+		stats, err := b.Stats(ctx, "q")
+		if err != nil {
+			t.Fatalf("stats of %s: %v", p, err)
+		}
+		return stats.Total()
+	}
+	if _, err := os.Stat(dst); err == nil {
+		if got := countIn(dst); got != n { // the kill came after the link: whole
+			t.Fatalf("backup left by the killed process holds %d messages, want %d", got, n)
+		}
+		return
+	}
+	st2, err := mqlite.Open(ctx, path, mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st2.Backup(ctx, dst); err != nil {
+		t.Fatalf("retried backup: %v", err)
+	}
+	if err := st2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := countIn(dst); got != n {
+		t.Fatalf("retried backup holds %d messages, want %d", got, n)
 	}
 }

@@ -48,7 +48,8 @@ var (
 	ErrNilTx = errors.New("mqlite: nil transaction")
 	// ErrQueueNotFound: the named queue does not exist.
 	ErrQueueNotFound = errors.New("mqlite: queue not found")
-	// ErrQueueExists: CreateQueue with a name already in use.
+	// ErrQueueExists: CreateQueue (or CreateSubscription) with a name
+	// already in use by a queue or a topic.
 	ErrQueueExists = errors.New("mqlite: queue already exists")
 	// ErrMessageTooLarge: a message over Options.MaxMessageBytes (its body
 	// and its metadata together).
@@ -78,6 +79,18 @@ var (
 	// ErrReadOnly: the file, its folder or its WAL cannot be written (a
 	// read-only file or mount).
 	ErrReadOnly = errors.New("mqlite: store file is read-only")
+	// ErrInvalidTopicName: a topic name breaks the rules of queue names.
+	ErrInvalidTopicName = errors.New("mqlite: invalid topic name")
+	// ErrInvalidFilter: a subscription Filter is malformed (a Match with
+	// neither In nor Prefix, too many conditions, ...).
+	ErrInvalidFilter = errors.New("mqlite: invalid subscription filter")
+	// ErrTopicNotFound: the named topic does not exist.
+	ErrTopicNotFound = errors.New("mqlite: topic not found")
+	// ErrTopicExists: CreateTopic with a name in use by a topic or a queue
+	// (they share one namespace).
+	ErrTopicExists = errors.New("mqlite: topic already exists")
+	// ErrSubscriptionNotFound: no such subscription of that topic.
+	ErrSubscriptionNotFound = errors.New("mqlite: subscription not found")
 )
 
 // InvalidArgumentError is the error of one bad input value. errors.Is
@@ -120,6 +133,9 @@ func init() {
 	errs.ErrNotAStore, errs.ErrLockLost, errs.ErrMessageNotFound = ErrNotAStore, ErrLockLost, ErrMessageNotFound
 	errs.ErrDestinationExists, errs.ErrAttemptConflict = ErrDestinationExists, ErrAttemptConflict
 	errs.ErrDiskFull, errs.ErrReadOnly = ErrDiskFull, ErrReadOnly
+	errs.ErrInvalidTopicName, errs.ErrInvalidFilter = ErrInvalidTopicName, ErrInvalidFilter
+	errs.ErrTopicNotFound, errs.ErrTopicExists = ErrTopicNotFound, ErrTopicExists
+	errs.ErrSubscriptionNotFound = ErrSubscriptionNotFound
 	errs.NewInvalid = func(kind error, detail string) error {
 		return &InvalidArgumentError{Kind: kind, Detail: detail}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,4 +284,29 @@ func seqsOf(msgs []mqlite.Message) []int64 {
 		out[i] = m.Seq
 	}
 	return out
+}
+
+// TestRejectBoundsItsText: an oversize or non-UTF-8 reason or description
+// is ErrInvalidArgument and leaves the delivery held; a valid one settles.
+func TestRejectBoundsItsText(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	b.send("q", body("x"))
+	m := b.receive("q", 1)[0]
+	for _, tc := range []struct{ reason, description string }{
+		{strings.Repeat("r", mqlite.MaxReasonLen+1), ""},
+		{"r", strings.Repeat("d", mqlite.MaxDescriptionLen+1)},
+		{"\xff", ""},
+		{"r", "\xfe"},
+	} {
+		if err := b.Store.Reject(ctx, m.Lock(), tc.reason, tc.description); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Fatalf("reject with %d/%d bytes: %v, want ErrInvalidArgument", len(tc.reason), len(tc.description), err)
+		}
+	}
+	b.wantState("q", m.Seq, mqlite.StateLocked)
+	if err := b.Store.Reject(ctx, m.Lock(), strings.Repeat("r", mqlite.MaxReasonLen), "d"); err != nil {
+		t.Fatal(err)
+	}
+	b.wantState("q", m.Seq, mqlite.StateDeadLettered)
 }

@@ -40,8 +40,9 @@ type Options struct {
 	// BusyTimeout is how long a statement waits for a lock held by a
 	// foreign connection (a backup tool, the sqlite3 shell). Defaults to 5s.
 	BusyTimeout time.Duration
-	// MaxMessageBytes is the largest body a message may carry. Defaults to
-	// 1 MiB; at most 256 MiB.
+	// MaxMessageBytes is the largest message: its body and its metadata
+	// (MessageID, GroupID, Subject, Properties) together. Defaults to
+	// 1 MiB; at most MaxMessageBytesLimit (16 MiB).
 	MaxMessageBytes int
 	// Clock is the source of every timestamp. Defaults to SystemClock.
 	Clock Clock

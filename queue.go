@@ -96,14 +96,17 @@ type QueueOptions struct {
 
 var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
-func validateQueueName(name string) error {
+func validateQueueName(name string) error { return validateName(ErrInvalidQueueName, name) }
+
+// validateName checks a queue or topic name; kind is the sentinel to report.
+func validateName(kind error, name string) error {
 	switch {
 	case name == "":
-		return invalidf(ErrInvalidQueueName, "empty name")
+		return invalidf(kind, "empty name")
 	case len(name) > MaxQueueNameLen:
-		return invalidf(ErrInvalidQueueName, "%d bytes, at most %d", len(name), MaxQueueNameLen)
+		return invalidf(kind, "%d bytes, at most %d", len(name), MaxQueueNameLen)
 	case !queueNameRE.MatchString(name):
-		return invalidf(ErrInvalidQueueName, "%q: use letters, digits and . _ : - (starting with a letter or digit)", name)
+		return invalidf(kind, "%q: use letters, digits and . _ : - (starting with a letter or digit)", name)
 	}
 	return nil
 }
@@ -243,7 +246,7 @@ func (s *Store) CreateQueue(ctx context.Context, name string, opts QueueOptions)
 		return err
 	}
 	defer s.queues.forget(name)
-	return engine.CreateQueue(ctx, s.db, q, s.now())
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.CreateQueue(ctx, tx, q, s.now()) })
 }
 
 // UpdateQueue replaces the options of an existing queue; zero values mean

@@ -35,9 +35,12 @@ type ReceiveOptions struct {
 	// claimable wakes the wait at once; so does the moment a scheduled
 	// message falls due or a lease expires.
 	Wait time.Duration
-	// AttemptID tags the call: a retry with the same AttemptID (within
-	// about 30 minutes) returns the same messages with the same tokens and
-	// claims nothing new. Empty means no replay.
+	// AttemptID tags the call: a retry on the same queue with the same
+	// AttemptID and the same Max and Mode (within about 30 minutes)
+	// returns the same messages with the same tokens and claims nothing
+	// new; a peek-lock message settled or past its lease since is left out.
+	// The same AttemptID with another Max or Mode is ErrAttemptConflict.
+	// Empty means no replay.
 	AttemptID string
 	// Mode is PeekLock (the default) or ReceiveAndDelete.
 	Mode ReceiveMode
@@ -71,7 +74,8 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 // (ErrClosed). It never polls: commits and due moments wake it.
 //
 // A Receive that claimed messages with an AttemptID can be retried: the
-// retry returns the same messages and tokens and counts no new delivery.
+// same request returns the same messages and tokens (less those no longer
+// held) and counts no new delivery; see ReceiveOptions.AttemptID.
 func (s *Store) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -129,7 +133,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		if err != nil {
 			return err
 		}
-		claimed, err = engine.Claim(ctx, tx, engine.ClaimRequest{
+		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, Now: s.now(),
 		})

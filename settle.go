@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mqlite/mqlite/internal/engine"
 )
@@ -33,7 +34,7 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
-		return engine.Settle(ctx, tx, st)
+		return s.eng.Settle(ctx, tx, st)
 	})
 }
 
@@ -82,9 +83,25 @@ func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error 
 	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
 }
 
+// Limits on the text Reject keeps with a dead letter.
+const (
+	MaxReasonLen      = 1024     // bytes of a dead-letter reason
+	MaxDescriptionLen = 16 << 10 // bytes of a dead-letter description
+)
+
 // Reject dead-letters a delivered message with a reason and a description,
-// both kept for PeekDeadLetters. Fenced and replayable like Complete.
+// both kept for PeekDeadLetters: UTF-8, at most MaxReasonLen and
+// MaxDescriptionLen bytes (ErrInvalidArgument otherwise). Fenced and
+// replayable like Complete.
 func (s *Store) Reject(ctx context.Context, l Lock, reason, description string) error {
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{{"reason", reason, MaxReasonLen}, {"description", description, MaxDescriptionLen}} {
+		if len(f.value) > f.max || !utf8.ValidString(f.value) {
+			return invalidf(ErrInvalidArgument, "Reject's %s must be UTF-8 of at most %d bytes (%d given)", f.name, f.max, len(f.value))
+		}
+	}
 	return s.settle(ctx, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description}, l)
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -20,9 +22,10 @@ import (
 // connection every statement of the process goes through. A Store is safe
 // for concurrent use. Close it when done.
 type Store struct {
+	eng     engine.Engine
 	db      *sql.DB
 	release func()
-	lock    *flock.Flock
+	lock    fileLock
 	opts    Options
 	path    string
 	notify  *notify.Notifier
@@ -32,16 +35,25 @@ type Store struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
+
+	// The file lock is released once Close has begun and the connection has
+	// closed, whichever comes last (see Close).
+	conns     atomic.Int64 // open connections: 0 or 1
+	unlock    sync.Once
+	unlocked  chan struct{}
+	unlockErr error
 }
 
 // Open opens (creating when missing) the mqlite file at path.
 //
-// It takes an advisory lock on "<path>.lock", keyed on the canonical path so
-// that every spelling of the file (relative, absolute, through a symlink)
-// collides: a second Open of the same file, in this process or another,
-// fails at once with ErrDBLocked. It then checks the schema guard (a file
-// written by an incompatible mqlite is refused with ErrSchemaVersionMismatch
-// and left untouched), puts the file in WAL mode, and applies the embedded
+// It takes an advisory lock on "<path>.lock" and one on the file itself,
+// keyed on the canonical path so that every spelling of the file (relative,
+// absolute, through a symlink) collides: a second Open of the same file, in
+// this process or another, fails at once with ErrDBLocked, even if the
+// sidecar was deleted or renamed meanwhile. It then checks the schema guard
+// (a file written by an incompatible mqlite, or a foreign file with a table
+// of a name mqlite uses, is refused with ErrSchemaVersionMismatch and left
+// untouched), puts the file in WAL mode, and applies the embedded
 // migrations. Every lease left in the file by an earlier process is then
 // released (recovery: back to active, or dead-lettered when it was the last
 // allowed delivery), and the background loops of Options start.
@@ -61,17 +73,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	lock := flock.New(canon + ".lock")
-	ok, err := lock.TryLock()
+	lock, err := lockFile(canon)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: lock: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if !ok {
-		return nil, fmt.Errorf("open %s: %w", path, ErrDBLocked)
-	}
-	s := &Store{lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New()}
+	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
+		unlocked: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
-		s.closeResources()
+		close(s.closed)
+		_ = s.closeResources()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s.startLoops()
@@ -80,7 +90,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 func (s *Store) open(ctx context.Context) error {
 	clock := s.opts.Clock
-	db, release, err := engine.OpenDB(engine.ConnConfig{
+	db, release, err := s.eng.Open(engine.ConnConfig{
 		Path:            s.path,
 		SyncFull:        s.opts.Sync == SyncFull,
 		BusyTimeoutMS:   s.opts.BusyTimeout.Milliseconds(),
@@ -90,6 +100,9 @@ func (s *Store) open(ctx context.Context) error {
 		Due:             s.notify.Due,
 		Commit:          s.notify.Commit,
 		Rollback:        s.notify.Rollback,
+		Closing:         s.isClosed,
+		Opened:          func() { s.conns.Add(1) },
+		Closed:          s.connClosed,
 	})
 	if err != nil {
 		return err
@@ -99,17 +112,8 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if fresh {
-		if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", engine.PageSize)); err != nil {
-			return fmt.Errorf("page size: %w", err)
-		}
-	}
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return fmt.Errorf("journal mode: %w", err)
-	}
-	if mode != "wal" {
-		return fmt.Errorf("journal mode: file stays in %q mode, mqlite needs wal", mode)
+	if err := s.eng.Prepare(ctx, db, fresh); err != nil {
+		return err
 	}
 	if err := schema.Apply(ctx, db); err != nil {
 		return err
@@ -139,11 +143,22 @@ func canonicalPath(path string) (string, error) {
 
 // Close stops the store's background loops (interrupting a sweep in flight,
 // which rolls back whole) and waits for them, closes the connection and
-// releases the file lock. It is safe to call more
-// than once; later calls return the first call's result.
+// releases the file locks.
+//
+// A transaction in flight when Close begins (a Store.Tx callback, or the
+// caller's own transaction on Store.DB()) cannot commit any more: its
+// statements that need the store fail with ErrClosed and its commit rolls
+// back and fails (Store.Tx returns ErrClosed). The connection closes when
+// that transaction ends, and only then are the file locks released, so no
+// second store can open the file while a transaction of this one is still
+// open, and nothing commits after the locks are gone. Close waits for that up
+// to Options.BusyTimeout, then returns; the locks then go as soon as the
+// transaction ends (Close called from inside a Tx callback returns that way).
+// It is safe to call more than once; later calls return the first call's
+// result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		close(s.closed)
+		close(s.closed) // from here on no commit is allowed
 		s.notify.WakeAll()
 		s.stopLoops() // before the connection goes: a sweep may be running
 		s.closeErr = s.closeResources()
@@ -151,13 +166,75 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// closeResources closes the connection (now when it is idle, when its
+// transaction ends otherwise) and waits, up to the busy timeout, for the
+// file locks to follow it; s.closed must be closed.
 func (s *Store) closeResources() error {
 	var errDB error
 	if s.db != nil {
 		errDB = s.db.Close()
-		s.release()
 	}
-	return errors.Join(errDB, s.lock.Unlock())
+	if s.conns.Load() == 0 {
+		s.releaseLock()
+	}
+	t := time.NewTimer(s.opts.BusyTimeout)
+	defer t.Stop()
+	select {
+	case <-s.unlocked:
+		return errors.Join(errDB, s.unlockErr)
+	case <-t.C:
+		return errDB
+	}
+}
+
+// connClosed is called after the store's connection closed. Once Close has
+// begun, the last connection to go releases the file locks.
+func (s *Store) connClosed() {
+	if s.conns.Add(-1) == 0 && s.isClosed() {
+		s.releaseLock()
+	}
+}
+
+// releaseLock drops what the store holds of the file: its SQL functions'
+// hold on the store, then the file locks. It runs once.
+func (s *Store) releaseLock() {
+	s.unlock.Do(func() {
+		if s.release != nil {
+			s.release()
+		}
+		s.unlockErr = s.lock.unlock()
+		close(s.unlocked)
+	})
+}
+
+// fileLock is the store's two advisory locks on its file.
+type fileLock struct{ sidecar, file *flock.Flock }
+
+// lockFile takes the store's advisory locks on canon: one on the sidecar
+// "<canon>.lock" and one on the file itself, or neither. Either held by
+// another store is ErrDBLocked. The two cover each other's blind spot: the
+// file's own lock still holds when the sidecar is deleted or renamed, the
+// sidecar's when the file is replaced under its name.
+func lockFile(canon string) (fileLock, error) {
+	l := fileLock{sidecar: flock.New(canon + ".lock"), file: flock.New(canon, flock.SetPermissions(0o644))}
+	for _, f := range []*flock.Flock{l.sidecar, l.file} {
+		ok, err := f.TryLock()
+		if err == nil && !ok {
+			err = ErrDBLocked
+		}
+		if err != nil {
+			_ = l.unlock()
+			if !errors.Is(err, ErrDBLocked) {
+				err = fmt.Errorf("lock: %w", err)
+			}
+			return fileLock{}, err
+		}
+	}
+	return l, nil
+}
+
+func (l fileLock) unlock() error {
+	return errors.Join(l.file.Unlock(), l.sidecar.Unlock())
 }
 
 // DB returns the store's *sql.DB for the application's own tables. It is the

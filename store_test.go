@@ -29,7 +29,16 @@ const (
 // TestHelperProcess is not a test on its own: it does nothing unless run as
 // the helper process of TestOpenLockedByOtherProcess.
 func TestHelperProcess(t *testing.T) {
-	if os.Getenv(helperEnv) != "open" {
+	switch os.Getenv(helperEnv) {
+	case "backup": // TestBackupKilledLeavesNoPartialFile
+		st, err := mqlite.Open(context.Background(), os.Getenv(helperPathEnv), mqlite.Options{})
+		if err == nil {
+			err = st.Backup(context.Background(), os.Getenv(helperPathEnv)+".bak")
+		}
+		fmt.Printf("result=backup %v\n", err)
+		return
+	case "open":
+	default:
 		return
 	}
 	st, err := mqlite.Open(context.Background(), os.Getenv(helperPathEnv), mqlite.Options{})

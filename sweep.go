@@ -144,7 +144,7 @@ func (s *Store) loop(sw sweep) {
 // engine.Recover). Open runs it after the schema is in place and before the
 // store is handed out, so nothing can claim in between.
 func (s *Store) recover(ctx context.Context) error {
-	n, err := engine.Recover(ctx, s.db, s.now())
+	n, err := s.eng.Recover(ctx, s.db, s.now())
 	if err != nil {
 		return err
 	}

@@ -534,19 +534,22 @@ func TestLoopIntervalOptions(t *testing.T) {
 
 // TestCloseInsideTxWithLoopsWaiting: Close called while the caller holds
 // the connection (here, from inside a Tx callback) must not wait for a
-// sweep that is itself waiting for that connection.
+// sweep that is itself waiting for that connection; it waits for the
+// transaction only up to the busy timeout, and the transaction cannot
+// commit.
 func TestCloseInsideTxWithLoopsWaiting(t *testing.T) {
 	t.Parallel()
 	ms := time.Millisecond
 	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
 		ReaperInterval: ms, SchedulerInterval: ms, TTLInterval: ms, JanitorInterval: ms, RetentionInterval: ms,
+		BusyTimeout: 50 * ms,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := make(chan error, 1)
+	closed, txErr := make(chan error, 1), make(chan error, 1)
 	go func() {
-		_ = st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+		txErr <- st.Tx(context.Background(), func(tx *mqlite.Tx) error {
 			time.Sleep(20 * ms) // let every loop tick and queue up behind this transaction
 			closed <- st.Close()
 			return nil
@@ -559,6 +562,9 @@ func TestCloseInsideTxWithLoopsWaiting(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close inside a transaction deadlocked with the loops")
+	}
+	if err := <-txErr; !errors.Is(err, mqlite.ErrClosed) {
+		t.Fatalf("the transaction that called Close: %v, want ErrClosed", err)
 	}
 }
 

@@ -45,6 +45,9 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	stmtCtx := context.WithoutCancel(ctx)
 	sqlTx, err := s.db.BeginTx(stmtCtx, nil)
 	if err != nil {
+		if s.isClosed() {
+			return ErrClosed // Close began while this call waited for the connection
+		}
 		return fmt.Errorf("begin: %w", err)
 	}
 	done := false

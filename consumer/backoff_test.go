@@ -3,9 +3,12 @@ package consumer_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
 )
 
@@ -71,5 +74,28 @@ func TestPermanent(t *testing.T) {
 	}
 	if consumer.IsPermanent(base) || consumer.IsPermanent(nil) {
 		t.Fatal("IsPermanent of a plain error")
+	}
+}
+
+// TestLoopRejectReason: a permanent error's text becomes a reason the
+// store accepts: valid UTF-8 and at most mqlite.MaxReasonLen bytes.
+func TestLoopRejectReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		text string
+		want int // length of the reason
+	}{
+		{"short", "boom", 4},
+		{"long", strings.Repeat("x", mqlite.MaxReasonLen+10), mqlite.MaxReasonLen},
+		{"rune cut at the limit", strings.Repeat("x", mqlite.MaxReasonLen-1) + "é", mqlite.MaxReasonLen - 1},
+		{"not UTF-8", "bad \xff byte", len("bad \uFFFD byte")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := consumer.ReasonOf(errors.New(tc.text))
+			if len(got) != tc.want || !utf8.ValidString(got) {
+				t.Fatalf("reason of %d bytes (valid %v), want %d", len(got), utf8.ValidString(got), tc.want)
+			}
+		})
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mqlite/mqlite"
 )
@@ -425,8 +427,8 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		}
 		l.o.Observer.Completed(m, took)
 	case IsPermanent(err):
-		reason, description := deadLetterOf(err)
-		if serr := l.src.Reject(sctx, m.Lock(), reason, description); serr != nil {
+		why, description := deadLetterOf(err)
+		if serr := l.src.Reject(sctx, m.Lock(), why, description); serr != nil {
 			l.settleFailed(m, "reject", serr)
 			return false
 		}
@@ -445,6 +447,24 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
 	return false
+}
+
+// reason turns a permanent error into a dead-letter reason the store takes:
+// valid UTF-8, cut to mqlite.MaxReasonLen bytes.
+func reason(err error) string { return cut(err.Error(), mqlite.MaxReasonLen) }
+
+// cut makes s valid UTF-8 and cuts it to at most n bytes, on a rune
+// boundary.
+func cut(s string, n int) string {
+	r := strings.ToValidUTF8(s, "\uFFFD")
+	if len(r) <= n {
+		return r
+	}
+	r = r[:n]
+	for !utf8.ValidString(r) { // a rune cut in half
+		r = r[:len(r)-1]
+	}
+	return r
 }
 
 // call runs the handler, turning a panic into a *PanicError.

@@ -58,12 +58,14 @@ func DeadLetter(reason, description string) error {
 }
 
 // deadLetterOf returns the reason and description Loop rejects with for a
-// Permanent error: a DeadLetterError's own, else the error's text and none.
-func deadLetterOf(err error) (reason, description string) {
+// Permanent error: a DeadLetterError's own, else the error's text and none;
+// each cut to what the store takes (mqlite.MaxReasonLen and
+// mqlite.MaxDescriptionLen bytes of valid UTF-8).
+func deadLetterOf(err error) (why, description string) {
 	if d, ok := errors.AsType[*DeadLetterError](err); ok {
-		return d.Reason, d.Description
+		return cut(d.Reason, mqlite.MaxReasonLen), cut(d.Description, mqlite.MaxDescriptionLen)
 	}
-	return err.Error(), ""
+	return reason(err), ""
 }
 
 // retryDelay is how long Loop abandons m for after its handler failed

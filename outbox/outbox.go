@@ -8,6 +8,11 @@
 // gets mqlite.ErrNotAStore. With sqlx pass the *sqlx.Tx itself or tx.Tx;
 // with GORM pass the *sql.Tx behind the gorm transaction.
 //
+// The target is a queue or a topic (Store.CreateTopic): a send to a topic
+// writes one copy into each subscription whose filter the message passes,
+// all in the caller's transaction, so every copy commits or none does. A
+// send that no subscription takes writes nothing and is not an error.
+//
 // Time comes from the Store's Clock, read inside the statement, so a test
 // that moves a fake clock moves the outbox too.
 package outbox
@@ -41,20 +46,24 @@ var (
 
 // Message is one message to send.
 type Message struct {
-	// Body is the payload, at most the store's MaxMessageBytes.
+	// Body is the payload. The body and the other fields together are at
+	// most the store's Options.MaxMessageBytes (mqlite.ErrMessageTooLarge).
 	Body []byte
 	// MessageID identifies the message for de-duplication: a resend with the
 	// same id inside the queue's DedupWindow returns the original seq and
-	// inserts nothing. Empty means the body's SHA-256 is the key. At most
-	// 256 bytes of UTF-8.
+	// inserts nothing. Empty means the body's SHA-256 is the key (a key of
+	// its own kind: no MessageID ever equals it). At most
+	// mqlite.MaxMessageIDLen bytes of UTF-8.
 	MessageID string
 	// GroupID orders the message within its group: no message of a group is
 	// handed out while an earlier one of the group is locked, deferred or
-	// scheduled.
+	// scheduled. At most mqlite.MaxGroupIDLen bytes of UTF-8.
 	GroupID string
-	// Subject is a free-form label (a routing key for the relay).
+	// Subject is a free-form label (a routing key for the relay). At most
+	// mqlite.MaxSubjectLen bytes of UTF-8.
 	Subject string
-	// Properties are application headers.
+	// Properties are application headers: UTF-8 keys and values, at most
+	// mqlite.MaxPropertiesBytes in all.
 	Properties map[string]string
 	// DeliverAt schedules the message: it is not delivered before then. The
 	// zero time means now.
@@ -62,6 +71,20 @@ type Message struct {
 	// TTL bounds the message's life: past it the message is never delivered.
 	// Zero means the queue's DefaultTTL.
 	TTL time.Duration
+}
+
+// Copy is the row one message left in one queue.
+type Copy struct {
+	// Queue is the queue: the one sent to, or a subscription of the topic
+	// sent to.
+	Queue string
+	// Seq is the copy's sequence number; 0 when Err is set.
+	Seq int64
+	// Duplicate reports a copy that matched one sent earlier inside the
+	// queue's dedup window: Seq is the original's, nothing was inserted.
+	Duplicate bool
+	// Err is the copy's own error (mqlite.ErrDuplicateConflict).
+	Err error
 }
 
 // Result is the outcome of one message of SendBatch.
@@ -74,13 +97,23 @@ type Result struct {
 	// Err is this slot's own error (mqlite.ErrDuplicateConflict); the other
 	// slots are unaffected.
 	Err error
+	// Copies has the row the message left in each queue: one for a queue;
+	// for a topic one per subscription whose filter it passed, in queue
+	// name order (Seq, Duplicate and Err above are the first copy's), and
+	// none when no subscription took it.
+	Copies []Copy
 }
 
 // SendOne enqueues msg on queue inside tx and returns its sequence number.
 // A resend inside the dedup window returns the original seq; the same
 // MessageID with another body is mqlite.ErrDuplicateConflict. An unknown
-// queue is mqlite.ErrQueueNotFound, a body over the limit
+// queue (or topic) is mqlite.ErrQueueNotFound, a message over the limit
 // mqlite.ErrMessageTooLarge. On error nothing is written and tx stays usable.
+//
+// queue may name a topic: then msg is copied into every subscription whose
+// filter it passes, and SendOne returns the seq of the first copy (in queue
+// name order), or 0 when no subscription took it; SendBatch's Result.Copies
+// lists every copy.
 func SendOne(ctx context.Context, tx Execer, queue string, msg Message) (int64, error) {
 	res, err := send(ctx, tx, queue, []Message{msg})
 	if err != nil {
@@ -119,31 +152,27 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 	if len(out) == 0 {
 		return []Result{}, nil
 	}
-	sres, err := engine.Send(ctx, tx, queue, out)
+	sres, err := engine.Local.Enqueue(ctx, tx, queue, out)
 	if err != nil {
 		return nil, err
 	}
 	res := make([]Result, len(sres))
 	for i, r := range sres {
-		res[i] = Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}
+		res[i] = Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err, Copies: make([]Copy, len(r.Copies))}
+		for j, c := range r.Copies {
+			res[i].Copies[j] = Copy{Queue: c.Queue, Seq: c.Seq, Duplicate: c.Duplicate, Err: c.Err}
+		}
 	}
 	return res, nil
 }
 
 func convert(m Message) (engine.OutMessage, error) {
-	switch {
-	case len(m.MessageID) > mqlite.MaxMessageIDLen:
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "MessageID of %d bytes, at most %d", len(m.MessageID), mqlite.MaxMessageIDLen)
-	case !utf8.ValidString(m.MessageID) || !utf8.ValidString(m.GroupID) || !utf8.ValidString(m.Subject):
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "MessageID, GroupID and Subject must be UTF-8")
-	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL)
-	case m.TTL > 0 && m.TTL < time.Millisecond:
-		return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", m.TTL)
+	if err := validate(m); err != nil {
+		return engine.OutMessage{}, err
 	}
 	om := engine.OutMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
-		TTLMS: m.TTL.Milliseconds(),
+		TTLMS: m.TTL.Milliseconds(), Props: m.Properties,
 	}
 	if !m.DeliverAt.IsZero() {
 		om.DeliverAt = m.DeliverAt.UnixMilli()
@@ -151,9 +180,46 @@ func convert(m Message) (engine.OutMessage, error) {
 	if len(m.Properties) > 0 {
 		b, err := json.Marshal(m.Properties)
 		if err != nil {
-			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "%v", err)
+			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
 		}
 		om.Properties = string(b)
 	}
 	return om, nil
+}
+
+// validate checks every field of m against its bound (mqlite.MaxMessageIDLen
+// and the limits next to it) and refuses text that is not UTF-8: it would
+// be stored rewritten, and two distinct keys could become one.
+func validate(m Message) error {
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"MessageID", m.MessageID, mqlite.MaxMessageIDLen},
+		{"GroupID", m.GroupID, mqlite.MaxGroupIDLen},
+		{"Subject", m.Subject, mqlite.MaxSubjectLen},
+	} {
+		if len(f.value) > f.max {
+			return errs.Invalidf(errs.ErrInvalidMessage, "%s of %d bytes, at most %d", f.name, len(f.value), f.max)
+		}
+		if !utf8.ValidString(f.value) {
+			return errs.Invalidf(errs.ErrInvalidMessage, "%s is not valid UTF-8", f.name)
+		}
+	}
+	props := 0
+	for k, v := range m.Properties {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return errs.Invalidf(errs.ErrInvalidMessage, "property %q is not valid UTF-8", k)
+		}
+		props += len(k) + len(v)
+	}
+	switch {
+	case props > mqlite.MaxPropertiesBytes:
+		return errs.Invalidf(errs.ErrInvalidMessage, "Properties of %d bytes, at most %d", props, mqlite.MaxPropertiesBytes)
+	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
+		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL)
+	case m.TTL > 0 && m.TTL < time.Millisecond:
+		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", m.TTL)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -560,6 +561,34 @@ func TestSendBadInput(t *testing.T) {
 			_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("x"), GroupID: "\xff"})
 			return err
 		}, mqlite.ErrInvalidMessage},
+		{"GroupID too long", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("x"), GroupID: strings.Repeat("g", mqlite.MaxGroupIDLen+1)})
+			return err
+		}, mqlite.ErrInvalidMessage},
+		{"Subject too long", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("x"), Subject: strings.Repeat("s", mqlite.MaxSubjectLen+1)})
+			return err
+		}, mqlite.ErrInvalidMessage},
+		{"Properties too large", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("x"),
+				Properties: map[string]string{"k": strings.Repeat("v", mqlite.MaxPropertiesBytes)}})
+			return err
+		}, mqlite.ErrInvalidMessage},
+		{"property value not UTF-8", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("x"),
+				Properties: map[string]string{"a": "\xff", "b": "ok"}})
+			return err
+		}, mqlite.ErrInvalidMessage},
+		{"property key not UTF-8", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := outbox.SendBatch(ctx, tx, "q", []outbox.Message{good, {Body: []byte("x"),
+				Properties: map[string]string{"\xfe": "v", "\xff": "v"}}})
+			return err
+		}, mqlite.ErrInvalidMessage},
+		{"metadata pushes the message over the limit", func(ctx context.Context, tx *sql.Tx) error {
+			body := make([]byte, mqlite.DefaultMaxMessageBytes-10)
+			_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: body, Subject: strings.Repeat("s", 20)})
+			return err
+		}, mqlite.ErrMessageTooLarge},
 		{"unknown queue", func(ctx context.Context, tx *sql.Tx) error {
 			_, err := outbox.SendOne(ctx, tx, "missing", good)
 			return err
@@ -740,5 +769,27 @@ func TestSendWithSQLXAndConn(t *testing.T) {
 	}
 	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders`); n != 1 {
 		t.Fatalf("%d orders, want 1", n)
+	}
+}
+
+// TestOversizeRefusedBeforeItIsTouched: a message over the limit is refused
+// before it is hashed, copied or bound: the refusal allocates a small part of
+// the body's size. Not parallel: it reads the process's allocation counter.
+func TestOversizeRefusedBeforeItIsTouched(t *testing.T) {
+	b := testdb.Open(t, mqlite.Options{MaxMessageBytes: mqlite.MaxMessageBytesLimit})
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	body := make([]byte, mqlite.MaxMessageBytesLimit+1)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
+		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
+		return err
+	})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, mqlite.ErrMessageTooLarge) {
+		t.Fatalf("send: %v, want ErrMessageTooLarge", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(body))/8 {
+		t.Fatalf("refusing a %d-byte body allocated %d bytes", len(body), got)
 	}
 }

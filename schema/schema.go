@@ -11,9 +11,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
@@ -64,14 +66,18 @@ func GuardToken(ctx context.Context, db *sql.DB) (string, error) {
 }
 
 // Check returns ErrSchemaVersionMismatch when the file carries a guard token
-// other than Token. It only reads.
+// other than Token, or carries none (it is not an mqlite store) but holds a
+// table, index or trigger of one of the names the migrations create: mqlite
+// would fail half-way through or, worse, use a foreign table. It only reads,
+// so a refused file is left byte-identical. fresh reports a file with no
+// guard: new, or the application's own database, which mqlite may share.
 func Check(ctx context.Context, db *sql.DB) (fresh bool, err error) {
 	token, err := GuardToken(ctx, db)
 	if err != nil {
 		return false, err
 	}
 	if token == "" {
-		return true, nil
+		return true, checkNoClash(ctx, db)
 	}
 	if token != Token {
 		return false, fmt.Errorf("%w: file has %q, this binary needs %q",
@@ -96,4 +102,42 @@ func Apply(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
 	return nil
+}
+
+// createdName finds the name of each object a migration creates.
+var createdName = regexp.MustCompile(`(?m)^CREATE (?:TABLE|INDEX|TRIGGER) (\w+)`)
+
+// checkNoClash refuses a file without a guard that already holds an object
+// of a name the migrations create.
+func checkNoClash(ctx context.Context, db *sql.DB) error {
+	names := []any{VersionTable}
+	err := fs.WalkDir(Migrations(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		text, err := fs.ReadFile(Migrations(), path)
+		for _, m := range createdName.FindAllSubmatch(text, -1) {
+			names = append(names, string(m[1]))
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	var clash string
+	err = db.QueryRowContext(ctx, `SELECT name FROM sqlite_schema WHERE name IN (SELECT value FROM json_each(?)) LIMIT 1`,
+		jsonList(names)).Scan(&clash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look for clashing tables: %w", err)
+	}
+	return fmt.Errorf("%w: the file is not an mqlite store but already has an object named %q",
+		errs.ErrSchemaVersionMismatch, clash)
+}
+
+func jsonList(v []any) string {
+	b, _ := json.Marshal(v) // strings only
+	return string(b)
 }

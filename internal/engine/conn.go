@@ -1,7 +1,8 @@
 // Package engine is mqlite's SQL core: the connection setup, queue
 // administration, enqueue, claim, settlement, sweeps and recovery. Every
 // function takes "now" as epoch milliseconds from the store's clock; nothing
-// here reads the wall clock or CURRENT_TIMESTAMP.
+// here reads the wall clock or CURRENT_TIMESTAMP. The Engine interface is
+// the store boundary: the SQLite-only mechanisms stay behind it.
 package engine
 
 import (
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"github.com/mqlite/mqlite/internal/errs"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -44,6 +46,15 @@ type ConnConfig struct {
 	Due       func(queue string, at int64)
 	Commit    func()
 	Rollback  func()
+	// Closing reports that the store is closing: from then on every
+	// commit on the connection is refused (it rolls back, and the commit
+	// fails with errs.ErrClosed) and the SQL functions fail with
+	// errs.ErrClosed, so nothing commits once Close has begun. Required.
+	Closing func() bool
+	// Opened and Closed are called when the connection is opened and after
+	// it is closed (database/sql closes a connection in use only once its
+	// transaction has ended). Either may be nil.
+	Opened, Closed func()
 }
 
 // storeFuncs is what the SQL functions of one store read. Close swaps it for
@@ -51,27 +62,45 @@ type ConnConfig struct {
 type storeFuncs struct {
 	now      func() int64
 	maxBytes int64
+	closing  func() bool // nil: closed
 }
 
-// OpenDB opens the store's database handle: a private driver instance whose
+// load returns the live functions, or errs.ErrClosed once the store closes.
+func load(p *atomic.Pointer[storeFuncs]) (*storeFuncs, error) {
+	f := p.Load()
+	if f.closing == nil || f.closing() {
+		return nil, errs.ErrClosed
+	}
+	return f, nil
+}
+
+// openDB opens the store's database handle: a private driver instance whose
 // connections carry the SQL functions mqlite_now() and
 // mqlite_max_message_bytes(), reading this store's clock and limit, so that
 // outbox statements on a caller's transaction use the same time as the
 // store. The pool holds exactly one connection: every statement of the
 // process is serialized on it before SQLite sees it.
-func OpenDB(cfg ConnConfig) (*sql.DB, func(), error) {
+func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	var fns atomic.Pointer[storeFuncs]
-	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes})
+	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes, closing: cfg.Closing})
 	d := &sqlite.Driver{}
 	if err := d.RegisterScalarFunction("mqlite_now", 0,
 		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
-			return fns.Load().now(), nil
+			f, err := load(&fns)
+			if err != nil {
+				return nil, err
+			}
+			return f.now(), nil
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_now: %w", err)
 	}
 	if err := d.RegisterScalarFunction("mqlite_max_message_bytes", 0,
 		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
-			return fns.Load().maxBytes, nil
+			f, err := load(&fns)
+			if err != nil {
+				return nil, err
+			}
+			return f.maxBytes, nil
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
 	}
@@ -89,31 +118,34 @@ func OpenDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_pragma", "cache_size(-32768)")
 	q.Set("_txlock", "immediate")
-	db := sql.OpenDB(connector{d: d, dsn: cfg.Path + "?" + q.Encode()})
+	db := sql.OpenDB(connector{d: d, dsn: cfg.Path + "?" + q.Encode(), opened: cfg.Opened, closed: cfg.Closed})
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	release := func() {
-		fns.Store(&storeFuncs{now: func() int64 { return 0 }})
-	}
+	release := func() { fns.Store(&storeFuncs{}) }
 	return db, release, nil
 }
 
 type connector struct {
-	d   *sqlite.Driver
-	dsn string
+	d              *sqlite.Driver
+	dsn            string
+	opened, closed func()
 }
 
 func (c connector) Connect(context.Context) (driver.Conn, error) {
 	conn, err := c.d.Open(c.dsn)
 	if err != nil {
-		return nil, err
+		return nil, translate(err)
 	}
 	cc, err := newCachingConn(conn)
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
+	}
+	cc.closed = c.closed
+	if c.opened != nil {
+		c.opened()
 	}
 	return cc, nil
 }
@@ -158,9 +190,15 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig) error {
 			}
 		})
 	}
-	if cfg.Commit != nil {
-		h.RegisterCommitHook(func() int32 { cfg.Commit(); return 0 })
-	}
+	h.RegisterCommitHook(func() int32 {
+		if cfg.Closing() {
+			return 1 // SQLite turns the commit into a rollback
+		}
+		if cfg.Commit != nil {
+			cfg.Commit()
+		}
+		return 0
+	})
 	if cfg.Rollback != nil {
 		h.RegisterRollbackHook(cfg.Rollback)
 	}

@@ -14,8 +14,8 @@ import (
 func planDB(t *testing.T) DBTX {
 	t.Helper()
 	ctx := context.Background()
-	db, release, err := OpenDB(ConnConfig{Path: filepath.Join(t.TempDir(), "plan.db"), BusyTimeoutMS: 1000,
-		Now: func() int64 { return 1 }})
+	db, release, err := openDB(ConnConfig{Path: filepath.Join(t.TempDir(), "plan.db"), BusyTimeoutMS: 1000,
+		Now: func() int64 { return 1 }, Closing: func() bool { return false }})
 	if err != nil {
 		t.Fatal(err)
 	}

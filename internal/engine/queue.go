@@ -35,8 +35,15 @@ func ordering(fifo bool) string {
 	return "standard"
 }
 
-// CreateQueue inserts q; an existing name is errs.ErrQueueExists.
+// CreateQueue inserts q; a name in use by a queue or a topic is
+// errs.ErrQueueExists.
 func CreateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
+	if topic, err := isTopic(ctx, db, q.Name); err != nil || topic {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %q is a topic", errs.ErrQueueExists, q.Name)
+	}
 	res, err := db.ExecContext(ctx, `INSERT INTO queues (name, ordering, max_delivery_count,
 		lock_duration_ms, dedup_window_ms, default_ttl_ms, dead_letter_on_ttl,
 		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at, updated_at)
@@ -83,7 +90,7 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 }
 
 // DeleteQueue removes a queue with all its messages, dedup rows, receipts
-// and attempts.
+// and attempts, and its subscription to a topic if it has one.
 func DeleteQueue(ctx context.Context, db DBTX, name string) error {
 	if _, err := GetQueue(ctx, db, name); err != nil {
 		return err
@@ -93,6 +100,7 @@ func DeleteQueue(ctx context.Context, db DBTX, name string) error {
 		`DELETE FROM dedup WHERE queue = ?`,
 		`DELETE FROM settlement_receipts WHERE queue = ?`,
 		`DELETE FROM receive_attempts WHERE queue = ?`,
+		`DELETE FROM subscriptions WHERE queue = ?`,
 		`DELETE FROM queues WHERE name = ?`,
 	} {
 		if _, err := db.ExecContext(ctx, stmt, name); err != nil {

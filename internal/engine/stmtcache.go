@@ -19,9 +19,10 @@ const stmtCacheSize = 128
 // one-shot statement instead.
 type cachingConn struct {
 	driver.Conn
-	mu    sync.Mutex
-	lru   *list.List // of *cachedStmt, most recently used first
-	byKey map[string]*list.Element
+	closed func() // called after the connection closed; may be nil
+	mu     sync.Mutex
+	lru    *list.List // of *cachedStmt, most recently used first
+	byKey  map[string]*list.Element
 }
 
 type cachedStmt struct {
@@ -58,8 +59,18 @@ func (c *cachingConn) raw() rawConn { return c.Conn.(rawConn) }
 func (c *cachingConn) Unwrap() driver.Conn { return c.Conn }
 
 func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.raw().BeginTx(ctx, opts)
+	tx, err := c.raw().BeginTx(ctx, opts)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return translatingTx{tx}, nil
 }
+
+// translatingTx gives a failed commit or rollback its sentinel (translate).
+type translatingTx struct{ driver.Tx }
+
+func (t translatingTx) Commit() error   { return translate(t.Tx.Commit()) }
+func (t translatingTx) Rollback() error { return translate(t.Tx.Rollback()) }
 
 func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	return c.raw().PrepareContext(ctx, query)
@@ -115,6 +126,11 @@ func (c *cachingConn) release(cs *cachedStmt) {
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := c.exec(ctx, query, args)
+	return res, translate(err)
+}
+
+func (c *cachingConn) exec(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	cs, err := c.acquire(ctx, query)
 	if err != nil {
 		return nil, err
@@ -127,6 +143,11 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := c.query(ctx, query, args)
+	return rows, translate(err)
+}
+
+func (c *cachingConn) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	cs, err := c.acquire(ctx, query)
 	if err != nil {
 		return nil, err
@@ -151,7 +172,11 @@ func (c *cachingConn) Close() error {
 	c.lru.Init()
 	c.byKey = map[string]*list.Element{}
 	c.mu.Unlock()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if c.closed != nil {
+		c.closed()
+	}
+	return err
 }
 
 // releasingRows hands its statement back to the cache when closed.
@@ -160,6 +185,10 @@ type releasingRows struct {
 	once    sync.Once
 	release func()
 }
+
+// Next gives a failed step (a RETURNING statement writes as it steps) its
+// sentinel; io.EOF passes unchanged.
+func (r *releasingRows) Next(dest []driver.Value) error { return translate(r.Rows.Next(dest)) }
 
 func (r *releasingRows) Close() error {
 	err := r.Rows.Close()

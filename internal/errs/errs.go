@@ -38,6 +38,11 @@ var (
 	ErrAttemptConflict       error
 	ErrDiskFull              error
 	ErrReadOnly              error
+	ErrInvalidTopicName      error
+	ErrInvalidFilter         error
+	ErrTopicNotFound         error
+	ErrTopicExists           error
+	ErrSubscriptionNotFound  error
 )
 
 // NewInvalid builds the error of one bad input value (the root package's

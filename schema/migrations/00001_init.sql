@@ -190,6 +190,24 @@ CREATE TABLE receive_attempts (
     PRIMARY KEY (queue, attempt_id)
 ) STRICT, WITHOUT ROWID;
 
+-- Topics fan a send out to their subscriptions. A topic and a queue never
+-- share a name, so a send's target is never ambiguous.
+CREATE TABLE topics (
+    name       TEXT    PRIMARY KEY,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- A subscription is an ordinary queue that gets a copy of every message of
+-- its topic that passes its filter (JSON; '{}' takes everything).
+CREATE TABLE subscriptions (
+    topic      TEXT    NOT NULL REFERENCES topics (name),
+    queue      TEXT    NOT NULL REFERENCES queues (name),
+    filter     TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (topic, queue)
+) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX idx_subscription_queue ON subscriptions (queue);
+
 -- Keys for the HTTP broker; only a hash of the secret is kept.
 CREATE TABLE access_keys (
     id          TEXT    PRIMARY KEY,
@@ -201,6 +219,8 @@ CREATE TABLE access_keys (
 
 -- +goose Down
 DROP TABLE access_keys;
+DROP TABLE subscriptions;
+DROP TABLE topics;
 DROP TABLE receive_attempts;
 DROP TABLE settlement_receipts;
 DROP TRIGGER trg_dedup_record;

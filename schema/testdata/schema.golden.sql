@@ -32,6 +32,9 @@ CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at) WHERE state = 'sc
 -- index idx_msg_ttl
 CREATE INDEX idx_msg_ttl ON messages (expires_at) WHERE expires_at > 0;
 
+-- index idx_subscription_queue
+CREATE UNIQUE INDEX idx_subscription_queue ON subscriptions (queue);
+
 -- table access_keys
 CREATE TABLE access_keys (
     id          TEXT    PRIMARY KEY,
@@ -129,6 +132,21 @@ CREATE TABLE settlement_receipts (
 
 -- table sqlite_sequence
 CREATE TABLE sqlite_sequence(name,seq);
+
+-- table subscriptions
+CREATE TABLE subscriptions (
+    topic      TEXT    NOT NULL REFERENCES topics (name),
+    queue      TEXT    NOT NULL REFERENCES queues (name),
+    filter     TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (topic, queue)
+) STRICT, WITHOUT ROWID;
+
+-- table topics
+CREATE TABLE topics (
+    name       TEXT    PRIMARY KEY,
+    created_at INTEGER NOT NULL
+) STRICT;
 
 -- trigger trg_dedup_record
 CREATE TRIGGER trg_dedup_record AFTER INSERT ON messages

@@ -1,0 +1,4 @@
+package consumer
+
+// ReasonOf exposes reason to the tests.
+var ReasonOf = reason
