@@ -127,14 +127,29 @@ func noConsumerGroups(t *testing.T, _ string) (message.Publisher, message.Subscr
 // message at its queue's MaxDeliveryCount.
 var suiteQueue = mqlite.QueueOptions{MaxDeliveryCount: mqlite.MaxDeliveryLimit}
 
+// short runs the suite at its short sizes (100 messages where the full
+// run has 10,000; 10 subscriptions where it has 50) in make test: the race
+// detector slows the pure-Go SQLite engine some 20 to 50 times, and the
+// full sizes take over six minutes for one run under -race on two cores
+// (about ten seconds without it). The full sizes run in make crash
+// (TestPubSubStress, stress_test.go).
+func short(f tests.Features) tests.Features {
+	f.ForceShort = true
+	return f
+}
+
+func fifoQueue() mqlite.QueueOptions {
+	q := suiteQueue
+	q.Ordering = mqlite.FIFO
+	return q
+}
+
 func TestPubSub(t *testing.T) {
 	s := newSuite(suiteQueue)
-	tests.TestPubSub(t, standardFeatures, s.pubSub, noConsumerGroups)
+	tests.TestPubSub(t, short(standardFeatures), s.pubSub, noConsumerGroups)
 }
 
 func TestPubSubFIFO(t *testing.T) {
-	q := suiteQueue
-	q.Ordering = mqlite.FIFO
-	s := newSuite(q)
-	tests.TestPubSub(t, fifoFeatures, s.pubSub, noConsumerGroups)
+	s := newSuite(fifoQueue())
+	tests.TestPubSub(t, short(fifoFeatures), s.pubSub, noConsumerGroups)
 }

@@ -55,6 +55,27 @@ func (b testBundle) subscribe(t *testing.T, cfg mqwatermill.SubscriberConfig) (*
 	return sub, msgs
 }
 
+func (b testBundle) publisher(t *testing.T, cfg mqwatermill.PublisherConfig) *mqwatermill.Publisher {
+	t.Helper()
+	pub, err := mqwatermill.NewPublisher(b.st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
+// publish publishes one message per id, with the id as payload.
+func (b testBundle) publish(t *testing.T, ids ...string) {
+	t.Helper()
+	msgs := make([]*message.Message, len(ids))
+	for i, id := range ids {
+		msgs[i] = message.NewMessage(id, []byte(id))
+	}
+	if err := b.publisher(t, mqwatermill.PublisherConfig{}).Publish(b.queue, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (b testBundle) peek(t *testing.T) []mqlite.Message {
 	t.Helper()
 	msgs, err := b.st.Peek(context.Background(), b.queue, mqlite.PeekOptions{})
@@ -127,12 +148,7 @@ func TestTxPublishRolledBackIsNeverDelivered(t *testing.T) {
 func TestPublishMapsUUIDMetadataAndGroup(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{
-		GroupIDFunc: mqwatermill.GroupIDFromMetadata("order_id"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := b.publisher(t, mqwatermill.PublisherConfig{GroupIDFunc: mqwatermill.GroupIDFromMetadata("order_id")})
 	in := message.NewMessage("uuid-1", []byte(`{"total":12}`))
 	in.Metadata.Set("order_id", "42")
 	in.Metadata.Set("trace", "abc")
@@ -181,10 +197,7 @@ func TestReceiveWithoutMessageIDGetsQueueSeq(t *testing.T) {
 func TestPublishDeduplicatesByUUID(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := b.publisher(t, mqwatermill.PublisherConfig{})
 	for range 2 {
 		if err := pub.Publish(b.queue, message.NewMessage("same", []byte("x"))); err != nil {
 			t.Fatal(err)
@@ -193,7 +206,7 @@ func TestPublishDeduplicatesByUUID(t *testing.T) {
 	if got := b.peek(t); len(got) != 1 {
 		t.Fatalf("queue holds %d messages, want 1 (the resend is a duplicate)", len(got))
 	}
-	err = pub.Publish(b.queue, message.NewMessage("same", []byte("other body")))
+	err := pub.Publish(b.queue, message.NewMessage("same", []byte("other body")))
 	if !errors.Is(err, mqlite.ErrDuplicateConflict) {
 		t.Fatalf("same UUID, other payload: %v, want ErrDuplicateConflict", err)
 	}
@@ -210,10 +223,7 @@ func TestPublishDeduplicatesByUUID(t *testing.T) {
 func TestPublishErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := b.publisher(t, mqwatermill.PublisherConfig{})
 	if err := pub.Publish(b.queue, message.NewMessage("", []byte("x"))); !errors.Is(err, mqlite.ErrInvalidMessage) {
 		t.Errorf("empty UUID: %v, want ErrInvalidMessage", err)
 	}
@@ -237,12 +247,9 @@ func TestPublishErrors(t *testing.T) {
 func TestPublishAutoCreatesQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{
+	pub := b.publisher(t, mqwatermill.PublisherConfig{
 		AutoCreateQueues: true, QueueOptions: mqlite.QueueOptions{Ordering: mqlite.FIFO},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := pub.Publish("created", message.NewMessage("a", []byte("x"))); err != nil {
 		t.Fatal(err)
 	}
@@ -294,13 +301,7 @@ func TestSubscribeErrors(t *testing.T) {
 func TestNackRedeliversAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Publish(b.queue, message.NewMessage("a", []byte("x"))); err != nil {
-		t.Fatal(err)
-	}
+	b.publish(t, "a")
 	_, msgs := b.subscribe(t, mqwatermill.SubscriberConfig{})
 	start := time.Now()
 	first := next(t, msgs)
@@ -324,13 +325,7 @@ func TestNackRedeliversAtOnce(t *testing.T) {
 func TestCloseGivesBackHeldMessages(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Publish(b.queue, message.NewMessage("a", []byte("x")), message.NewMessage("b", []byte("y"))); err != nil {
-		t.Fatal(err)
-	}
+	b.publish(t, "a", "b")
 	sub, msgs := b.subscribe(t, mqwatermill.SubscriberConfig{})
 	held := next(t, msgs) // "b" is claimed ahead (Prefetch) and not handed out
 	if err := sub.Close(); err != nil {
@@ -382,13 +377,7 @@ func TestLeaseRenewedWhileMessageIsHeld(t *testing.T) {
 	t.Parallel()
 	lock := 200 * time.Millisecond
 	b := setup(t, mqlite.QueueOptions{LockDuration: lock})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Publish(b.queue, message.NewMessage("slow", []byte("x"))); err != nil {
-		t.Fatal(err)
-	}
+	b.publish(t, "slow")
 	sub, msgs := b.subscribe(t, mqwatermill.SubscriberConfig{})
 	m := next(t, msgs)
 	// Hold the message for five lease durations: a handler at work.
@@ -411,12 +400,9 @@ func TestLeaseRenewedWhileMessageIsHeld(t *testing.T) {
 func TestGroupIDOrdersWithinGroup(t *testing.T) {
 	t.Parallel()
 	b := setup(t, mqlite.QueueOptions{})
-	pub, err := mqwatermill.NewPublisher(b.st, mqwatermill.PublisherConfig{
+	pub := b.publisher(t, mqwatermill.PublisherConfig{
 		GroupIDFunc: func(_ string, m *message.Message) string { return m.Metadata.Get("key") },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const perGroup = 20
 	var batch []*message.Message
 	for i := range perGroup {
