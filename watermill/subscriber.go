@@ -134,6 +134,9 @@ func validate(src consumer.Source, lo consumer.LoopOptions) error {
 // AutoCreateQueues is set; after Close, Subscribe returns
 // ErrSubscriberClosed.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if s.isClosed() {
+		return nil, ErrSubscriberClosed
+	}
 	if s.cfg.AutoCreateQueues {
 		if err := createQueue(ctx, s.src.(QueueCreator), topic, s.cfg.QueueOptions); err != nil {
 			return nil, fmt.Errorf("mqlite/watermill: subscribe to %s: %w", topic, err)
@@ -153,7 +156,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	unhook := context.AfterFunc(s.ctx, stop)
 	out := make(chan *message.Message)
 	handler := func(hctx context.Context, m mqlite.Message) error {
-		return deliver(lctx, hctx, out, m)
+		return deliver(hctx, out, m)
 	}
 	s.subs.Add(1)
 	go func() {
@@ -171,9 +174,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 
 // deliver is the consumer.Handler of a subscription: it hands m out on out
 // and waits for its Ack (nil: Loop completes it) or Nack (an error: Loop
-// abandons it). lctx is the subscription's, hctx the handler's, cancelled by
-// Loop when the lease is lost or the subscription stops.
-func deliver(lctx, hctx context.Context, out chan<- *message.Message, m mqlite.Message) error {
+// abandons it). hctx is cancelled by Loop when the lease is lost or the
+// subscription stops.
+func deliver(hctx context.Context, out chan<- *message.Message, m mqlite.Message) error {
 	wm := fromMqlite(m)
 	mctx, cancel := context.WithCancel(hctx)
 	defer cancel() // the message's context ends with its delivery
@@ -181,10 +184,10 @@ func deliver(lctx, hctx context.Context, out chan<- *message.Message, m mqlite.M
 	select {
 	case out <- wm:
 	case <-hctx.Done():
+		// The lease was lost, or the subscription is stopping: Loop
+		// cancels hctx as soon as it stops (DrainTimeout -1) and then
+		// abandons the message with no delay.
 		return context.Cause(hctx)
-	case <-lctx.Done():
-		// Stopping before anyone took it: give it back.
-		return lctx.Err()
 	}
 	select {
 	case <-wm.Acked():
@@ -228,6 +231,12 @@ func (s *Subscriber) Close() error {
 	s.cancel()
 	s.subs.Wait()
 	return nil
+}
+
+func (s *Subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 func (s *Subscriber) logger() *slog.Logger {
