@@ -446,3 +446,43 @@ func outboxSend(tx *mqlite.Tx, queue string) (int64, error) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func mqliteBackoff(initial time.Duration) consumer.Backoff { return consumer.Backoff{Initial: initial} }
+
+func TestRedeliveredAfterCrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mq.db")
+	st, err := mqlite.Open(ctx, path, mqlite.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() }) // Close is idempotent
+	b := testBundle{st: st, queue: "events"}
+	if err := st.CreateQueue(ctx, b.queue, mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, "a")
+	sub, msgs := b.subscribe(t, mqwatermill.SubscriberConfig{})
+	held := next(t, msgs)
+	// The store goes away under the subscription, as in a crash: the
+	// lease stays in the file, since nothing can give the message back.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	held.Ack() // too late: the store is closed, the Ack settles nothing
+
+	st2, err := mqlite.Open(ctx, path, mqlite.Options{Logger: quiet}) // recovery releases the lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st2.Close() })
+	b2 := testBundle{st: st2, queue: b.queue}
+	_, msgs2 := b2.subscribe(t, mqwatermill.SubscriberConfig{})
+	again := next(t, msgs2)
+	again.Ack()
+	if again.UUID != "a" {
+		t.Fatalf("after the crash got %q, want a again", again.UUID)
+	}
+}
