@@ -65,52 +65,72 @@ var fifoFeatures = func() tests.Features {
 // constructor is called with) a Store of its own in a temporary folder, shared
 // by every Publisher and Subscriber that function builds, as processes share
 // a file. Each Store is closed when its test ends.
+//
+// When the test ends, its Subscribers are closed before its Store: some of
+// Watermill's tests leave subscriptions running (TestPublishSubscribeInOrder
+// closes its subscriber in a defer whose argument is evaluated at once), and
+// Store.Close does not wait for a statement another goroutine is running:
+// a subscription's last settlement could then write into the test's folder
+// while t.TempDir removes it.
 type suite struct {
 	qopts mqlite.QueueOptions
 
-	mu     sync.Mutex
-	stores map[string]*mqlite.Store
+	mu    sync.Mutex
+	tests map[string]*suiteTest
+}
+
+// suiteTest is one test function's Store and the Subscribers built on it.
+type suiteTest struct {
+	st   *mqlite.Store
+	subs []*mqwatermill.Subscriber
 }
 
 func newSuite(qopts mqlite.QueueOptions) *suite {
-	return &suite{qopts: qopts, stores: map[string]*mqlite.Store{}}
+	return &suite{qopts: qopts, tests: map[string]*suiteTest{}}
 }
 
-func (s *suite) store(t *testing.T) *mqlite.Store {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.stores[t.Name()]; ok {
+func (s *suite) test(t *testing.T) *suiteTest {
+	if st, ok := s.tests[t.Name()]; ok {
 		return st
 	}
 	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tt := &suiteTest{st: st}
 	t.Cleanup(func() {
 		s.mu.Lock()
-		delete(s.stores, t.Name())
+		delete(s.tests, t.Name())
 		s.mu.Unlock()
+		for _, sub := range tt.subs {
+			if err := sub.Close(); err != nil {
+				t.Error(err)
+			}
+		}
 		if err := st.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	s.stores[t.Name()] = st
-	return st
+	s.tests[t.Name()] = tt
+	return tt
 }
 
 // pubSub is the suite's tests.PubSubConstructor.
 func (s *suite) pubSub(t *testing.T) (message.Publisher, message.Subscriber) {
-	st := s.store(t)
-	pub, err := mqwatermill.NewPublisher(st, mqwatermill.PublisherConfig{AutoCreateQueues: true, QueueOptions: s.qopts})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tt := s.test(t)
+	pub, err := mqwatermill.NewPublisher(tt.st, mqwatermill.PublisherConfig{AutoCreateQueues: true, QueueOptions: s.qopts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := mqwatermill.NewSubscriber(st, mqwatermill.SubscriberConfig{
+	sub, err := mqwatermill.NewSubscriber(tt.st, mqwatermill.SubscriberConfig{
 		AutoCreateQueues: true, QueueOptions: s.qopts, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tt.subs = append(tt.subs, sub)
 	return pub, sub
 }
 

@@ -73,8 +73,11 @@ var (
 )
 
 // NewSubscriber returns a Subscriber over src (an *mqlite.Store, or any
-// consumer.Source). Closing the Subscriber does not close src. Bad options
-// are errors matching mqlite.ErrInvalidArgument.
+// consumer.Source). Closing the Subscriber does not close src: close the
+// Subscriber first, so that it gives back what it holds while src is still
+// open (a message held when the Store closes stays locked until its lease
+// ends or the file is opened again). Bad options are errors matching
+// mqlite.ErrInvalidArgument.
 func NewSubscriber(src consumer.Source, cfg SubscriberConfig) (*Subscriber, error) {
 	if src == nil {
 		return nil, invalid("nil Source")
