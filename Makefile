@@ -12,6 +12,7 @@ race: test
 # full size under the race detector (make test runs it smaller under -race).
 crash:
 	MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...
+	cd watermill && go test -race -tags stress -count=1 -timeout 60m -run 'TestPubSubStress|TestPubSubFull' ./...
 
 # Each benchmark with the work size docs/benchmark.md reports.
 bench:
