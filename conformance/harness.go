@@ -26,6 +26,8 @@ type Config struct {
 	// WallClock asks for an implementation on the wall clock
 	// (mqlite.SystemClock): the subtests of wake-ups at a due moment need
 	// timers, which a fake clock does not have. Instance.Clock is then nil.
+	// The WakeBubble subtests call Open with WallClock inside a
+	// testing/synctest bubble, where the wall clock is the bubble's.
 	// Otherwise the implementation reads every timestamp from
 	// Instance.Clock, a fake clock that only the kit moves.
 	WallClock bool
@@ -47,6 +49,12 @@ type Features struct {
 	// WithoutWallClock: Open cannot give an implementation on the wall
 	// clock, so the wake-ups at a due moment are skipped.
 	WithoutWallClock string
+	// WithoutBubble: Open cannot run inside a testing/synctest bubble
+	// (it does network I/O, or starts goroutines that outlive the
+	// implementation), so the WakeBubble subtests are skipped. In a
+	// bubble they know the receiver is waiting before they commit, and
+	// measure wake-ups on the bubble's fake time, exactly.
+	WithoutBubble string
 }
 
 // Instance is one implementation under test, as Harness.Open returns it.

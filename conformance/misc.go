@@ -118,9 +118,13 @@ var namespaceTests = []subtest{
 		if st := k.stats("b"); st.Total() != 0 {
 			t.Fatalf("stats b: %+v", st)
 		}
+		msgs := k.expect("a", max10, s...)
+		k.must(k.st.Defer(k.ctx, msgs[0].Lock()), "defer on a")
 		_, err := k.st.ReceiveDeferred(k.ctx, "b", s[0])
 		k.wantErr(err, mqlite.ErrMessageNotFound, "receive deferred of a's message on b")
-		k.expect("a", max10, s...)
+		if _, err := k.st.ReceiveDeferred(k.ctx, "a", s[0]); err != nil {
+			t.Fatalf("receive deferred on a: %v", err)
+		}
 	}},
 	{"ReceiptsDisjoint", func(t *testing.T, h Harness) {
 		k := open(t, h)
@@ -171,11 +175,12 @@ var namespaceTests = []subtest{
 		if dl := k.deadLetters("b"); len(dl) != 1 {
 			t.Fatal("redrive of a touched b")
 		}
+		k.sendN("b", 1)
 		n, err = k.st.Purge(k.ctx, "a", mqlite.PurgeOptions{State: mqlite.StateActive})
 		if err != nil || n != 1 {
 			t.Fatalf("purge a: %d, %v", n, err)
 		}
-		if st := k.stats("b"); st.Total() != 1 || st.DeadLettered != 1 {
+		if st := k.stats("b"); st.Total() != 2 || st.DeadLettered != 1 || st.Active != 1 {
 			t.Fatalf("purge of a touched b: %+v", st)
 		}
 	}},

@@ -56,5 +56,6 @@ func groups() []group {
 		{"Namespace", namespaceTests},
 		{"Recovery", recoveryTests},
 		{"Wake", wakeTests},
+		{"WakeBubble", wakeBubbleTests},
 	}
 }
