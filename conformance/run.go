@@ -55,6 +55,7 @@ func groups() []group {
 		{"Renew", renewTests},
 		{"Namespace", namespaceTests},
 		{"Recovery", recoveryTests},
+		{"Lifecycle", lifecycleTests},
 		{"Wake", wakeTests},
 		{"WakeBubble", wakeBubbleTests},
 	}
