@@ -33,8 +33,7 @@ func (k *kit) neverBeyond(queue string, limit int) {
 	}
 }
 
-// deliverTimes claims seq of queue n times, abandoning each delivery, and
-// returns the last delivery's count.
+// deliverTimes claims seq of queue n times, abandoning each delivery.
 func (k *kit) deliverTimes(queue string, seq int64, n int) {
 	k.t.Helper()
 	for range n {

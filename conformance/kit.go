@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -25,7 +26,6 @@ const replayWindow = 30 * time.Minute
 // (River's testBundle). Its helpers fail the subtest on an unexpected error.
 type kit struct {
 	t     *testing.T
-	h     Harness
 	in    Instance
 	st    Store
 	ctx   context.Context
@@ -57,7 +57,7 @@ func openWith(t *testing.T, h Harness, cfg Config) *kit {
 	if !cfg.WallClock && in.Clock == nil {
 		t.Fatal("conformance: Harness.Open returned no fake Clock")
 	}
-	return &kit{t: t, h: h, in: in, st: in.Store, ctx: context.Background(), clock: in.Clock}
+	return &kit{t: t, in: in, st: in.Store, ctx: context.Background(), clock: in.Clock}
 }
 
 // queue creates queue name with opts; a zero LockDuration becomes lease.
@@ -248,9 +248,7 @@ func fenceOps() []settleOp {
 			return res[0].Err
 		}},
 		settleOp{"CompleteBatch", func(k *kit, l mqlite.Lock) error {
-			cb, ok := k.st.(interface {
-				CompleteBatch(context.Context, []mqlite.Lock) ([]error, error)
-			})
+			cb, ok := k.st.(consumer.CompleteBatcher)
 			if !ok {
 				k.t.Skip("the store is not a consumer.CompleteBatcher")
 			}
