@@ -22,50 +22,51 @@ func loopsOff(o mqlite.Options) mqlite.Options {
 	return o
 }
 
-// embedded opens *mqlite.Store instances for the kit; tx says how a
-// transaction is run and sent into.
-func embedded(tx func(st *mqlite.Store) func(context.Context, func(conformance.SendFunc) error) error) conformance.Harness {
+// txFunc is conformance.Instance.Tx.
+type txFunc = func(ctx context.Context, fn func(conformance.SendFunc) error) error
+
+// embedded opens *mqlite.Store instances for the kit, each on a fresh file
+// with internal/testdb's fake clock (or the wall clock when the subtest
+// asks) and the loops off; tx says how a transaction is run and sent into.
+func embedded(tx func(st *mqlite.Store) txFunc) conformance.Harness {
 	return conformance.Harness{Open: func(t *testing.T, cfg conformance.Config) conformance.Instance {
-		var st *mqlite.Store
-		var clock conformance.Clock
-		var opts mqlite.Options
-		var path string
-		if cfg.WallClock {
-			opts = loopsOff(mqlite.Options{Clock: mqlite.SystemClock{}})
-			path = filepath.Join(t.TempDir(), "mq.db")
-			var err error
-			if st, err = mqlite.Open(context.Background(), path, opts); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-		} else {
-			b := testdb.Open(t, mqlite.Options{})
-			st, clock, path = b.Store, b.Clock, b.Path
-			opts = loopsOff(mqlite.Options{Clock: b.Clock})
+		var fake conformance.Clock
+		var clock mqlite.Clock = mqlite.SystemClock{}
+		if !cfg.WallClock {
+			c := testdb.NewClock()
+			fake, clock = c, c
 		}
-		in := conformance.Instance{Store: st, Clock: clock}
-		in.Tx = func(ctx context.Context, fn func(conformance.SendFunc) error) error { return tx(st)(ctx, fn) }
-		// Close leaves every lease in the file, as a killed process does;
-		// the next Open recovers them. (The SIGKILL itself is
-		// internal/crashtest's.)
-		in.Restart = func(t *testing.T) conformance.Store {
-			if err := st.Close(); err != nil {
-				t.Fatal(err)
-			}
-			next, err := mqlite.Open(context.Background(), path, opts)
+		opts := loopsOff(mqlite.Options{Clock: clock})
+		path := filepath.Join(t.TempDir(), "mq.db")
+		open := func() *mqlite.Store {
+			st, err := mqlite.Open(context.Background(), path, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = next.Close() })
-			st = next
-			return next
+			t.Cleanup(func() { _ = st.Close() })
+			return st
 		}
-		return in
+		st := open()
+		return conformance.Instance{
+			Store: st,
+			Clock: fake,
+			Tx:    func(ctx context.Context, fn func(conformance.SendFunc) error) error { return tx(st)(ctx, fn) },
+			// Close leaves every lease in the file, as a killed process
+			// does; the next Open recovers them. (The SIGKILL itself is
+			// internal/crashtest's.)
+			Restart: func(t *testing.T) conformance.Store {
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st = open()
+				return st
+			},
+		}
 	}}
 }
 
 // viaStoreTx sends with outbox.SendBatch on Store.Tx's *sql.Tx.
-func viaStoreTx(st *mqlite.Store) func(context.Context, func(conformance.SendFunc) error) error {
+func viaStoreTx(st *mqlite.Store) txFunc {
 	return func(ctx context.Context, fn func(conformance.SendFunc) error) error {
 		return st.Tx(ctx, func(tx *mqlite.Tx) error {
 			return fn(func(queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
@@ -76,7 +77,7 @@ func viaStoreTx(st *mqlite.Store) func(context.Context, func(conformance.SendFun
 }
 
 // viaSqlx sends with outbox.SendBatch on a *sqlx.Tx begun on Store.DB().
-func viaSqlx(st *mqlite.Store) func(context.Context, func(conformance.SendFunc) error) error {
+func viaSqlx(st *mqlite.Store) txFunc {
 	db := sqlx.NewDb(st.DB(), "sqlite")
 	return func(ctx context.Context, fn func(conformance.SendFunc) error) error {
 		tx, err := db.BeginTxx(ctx, nil)
