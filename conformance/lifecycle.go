@@ -38,10 +38,13 @@ var lifecycleTests = []subtest{
 		txErr := <-done
 		p := k.peek("q")
 		switch {
-		case txErr == nil && (len(p) != 1 || !p[0].EnqueuedAt.Equal(k.clock.Now())):
-			t.Fatalf("the transaction committed, but the store holds %+v", p)
+		case txErr == nil && len(p) != 1:
+			t.Fatalf("the transaction committed, but the store holds %d messages", len(p))
+		case txErr == nil && !p[0].EnqueuedAt.Equal(k.clock.Now()):
+			t.Fatalf("the message committed with EnqueuedAt %v, want %v: it was written after the store closed",
+				p[0].EnqueuedAt, k.clock.Now())
 		case txErr != nil && len(p) != 0:
-			t.Fatalf("the transaction failed (%v), but the store holds %+v", txErr, p)
+			t.Fatalf("the transaction failed (%v), but the store holds seqs %v", txErr, seqs(p))
 		}
 	}},
 }
