@@ -1,9 +1,10 @@
 // Package conformance is mqlite's behavioural test kit: every promise of the
 // queue (fencing, order, the delivery bound, replays, de-duplication, time to
 // live, scheduling, dead letters, receive-and-delete, renewal, namespaces,
-// recovery, closing and wake-ups) as a named subtest that runs against any implementation, the
-// embedded *mqlite.Store today and the broker's client or another engine
-// tomorrow. It is written against behaviour, not against SQLite.
+// recovery, closing and wake-ups) as a named subtest that runs against any
+// implementation, the embedded *mqlite.Store today and the broker's client
+// or another engine tomorrow. It is written against behaviour, not against
+// SQLite.
 //
 // An implementation proves itself by calling Run from one of its tests:
 //
