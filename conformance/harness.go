@@ -1,0 +1,126 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// Harness gives the kit implementations to test. Run calls Open once per
+// subtest, from the subtest's goroutine.
+type Harness struct {
+	// Open returns a fresh, empty implementation with no queue, on the
+	// clock cfg asks for, and arranges (with t.Cleanup) to close it when t
+	// ends. It fails t when it cannot.
+	Open func(t *testing.T, cfg Config) Instance
+	// Features switches off what the implementation legitimately lacks.
+	Features Features
+}
+
+// Config is what a subtest asks of Harness.Open.
+type Config struct {
+	// WallClock asks for an implementation on the wall clock
+	// (mqlite.SystemClock): the subtests of wake-ups at a due moment need
+	// timers, which a fake clock does not have. Instance.Clock is then nil.
+	// The WakeBubble subtests call Open with WallClock inside a
+	// testing/synctest bubble, where the wall clock is the bubble's.
+	// Otherwise the implementation reads every timestamp from
+	// Instance.Clock, a fake clock that only the kit moves.
+	WallClock bool
+}
+
+// Features switches off what an implementation legitimately lacks. Each
+// field is empty when the implementation has the feature; otherwise it says
+// why it lacks it, and the subtests that need the feature are skipped with
+// that reason (t.Skip). The zero value claims every feature.
+type Features struct {
+	// WithoutRollback: the implementation sends outside a transaction the
+	// caller can roll back (a network client with no transaction), so the
+	// subtests of rolled-back sends are skipped. Instance.Tx must still
+	// send and commit when its fn returns nil.
+	WithoutRollback string
+	// WithoutRestart: the implementation cannot be stopped as a crashed
+	// process would be and opened again; Instance.Restart may be nil.
+	WithoutRestart string
+	// WithoutWallClock: Open cannot give an implementation on the wall
+	// clock, so the wake-ups at a due moment are skipped.
+	WithoutWallClock string
+	// WithoutBubble: Open cannot run inside a testing/synctest bubble
+	// (it does network I/O, or starts goroutines that outlive the
+	// implementation), so the WakeBubble subtests are skipped. In a
+	// bubble they know the receiver is waiting before they commit, and
+	// measure wake-ups on the bubble's fake time, exactly.
+	WithoutBubble string
+}
+
+// Instance is one implementation under test, as Harness.Open returns it.
+type Instance struct {
+	// Store is the implementation. It has no queue yet.
+	Store Store
+	// Clock is the fake clock every timestamp of Store is read from; the
+	// kit moves it. Nil when Config.WallClock asked for the wall clock.
+	Clock Clock
+	// Tx runs fn in one transaction of the implementation: the messages
+	// fn sends commit when fn returns nil and are rolled back when it
+	// returns an error, which Tx returns. For the embedded store it is
+	// Store.Tx with outbox.SendBatch on tx.SQL().
+	Tx func(ctx context.Context, fn func(send SendFunc) error) error
+	// Restart ends the implementation as a crashed process would end (no
+	// settlement, no lease released, no clean hand-over), opens the same
+	// data again as the next process would, on the same clock, and returns
+	// the new Store; the kit no longer uses the old one. Nil under
+	// Features.WithoutRestart.
+	Restart func(t *testing.T) Store
+}
+
+// SendFunc sends msgs to queue inside the transaction of Instance.Tx, with
+// the meaning of outbox.SendBatch: one Result per message, a slot error for
+// a conflicting MessageID, err for an error of the whole call.
+type SendFunc func(queue string, msgs ...outbox.Message) ([]outbox.Result, error)
+
+// Clock is a fake clock the kit moves. Implementations must be safe for
+// concurrent use; internal/testdb's Clock is one.
+type Clock interface {
+	mqlite.Clock
+	// Advance moves the clock forward by d.
+	Advance(d time.Duration)
+}
+
+// Queues creates and changes queues.
+type Queues interface {
+	// CreateQueue creates a queue; see mqlite.Store.CreateQueue.
+	CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
+	// UpdateQueue replaces a queue's options; see mqlite.Store.UpdateQueue.
+	UpdateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
+}
+
+// Operator is the operator's view of the dead letters and counts.
+type Operator interface {
+	// PeekDeadLetters reads dead letters; see mqlite.Store.PeekDeadLetters.
+	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
+	// Redrive brings dead letters back; see mqlite.Store.Redrive.
+	Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error)
+	// Purge removes the messages of one state; see mqlite.Store.Purge.
+	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
+	// Stats counts a queue's messages per state; see mqlite.Store.Stats.
+	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
+}
+
+// Store is what the kit tests: the consumer side (consumer.Source), queue
+// creation and the operator calls. A Store that is also a
+// consumer.CompleteBatcher has CompleteBatch tested too.
+type Store interface {
+	consumer.Source
+	Queues
+	Operator
+}
+
+// The embedded store is the reference implementation.
+var (
+	_ Store                    = (*mqlite.Store)(nil)
+	_ consumer.CompleteBatcher = (*mqlite.Store)(nil)
+)

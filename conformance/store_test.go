@@ -1,0 +1,122 @@
+package conformance_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/conformance"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// loopsOff turns every background loop off: the kit moves a fake clock,
+// and a loop ticking on the wall clock would change rows under it. Every
+// promise must hold without a sweep.
+func loopsOff(o mqlite.Options) mqlite.Options {
+	o.ReaperInterval, o.SchedulerInterval, o.TTLInterval = -1, -1, -1
+	o.JanitorInterval, o.RetentionInterval = -1, -1
+	return o
+}
+
+// txFunc is conformance.Instance.Tx.
+type txFunc = func(ctx context.Context, fn func(conformance.SendFunc) error) error
+
+// embedded opens *mqlite.Store instances for the kit, each on a fresh file
+// with internal/testdb's fake clock (or the wall clock when the subtest
+// asks) and the loops off; tx says how a transaction is run and sent into.
+func embedded(tx func(st *mqlite.Store) txFunc) conformance.Harness {
+	return conformance.Harness{Open: func(t *testing.T, cfg conformance.Config) conformance.Instance {
+		var fake conformance.Clock
+		var clock mqlite.Clock = mqlite.SystemClock{}
+		if !cfg.WallClock {
+			c := testdb.NewClock()
+			fake, clock = c, c
+		}
+		opts := loopsOff(mqlite.Options{Clock: clock})
+		path := filepath.Join(t.TempDir(), "mq.db")
+		open := func() *mqlite.Store {
+			st, err := mqlite.Open(context.Background(), path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}
+		st := open()
+		return conformance.Instance{
+			Store: st,
+			Clock: fake,
+			Tx:    func(ctx context.Context, fn func(conformance.SendFunc) error) error { return tx(st)(ctx, fn) },
+			// Close leaves every lease in the file, as a killed process
+			// does; the next Open recovers them. (The SIGKILL itself is
+			// internal/crashtest's.)
+			Restart: func(t *testing.T) conformance.Store {
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st = open()
+				return st
+			},
+		}
+	}}
+}
+
+// viaStoreTx sends with outbox.SendBatch on Store.Tx's *sql.Tx.
+func viaStoreTx(st *mqlite.Store) txFunc {
+	return func(ctx context.Context, fn func(conformance.SendFunc) error) error {
+		return st.Tx(ctx, func(tx *mqlite.Tx) error {
+			return fn(func(queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
+				return outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
+			})
+		})
+	}
+}
+
+// viaSqlx sends with outbox.SendBatch on a *sqlx.Tx begun on Store.DB().
+func viaSqlx(st *mqlite.Store) txFunc {
+	db := sqlx.NewDb(st.DB(), "sqlite")
+	return func(ctx context.Context, fn func(conformance.SendFunc) error) error {
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		err = fn(func(queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
+			return outbox.SendBatch(ctx, tx, queue, msgs)
+		})
+		if err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+}
+
+// TestConformance runs the kit against the embedded store, sending through
+// Store.Tx (database/sql).
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.Run(t, embedded(viaStoreTx))
+}
+
+// TestConformanceSqlx runs the kit's sending subtests (transactions,
+// de-duplication, wake-ups on commit and rollback) against the embedded
+// store, sending through a *sqlx.Tx on Store.DB(). The other areas do not
+// depend on how a message was sent and run once, in TestConformance, which
+// keeps the kit near half a minute under -race.
+func TestConformanceSqlx(t *testing.T) {
+	t.Parallel()
+	h := embedded(viaSqlx)
+	open := h.Open
+	h.Open = func(t *testing.T, cfg conformance.Config) conformance.Instance {
+		area := strings.Split(t.Name(), "/")[1]
+		if area != "Transaction" && area != "Dedup" && area != "Wake" {
+			t.Skip("sqlx runs the sending subtests only; TestConformance runs the rest")
+		}
+		return open(t, cfg)
+	}
+	conformance.Run(t, h)
+}

@@ -1,0 +1,151 @@
+package mqlite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// openExample opens a store in a temporary folder with the queue "jobs";
+// the returned func closes and removes it.
+func openExample(ctx context.Context, opts mqlite.QueueOptions) (*mqlite.Store, func()) {
+	dir, err := os.MkdirTemp("", "mqlite-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.CreateQueue(ctx, "jobs", opts); err != nil {
+		log.Fatal(err)
+	}
+	return st, func() {
+		_ = st.Close()
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// sendExample commits one message per body to "jobs".
+func sendExample(ctx context.Context, st *mqlite.Store, bodies ...string) {
+	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+		for _, b := range bodies {
+			if _, err := outbox.SendOne(tx.Context(), tx.SQL(), "jobs", outbox.Message{Body: []byte(b)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Peek-lock by hand: each received message is locked for the queue's
+// LockDuration and settled with its Lock: Complete (done), Abandon (try
+// again) or Reject (to the dead letters). A settlement retried after it
+// succeeded succeeds again; a stale one is ErrLockLost.
+func ExampleStore_Receive() {
+	ctx := context.Background()
+	st, done := openExample(ctx, mqlite.QueueOptions{})
+	defer done()
+	sendExample(ctx, st, "resize a.png", "resize b.png", "resize c.txt")
+
+	msgs, err := st.Receive(ctx, "jobs", mqlite.ReceiveOptions{Max: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range msgs {
+		fmt.Printf("%s (delivery %d)\n", m.Body, m.DeliveryCount)
+		switch string(m.Body) {
+		case "resize a.png":
+			err = st.Complete(ctx, m.Lock())
+		case "resize b.png":
+			err = st.Abandon(ctx, m.Lock(), 0) // comes again at once
+		default:
+			err = st.Reject(ctx, m.Lock(), "unsupported", "not an image")
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	// The reply of the Complete was lost, say: the exact same retry
+	// succeeds from its receipt.
+	fmt.Println("complete retried:", st.Complete(ctx, msgs[0].Lock()))
+	// A settlement of a delivery that is no longer current is refused.
+	err = st.Complete(ctx, msgs[1].Lock())
+	fmt.Println("abandon retried as complete is ErrLockLost:", errors.Is(err, mqlite.ErrLockLost))
+
+	again, err := st.Receive(ctx, "jobs", mqlite.ReceiveOptions{Max: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range again {
+		fmt.Printf("again: %s (delivery %d)\n", m.Body, m.DeliveryCount)
+		if err := st.Complete(ctx, m.Lock()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// resize a.png (delivery 1)
+	// resize b.png (delivery 1)
+	// resize c.txt (delivery 1)
+	// complete retried: <nil>
+	// abandon retried as complete is ErrLockLost: true
+	// again: resize b.png (delivery 2)
+}
+
+// A message that failed on every allowed delivery, or was rejected, waits
+// in the dead letters with why; Redrive brings it back with its delivery
+// count reset once the cause is fixed.
+func ExampleStore_Redrive() {
+	ctx := context.Background()
+	st, done := openExample(ctx, mqlite.QueueOptions{MaxDeliveryCount: 2})
+	defer done()
+	sendExample(ctx, st, `{"total":"n/a"}`)
+
+	for range 2 { // the handler fails twice: the second Abandon dead-letters
+		msgs, err := st.Receive(ctx, "jobs", mqlite.ReceiveOptions{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := st.Abandon(ctx, msgs[0].Lock(), 0); err != nil {
+			log.Fatal(err)
+		}
+	}
+	msgs, err := st.Receive(ctx, "jobs", mqlite.ReceiveOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("handed out after the limit:", len(msgs))
+
+	dead, err := st.PeekDeadLetters(ctx, "jobs", mqlite.PeekOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range dead {
+		fmt.Printf("dead letter %s: %s after %d deliveries\n", m.Body, m.DeadLetterReason, m.DeliveryCount)
+	}
+
+	n, err := st.Redrive(ctx, "jobs", mqlite.RedriveOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("redriven:", n)
+	msgs, err = st.Receive(ctx, "jobs", mqlite.ReceiveOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s is back (delivery %d)\n", msgs[0].Body, msgs[0].DeliveryCount)
+	// Output:
+	// handed out after the limit: 0
+	// dead letter {"total":"n/a"}: max delivery count exceeded after 2 deliveries
+	// redriven: 1
+	// {"total":"n/a"} is back (delivery 1)
+}
