@@ -8,28 +8,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/examples/internal/shop"
 	"github.com/mqlite/mqlite/outbox"
 )
-
-// Queue is the queue the order events go to.
-const Queue = "orders"
-
-// SubjectPlaced is the subject of the event PlaceOrder sends.
-const SubjectPlaced = "order.placed"
-
-// ErrOutOfStock is PlaceOrder's error when the stock cannot cover the order.
-// The order row and its event, already written in the transaction, roll back
-// with it.
-var ErrOutOfStock = errors.New("out of stock")
-
-// ErrUnknownItem is PlaceOrder's error for an item with no stock row.
-var ErrUnknownItem = errors.New("unknown item")
 
 // schema is the service's own tables, in the store's file. processed_events
 // is the handler's memory: one row per event handled, written in the same
@@ -67,34 +53,35 @@ type Service struct {
 	// db is sqlx over the store's own *sql.DB. It must be Store.DB(): a
 	// transaction opened on any other handle cannot carry outbox messages
 	// (mqlite.ErrNotAStore), and the file has only one writer.
-	db  *sqlx.DB
-	out *lockedWriter // handlers run concurrently
-	// fault, when set (by tests), is called by Handle at each stage; an error
-	// makes the handler fail there.
-	fault func(stage string, m mqlite.Message) error
+	db    *sqlx.DB
+	out   *shop.LockedWriter // handlers run concurrently
+	fault shop.FaultFunc     // set by SetFault, read by Handle
 }
 
-// Stages at which Handle calls the fault hook.
-const (
-	stageInTx        = "in-tx"        // after the effect, before the commit: all rolls back
-	stageAfterCommit = "after-commit" // the effect committed, the ack is lost
-)
+var _ shop.Service = (*Service)(nil)
 
 // NewService creates the service's tables and queue (both may exist) and
 // returns the service. Handle writes a line per event to out.
 func NewService(ctx context.Context, st *mqlite.Store, out io.Writer) (*Service, error) {
-	s := &Service{st: st, db: sqlx.NewDb(st.DB(), "sqlite"), out: &lockedWriter{w: out}}
+	s := &Service{st: st, db: sqlx.NewDb(st.DB(), "sqlite"), out: &shop.LockedWriter{W: out}}
 	for _, ddl := range schema {
 		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 			return nil, fmt.Errorf("create tables: %w", err)
 		}
 	}
-	err := st.CreateQueue(ctx, Queue, mqlite.QueueOptions{})
+	err := st.CreateQueue(ctx, shop.Queue, mqlite.QueueOptions{})
 	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 		return nil, fmt.Errorf("create queue: %w", err)
 	}
 	return s, nil
 }
+
+// Store returns the store the service runs on.
+func (s *Service) Store() *mqlite.Store { return s.st }
+
+// SetFault sets the handler's fault injection (tests and the demo); it must
+// not be called while Consume runs.
+func (s *Service) SetFault(f shop.FaultFunc) { s.fault = f }
 
 // Restock sets how many of item are on hand.
 func (s *Service) Restock(ctx context.Context, item string, onHand int) error {
@@ -106,9 +93,16 @@ func (s *Service) Restock(ctx context.Context, item string, onHand int) error {
 	return nil
 }
 
+// Place is PlaceOrder that returns only the order's id.
+func (s *Service) Place(ctx context.Context, item string, quantity int, totalCents int64) (int64, error) {
+	o, err := s.PlaceOrder(ctx, item, quantity, totalCents)
+	return o.ID, err
+}
+
 // PlaceOrder inserts the order, sends its order.placed event and takes the
-// quantity from stock, all in one *sqlx.Tx: when any step fails (ErrOutOfStock,
-// ErrUnknownItem) neither the order row nor the event exists.
+// quantity from stock, all in one *sqlx.Tx: when any step fails
+// (shop.ErrOutOfStock, shop.ErrUnknownItem) neither the order row nor the
+// event exists.
 func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, totalCents int64) (Order, error) {
 	o := Order{Item: item, Quantity: quantity, TotalCents: totalCents}
 	err := inTx(ctx, s.db, func(txCtx context.Context, tx *sqlx.Tx) error {
@@ -125,13 +119,13 @@ func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, tot
 			return fmt.Errorf("encode event: %w", err)
 		}
 		// The *sqlx.Tx goes to the outbox as it is: it embeds the *sql.Tx.
-		_, err = outbox.SendOne(txCtx, tx, Queue, outbox.Message{
+		_, err = outbox.SendOne(txCtx, tx, shop.Queue, outbox.Message{
 			Body:      body,
 			MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
-			Subject:   SubjectPlaced,
+			Subject:   shop.SubjectPlaced,
 		})
 		if err != nil {
-			return fmt.Errorf("send %s: %w", SubjectPlaced, err)
+			return fmt.Errorf("send %s: %w", shop.SubjectPlaced, err)
 		}
 		// Last, so that a failure here shows the order and the event
 		// rolling back together.
@@ -148,14 +142,14 @@ func reserve(ctx context.Context, tx *sqlx.Tx, item string, quantity int) error 
 	res, err := tx.ExecContext(ctx, `UPDATE stock SET on_hand = on_hand - ? WHERE item = ?`, quantity, item)
 	if err != nil {
 		if strings.Contains(err.Error(), "CHECK constraint failed") {
-			return ErrOutOfStock
+			return shop.ErrOutOfStock
 		}
 		return fmt.Errorf("reserve stock: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("reserve stock: %w", err)
 	} else if n == 0 {
-		return ErrUnknownItem
+		return shop.ErrUnknownItem
 	}
 	return nil
 }
@@ -163,8 +157,8 @@ func reserve(ctx context.Context, tx *sqlx.Tx, item string, quantity int) error 
 // Consume runs a consumer.Loop of Handle over the queue until ctx is
 // cancelled.
 func (s *Service) Consume(ctx context.Context, opts consumer.LoopOptions) error {
-	if err := consumer.Loop(ctx, s.st, Queue, s.Handle, opts); err != nil {
-		return fmt.Errorf("consume %s: %w", Queue, err)
+	if err := consumer.Loop(ctx, s.st, shop.Queue, s.Handle, opts); err != nil {
+		return fmt.Errorf("consume %s: %w", shop.Queue, err)
 	}
 	return nil
 }
@@ -182,7 +176,7 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 	var duplicate bool
 	err := inTx(ctx, s.db, func(txCtx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(txCtx, `INSERT INTO processed_events (event_id, seq, order_id)
-			VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`, EventID(m), m.Seq, o.ID)
+			VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`, shop.EventID(m), m.Seq, o.ID)
 		if err != nil {
 			return fmt.Errorf("record event: %w", err)
 		}
@@ -196,34 +190,18 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 		if _, err := tx.ExecContext(txCtx, `INSERT INTO shipments (order_id) VALUES (?)`, o.ID); err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		return s.injected(stageInTx, m)
+		return s.injected(shop.StageInTx, m)
 	})
 	if err != nil {
 		return err
 	}
 	if duplicate {
-		s.printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", EventID(m), m.Seq, m.DeliveryCount)
+		s.out.Printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", shop.EventID(m), m.Seq, m.DeliveryCount)
 		return nil
 	}
-	s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n",
-		EventID(m), m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
-	return s.injected(stageAfterCommit, m)
-}
-
-func (s *Service) printf(format string, args ...any) {
-	fmt.Fprintf(s.out, format, args...)
-}
-
-// lockedWriter serializes the writes of concurrent handlers.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	s.out.Printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n",
+		shop.EventID(m), m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
+	return s.injected(shop.StageAfterCommit, m)
 }
 
 func (s *Service) injected(stage string, m mqlite.Message) error {
@@ -233,14 +211,26 @@ func (s *Service) injected(stage string, m mqlite.Message) error {
 	return s.fault(stage, m)
 }
 
-// EventID is a message's stable id: its MessageID, or "<queue>:<seq>" for a
-// message sent without one (the id the relay uses too).
-func EventID(m mqlite.Message) string {
-	if m.MessageID != "" {
-		return m.MessageID
+// Counts counts the rows of the service's tables.
+func (s *Service) Counts(ctx context.Context) (shop.Counts, error) {
+	var c struct {
+		Orders       int64 `db:"orders"`
+		Shipments    int64 `db:"shipments"`
+		Processed    int64 `db:"processed"`
+		ShippedTwice int64 `db:"shipped_twice"`
 	}
-	return fmt.Sprintf("%s:%d", m.Queue, m.Seq)
+	err := s.db.GetContext(ctx, &c, countsQuery)
+	if err != nil {
+		return shop.Counts{}, fmt.Errorf("count rows: %w", err)
+	}
+	return shop.Counts(c), nil
 }
+
+const countsQuery = `SELECT
+	(SELECT count(*) FROM orders) AS orders,
+	(SELECT count(*) FROM shipments) AS shipments,
+	(SELECT count(*) FROM processed_events) AS processed,
+	(SELECT count(*) FROM (SELECT 1 FROM shipments GROUP BY order_id HAVING count(*) > 1)) AS shipped_twice`
 
 // inTx runs fn in one transaction on db, which must be sqlx over the store's
 // DB, and commits when fn returns nil. It keeps the contract of

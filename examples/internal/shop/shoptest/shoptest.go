@@ -1,0 +1,146 @@
+// Package shoptest is the test suite both examples' order services pass:
+// a failed order leaves neither row nor event, and every event is handled
+// exactly once even when its handler fails the first time.
+package shoptest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/examples/internal/shop"
+)
+
+// NewFunc returns the service under test on st.
+type NewFunc func(t *testing.T, st *mqlite.Store) shop.Service
+
+// Open opens a store on a fresh file with its background loops on, as in
+// real use, closes it when the test ends, and returns the service on it
+// with 100 books and no piano in stock.
+func Open(t *testing.T, newService NewFunc) shop.Service {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	svc := newService(t, st)
+	for item, n := range map[string]int{"book": 100, "piano": 0} {
+		if err := svc.Restock(ctx, item, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return svc
+}
+
+// Run runs the suite against the services newService returns.
+func Run(t *testing.T, newService NewFunc) {
+	t.Run("FailedOrderLeavesNeitherRowNorEvent", func(t *testing.T) {
+		t.Parallel()
+		failedOrderLeavesNeitherRowNorEvent(t, Open(t, newService))
+	})
+	for _, stage := range []string{shop.StageInTx, shop.StageAfterCommit} {
+		t.Run("EachEventHandledOnce/"+stage, func(t *testing.T) {
+			t.Parallel()
+			eachEventHandledOnce(t, Open(t, newService), stage)
+		})
+	}
+}
+
+func counts(t *testing.T, svc shop.Service) shop.Counts {
+	t.Helper()
+	c, err := svc.Counts(context.Background())
+	if err != nil {
+		t.Fatalf("counts: %v", err)
+	}
+	return c
+}
+
+func failedOrderLeavesNeitherRowNorEvent(t *testing.T, svc shop.Service) {
+	ctx := context.Background()
+	if _, err := svc.Place(ctx, "book", 1, 1299); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		item string
+		want error
+	}{{"piano", shop.ErrOutOfStock}, {"harp", shop.ErrUnknownItem}} {
+		if _, err := svc.Place(ctx, tc.item, 1, 100); !errors.Is(err, tc.want) {
+			t.Fatalf("Place(%s) = %v, want %v", tc.item, err, tc.want)
+		}
+	}
+	if c := counts(t, svc); c.Orders != 1 {
+		t.Errorf("orders = %d, want 1 (only the book)", c.Orders)
+	}
+	msgs, err := svc.Store().Peek(ctx, shop.Queue, mqlite.PeekOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].MessageID != "order-1" || msgs[0].Subject != shop.SubjectPlaced {
+		t.Fatalf("queue holds %+v, want only order-1's event", msgs)
+	}
+}
+
+// eachEventHandledOnce fails the first delivery of every event at stage
+// (inside the handler's transaction, so everything rolls back, or after its
+// commit, so the acknowledgement is lost) and checks that each order still
+// ships exactly once and each event is completed.
+func eachEventHandledOnce(t *testing.T, svc shop.Service, stage string) {
+	ctx := context.Background()
+	const orders = 20
+	for i := range orders {
+		if _, err := svc.Place(ctx, "book", 1, int64(1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	reached := map[string]int{}
+	svc.SetFault(func(s string, m mqlite.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if s != stage {
+			return nil
+		}
+		reached[m.MessageID]++
+		if m.DeliveryCount == 1 {
+			return fmt.Errorf("injected failure %s", stage)
+		}
+		return nil
+	})
+	if err := shop.Drain(ctx, svc, orders, shop.LoopOptions()); err != nil {
+		t.Fatal(err)
+	}
+	c := counts(t, svc)
+	if c.Shipments != orders || c.ShippedTwice != 0 || c.Processed != orders {
+		t.Errorf("counts %+v, want %d shipments, none twice, %d processed events", c, orders, orders)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != orders {
+		t.Errorf("the fault saw %d events, want %d", len(reached), orders)
+	}
+	// In the transaction both deliveries reach the stage; after the commit
+	// the second is a duplicate and returns before it.
+	want := map[string]int{shop.StageInTx: 2, shop.StageAfterCommit: 1}[stage]
+	for id, n := range reached {
+		if n != want {
+			t.Errorf("%s reached %s %d times, want %d", id, stage, n, want)
+		}
+	}
+	qs, err := svc.Store().Stats(ctx, shop.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qs.Total() != 0 {
+		t.Errorf("queue still holds %+v", qs)
+	}
+}
