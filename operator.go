@@ -84,7 +84,10 @@ type RedriveOptions struct {
 // Redrive puts dead letters of queue back to active: their delivery count
 // starts again at zero and the dead-letter reason, description and time are
 // cleared. A message whose time to live has passed comes back without one.
-// Grouped messages rejoin their group in sequence order. It returns how many
+// A grouped message rejoins its group in sequence order but never overtakes
+// a member in flight (locked, deferred or scheduled): it waits behind it and
+// goes next once that one is settled or back to active, so a group still
+// has one message out at a time. It returns how many
 // messages came back; listed seqs that are not dead letters of the queue are
 // skipped. It runs in one transaction and blocks other statements of the
 // store while it runs.

@@ -198,3 +198,89 @@ func TestStats(t *testing.T) {
 		t.Fatalf("bad name: %v", err)
 	}
 }
+
+// TestRedriveKeepsGroupsOneAtATime: a redriven message never overtakes a
+// member of its group in flight; it comes next, in sequence order, once the
+// in-flight one leaves. Before an active front it takes its place in order.
+func TestRedriveKeepsGroupsOneAtATime(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	g := func(s string) outbox.Message { return outbox.Message{Body: []byte(s), GroupID: "G"} }
+	seqs := b.send("q", g("g1"), g("g2"), g("g3"))
+
+	g1 := b.receive("q", 10)
+	if len(g1) != 1 || g1[0].Seq != seqs[0] {
+		t.Fatalf("first receive: %+v", g1)
+	}
+	if err := b.Store.Reject(ctx, g1[0].Lock(), "bad", ""); err != nil {
+		t.Fatal(err)
+	}
+	g2 := b.receive("q", 10)
+	if len(g2) != 1 || g2[0].Seq != seqs[1] {
+		t.Fatalf("second receive: %+v", g2)
+	}
+	if n, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{}); err != nil || n != 1 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	if got := b.receive("q", 10); len(got) != 0 {
+		t.Fatalf("while g2 is locked the group handed out %v", seqsOf(got))
+	}
+	if err := b.Store.Complete(ctx, g2[0].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int64{seqs[0], seqs[2]} {
+		got := b.receive("q", 10)
+		if len(got) != 1 || got[0].Seq != want {
+			t.Fatalf("received %v, want only %d", seqsOf(got), want)
+		}
+		if err := b.Store.Complete(ctx, got[0].Lock()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The in-flight front that comes back to active (abandoned) hands the
+	// group over to the earlier redriven message.
+	seqs = b.send("q", g("k1"), g("k2"))
+	k1 := b.receive("q", 1)
+	if err := b.Store.Reject(ctx, k1[0].Lock(), "bad", ""); err != nil {
+		t.Fatal(err)
+	}
+	k2 := b.receive("q", 1)
+	if n, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{}); err != nil || n != 1 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	if err := b.Store.Abandon(ctx, k2[0].Lock(), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range seqs {
+		got := b.receive("q", 10)
+		if len(got) != 1 || got[0].Seq != want {
+			t.Fatalf("after the abandon received %v, want only %d", seqsOf(got), want)
+		}
+		if err := b.Store.Complete(ctx, got[0].Lock()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Before an active front the redriven message goes first, in order.
+	seqs = b.send("q", g("h1"), g("h2"))
+	h1 := b.receive("q", 1)
+	if err := b.Store.Reject(ctx, h1[0].Lock(), "bad", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Store.Redrive(ctx, "q", mqlite.RedriveOptions{}); err != nil || n != 1 {
+		t.Fatalf("redrive: %d %v", n, err)
+	}
+	if got := b.receive("q", 10); len(got) != 1 || got[0].Seq != seqs[0] {
+		t.Fatalf("received %v, want only the redriven %d", seqsOf(got), seqs[0])
+	}
+}
+
+func seqsOf(msgs []mqlite.Message) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Seq
+	}
+	return out
+}

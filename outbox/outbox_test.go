@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -142,7 +141,7 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 			name:    "body only",
 			msg:     outbox.Message{Body: []byte("plain")},
 			want:    stored{State: "active", VisibleAt: now, BodyHash: hashOf("plain"), Body: []byte("plain")},
-			wantKey: "sha256:" + hex.EncodeToString(hashOf("plain")),
+			wantKey: string(hashOf("plain")), // a BLOB: no MessageID can equal it
 		},
 		{
 			name:    "nil body",
@@ -217,10 +216,14 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 				var key string
 				var dseq, expires int64
 				var dhash []byte
-				err := b.Store.DB().QueryRow(`SELECT key, seq, body_hash, expires_at FROM dedup WHERE queue = 'q' AND seq = ?`, seq).
-					Scan(&key, &dseq, &dhash, &expires)
+				var keyType string
+				err := b.Store.DB().QueryRow(`SELECT key, typeof(key), seq, body_hash, expires_at FROM dedup WHERE queue = 'q' AND seq = ?`, seq).
+					Scan(&key, &keyType, &dseq, &dhash, &expires)
 				if err != nil {
 					t.Fatalf("dedup row: %v", err)
+				}
+				if wantType := map[bool]string{true: "text", false: "blob"}[tc.msg.MessageID != ""]; keyType != wantType {
+					t.Fatalf("dedup key stored as %s, want %s", keyType, wantType)
 				}
 				if key != tc.wantKey || !bytes.Equal(dhash, want.BodyHash) || expires != now+mqlite.DefaultDedupWindow.Milliseconds() {
 					t.Fatalf("dedup row key %q hash %x expires %d, want key %q hash %x expires %d",

@@ -123,24 +123,24 @@ type ClaimRequest struct {
 	Now       int64
 }
 
+// request names the options of a Receive that a replay must repeat.
+func (r ClaimRequest) request() string {
+	mode := "peek-lock"
+	if r.Delete {
+		mode = "receive-and-delete"
+	}
+	return fmt.Sprintf("max=%d mode=%s", r.Max, mode)
+}
+
 // Claim runs one Receive inside tx: it replays a recorded attempt, or makes
 // due messages and expired leases claimable, then claims up to Max messages,
 // and records the attempt. The caller commits.
 func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
 	if r.AttemptID != "" {
-		var blob []byte
-		err := tx.QueryRowContext(ctx, `SELECT result FROM receive_attempts
-			WHERE queue = ? AND attempt_id = ? AND expires_at > ?`, q.Name, r.AttemptID, r.Now).Scan(&blob)
-		if err == nil {
-			var out []Row
-			if err := json.Unmarshal(blob, &out); err != nil {
-				return nil, fmt.Errorf("replay attempt: %w", err)
-			}
-			return out, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("replay attempt: %w", err)
+		out, found, err := replay(ctx, tx, r)
+		if found || err != nil {
+			return out, err
 		}
 	}
 	// Due messages and lapsed leases of this queue become claimable first,
@@ -159,12 +159,87 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record attempt: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, result, expires_at)
-			VALUES (?, ?, ?, ?)`, q.Name, r.AttemptID, blob, r.Now+ReceiptTTLMS); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receive_attempts
+			(queue, attempt_id, request, result, expires_at) VALUES (?, ?, ?, ?, ?)`,
+			q.Name, r.AttemptID, r.request(), blob, r.Now+ReceiptTTLMS); err != nil {
 			return nil, fmt.Errorf("record attempt: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// replay answers a Receive whose AttemptID has a live record on its queue.
+// The same request gets what the attempt handed out, less what is no longer
+// handed out under it: a peek-lock message settled, reclaimed or past its
+// lease since is left out, so a replay never presents a message as
+// deliverable when it is not (receive-and-delete messages are gone from the
+// table and come back as recorded). Other options under the same id are
+// errs.ErrAttemptConflict. found is false when there is no live record.
+func replay(ctx context.Context, tx DBTX, r ClaimRequest) (out []Row, found bool, err error) {
+	var req string
+	var blob []byte
+	err = tx.QueryRowContext(ctx, `SELECT request, result FROM receive_attempts
+		WHERE queue = ? AND attempt_id = ? AND expires_at > ?`, r.Queue.Name, r.AttemptID, r.Now).Scan(&req, &blob)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("replay attempt: %w", err)
+	}
+	if req != r.request() {
+		return nil, true, fmt.Errorf("%w: attempt %q was %s, this Receive is %s",
+			errs.ErrAttemptConflict, r.AttemptID, req, r.request())
+	}
+	if err := json.Unmarshal(blob, &out); err != nil {
+		return nil, true, fmt.Errorf("replay attempt: %w", err)
+	}
+	if r.Delete || len(out) == 0 {
+		return out, true, nil
+	}
+	held, err := stillHeld(ctx, tx, r.Queue.Name, out, r.Now)
+	if err != nil {
+		return nil, true, err
+	}
+	kept := out[:0]
+	for _, m := range out {
+		if until, ok := held[m.Seq]; ok {
+			m.LockedUntil = until // renewals since count
+			kept = append(kept, m)
+		}
+	}
+	return kept, true, nil
+}
+
+// stillHeldSQL finds which of the deliveries in the JSON array ?1 still hold
+// their lease: the row locked under the same token, the lease running.
+const stillHeldSQL = `SELECT m.id, m.locked_until FROM json_each(?1) l
+	CROSS JOIN messages m ON m.id = l.value ->> 's'
+	WHERE m.queue = ?2 AND m.lock_token = l.value ->> 't' AND m.state = 'locked' AND m.locked_until > ?3`
+
+// stillHeld returns the lease end of each of rows that is still held.
+func stillHeld(ctx context.Context, tx DBTX, queue string, rows []Row, now int64) (map[int64]int64, error) {
+	refs := make([]lockRef, len(rows))
+	for i, m := range rows {
+		refs[i] = lockRef{Queue: queue, Seq: m.Seq, Token: m.LockToken}
+	}
+	list, err := json.Marshal(refs)
+	if err != nil {
+		return nil, fmt.Errorf("replay attempt: %w", err)
+	}
+	res, err := tx.QueryContext(ctx, stillHeldSQL, string(list), queue, now)
+	if err != nil {
+		return nil, fmt.Errorf("replay attempt: %w", err)
+	}
+	defer res.Close()
+	held := map[int64]int64{}
+	for res.Next() {
+		var seq, until int64
+		if err := res.Scan(&seq, &until); err != nil {
+			return nil, fmt.Errorf("replay attempt: %w", err)
+		}
+		held[seq] = until
+	}
+	return held, res.Err()
 }
 
 // claimUpTo claims up to r.Max messages in one statement and returns them

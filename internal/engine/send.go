@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -51,13 +50,14 @@ FROM queues q
 WHERE q.name = ?1 AND length(?9) <= mqlite_max_message_bytes()
   AND NOT EXISTS (SELECT 1 FROM dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now()))`
 
-// DedupKey is the dedup key of a message: its MessageID, or the body's
-// SHA-256 when it has none. hash is the body's SHA-256.
-func DedupKey(messageID string, hash []byte) string {
+// dedupKey is the dedup key of a message: its MessageID as TEXT, or the
+// body's SHA-256 hash as a BLOB when it has none. The two kinds never meet:
+// SQLite never finds a TEXT equal to a BLOB (the dedup table's key is ANY).
+func dedupKey(messageID string, hash []byte) any {
 	if messageID != "" {
 		return messageID
 	}
-	return "sha256:" + hex.EncodeToString(hash)
+	return hash
 }
 
 // Send enqueues msgs on db, which is normally the caller's transaction. A
@@ -76,7 +76,7 @@ func Send(ctx context.Context, db DBTX, queue string, msgs []OutMessage) ([]Send
 	out := make([]SendResult, len(msgs))
 	for i, m := range msgs {
 		sum := sha256.Sum256(m.Body)
-		key := DedupKey(m.MessageID, sum[:])
+		key := dedupKey(m.MessageID, sum[:])
 		body := m.Body
 		if body == nil {
 			body = []byte{}
@@ -125,7 +125,7 @@ func precheck(ctx context.Context, db DBTX, queue string, msgs []OutMessage) err
 
 // diagnose explains an insert that wrote no row: an unknown queue, a body
 // over the limit, a duplicate (replay) or a conflict.
-func diagnose(ctx context.Context, db DBTX, queue, key string, hash []byte, size int64) (SendResult, error) {
+func diagnose(ctx context.Context, db DBTX, queue string, key any, hash []byte, size int64) (SendResult, error) {
 	var exists bool
 	var maxBytes int64
 	var seq sql.NullInt64
@@ -146,7 +146,7 @@ func diagnose(ctx context.Context, db DBTX, queue, key string, hash []byte, size
 	case !seq.Valid:
 		return SendResult{}, fmt.Errorf("send: insert returned no row for an unexplained reason")
 	case string(origHash) != string(hash):
-		return SendResult{Err: fmt.Errorf("%w: key %q is seq %d", errs.ErrDuplicateConflict, key, seq.Int64)}, nil
+		return SendResult{Err: fmt.Errorf("%w: the message id is seq %d", errs.ErrDuplicateConflict, seq.Int64)}, nil
 	default:
 		return SendResult{Seq: seq.Int64, Duplicate: true}, nil
 	}

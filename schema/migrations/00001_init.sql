@@ -5,7 +5,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-1');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-2');
 
 CREATE TABLE queues (
     name               TEXT    PRIMARY KEY,
@@ -96,7 +96,12 @@ BEGIN
 END;
 -- +goose StatementEnd
 
--- A redriven message rejoins its group in id order.
+-- A redriven message rejoins its group in id order, but never overtakes a
+-- member in flight: while the group's front (held = 0) is locked, deferred or
+-- scheduled, the redriven message waits behind it (held = 1), and becomes the
+-- front when that one leaves or comes back to active (trg_group_handover).
+-- Before an active front, or in a group with no live member, it takes its
+-- place in id order at once.
 -- +goose StatementBegin
 CREATE TRIGGER trg_group_rejoin AFTER UPDATE OF state ON messages
 WHEN NEW.group_id IS NOT NULL
@@ -105,19 +110,44 @@ BEGIN
     UPDATE messages SET held = EXISTS (
            SELECT 1 FROM messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered' AND b.id < NEW.id)
+              AND b.state <> 'dead_lettered' AND b.id <> NEW.id
+              AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
      WHERE id = NEW.id;
     UPDATE messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
-       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0;
+       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0
+       AND (SELECT held FROM messages WHERE id = NEW.id) = 0;
+END;
+-- +goose StatementEnd
+
+-- A front back to active (abandoned, reaped, promoted) hands the front over to
+-- an earlier member redriven while it was in flight: the group goes on in id
+-- order.
+-- +goose StatementBegin
+CREATE TRIGGER trg_group_handover AFTER UPDATE OF state ON messages
+WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
+ AND OLD.state IN ('locked', 'scheduled', 'deferred')
+BEGIN
+    UPDATE messages SET held = 0
+     WHERE id = (SELECT b.id FROM messages b
+                  WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+                    AND b.state <> 'dead_lettered' AND b.id < NEW.id
+                  ORDER BY b.id LIMIT 1);
+    UPDATE messages SET held = 1
+     WHERE id = NEW.id AND EXISTS (
+           SELECT 1 FROM messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state <> 'dead_lettered' AND b.id < NEW.id);
 END;
 -- +goose StatementEnd
 
 -- Producer de-duplication: one row per (queue, key) inside the queue's window.
--- key is the MessageID, or 'sha256:' and the body's hash when there is none.
+-- key is the MessageID (TEXT) or, when there is none, the body's SHA-256 (a
+-- 32-byte BLOB). The column is ANY so that the two kinds keep their storage
+-- class: a TEXT never equals a BLOB, so a MessageID can never meet a content key.
 CREATE TABLE dedup (
     queue      TEXT    NOT NULL,
-    key        TEXT    NOT NULL,
+    key        ANY     NOT NULL,
     seq        INTEGER NOT NULL,
     body_hash  BLOB    NOT NULL,
     expires_at INTEGER NOT NULL,
@@ -130,8 +160,7 @@ CREATE TABLE dedup (
 CREATE TRIGGER trg_dedup_record AFTER INSERT ON messages
 BEGIN
     INSERT OR REPLACE INTO dedup (queue, key, seq, body_hash, expires_at)
-    SELECT NEW.queue,
-           coalesce(NEW.message_id, 'sha256:' || lower(hex(NEW.body_hash))),
+    SELECT NEW.queue, coalesce(NEW.message_id, NEW.body_hash),
            NEW.id, NEW.body_hash, NEW.enqueued_at + q.dedup_window_ms
       FROM queues q
      WHERE q.name = NEW.queue AND q.dedup_window_ms > 0;
@@ -151,9 +180,11 @@ CREATE TABLE settlement_receipts (
 ) STRICT, WITHOUT ROWID;
 
 -- What a Receive tagged with an attempt id claimed, so a retry replays it.
+-- request holds the options of the Receive: a retry must repeat them.
 CREATE TABLE receive_attempts (
     queue      TEXT    NOT NULL,
     attempt_id TEXT    NOT NULL,
+    request    TEXT    NOT NULL,
     result     BLOB    NOT NULL,
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, attempt_id)
@@ -174,6 +205,7 @@ DROP TABLE receive_attempts;
 DROP TABLE settlement_receipts;
 DROP TRIGGER trg_dedup_record;
 DROP TABLE dedup;
+DROP TRIGGER trg_group_handover;
 DROP TRIGGER trg_group_rejoin;
 DROP TRIGGER trg_group_release_on_dead_letter;
 DROP TRIGGER trg_group_release_on_delete;

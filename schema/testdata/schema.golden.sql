@@ -44,7 +44,7 @@ CREATE TABLE access_keys (
 -- table dedup
 CREATE TABLE dedup (
     queue      TEXT    NOT NULL,
-    key        TEXT    NOT NULL,
+    key        ANY     NOT NULL,
     seq        INTEGER NOT NULL,
     body_hash  BLOB    NOT NULL,
     expires_at INTEGER NOT NULL,
@@ -110,6 +110,7 @@ CREATE TABLE queues (
 CREATE TABLE receive_attempts (
     queue      TEXT    NOT NULL,
     attempt_id TEXT    NOT NULL,
+    request    TEXT    NOT NULL,
     result     BLOB    NOT NULL,
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, attempt_id)
@@ -133,11 +134,27 @@ CREATE TABLE sqlite_sequence(name,seq);
 CREATE TRIGGER trg_dedup_record AFTER INSERT ON messages
 BEGIN
     INSERT OR REPLACE INTO dedup (queue, key, seq, body_hash, expires_at)
-    SELECT NEW.queue,
-           coalesce(NEW.message_id, 'sha256:' || lower(hex(NEW.body_hash))),
+    SELECT NEW.queue, coalesce(NEW.message_id, NEW.body_hash),
            NEW.id, NEW.body_hash, NEW.enqueued_at + q.dedup_window_ms
       FROM queues q
      WHERE q.name = NEW.queue AND q.dedup_window_ms > 0;
+END;
+
+-- trigger trg_group_handover
+CREATE TRIGGER trg_group_handover AFTER UPDATE OF state ON messages
+WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
+ AND OLD.state IN ('locked', 'scheduled', 'deferred')
+BEGIN
+    UPDATE messages SET held = 0
+     WHERE id = (SELECT b.id FROM messages b
+                  WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+                    AND b.state <> 'dead_lettered' AND b.id < NEW.id
+                  ORDER BY b.id LIMIT 1);
+    UPDATE messages SET held = 1
+     WHERE id = NEW.id AND EXISTS (
+           SELECT 1 FROM messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state <> 'dead_lettered' AND b.id < NEW.id);
 END;
 
 -- trigger trg_group_rejoin
@@ -148,11 +165,13 @@ BEGIN
     UPDATE messages SET held = EXISTS (
            SELECT 1 FROM messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered' AND b.id < NEW.id)
+              AND b.state <> 'dead_lettered' AND b.id <> NEW.id
+              AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
      WHERE id = NEW.id;
     UPDATE messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
-       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0;
+       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0
+       AND (SELECT held FROM messages WHERE id = NEW.id) = 0;
 END;
 
 -- trigger trg_group_release_on_dead_letter
