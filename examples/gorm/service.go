@@ -89,9 +89,11 @@ func NewService(ctx context.Context, st *mqlite.Store, out io.Writer) (*Service,
 	if err := db.WithContext(ctx).AutoMigrate(&Stock{}, &Order{}, &Shipment{}, &ProcessedEvent{}); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	err = st.CreateQueue(ctx, shop.Queue, mqlite.QueueOptions{})
-	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
-		return nil, fmt.Errorf("create queue: %w", err)
+	for _, q := range []string{shop.Queue, shop.RelayQueue} {
+		err := st.CreateQueue(ctx, q, mqlite.QueueOptions{})
+		if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+			return nil, fmt.Errorf("create queue %s: %w", q, err)
+		}
 	}
 	return &Service{st: st, db: db, out: &shop.LockedWriter{W: out}}, nil
 }
@@ -144,13 +146,16 @@ func placeOrder(ctx context.Context, db *gorm.DB, item string, quantity int, tot
 		if err != nil {
 			return err
 		}
-		_, err = outbox.SendOne(txCtx, sqlTx, shop.Queue, outbox.Message{
-			Body:      body,
-			MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
-			Subject:   shop.SubjectPlaced,
-		})
-		if err != nil {
-			return fmt.Errorf("send %s: %w", shop.SubjectPlaced, err)
+		// One event for the in-process handler, the same for the relay.
+		for _, q := range []string{shop.Queue, shop.RelayQueue} {
+			_, err := outbox.SendOne(txCtx, sqlTx, q, outbox.Message{
+				Body:      body,
+				MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
+				Subject:   shop.SubjectPlaced,
+			})
+			if err != nil {
+				return fmt.Errorf("send %s to %s: %w", shop.SubjectPlaced, q, err)
+			}
 		}
 		// Last, so that a failure here shows the order and the event
 		// rolling back together.

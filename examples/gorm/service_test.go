@@ -56,9 +56,11 @@ func TestRun(t *testing.T) {
 	}
 	for _, want := range []string{
 		"out of stock: rolled back",
-		"order-3 (seq 3, delivery 2): already handled, nothing shipped",
+		"order-3 (seq 5, delivery 2): already handled, nothing shipped",
+		"webhook order-3 (attempt 2): signature valid",
+		"the receiver verified 3 events and rejected 0 requests",
 		"mqlite: transaction does not belong to an mqlite store",
-		`now: 3 orders, 3 shipments, 3 processed events; queue "orders": 0 active`,
+		`now: 3 orders, 3 shipments, 3 processed events; queue "orders": 0 active, 0 dead-lettered; queue "orders.webhook": 0 active, 0 dead-lettered`,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

@@ -69,9 +69,11 @@ func NewService(ctx context.Context, st *mqlite.Store, out io.Writer) (*Service,
 			return nil, fmt.Errorf("create tables: %w", err)
 		}
 	}
-	err := st.CreateQueue(ctx, shop.Queue, mqlite.QueueOptions{})
-	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
-		return nil, fmt.Errorf("create queue: %w", err)
+	for _, q := range []string{shop.Queue, shop.RelayQueue} {
+		err := st.CreateQueue(ctx, q, mqlite.QueueOptions{})
+		if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+			return nil, fmt.Errorf("create queue %s: %w", q, err)
+		}
 	}
 	return s, nil
 }
@@ -119,13 +121,16 @@ func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, tot
 			return fmt.Errorf("encode event: %w", err)
 		}
 		// The *sqlx.Tx goes to the outbox as it is: it embeds the *sql.Tx.
-		_, err = outbox.SendOne(txCtx, tx, shop.Queue, outbox.Message{
-			Body:      body,
-			MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
-			Subject:   shop.SubjectPlaced,
-		})
-		if err != nil {
-			return fmt.Errorf("send %s: %w", shop.SubjectPlaced, err)
+		// One event for the in-process handler, the same for the relay.
+		for _, q := range []string{shop.Queue, shop.RelayQueue} {
+			_, err := outbox.SendOne(txCtx, tx, q, outbox.Message{
+				Body:      body,
+				MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
+				Subject:   shop.SubjectPlaced,
+			})
+			if err != nil {
+				return fmt.Errorf("send %s to %s: %w", shop.SubjectPlaced, q, err)
+			}
 		}
 		// Last, so that a failure here shows the order and the event
 		// rolling back together.

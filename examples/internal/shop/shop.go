@@ -61,8 +61,9 @@ type Service interface {
 	Store() *mqlite.Store
 	// Restock sets how many of item are on hand.
 	Restock(ctx context.Context, item string, onHand int) error
-	// Place places an order: the order row, its order.placed event and the
-	// stock reservation in one transaction. It returns the order's id.
+	// Place places an order: the order row, its order.placed event (on
+	// Queue and on RelayQueue) and the stock reservation in one
+	// transaction. It returns the order's id.
 	Place(ctx context.Context, item string, quantity int, totalCents int64) (int64, error)
 	// Consume runs the service's handler in a consumer.Loop until ctx is
 	// cancelled.
@@ -188,9 +189,10 @@ func Main(name string, run func(ctx context.Context, w io.Writer, path string) e
 
 // Demo is what `go run` of an example does, on a store it opens at path:
 // it places four orders (the piano is out of stock and leaves neither row
-// nor event), calls between (when not nil) with the store, then handles the
+// nor event), calls between (when not nil) with the store, handles the
 // events (the first delivery of order-3 fails after its commit, and its
-// redelivery finds it handled) and prints what happened to w.
+// redelivery finds it handled), relays them to a local webhook receiver
+// that verifies their signatures, and prints what happened to w.
 func Demo(ctx context.Context, w io.Writer, path string,
 	newService func(ctx context.Context, st *mqlite.Store, out io.Writer) (Service, error),
 	between func(ctx context.Context, w io.Writer, st *mqlite.Store) error,
@@ -259,6 +261,27 @@ func Demo(ctx context.Context, w io.Writer, path string,
 	if err := Drain(ctx, svc, placed, opts); err != nil {
 		return err
 	}
+	if err := report(ctx, out, svc); err != nil {
+		return err
+	}
+
+	// The same events go out through the relay to a webhook receiver,
+	// which verifies each signature and fails each first attempt: the
+	// relay retries with the same webhook-id.
+	secret, err := NewSecret()
+	if err != nil {
+		return err
+	}
+	rcv, err := NewReceiver(secret, ReceiverOptions{FailFirst: true, Log: out.Printf})
+	if err != nil {
+		return err
+	}
+	defer rcv.Close()
+	out.Printf("\nrelaying %d events from %q to a local webhook receiver (Standard Webhooks signatures):\n", placed, RelayQueue)
+	if err := Relay(ctx, st, rcv, secret, placed, opts.Logger); err != nil {
+		return err
+	}
+	out.Printf("  the receiver verified %d events and rejected %d requests\n", len(rcv.Seen()), rcv.Rejected())
 	return report(ctx, out, svc)
 }
 
@@ -268,11 +291,14 @@ func report(ctx context.Context, out *LockedWriter, svc Service) error {
 	if err != nil {
 		return err
 	}
-	qs, err := svc.Store().Stats(ctx, Queue)
-	if err != nil {
-		return err
+	out.Printf("  now: %d orders, %d shipments, %d processed events", c.Orders, c.Shipments, c.Processed)
+	for _, q := range []string{Queue, RelayQueue} {
+		qs, err := svc.Store().Stats(ctx, q)
+		if err != nil {
+			return err
+		}
+		out.Printf("; queue %q: %d active, %d dead-lettered", q, qs.Active+qs.Locked+qs.Scheduled, qs.DeadLettered)
 	}
-	out.Printf("  now: %d orders, %d shipments, %d processed events; queue %q: %d active, %d locked, %d dead-lettered\n",
-		c.Orders, c.Shipments, c.Processed, Queue, qs.Active, qs.Locked, qs.DeadLettered)
+	out.Printf("\n")
 	return nil
 }

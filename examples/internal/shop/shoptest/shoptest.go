@@ -1,19 +1,31 @@
 // Package shoptest is the test suite both examples' order services pass:
-// a failed order leaves neither row nor event, and every event is handled
-// exactly once even when its handler fails the first time.
+// a failed order leaves neither row nor event, every event is handled
+// exactly once even when its handler fails the first time, and the webhook
+// receiver sees every event, relayed, with a valid signature.
 package shoptest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/examples/internal/shop"
 )
+
+// quiet drops the logs of the Loops and relays under test: the injected
+// failures would fill the output.
+var quiet = slog.New(slog.DiscardHandler)
 
 // NewFunc returns the service under test on st.
 type NewFunc func(t *testing.T, st *mqlite.Store) shop.Service
@@ -47,6 +59,10 @@ func Run(t *testing.T, newService NewFunc) {
 	t.Run("FailedOrderLeavesNeitherRowNorEvent", func(t *testing.T) {
 		t.Parallel()
 		failedOrderLeavesNeitherRowNorEvent(t, Open(t, newService))
+	})
+	t.Run("RelayedWithValidSignatures", func(t *testing.T) {
+		t.Parallel()
+		relayedWithValidSignatures(t, Open(t, newService))
 	})
 	for _, stage := range []string{shop.StageInTx, shop.StageAfterCommit} {
 		t.Run("EachEventHandledOnce/"+stage, func(t *testing.T) {
@@ -88,6 +104,106 @@ func failedOrderLeavesNeitherRowNorEvent(t *testing.T, svc shop.Service) {
 	if len(msgs) != 1 || msgs[0].MessageID != "order-1" || msgs[0].Subject != shop.SubjectPlaced {
 		t.Fatalf("queue holds %+v, want only order-1's event", msgs)
 	}
+	relayed, err := svc.Store().Peek(ctx, shop.RelayQueue, mqlite.PeekOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(relayed) != 1 || relayed[0].MessageID != "order-1" {
+		t.Fatalf("relay queue holds %+v, want only order-1's event", relayed)
+	}
+}
+
+// relayedWithValidSignatures places orders, relays their events to a
+// receiver that answers 503 to each first attempt, and checks that the
+// receiver verified every event's signature, got each body as sent, under
+// its stable webhook-id, and that the relay queue is empty after. A request
+// signed with another secret is refused: the verification is real.
+func relayedWithValidSignatures(t *testing.T, svc shop.Service) {
+	ctx := context.Background()
+	const orders = 5
+	for i := range orders {
+		if _, err := svc.Place(ctx, "book", 1, int64(1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent, err := svc.Store().Peek(ctx, shop.RelayQueue, mqlite.PeekOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := shop.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := shop.NewReceiver(secret, shop.ReceiverOptions{FailFirst: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	if err := shop.Relay(ctx, svc.Store(), rcv, secret, orders, quiet); err != nil {
+		t.Fatal(err)
+	}
+
+	seen, attempts := rcv.Seen(), rcv.Attempts()
+	if len(seen) != orders || len(sent) != orders {
+		t.Fatalf("receiver saw %d events of %d sent, want %d", len(seen), len(sent), orders)
+	}
+	for _, m := range sent {
+		body, ok := seen[m.MessageID]
+		if !ok {
+			t.Errorf("receiver never verified %s", m.MessageID)
+			continue
+		}
+		if string(body) != string(m.Body) {
+			t.Errorf("%s: receiver got %s, sent %s", m.MessageID, body, m.Body)
+		}
+		if attempts[m.MessageID] < 2 {
+			t.Errorf("%s: %d verified attempts, want the refused one and its retry", m.MessageID, attempts[m.MessageID])
+		}
+	}
+	if n := rcv.Rejected(); n != 0 {
+		t.Errorf("receiver rejected %d relayed requests", n)
+	}
+	qs, err := svc.Store().Stats(ctx, shop.RelayQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qs.Total() != 0 {
+		t.Errorf("relay queue still holds %+v", qs)
+	}
+
+	// A request signed with another secret.
+	other, err := shop.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger, err := standardwebhooks.NewWebhook(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"order_id":999}`)
+	ts := time.Now()
+	sig, err := forger.Sign("order-999", ts, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rcv.URL(), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(standardwebhooks.HeaderWebhookID, "order-999")
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || rcv.Rejected() != 1 {
+		t.Errorf("forged request: status %d, %d rejected; want 401 and 1", resp.StatusCode, rcv.Rejected())
+	}
+	if _, ok := rcv.Seen()["order-999"]; ok {
+		t.Errorf("the forged event was recorded")
+	}
 }
 
 // eachEventHandledOnce fails the first delivery of every event at stage
@@ -116,7 +232,9 @@ func eachEventHandledOnce(t *testing.T, svc shop.Service, stage string) {
 		}
 		return nil
 	})
-	if err := shop.Drain(ctx, svc, orders, shop.LoopOptions()); err != nil {
+	opts := shop.LoopOptions()
+	opts.Logger = quiet
+	if err := shop.Drain(ctx, svc, orders, opts); err != nil {
 		t.Fatal(err)
 	}
 	c := counts(t, svc)
