@@ -287,7 +287,11 @@ func Run(ctx context.Context, dir string, peers []Peer, sz Sizes, progress io.Wr
 					res.Cells[row+1][pi] = append(res.Cells[row+1][pi], v99)
 				}
 				if progress != nil {
-					fmt.Fprintf(progress, "run %d  %-24s %-26s %12.2f\n", run+1, sc.name, p.Name, v)
+					fmt.Fprintf(progress, "run %d  %-24s %-26s %12.2f", run+1, sc.name, p.Name, v)
+					if sc.p99 {
+						fmt.Fprintf(progress, "  p99 %.2f", v99)
+					}
+					fmt.Fprintln(progress)
 				}
 				if err := removeDB(path); err != nil {
 					return nil, err
