@@ -39,7 +39,7 @@ type Sizes struct {
 var FullSizes = Sizes{Send1: 2000, Send100: 20000, Drain1: 2000, Drain100: 10000, Latency: 100, Rate: 20, Runs: 3}
 
 // SmokeSizes prove that every peer runs every scenario, in seconds.
-var SmokeSizes = Sizes{Send1: 20, Send100: 200, Drain1: 20, Drain100: 200, Latency: 10, Rate: 200, Runs: 1}
+var SmokeSizes = Sizes{Send1: 10, Send100: 100, Drain1: 10, Drain100: 100, Latency: 5, Rate: 200, Runs: 1}
 
 // Instance is one peer on one fresh file.
 type Instance interface {
