@@ -229,25 +229,17 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 		if err := tx.Create(&Shipment{OrderID: o.ID}).Error; err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		return s.injected(shop.StageInTx, m)
+		return s.fault.At(shop.StageInTx, m)
 	})
 	if err != nil {
 		return err
 	}
 	if duplicate {
-		s.out.Printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", shop.EventID(m), m.Seq, m.DeliveryCount)
+		s.out.Handled(m, "")
 		return nil
 	}
-	s.out.Printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n",
-		shop.EventID(m), m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
-	return s.injected(shop.StageAfterCommit, m)
-}
-
-func (s *Service) injected(stage string, m mqlite.Message) error {
-	if s.fault == nil {
-		return nil
-	}
-	return s.fault(stage, m)
+	s.out.Handled(m, fmt.Sprintf("shipped order %d (%d %s)", o.ID, o.Quantity, o.Item))
+	return s.fault.At(shop.StageAfterCommit, m)
 }
 
 // Counts counts the rows of the service's tables.

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/libtnb/sqlite"
@@ -50,22 +47,7 @@ func count(t *testing.T, svc *Service, query string) int64 {
 
 func TestRun(t *testing.T) {
 	t.Parallel()
-	var out bytes.Buffer
-	if err := run(context.Background(), &out, filepath.Join(t.TempDir(), "shop.db")); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	for _, want := range []string{
-		"out of stock: rolled back",
-		"order-3 (seq 5, delivery 2): already handled, nothing shipped",
-		"webhook order-3 (attempt 2): signature valid",
-		"the receiver verified 3 events and rejected 0 requests",
-		"mqlite: transaction does not belong to an mqlite store",
-		`now: 3 orders, 3 shipments, 3 processed events; queue "orders": 0 active, 0 dead-lettered; queue "orders.webhook": 0 active, 0 dead-lettered`,
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
+	shoptest.Demo(t, run, "mqlite: transaction does not belong to an mqlite store")
 }
 
 // TestWrongHandleIsNotAStore places an order through GORM opened on the

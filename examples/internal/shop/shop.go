@@ -48,6 +48,23 @@ const (
 // fails there with the error it returns.
 type FaultFunc func(stage string, m mqlite.Message) error
 
+// At calls f, if it is set, for m at stage.
+func (f FaultFunc) At(stage string, m mqlite.Message) error {
+	if f == nil {
+		return nil
+	}
+	return f(stage, m)
+}
+
+// Handled prints what a handler did with m: shipped is what it did, or ""
+// for an event it found handled before.
+func (l *LockedWriter) Handled(m mqlite.Message, shipped string) {
+	if shipped == "" {
+		shipped = "already handled, nothing shipped"
+	}
+	l.Printf("  %s (seq %d, delivery %d): %s\n", EventID(m), m.Seq, m.DeliveryCount, shipped)
+}
+
 // Counts is how many rows the service's tables hold.
 type Counts struct {
 	Orders, Shipments, Processed int64

@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -260,5 +262,26 @@ func eachEventHandledOnce(t *testing.T, svc shop.Service, stage string) {
 	}
 	if qs.Total() != 0 {
 		t.Errorf("queue still holds %+v", qs)
+	}
+}
+
+// Demo runs an example's run (shop.Demo on a file in t.TempDir()) and
+// checks its output for what every example shows, and for want.
+func Demo(t *testing.T, run func(ctx context.Context, w io.Writer, path string) error, want ...string) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), &out, filepath.Join(t.TempDir(), "shop.db")); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, w := range append([]string{
+		"out of stock: rolled back",
+		"order-3 (seq 5, delivery 2): already handled, nothing shipped",
+		"webhook order-3 (attempt 2): signature valid",
+		"the receiver verified 3 events and rejected 0 requests",
+		`now: 3 orders, 3 shipments, 3 processed events; queue "orders": 0 active, 0 dead-lettered; queue "orders.webhook": 0 active, 0 dead-lettered`,
+	}, want...) {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
 	}
 }
