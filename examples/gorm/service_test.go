@@ -21,8 +21,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestService runs the examples' suite: a failed order leaves neither row
-// nor event, and each event is handled exactly once when its first delivery
-// fails inside the handler's transaction or after its commit.
+// nor event, each event is handled exactly once when its first delivery
+// fails inside the handler's transaction or after its commit, and the
+// webhook receiver verifies every relayed event's signature.
 func TestService(t *testing.T) {
 	t.Parallel()
 	shoptest.Run(t, newService)
