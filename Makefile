@@ -21,7 +21,7 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
-	cd bench && go run .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
+	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done

@@ -2,8 +2,8 @@
 // raw-SQL baseline in one process and one run, and prints the table of
 // docs/benchmark.md ("Against goqite and River"):
 //
-//	cd bench && go run .          # make bench runs this
-//	cd bench && go run . -short   # seconds: proves every cell runs
+//	go run -C bench .          # make bench runs this
+//	go run -C bench . -short   # seconds: proves every cell runs
 //
 // Every peer gets a fresh file per measurement on modernc.org/sqlite with
 // the same settings (WAL, synchronous NORMAL, one connection, automatic

@@ -2,7 +2,7 @@
 // their order.placed events commit in one GORM transaction on the store's
 // own *sql.DB, and a consumer.Loop that handles the events idempotently.
 //
-//	cd examples/gorm && go run .
+//	go run -C examples/gorm .   # from the repository root
 //
 // It places four orders in a fresh store (one is out of stock and leaves
 // neither an order row nor an event), shows that a GORM handle opened on the
