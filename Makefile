@@ -25,6 +25,7 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
 	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
+	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done
