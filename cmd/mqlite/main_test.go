@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +16,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func TestRunDispatch(t *testing.T) {
@@ -26,13 +38,18 @@ func TestRunDispatch(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"no command", nil, 2, "", "Usage: mqlite <command>"},
-		{"unknown command", []string{"bogus"}, 2, "", `unknown command "bogus"`},
+		{"no command", nil, 2, "", "no command given"},
+		{"unknown command", []string{"bogus"}, 2, "", `unexpected argument "bogus"`},
 		{"help", []string{"help"}, 0, "demo ", ""},
-		{"-h", []string{"-h"}, 0, "Usage: mqlite <command>", ""},
-		{"demo -h", []string{"demo", "-h"}, 0, "", "-db file"},
-		{"demo with an unknown flag", []string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
+		{"-h", []string{"-h"}, 0, "Usage:", ""},
+		{"demo -h", []string{"demo", "-h"}, 0, "--db file", ""},
+		{"demo with an unknown flag", []string{"demo", "--bogus"}, 2, "", "unknown flag: --bogus"},
 		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"send without a store", []string{"send", "q", "x", "--db", ""}, 2, "", "no store"},
+		{"send with too many arguments", []string{"send", "q", "x", "y"}, 2, "", "needs QUEUE"},
+		{"receive with two settlements", []string{"receive", "q", "--complete", "--abandon", "--db", "x.db"}, 2, "", "exclude each other"},
+		{"keys create without a role", []string{"keys", "create", "--db", "x.db"}, 2, "", "needs --role"},
+		{"serve without a file", []string{"serve", "--db", ""}, 2, "", "serve needs --db"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
