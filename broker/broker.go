@@ -155,7 +155,8 @@ type Server struct {
 	handler http.Handler
 	http    *http.Server
 
-	polls chan struct{} // one token per waiting receive
+	polls   chan struct{}  // one token per waiting receive
+	polling sync.WaitGroup // the waiting receives, for Shutdown
 
 	drain     context.Context // cancelled when Shutdown begins
 	stopDrain context.CancelFunc
@@ -243,6 +244,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err := s.http.Shutdown(ctx)
 		if err != nil {
 			err = errors.Join(err, s.http.Close())
+		}
+		// Under a server of the caller's (Handler), nothing above waited
+		// for the receives the drain ended: let them answer before the
+		// store closes under them.
+		waited := make(chan struct{})
+		go func() { s.polling.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-ctx.Done():
 		}
 		s.shutdownErr = errors.Join(err, s.st.Close())
 	})

@@ -151,9 +151,13 @@ func (s *Server) receive(r *http.Request) (result, error) {
 	opts.Wait = min(opts.Wait, s.cfg.MaxWait)
 	ctx := r.Context()
 	if opts.Wait > 0 {
+		if s.drain.Err() != nil {
+			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
+		}
 		select {
 		case s.polls <- struct{}{}:
-			defer func() { <-s.polls }()
+			s.polling.Add(1)
+			defer func() { <-s.polls; s.polling.Done() }()
 		default:
 			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
 		}
@@ -166,7 +170,7 @@ func (s *Server) receive(r *http.Request) (result, error) {
 	}
 	msgs, err := s.st.Receive(ctx, r.PathValue("queue"), opts)
 	if err != nil {
-		if s.drain.Err() != nil && r.Context().Err() == nil && errors.Is(err, context.Canceled) {
+		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
 			return ok(wire.MessagesResponse{Messages: []wire.OutMessage{}})
 		}
 		return result{}, err
