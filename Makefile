@@ -24,6 +24,8 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
 	go test -run '^$$' -bench BenchmarkBroker -benchtime 50000x ./client/
+	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
+	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done

@@ -156,24 +156,28 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 	if err != nil {
 		return err
 	}
+	return run(ctx, &loop{src: src, queue: queue, handler: handler, o: o}, o.Concurrency+o.Prefetch)
+}
+
+// run runs l, set up by Loop or LoopBatch, holding at most held messages.
+func run(ctx context.Context, l *loop, held int) error {
+	o := l.o
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)
-	l := &loop{
-		src: src, queue: queue, handler: handler, o: o, clock: clockOf(src),
-		log:      o.Logger.With("queue", queue),
-		hctx:     hctx,
-		sctx:     context.WithoutCancel(ctx),
-		stop:     make(chan struct{}),
-		slots:    make(chan struct{}, o.Concurrency+o.Prefetch),
-		work:     make(chan *delivery, o.Concurrency+o.Prefetch),
-		renewals: newRenewer(),
-	}
+	l.clock = clockOf(l.src)
+	l.log = o.Logger.With("queue", l.queue)
+	l.hctx = hctx
+	l.sctx = context.WithoutCancel(ctx)
+	l.stop = make(chan struct{})
+	l.slots = make(chan struct{}, held)
+	l.work = make(chan *delivery, held)
+	l.renewals = newRenewer()
 	for range cap(l.slots) {
 		l.slots <- struct{}{}
 	}
 
 	var completerDone chan struct{}
-	if bc, ok := src.(CompleteBatcher); ok {
+	if bc, ok := l.src.(CompleteBatcher); ok {
 		l.completions = make(chan completion, cap(l.slots))
 		completerDone = make(chan struct{})
 		go func() {
@@ -197,12 +201,16 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 					l.release(d)
 					continue
 				}
+				if l.batch != nil {
+					l.handleBatch(d)
+					continue
+				}
 				l.handle(d)
 			}
 		}()
 	}
 
-	err = l.fetch(ctx)
+	err := l.fetch(ctx)
 
 	// Stop: release what was claimed but not started, then drain.
 	close(l.stop)
@@ -236,9 +244,12 @@ type loop struct {
 	src     Source
 	queue   string
 	handler Handler
-	o       LoopOptions
-	clock   mqlite.Clock // the Source's, for lease arithmetic
-	log     *slog.Logger
+	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
+	batch    BatchHandler
+	maxBatch int
+	o        LoopOptions
+	clock    mqlite.Clock // the Source's, for lease arithmetic
+	log      *slog.Logger
 
 	hctx context.Context // parent of handler contexts: cancelled at the drain timeout
 	sctx context.Context // parent of settlements: never cancelled
@@ -388,14 +399,19 @@ func (l *loop) handle(d *delivery) {
 	}
 	start := time.Now()
 	err := l.call(d)
-	took := time.Since(start)
+	handedOver = l.settle(d, err, time.Since(start))
+}
+
+// settle settles d by its handler's outcome err. It reports whether d was
+// handed over to the completer, which then frees d's slot.
+func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bool) {
 	lost := l.renewals.remove(d) // no renewal may race the settlement
 	drainCancelled := errors.Is(context.Cause(d.ctx), ErrDrainTimeout)
 	d.cancel(context.Canceled)
 	if lost != nil {
 		l.log.Warn("consumer: handler finished after its lease was lost; not settling",
 			append(msgAttrs(d.msg), "handler_err", err, "took", took)...)
-		return
+		return false
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
@@ -403,32 +419,34 @@ func (l *loop) handle(d *delivery) {
 	switch {
 	case err == nil && l.completions != nil:
 		l.completions <- completion{msg: m, took: took} // never blocks: room for every slot
-		handedOver = true
+		return true
 	case err == nil:
 		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {
 			l.settleFailed(m, "complete", serr)
-			return
+			return false
 		}
 		l.o.Observer.Completed(m, took)
 	case IsPermanent(err):
-		if serr := l.src.Reject(sctx, m.Lock(), reason(err), ""); serr != nil {
+		why, description := deadLetterOf(err)
+		if serr := l.src.Reject(sctx, m.Lock(), why, description); serr != nil {
 			l.settleFailed(m, "reject", serr)
-			return
+			return false
 		}
 		l.log.Warn("consumer: permanent error; message dead-lettered", append(msgAttrs(m), "err", err)...)
 		l.o.Observer.Rejected(m, took, err)
 	default:
 		var delay time.Duration
 		if !drainCancelled {
-			delay = l.o.Backoff.delay(m.DeliveryCount)
+			delay = l.retryDelay(m, err)
 		}
 		if serr := l.src.Abandon(sctx, m.Lock(), delay); serr != nil {
 			l.settleFailed(m, "abandon", serr)
-			return
+			return false
 		}
 		l.log.Info("consumer: handler failed; message abandoned", append(msgAttrs(m), "err", err, "delay", delay)...)
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
+	return false
 }
 
 // reason turns a permanent error into a dead-letter reason the store takes:

@@ -68,13 +68,25 @@ func advance(d time.Duration) {
 // start runs Loop on queue "q" in the background; stop cancels it and
 // returns Loop's result.
 func (e *loopEnv) start(h consumer.Handler, opts consumer.LoopOptions) (stop func() error) {
+	opts = e.options(opts)
+	return e.launch(func(lctx context.Context) error { return consumer.Loop(lctx, e.src, "q", h, opts) })
+}
+
+// options sets opts' Observer and, when unset, its Logger to e's recorders.
+func (e *loopEnv) options(opts consumer.LoopOptions) consumer.LoopOptions {
 	opts.Observer = e.obs
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: e.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	return opts
+}
+
+// launch runs loop in the background; stop cancels its ctx and returns its
+// result.
+func (e *loopEnv) launch(loop func(ctx context.Context) error) (stop func() error) {
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- consumer.Loop(lctx, e.src, "q", h, opts) }()
+	go func() { done <- loop(lctx) }()
 	synctest.Wait() // Loop is up and waiting in Receive
 	return func() error {
 		cancel()

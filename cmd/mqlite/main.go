@@ -9,7 +9,7 @@
 // The commands are serve, send, receive, peek, dlq (list, redrive, purge),
 // queues (list, create, update, delete), topics (list, create, delete),
 // subscriptions (create, update, delete), stats, keys (create, list,
-// revoke), backup and demo. Run "mqlite <command> --help" for a command's
+// revoke), backup, relay and demo. Run "mqlite <command> --help" for a command's
 // flags and an example.
 //
 // --db, --url and --key may also come from MQLITE_DB, MQLITE_URL and
@@ -101,7 +101,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 	pf.StringVar(&g.key, "key", os.Getenv("MQLITE_KEY"), "the access `key` for --url (env MQLITE_KEY)")
 	pf.BoolVar(&g.json, "json", false, "print JSON, for scripts")
 	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), dlqCmd(g), queuesCmd(g),
-		topicsCmd(g), subscriptionsCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g))
+		topicsCmd(g), subscriptionsCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g))
 	return root
 }
 

@@ -1,0 +1,290 @@
+// Package amqp is a relay.Sink that publishes to RabbitMQ (AMQP 0-9-1).
+//
+// Each message is published persistent, with the mandatory flag, its
+// message-id set to relay.ID (the same on every retry) and its fields and
+// properties as headers, on a channel in confirm mode. A message is
+// reported delivered only once the broker confirmed it; a nack, a missing
+// confirm (Config.ConfirmTimeout), a message returned as unroutable and a
+// dropped connection or channel are retried. After a drop the sink
+// reconnects on the next Send, with a backoff between attempts.
+//
+// RabbitMQ does not drop duplicates by itself: a message whose confirm was
+// lost is published again with the same message-id, and consumers should
+// drop the ids they have seen.
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/relay"
+)
+
+// Defaults of Config's zero-valued fields.
+const (
+	DefaultRoutingKey     = "{{.Queue}}"
+	DefaultConfirmTimeout = 10 * time.Second
+	DefaultDialTimeout    = 10 * time.Second
+)
+
+// DefaultReconnect is the backoff between reconnection attempts when
+// Config.Reconnect is zero: 100ms doubling up to 10s.
+var DefaultReconnect = consumer.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}
+
+// ErrInvalidConfig is matched, together with mqlite.ErrInvalidArgument, by
+// every error of New.
+var ErrInvalidConfig = errors.New("amqp: invalid config")
+
+// ErrReturned is the failure of a message the broker returned because no
+// queue was bound to take it (the mandatory flag). It is retried: a binding
+// may come.
+var ErrReturned = errors.New("amqp: message returned unroutable")
+
+// ErrClosed is returned for the messages of a Send after Close.
+var ErrClosed = errors.New("amqp: sink closed")
+
+// Config configures a Sink. Zero values mean the defaults.
+type Config struct {
+	// URL is the broker's amqp:// or amqps:// URL. Required.
+	URL string
+	// Exchange is the exchange to publish to; "" is the default
+	// exchange, which routes by queue name.
+	Exchange string
+	// RoutingKey is a relay.Template that names each message's routing
+	// key. Defaults to "{{.Queue}}".
+	RoutingKey string
+	// ConfirmTimeout is how long a publish may wait for the broker's
+	// confirm before the message is retried. Defaults to 10s.
+	ConfirmTimeout time.Duration
+	// DialTimeout bounds each connection attempt. Defaults to 10s.
+	DialTimeout time.Duration
+	// Reconnect spaces the connection attempts after a drop or a failed
+	// dial. Defaults to DefaultReconnect.
+	Reconnect consumer.Backoff
+}
+
+// Sink publishes messages to RabbitMQ over one connection and one confirm
+// channel. It is safe for concurrent use.
+type Sink struct {
+	cfg Config
+	key *relay.Template
+
+	dial     chan struct{} // held while a goroutine dials: a lock that honours ctx
+	mu       sync.Mutex
+	sess     *session // nil until dialled, or after a drop
+	closed   bool
+	failures int       // failed dials in a row
+	retryAt  time.Time // no dial before then
+}
+
+var _ relay.Sink = (*Sink)(nil)
+
+// New returns a Sink for cfg. It validates cfg (errors match
+// mqlite.ErrInvalidArgument) and connects on the first Send.
+func New(cfg Config) (*Sink, error) {
+	if cfg.URL == "" {
+		return nil, invalid("no URL")
+	}
+	if _, err := amqp091.ParseURI(cfg.URL); err != nil {
+		return nil, invalid("URL: %v", err)
+	}
+	if cfg.RoutingKey == "" {
+		cfg.RoutingKey = DefaultRoutingKey
+	}
+	key, err := relay.ParseTemplate(cfg.RoutingKey)
+	if err != nil {
+		return nil, invalid("RoutingKey: %v", err)
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+		f   string
+	}{{&cfg.ConfirmTimeout, DefaultConfirmTimeout, "ConfirmTimeout"}, {&cfg.DialTimeout, DefaultDialTimeout, "DialTimeout"}} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			return nil, invalid("negative %s %v", d.f, *d.v)
+		}
+	}
+	if cfg.Reconnect == (consumer.Backoff{}) {
+		cfg.Reconnect = DefaultReconnect
+	}
+	return &Sink{cfg: cfg, key: key, dial: make(chan struct{}, 1)}, nil
+}
+
+// Close closes the connection. Sends after Close fail with ErrClosed.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	sess := s.sess
+	s.sess, s.closed = nil, true
+	s.mu.Unlock()
+	if sess != nil {
+		return sess.close()
+	}
+	return nil
+}
+
+// Send publishes msgs and waits for the broker's confirms. Cancelling ctx
+// stops waiting: the messages not yet confirmed are retried.
+func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := make([]relay.Outcome, len(msgs))
+	sess, err := s.session(ctx)
+	if err != nil {
+		for i := range out {
+			out[i] = relay.Retry(err, 0)
+		}
+		return out
+	}
+	confirms := make([]*amqp091.DeferredConfirmation, len(msgs))
+	for i, m := range msgs {
+		key, err := s.key.Render(m)
+		if err != nil {
+			out[i] = relay.Permanent("amqp: bad routing key", err.Error())
+			continue
+		}
+		confirms[i], err = sess.ch.PublishWithDeferredConfirmWithContext(ctx, s.cfg.Exchange, key, true, false, publishing(m))
+		if err != nil {
+			out[i] = relay.Retry(fmt.Errorf("amqp: publish: %w", err), 0)
+			s.drop(sess)
+		}
+	}
+	timer := time.NewTimer(s.cfg.ConfirmTimeout)
+	defer timer.Stop()
+	for i, c := range confirms {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.Done():
+			if !c.Acked() {
+				out[i] = relay.Retry(errors.New("amqp: broker nacked the message or the channel closed"), 0)
+			}
+		case <-timer.C:
+			out[i] = relay.Retry(fmt.Errorf("amqp: no confirm within %v", s.cfg.ConfirmTimeout), 0)
+			confirms[i] = nil
+		case <-ctx.Done():
+			out[i] = relay.Retry(fmt.Errorf("amqp: %w", ctx.Err()), 0)
+			confirms[i] = nil
+		}
+	}
+	// A basic.return comes before the confirm of its message: once the
+	// returns seen so far are recorded, every return of this batch is.
+	sess.sync(ctx)
+	for i, c := range confirms {
+		if c != nil && c.Acked() {
+			if reply, ok := sess.returned(relay.ID(msgs[i])); ok {
+				out[i] = relay.Retry(fmt.Errorf("%w: %s", ErrReturned, reply), 0)
+			}
+		}
+	}
+	return out
+}
+
+// publishing builds the AMQP message of m.
+func publishing(m mqlite.Message) amqp091.Publishing {
+	h := amqp091.Table{
+		relay.HeaderQueue:         m.Queue,
+		relay.HeaderSeq:           strconv.FormatInt(m.Seq, 10),
+		relay.HeaderDeliveryCount: int32(m.DeliveryCount),
+	}
+	for k, v := range m.Properties {
+		h[k] = v
+	}
+	if m.Subject != "" {
+		h[relay.HeaderSubject] = m.Subject
+	}
+	if m.GroupID != "" {
+		h[relay.HeaderGroupID] = m.GroupID
+	}
+	p := amqp091.Publishing{
+		MessageId: relay.ID(m), Headers: h, Body: m.Body,
+		DeliveryMode: amqp091.Persistent, Timestamp: m.EnqueuedAt,
+		ContentType: m.Properties["content-type"],
+	}
+	return p
+}
+
+// session returns the live session, dialling one (after the reconnect
+// backoff) when there is none.
+func (s *Sink) session(ctx context.Context) (*session, error) {
+	if sess, err := s.current(); sess != nil || err != nil {
+		return sess, err
+	}
+	select {
+	case s.dial <- struct{}{}:
+		defer func() { <-s.dial }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("amqp: %w", ctx.Err())
+	}
+	if sess, err := s.current(); sess != nil || err != nil {
+		return sess, err // another Send dialled meanwhile
+	}
+	s.mu.Lock()
+	wait := time.Until(s.retryAt)
+	s.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("amqp: %w", ctx.Err())
+		}
+	}
+	sess, err := dialSession(s.cfg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failures++
+		s.retryAt = time.Now().Add(s.cfg.Reconnect.Delay(s.failures))
+		return nil, err
+	}
+	if s.closed {
+		_ = sess.close()
+		return nil, ErrClosed
+	}
+	s.failures, s.sess = 0, sess
+	return sess, nil
+}
+
+// current returns the live session, nil when there is none, or ErrClosed.
+// A session found dead is closed and forgotten, and the next dial waits
+// for the reconnect backoff.
+func (s *Sink) current() (*session, error) {
+	s.mu.Lock()
+	sess := s.sess
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if sess == nil || !sess.dead() {
+		s.mu.Unlock()
+		return sess, nil
+	}
+	s.sess = nil
+	s.failures = 1
+	s.retryAt = time.Now().Add(s.cfg.Reconnect.Delay(1))
+	s.mu.Unlock()
+	_ = sess.close() // the connection is gone; this frees its goroutines
+	return nil, nil
+}
+
+// drop forgets sess, if a publish failed because it died.
+func (s *Sink) drop(sess *session) {
+	if sess.dead() {
+		_, _ = s.current()
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
+}

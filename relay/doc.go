@@ -1,0 +1,40 @@
+// Package relay forwards the messages of an mqlite queue to an external
+// system (a webhook, NATS JetStream, RabbitMQ), at least once and with a
+// stable message id, so that the far side drops the duplicates.
+//
+// A Relay runs consumer.LoopBatch over a consumer.Source (the embedded
+// *mqlite.Store, or the broker's client) and hands batches of claimed
+// messages to a Sink, which reports one Outcome per message:
+//
+//   - delivered: the message is completed;
+//   - retryable, with an optional retry-after: the message is abandoned, to
+//     come again after that delay or after Options.Backoff's;
+//   - permanent, with a reason: the message is dead-lettered with the reason
+//     and the far side's answer as the description.
+//
+// Lease renewal, backoff, the dead letters after MaxDeliveryCount, panics
+// and a clean shutdown come from consumer.LoopBatch.
+//
+// # Order
+//
+// Messages of one GroupID go out strictly in order, never two at once: the
+// store hands a group's messages out one at a time and holds the next back
+// while one is locked or waits for a retry; the Relay also never sends two
+// messages of a group at once itself. Messages of different groups, and
+// messages without a group, go out in parallel: up to Options.Concurrency
+// batches at once, and sinks send the messages of a batch concurrently.
+//
+// # The stable id
+//
+// ID(m) is the message's MessageID, or "<queue>:<seq>" when it has none.
+// Sinks send it as Standard Webhooks' webhook-id, NATS's Nats-Msg-Id and
+// AMQP's message-id. A message delivered twice (its lease ended while the
+// far side had it, the relay crashed between the far side's ack and the
+// Complete) carries the same id both times.
+//
+// # Sinks
+//
+// The sinks live in sub-packages: relay/webhook (signed HTTP POSTs),
+// relay/nats (JetStream publishes) and relay/amqp (RabbitMQ with publisher
+// confirms). See docs/relay.md for running a relay and for the guarantees.
+package relay

@@ -1,0 +1,242 @@
+// Package relaytest holds the helpers the relay's and the sinks' tests
+// share: a store with a queue to relay, a relay run in the background, an
+// Observer to wait on, and the check for a loopback service. Library code
+// never imports it.
+package relaytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/relay"
+)
+
+// Queue is the queue the helpers relay.
+const Queue = "events"
+
+// Timeout bounds every wait of a test for the relay: far above what any
+// step takes, so that only a hang trips it.
+const Timeout = 60 * time.Second
+
+// Open opens a store with a fake clock and its loops off (testdb.Open) and
+// creates Queue with qopts. A zero MaxDeliveryCount becomes 10,000: a relay
+// queue must outlast a far side that is down for a while.
+func Open(t testing.TB, qopts mqlite.QueueOptions) *testdb.Bundle {
+	t.Helper()
+	b := testdb.Open(t, mqlite.Options{})
+	if qopts.MaxDeliveryCount == 0 {
+		qopts.MaxDeliveryCount = mqlite.MaxDeliveryLimit
+	}
+	b.Queue(t, Queue, qopts)
+	return b
+}
+
+// Send commits msgs to Queue, in transactions of up to 500, and returns
+// their seqs.
+func Send(t testing.TB, st *mqlite.Store, msgs ...outbox.Message) []int64 {
+	t.Helper()
+	var seqs []int64
+	for len(msgs) > 0 {
+		n := min(len(msgs), 500)
+		err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+			res, err := outbox.SendBatch(tx.Context(), tx.SQL(), Queue, msgs[:n])
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					return r.Err
+				}
+				seqs = append(seqs, r.Seq)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		msgs = msgs[n:]
+	}
+	return seqs
+}
+
+// Bodies returns n messages with distinct bodies of size bytes (at least
+// the digits of their index), each its own MessageID when withID.
+func Bodies(n, size int, withID bool) []outbox.Message {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		body := []byte(fmt.Sprintf("%08d", i))
+		for len(body) < size {
+			body = append(body, 'x')
+		}
+		msgs[i].Body = body
+		if withID {
+			msgs[i].MessageID = fmt.Sprintf("msg-%d", i)
+		}
+	}
+	return msgs
+}
+
+// Start runs r in the background until stop, which cancels it, waits for
+// Run to return and fails the test if it returned an error. The test's
+// cleanup stops it too.
+func Start(t testing.TB, r *relay.Relay) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("relay Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Relay starts a relay of Queue from src to sink with opts, its logs
+// discarded and a new Observer, which it returns. The test's cleanup stops
+// it.
+func Relay(t testing.TB, src consumer.Source, sink relay.Sink, opts relay.Options) *Observer {
+	t.Helper()
+	obs := NewObserver()
+	opts.Observer = obs
+	opts.Logger = slog.New(slog.DiscardHandler)
+	r, err := relay.New(src, Queue, sink, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Start(t, r)
+	return obs
+}
+
+// Empty fails the test unless Queue holds nothing, dead letters included.
+func Empty(t testing.TB, st *mqlite.Store) {
+	t.Helper()
+	s, err := st.Stats(context.Background(), Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Total() != 0 {
+		t.Fatalf("queue not empty: %+v", s)
+	}
+}
+
+// Service returns addr when a TCP server answers there. Otherwise it skips
+// the test, or fails it when MQLITE_REQUIRE_SERVICES=1.
+func Service(t testing.TB, name, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return addr
+	}
+	if os.Getenv("MQLITE_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("%s on %s is required (MQLITE_REQUIRE_SERVICES=1) but unreachable: %v", name, addr, err)
+	}
+	t.Skipf("%s on %s unreachable: %v", name, addr, err)
+	return ""
+}
+
+// Observer counts the relay's outcomes and lets a test wait for a count.
+// It is safe for concurrent use.
+type Observer struct {
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every event
+	completed int
+	abandoned int
+	rejected  int
+	delays    []time.Duration
+	causes    []error
+}
+
+// NewObserver returns an Observer with no events.
+func NewObserver() *Observer { return &Observer{changed: make(chan struct{})} }
+
+func (o *Observer) event(f func()) {
+	o.mu.Lock()
+	f()
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+// Received ignores the claims.
+func (o *Observer) Received(string, int) {}
+
+// Completed counts a delivered message.
+func (o *Observer) Completed(mqlite.Message, time.Duration) { o.event(func() { o.completed++ }) }
+
+// Abandoned counts a message to be retried and keeps its delay and cause.
+func (o *Observer) Abandoned(_ mqlite.Message, _, delay time.Duration, cause error) {
+	o.event(func() {
+		o.abandoned++
+		o.delays = append(o.delays, delay)
+		o.causes = append(o.causes, cause)
+	})
+}
+
+// Rejected counts a dead-lettered message.
+func (o *Observer) Rejected(mqlite.Message, time.Duration, error) { o.event(func() { o.rejected++ }) }
+
+// LockLost is not expected: the fake clock never ends a lease.
+func (o *Observer) LockLost(mqlite.Message, error) {}
+
+// SettleFailed is not expected.
+func (o *Observer) SettleFailed(mqlite.Message, error) {}
+
+// Counts is a snapshot of an Observer.
+type Counts struct {
+	Completed, Abandoned, Rejected int
+	Delays                         []time.Duration
+	Causes                         []error
+}
+
+// Counts returns the counts so far.
+func (o *Observer) Counts() Counts {
+	c, _ := o.snapshot()
+	return c
+}
+
+// snapshot returns the counts and the channel the next event closes.
+func (o *Observer) snapshot() (Counts, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return Counts{o.completed, o.abandoned, o.rejected, append([]time.Duration(nil), o.delays...), append([]error(nil), o.causes...)}, o.changed
+}
+
+// WaitFor blocks until cond holds for the counts, failing the test after
+// Timeout.
+func (o *Observer) WaitFor(t testing.TB, what string, cond func(Counts) bool) Counts {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	for {
+		c, ch := o.snapshot()
+		if cond(c) {
+			return c
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.Fatalf("timed out waiting for %s; counts %+v", what, c)
+		}
+	}
+}
+
+// ErrInjected is the failure tests inject.
+var ErrInjected = errors.New("relaytest: injected failure")

@@ -1,0 +1,278 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+)
+
+// Headers every sink sets besides the message's id, with the message's
+// fields. (The webhook sends properties under PropertyHeaderPrefix; NATS and
+// AMQP carry them as headers of their own names.)
+const (
+	HeaderQueue         = "Mqlite-Queue"
+	HeaderSeq           = "Mqlite-Seq"
+	HeaderDeliveryCount = "Mqlite-Delivery-Count"
+	HeaderSubject       = "Mqlite-Subject"
+	HeaderGroupID       = "Mqlite-Group-Id"
+)
+
+// Defaults of Options' zero-valued fields.
+const (
+	DefaultConcurrency = 8
+	DefaultMaxBatch    = 100
+)
+
+// ErrGroupBusy is the failure of a message whose group already has a
+// message in flight through this Relay: it is given back, to go out after
+// the one before it. The store hands a group's messages out one at a time,
+// so a Relay meets it only when that promise was broken (a redrive).
+var ErrGroupBusy = errors.New("relay: another message of the group is in flight")
+
+// Sink delivers messages to a far side. It is the one thing a sink
+// implements; Relay does the rest.
+type Sink interface {
+	// Send delivers msgs, a batch of up to Options.MaxBatch messages, and
+	// returns one Outcome per message, in the order of msgs. A batch holds
+	// at most one message of each GroupID, so Send may deliver the messages
+	// of one batch concurrently. Each message must carry ID(msg) as its
+	// identity on the far side. Send must return when ctx is cancelled;
+	// Relay calls it from several goroutines at once (Options.Concurrency).
+	Send(ctx context.Context, msgs []mqlite.Message) []Outcome
+}
+
+// Outcome is what became of one message a Sink sent. The zero value is
+// "delivered".
+type Outcome struct {
+	// Err is why the message was not delivered; nil when it was.
+	Err error
+	// RetryAfter is how long the far side asked to be left alone (an HTTP
+	// Retry-After); the message is retried after it instead of after
+	// Options.Backoff's delay. Zero leaves the delay to the Backoff.
+	RetryAfter time.Duration
+	// Permanent marks a failure that no retry can fix (the far side
+	// refused the message): the message is dead-lettered with Reason and
+	// Description at once.
+	Permanent bool
+	// Reason and Description are the dead letter's, for a Permanent
+	// outcome: Reason names the failure ("webhook: HTTP 400"), Description
+	// carries the far side's answer.
+	Reason      string
+	Description string
+}
+
+// Delivered is the outcome of a message the far side accepted: the relay
+// completes it.
+func Delivered() Outcome { return Outcome{} }
+
+// Retry is the outcome of a message that may go through later: the relay
+// abandons it, to come again after after, or after Options.Backoff's delay
+// when after is zero.
+func Retry(err error, after time.Duration) Outcome {
+	if err == nil {
+		err = errors.New("relay: retry")
+	}
+	return Outcome{Err: err, RetryAfter: after}
+}
+
+// Permanent is the outcome of a message the far side refused for good: the
+// relay dead-letters it with reason and description.
+func Permanent(reason, description string) Outcome {
+	return Outcome{Err: errors.New(reason), Permanent: true, Reason: reason, Description: description}
+}
+
+// Delivered reports whether o is the outcome of a delivered message.
+func (o Outcome) Delivered() bool { return o.Err == nil && !o.Permanent }
+
+// handlerErr turns o into the result consumer.LoopBatch settles by.
+func (o Outcome) handlerErr() error {
+	switch {
+	case o.Permanent:
+		return consumer.DeadLetter(o.Reason, o.Description)
+	case o.Err == nil:
+		return nil
+	default:
+		return consumer.RetryAfter(o.Err, o.RetryAfter)
+	}
+}
+
+// ID returns the stable id of m outside the store: its MessageID, or
+// "<queue>:<seq>" when it has none. Every sink sends it as the message's
+// identity (webhook-id, Nats-Msg-Id, AMQP message-id), so the far side can
+// drop the duplicates that at-least-once delivery brings. The same message
+// has the same id on every delivery.
+func ID(m mqlite.Message) string {
+	if m.MessageID != "" {
+		return m.MessageID
+	}
+	return m.Queue + ":" + strconv.FormatInt(m.Seq, 10)
+}
+
+// Options configures a Relay. The zero value is ready to use.
+type Options struct {
+	// Concurrency is how many Sends run at once. Defaults to 8.
+	Concurrency int
+	// MaxBatch is the most messages one Send gets. Defaults to 100; at
+	// most mqlite.MaxReceiveBatch.
+	MaxBatch int
+	// Backoff is the delay before a message that failed is sent again,
+	// when its Outcome names no RetryAfter. Defaults to the
+	// consumer.Backoff defaults (1s doubling up to 5 minutes).
+	Backoff consumer.Backoff
+	// DrainTimeout is how long, once Run's ctx is cancelled, Sends in
+	// flight may finish before their ctx is cancelled. Defaults to 30s;
+	// -1 cancels them at once.
+	DrainTimeout time.Duration
+	// Logger receives the relay's diagnostics. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Observer receives each message's fate (Completed: delivered;
+	// Abandoned: to be retried; Rejected: dead-lettered), for metrics and
+	// logs. Defaults to none.
+	Observer consumer.Observer
+}
+
+// Relay forwards the messages of one queue to a Sink, at least once: a
+// message is completed only after the Sink reported it delivered, and a
+// message that failed comes again until it is delivered or dead-lettered
+// (the queue's MaxDeliveryCount, or a Permanent outcome). Messages of one
+// GroupID go out strictly in order, one at a time; messages of different
+// groups go out in parallel.
+//
+// A Relay is safe for concurrent use; Run may be called more than once,
+// also at the same time.
+type Relay struct {
+	src   consumer.Source
+	queue string
+	sink  Sink
+	opts  consumer.BatchOptions
+
+	mu     sync.Mutex
+	groups map[string]struct{} // groups with a message in a Send
+}
+
+// New returns a Relay that forwards queue of src to sink. It validates its
+// arguments (errors match mqlite.ErrInvalidArgument) and does not touch src.
+func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, error) {
+	switch {
+	case src == nil:
+		return nil, invalid("nil Source")
+	case sink == nil:
+		return nil, invalid("nil Sink")
+	case queue == "":
+		return nil, invalid("empty queue name")
+	case opts.Concurrency < 0 || opts.Concurrency > mqlite.MaxReceiveBatch:
+		return nil, invalid("Concurrency %d, want 1 to %d", opts.Concurrency, mqlite.MaxReceiveBatch)
+	case opts.MaxBatch < 0 || opts.MaxBatch > mqlite.MaxReceiveBatch:
+		return nil, invalid("MaxBatch %d, want 1 to %d", opts.MaxBatch, mqlite.MaxReceiveBatch)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Relay{
+		src: src, queue: queue, sink: sink, groups: map[string]struct{}{},
+		opts: consumer.BatchOptions{
+			LoopOptions: consumer.LoopOptions{
+				Concurrency:  opts.Concurrency,
+				Backoff:      opts.Backoff,
+				DrainTimeout: opts.DrainTimeout,
+				Logger:       opts.Logger.With("relay", queue),
+				Observer:     opts.Observer,
+			},
+			MaxBatch: opts.MaxBatch,
+		},
+	}, nil
+}
+
+// Run relays until ctx is cancelled, then lets the Sends in flight finish
+// (up to Options.DrainTimeout), gives back what it holds and returns nil.
+// It returns early with an error when the queue cannot be read for good
+// (it does not exist: mqlite.ErrQueueNotFound; the store closed:
+// mqlite.ErrClosed) or an option is invalid (mqlite.ErrInvalidArgument).
+// Claiming, lease renewal, backoff and dead letters are consumer.LoopBatch's.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := consumer.LoopBatch(ctx, r.src, r.queue, r.send, r.opts); err != nil {
+		return fmt.Errorf("relay %s: %w", r.queue, err)
+	}
+	return nil
+}
+
+// send is the batch handler: it sends what no other Send holds a group of,
+// and maps each Outcome to the error LoopBatch settles by.
+func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
+	errs := make([]error, len(msgs))
+	out := make([]mqlite.Message, 0, len(msgs))
+	idx := make([]int, 0, len(msgs))
+	held := r.hold(msgs)
+	defer r.release(held)
+	sent := map[string]bool{}
+	for i, m := range msgs {
+		if g := m.GroupID; g != "" {
+			if !held[g] || sent[g] {
+				errs[i] = ErrGroupBusy
+				continue
+			}
+			sent[g] = true
+		}
+		out = append(out, m)
+		idx = append(idx, i)
+	}
+	if len(out) == 0 {
+		return errs
+	}
+	res := r.sink.Send(ctx, out)
+	if len(res) != len(out) {
+		err := fmt.Errorf("relay: sink returned %d outcomes for %d messages", len(res), len(out))
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return errs
+	}
+	for j, i := range idx {
+		errs[i] = res[j].handlerErr()
+	}
+	return errs
+}
+
+// hold marks the groups of msgs in flight and returns those this call took
+// (a group taken by another Send, or earlier in msgs, is not).
+func (r *Relay) hold(msgs []mqlite.Message) map[string]bool {
+	took := map[string]bool{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		if m.GroupID == "" {
+			continue
+		}
+		if _, busy := r.groups[m.GroupID]; busy {
+			continue
+		}
+		r.groups[m.GroupID] = struct{}{}
+		took[m.GroupID] = true
+	}
+	return took
+}
+
+func (r *Relay) release(took map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for g := range took {
+		delete(r.groups, g)
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("relay: %w: %s", mqlite.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,181 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/relay"
+	"github.com/mqlite/mqlite/relay/internal/relaytest"
+)
+
+// sinkFunc is a Sink from a function.
+type sinkFunc func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome
+
+func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	return f(ctx, msgs)
+}
+
+func start(t *testing.T, src consumer.Source, sink relay.Sink, opts relay.Options) *relaytest.Observer {
+	t.Helper()
+	return relaytest.Relay(t, src, sink, opts)
+}
+
+func TestID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		m    mqlite.Message
+		want string
+	}{
+		{mqlite.Message{Queue: "orders", Seq: 42}, "orders:42"},
+		{mqlite.Message{Queue: "orders", Seq: 42, MessageID: "order-7"}, "order-7"},
+	} {
+		if got := relay.ID(tc.m); got != tc.want {
+			t.Errorf("ID(%+v) = %q, want %q", tc.m, got, tc.want)
+		}
+	}
+}
+
+func TestOutcomesSettle(t *testing.T) {
+	t.Parallel()
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	seqs := relaytest.Send(t, b.Store,
+		outbox.Message{Body: []byte("deliver")},
+		outbox.Message{Body: []byte("retry")},
+		outbox.Message{Body: []byte("later")},
+		outbox.Message{Body: []byte("refuse")})
+	obs := start(t, b.Store, sinkFunc(func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+		out := make([]relay.Outcome, len(msgs))
+		for i, m := range msgs {
+			switch string(m.Body) {
+			case "deliver":
+				out[i] = relay.Delivered()
+			case "retry":
+				out[i] = relay.Retry(relaytest.ErrInjected, 0)
+			case "later":
+				out[i] = relay.Retry(relaytest.ErrInjected, time.Minute)
+			case "refuse":
+				out[i] = relay.Permanent("far side: refused", "422: no such customer")
+			}
+		}
+		return out
+	}), relay.Options{Backoff: consumer.Backoff{Initial: 5 * time.Second, Jitter: -1}})
+	obs.WaitFor(t, "every outcome", func(c relaytest.Counts) bool { return c.Completed+c.Abandoned+c.Rejected == 4 })
+	msgs, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]time.Duration{seqs[1]: 5 * time.Second, seqs[2]: time.Minute}
+	if len(msgs) != 2 {
+		t.Fatalf("queue holds %d messages, want the 2 retried", len(msgs))
+	}
+	for _, m := range msgs {
+		if m.State != mqlite.StateScheduled || !m.VisibleAt.Equal(b.Clock.Now().Add(want[m.Seq])) {
+			t.Errorf("message %d: %s at %v, want scheduled after %v", m.Seq, m.State, m.VisibleAt, want[m.Seq])
+		}
+	}
+	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Seq != seqs[3] || dead[0].DeadLetterReason != "far side: refused" || dead[0].DeadLetterDescription != "422: no such customer" {
+		t.Fatalf("dead letters %+v", dead)
+	}
+}
+
+func TestWrongNumberOfOutcomesRetries(t *testing.T) {
+	t.Parallel()
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a")})
+	obs := start(t, b.Store, sinkFunc(func(context.Context, []mqlite.Message) []relay.Outcome { return nil }), relay.Options{})
+	c := obs.WaitFor(t, "the abandon", func(c relaytest.Counts) bool { return c.Abandoned == 1 })
+	if c.Completed != 0 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// twoOfAGroup hands out two messages of one group at once, as a store that
+// broke its group promise (a redrive) would.
+type twoOfAGroup struct{ consumer.Source }
+
+func (s twoOfAGroup) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
+	msgs, err := s.Source.Receive(ctx, q, o)
+	for i := range msgs {
+		msgs[i].GroupID = "g"
+	}
+	return msgs, err
+}
+
+func TestNeverTwoOfAGroupInFlight(t *testing.T) {
+	t.Parallel()
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("b")})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	inFlight, calls := 0, 0
+	obs := start(t, twoOfAGroup{b.Store}, sinkFunc(func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+		mu.Lock()
+		inFlight++
+		calls++
+		first := calls == 1
+		if inFlight > 1 {
+			t.Errorf("two messages of a group in flight")
+		}
+		mu.Unlock()
+		if first {
+			<-release // hold the group while the other message comes
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return make([]relay.Outcome, len(msgs))
+	}), relay.Options{Concurrency: 2, MaxBatch: 1, Backoff: consumer.Backoff{Initial: -1}})
+	c := obs.WaitFor(t, "the busy group's abandon", func(c relaytest.Counts) bool { return c.Abandoned > 0 })
+	if !errors.Is(c.Causes[0], relay.ErrGroupBusy) {
+		t.Fatalf("cause %v, want ErrGroupBusy", c.Causes[0])
+	}
+	close(release)
+	obs.WaitFor(t, "both deliveries", func(c relaytest.Counts) bool { return c.Completed == 2 })
+	relaytest.Empty(t, b.Store)
+}
+
+func TestRunStopsAndReportsAMissingQueue(t *testing.T) {
+	t.Parallel()
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	r, err := relay.New(b.Store, "nope", sinkFunc(nil), relay.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Fatalf("Run = %v, want ErrQueueNotFound", err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	sink := sinkFunc(nil)
+	for _, tc := range []struct {
+		name  string
+		src   consumer.Source
+		queue string
+		sink  relay.Sink
+		opts  relay.Options
+	}{
+		{"nil source", nil, "q", sink, relay.Options{}},
+		{"nil sink", b.Store, "q", nil, relay.Options{}},
+		{"no queue", b.Store, "", sink, relay.Options{}},
+		{"negative concurrency", b.Store, "q", sink, relay.Options{Concurrency: -1}},
+		{"huge batch", b.Store, "q", sink, relay.Options{MaxBatch: mqlite.MaxReceiveBatch + 1}},
+	} {
+		if _, err := relay.New(tc.src, tc.queue, tc.sink, tc.opts); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("%s: New = %v, want ErrInvalidArgument", tc.name, err)
+		}
+	}
+}
