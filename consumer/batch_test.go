@@ -211,3 +211,22 @@ func TestLoopBatchBadArguments(t *testing.T) {
 
 // nopSource is a Source LoopBatch never reaches: its arguments are refused first.
 type nopSource struct{ consumer.Source }
+
+func TestDeadLetterIsCutToWhatTheStoreTakes(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		seq := e.send("refused")[0]
+		long := consumer.DeadLetter(strings.Repeat("r", mqlite.MaxReasonLen+5), "bad \xff "+strings.Repeat("d", mqlite.MaxDescriptionLen))
+		stop := e.startBatch(func(context.Context, []mqlite.Message) []error { return []error{long} }, consumer.BatchOptions{})
+		synctest.Wait()
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+		must(t, err)
+		if len(dead) != 1 {
+			t.Fatalf("%d dead letters, want 1", len(dead))
+		}
+		if dead[0].Seq != seq || len(dead[0].DeadLetterReason) != mqlite.MaxReasonLen ||
+			len(dead[0].DeadLetterDescription) != mqlite.MaxDescriptionLen || !strings.HasPrefix(dead[0].DeadLetterDescription, "bad \uFFFD ") {
+			t.Fatalf("reason %d bytes, description %d bytes", len(dead[0].DeadLetterReason), len(dead[0].DeadLetterDescription))
+		}
+		must(t, stop())
+	})
+}

@@ -451,12 +451,16 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 
 // reason turns a permanent error into a dead-letter reason the store takes:
 // valid UTF-8, cut to mqlite.MaxReasonLen bytes.
-func reason(err error) string {
-	r := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	if len(r) <= mqlite.MaxReasonLen {
+func reason(err error) string { return cut(err.Error(), mqlite.MaxReasonLen) }
+
+// cut makes s valid UTF-8 and cuts it to at most n bytes, on a rune
+// boundary.
+func cut(s string, n int) string {
+	r := strings.ToValidUTF8(s, "\uFFFD")
+	if len(r) <= n {
 		return r
 	}
-	r = r[:mqlite.MaxReasonLen]
+	r = r[:n]
 	for !utf8.ValidString(r) { // a rune cut in half
 		r = r[:len(r)-1]
 	}

@@ -58,11 +58,12 @@ func DeadLetter(reason, description string) error {
 }
 
 // deadLetterOf returns the reason and description Loop rejects with for a
-// Permanent error: a DeadLetterError's own, else the error's text (made a
-// reason the store takes: see reason) and none.
+// Permanent error: a DeadLetterError's own, else the error's text and none;
+// each cut to what the store takes (mqlite.MaxReasonLen and
+// mqlite.MaxDescriptionLen bytes of valid UTF-8).
 func deadLetterOf(err error) (why, description string) {
 	if d, ok := errors.AsType[*DeadLetterError](err); ok {
-		return d.Reason, d.Description
+		return cut(d.Reason, mqlite.MaxReasonLen), cut(d.Description, mqlite.MaxDescriptionLen)
 	}
 	return reason(err), ""
 }

@@ -2,7 +2,8 @@
 //
 // Each message is published persistent, with the mandatory flag, its
 // message-id set to relay.ID (the same on every retry) and its fields and
-// properties as headers, on a channel in confirm mode. A message is
+// properties as headers (a property whose name is over 255 bytes stays
+// behind), on a channel in confirm mode. A message is
 // reported delivered only once the broker confirmed it; a nack, a missing
 // confirm (Config.ConfirmTimeout), a message returned as unroutable and a
 // dropped connection or channel are retried. After a drop the sink
@@ -189,6 +190,9 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	return out
 }
 
+// maxFieldName is the longest name of an AMQP header (a short string).
+const maxFieldName = 255
+
 // publishing builds the AMQP message of m.
 func publishing(m mqlite.Message) amqp091.Publishing {
 	h := amqp091.Table{
@@ -197,7 +201,9 @@ func publishing(m mqlite.Message) amqp091.Publishing {
 		relay.HeaderDeliveryCount: int32(m.DeliveryCount),
 	}
 	for k, v := range m.Properties {
-		h[k] = v
+		if len(k) <= maxFieldName { // a longer name cannot be sent: the property stays behind
+			h[k] = v
+		}
 	}
 	if m.Subject != "" {
 		h[relay.HeaderSubject] = m.Subject

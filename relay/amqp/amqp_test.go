@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 	addr, ch, queue := broker(t)
 	b := relaytest.Open(t, mqlite.QueueOptions{})
 	seqs := relaytest.Send(t, b.Store,
-		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme"}},
+		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme", strings.Repeat("k", 300): "too long a name for AMQP"}},
 		outbox.Message{Body: []byte("b"), MessageID: "order-9", GroupID: "customer-1"})
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", RoutingKey: queue})
 	obs := relaytest.Relay(t, b.Store, s, retryAtOnce)
@@ -102,6 +103,9 @@ func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 	if string(first.Body) != "a" || first.Headers["tenant"] != "acme" || first.Headers[relay.HeaderSubject] != "created" ||
 		first.Headers[relay.HeaderSeq] != strconv.FormatInt(seqs[0], 10) || first.DeliveryMode != amqp091.Persistent {
 		t.Fatalf("first message %+v", first)
+	}
+	if len(first.Headers) != 5 { // queue, seq, delivery count, subject, tenant; not the long name
+		t.Fatalf("headers %v", first.Headers)
 	}
 	if second := got["order-9"]; string(second.Body) != "b" || second.Headers[relay.HeaderGroupID] != "customer-1" {
 		t.Fatalf("second message %+v", second)
