@@ -44,6 +44,7 @@ func TestBrokerCrash(t *testing.T) {
 	var mu sync.Mutex
 	acked := map[string]bool{}
 	completed := map[string]int{}
+	redelivered := 0 // deliveries after the first: what the kills cost
 	allAcked := make(chan struct{})
 	var wg, pwg sync.WaitGroup
 	for w := range producers {
@@ -115,6 +116,9 @@ func TestBrokerCrash(t *testing.T) {
 					if errs[i] == nil {
 						completed[string(m.Body)]++
 					}
+					if m.DeliveryCount > 1 {
+						redelivered++
+					}
 				}
 				mu.Unlock()
 				select {
@@ -174,5 +178,5 @@ func TestBrokerCrash(t *testing.T) {
 	if len(acked) != producers*perProducer {
 		t.Errorf("%d sends acknowledged, want %d (the producers' retries should ride through)", len(acked), producers*perProducer)
 	}
-	t.Logf("%d kills; %d acknowledged sends all completed; %d duplicate completions", kills, len(acked), dups)
+	t.Logf("%d kills; %d acknowledged sends all completed; %d duplicate completions, %d redeliveries", kills, len(acked), dups, redelivered)
 }
