@@ -28,6 +28,12 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// withExample sets cmd's example and returns it.
+func withExample(example string, cmd *cobra.Command) *cobra.Command {
+	cmd.Example = example
+	return cmd
+}
+
 // queueFlags binds the flags of QueueOptions.
 func queueFlags(f *pflag.FlagSet, o *mqlite.QueueOptions, fifo *bool) {
 	f.IntVar(&o.MaxDeliveryCount, "max-delivery", 0, "deliveries before dead-lettering (default 10)")
@@ -110,10 +116,11 @@ func queuesCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	return group("queues", "queues: list, create, update, delete", list,
+	return withExample(`  mqlite queues list --db app.db
+  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, delete", list,
 		set("create", "create a queue", `  mqlite queues create orders --max-delivery 5 --lock 1m --db app.db`, false),
 		set("update", "replace a queue's options (unset flags go back to their defaults)", `  mqlite queues update orders --lock 2m --db app.db`, true),
-		del)
+		del))
 }
 
 func printTopics(w io.Writer, ts []mqlite.TopicInfo) {
@@ -191,7 +198,8 @@ func topicsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	return group("topics", "topics: list, create, delete", list, create, del)
+	return withExample(`  mqlite topics create events --db app.db
+  mqlite topics list --json --db app.db`, group("topics", "topics: list, create, delete", list, create, del))
 }
 
 // filterFlags binds the flags of a subscription Filter.
@@ -293,7 +301,8 @@ func subscriptionsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	return group("subscriptions", "subscriptions of topics: create, update, delete", create, update, del)
+	return withExample(`  mqlite subscriptions create events ledger --subject order.paid --db app.db
+  mqlite subscriptions delete events ledger --db app.db`, group("subscriptions", "subscriptions of topics: create, update, delete", create, update, del))
 }
 
 func (g *globals) showTopic(cmd *cobra.Command, b backend, name string) error {
@@ -412,7 +421,8 @@ and topics by name; "*" is all of them.`,
 			})
 		},
 	}
-	return group("keys", "access keys of the broker: create, list, revoke", create, list, revoke)
+	return withExample(`  mqlite keys create --role producer --queue orders --db app.db
+  mqlite keys list --url http://127.0.0.1:7420 --key $ADMIN_KEY`, group("keys", "access keys of the broker: create, list, revoke", create, list, revoke))
 }
 
 func backupCmd(g *globals) *cobra.Command {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 
 	"github.com/mqlite/mqlite"
@@ -152,4 +154,19 @@ func TestDemoCommandDefaultFile(t *testing.T) {
 	if !strings.Contains(stdout.String(), `created queue "orders" in mqlite-demo.db`) {
 		t.Fatalf("output: %s", stdout.String())
 	}
+}
+
+// TestEveryCommandHasAnExample: each command's --help shows an example.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	t.Parallel()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() != "help" && c.Example == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&globals{stdout: io.Discard, stderr: io.Discard}))
 }

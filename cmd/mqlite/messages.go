@@ -303,7 +303,9 @@ func dlqCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "dead letters: list, redrive, purge",
-		Args:  noArgs,
+		Example: `  mqlite dlq list orders --db app.db
+  mqlite dlq redrive orders --url http://127.0.0.1:7420 --key $KEY`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usagef("dlq needs a subcommand: list, redrive or purge")
 		},
