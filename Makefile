@@ -8,7 +8,8 @@ test:
 
 race: test
 
-# The failure tests: SIGKILL crash injection, and the integrity sweep at its
+# The failure tests: SIGKILL crash injection (of a store's process, and of a
+# broker under client load: TestBrokerCrash), and the integrity sweep at its
 # full size under the race detector (make test runs it smaller under -race).
 crash:
 	MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...
@@ -23,6 +24,7 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
+	go test -run '^$$' -bench BenchmarkBroker -benchtime 50000x ./client/
 	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)

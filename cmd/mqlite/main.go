@@ -1,40 +1,34 @@
-// Command mqlite works with mqlite files from the shell.
+// Command mqlite works with mqlite stores from the shell: on a local file
+// (--db) or through a broker (--url and --key), and it runs the broker
+// itself (mqlite serve).
 //
 // Usage:
 //
 //	mqlite <command> [flags]
 //
-// The commands are:
+// The commands are serve, send, receive, peek, dlq (list, redrive, purge),
+// queues (list, create, update, delete), topics (list, create, delete),
+// subscriptions (create, update, delete), stats, keys (create, list,
+// revoke), backup, relay and demo. Run "mqlite <command> --help" for a command's
+// flags and an example.
 //
-//	demo    write orders and their events in one transaction, roll one back, show the queue
-//	relay   forward a queue to a webhook, NATS JetStream or RabbitMQ
-//
-// Run "mqlite <command> -h" for a command's flags.
+// --db, --url and --key may also come from MQLITE_DB, MQLITE_URL and
+// MQLITE_KEY. Output is for people unless --json is given. The exit code is
+// 0 on success, 1 when the command failed and 2 for a usage error.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
-
-// command is one subcommand: run parses its own flags from args and returns
-// the exit code.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}
-
-var commands = []command{
-	{"demo", "write orders and their events in one transaction, roll one back, show the queue", runDemo},
-	{"relay", "forward a queue to a webhook, NATS JetStream or RabbitMQ", runRelay},
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -43,66 +37,96 @@ func main() {
 	os.Exit(code)
 }
 
-// run dispatches args to a command and returns the process exit code: 0 on
-// success, 1 when the command failed, 2 on a usage error.
+// usageError marks a usage error: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// run executes args and returns the process exit code: 0 on success, 1 when
+// the command failed, 2 on a usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(stdout)
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
-		}
+	if msg := err.Error(); strings.HasPrefix(msg, "mqlite") {
+		fmt.Fprintln(stderr, msg)
+	} else {
+		fmt.Fprintf(stderr, "mqlite: %s\n", msg)
 	}
-	fmt.Fprintf(stderr, "mqlite: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: mqlite <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "mqlite <command> -h" for a command's flags.`)
-}
-
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("db", "mqlite-demo.db", "the mqlite `file` to use; created when missing")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: mqlite demo [-db file]")
-		fmt.Fprintln(fs.Output())
-		fmt.Fprintln(fs.Output(), "Creates the queue \"orders\" and a business table orders, commits three orders")
-		fmt.Fprintln(fs.Output(), "with their events in one transaction, rolls a fourth back, and prints what the")
-		fmt.Fprintln(fs.Output(), "queue holds. Run it again to add three more.")
-		fmt.Fprintln(fs.Output())
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") {
+		if cmd != nil {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mqlite demo: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	return 1
+}
+
+// newRoot builds the command tree.
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "mqlite",
+		Short: "a message queue and transactional outbox in one SQLite file",
+		Long: `mqlite works with mqlite stores: on a local file (--db FILE) or through a
+broker (--url URL --key KEY), and runs the broker (mqlite serve).
+
+--db, --url and --key also come from MQLITE_DB, MQLITE_URL and MQLITE_KEY.
+Exit codes: 0 success, 1 failure, 2 usage error.`,
+		Example: `  mqlite queues create orders --db app.db
+  mqlite send orders '{"id":1}' --db app.db
+  MQLITE_URL=http://127.0.0.1:7420 MQLITE_KEY=mqlite_... mqlite receive orders --complete`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("no command given; run 'mqlite --help'")
+		},
 	}
-	if err := demo(ctx, stdout, *path); err != nil {
-		fmt.Fprintf(stderr, "mqlite demo: %v\n", err)
-		return 1
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.db, "db", os.Getenv("MQLITE_DB"), "the mqlite `file` to work on (env MQLITE_DB)")
+	pf.StringVar(&g.url, "url", os.Getenv("MQLITE_URL"), "the broker's base `URL`, instead of --db (env MQLITE_URL)")
+	pf.StringVar(&g.key, "key", os.Getenv("MQLITE_KEY"), "the access `key` for --url (env MQLITE_KEY)")
+	pf.BoolVar(&g.json, "json", false, "print JSON, for scripts")
+	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), dlqCmd(g), queuesCmd(g),
+		topicsCmd(g), subscriptionsCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g))
+	return root
+}
+
+// noArgs and the other Args validators report usage errors (exit code 2).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s: unexpected argument %q", cmd.CommandPath(), args[0])
 	}
-	return 0
+	return nil
+}
+
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s needs %s (got %d arguments)", cmd.CommandPath(), names, len(args))
+		}
+		return nil
+	}
+}
+
+func rangeArgs(lo, hi int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usagef("%s needs %s (got %d arguments)", cmd.CommandPath(), names, len(args))
+		}
+		return nil
+	}
 }

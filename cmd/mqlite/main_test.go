@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 
 	"github.com/mqlite/mqlite"
@@ -14,7 +18,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func TestRunDispatch(t *testing.T) {
@@ -26,13 +40,18 @@ func TestRunDispatch(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"no command", nil, 2, "", "Usage: mqlite <command>"},
-		{"unknown command", []string{"bogus"}, 2, "", `unknown command "bogus"`},
+		{"no command", nil, 2, "", "no command given"},
+		{"unknown command", []string{"bogus"}, 2, "", `unexpected argument "bogus"`},
 		{"help", []string{"help"}, 0, "demo ", ""},
-		{"-h", []string{"-h"}, 0, "Usage: mqlite <command>", ""},
-		{"demo -h", []string{"demo", "-h"}, 0, "", "-db file"},
-		{"demo with an unknown flag", []string{"demo", "-bogus"}, 2, "", "flag provided but not defined"},
+		{"-h", []string{"-h"}, 0, "Usage:", ""},
+		{"demo -h", []string{"demo", "-h"}, 0, "--db file", ""},
+		{"demo with an unknown flag", []string{"demo", "--bogus"}, 2, "", "unknown flag: --bogus"},
 		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"send without a store", []string{"send", "q", "x", "--db", ""}, 2, "", "no store"},
+		{"send with too many arguments", []string{"send", "q", "x", "y"}, 2, "", "needs QUEUE"},
+		{"receive with two settlements", []string{"receive", "q", "--complete", "--abandon", "--db", "x.db"}, 2, "", "exclude each other"},
+		{"keys create without a role", []string{"keys", "create", "--db", "x.db"}, 2, "", "needs --role"},
+		{"serve without a file", []string{"serve", "--db", ""}, 2, "", "serve needs --db"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,4 +154,19 @@ func TestDemoCommandDefaultFile(t *testing.T) {
 	if !strings.Contains(stdout.String(), `created queue "orders" in mqlite-demo.db`) {
 		t.Fatalf("output: %s", stdout.String())
 	}
+}
+
+// TestEveryCommandHasAnExample: each command's --help shows an example.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	t.Parallel()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() != "help" && c.Example == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&globals{stdout: io.Discard, stderr: io.Discard}))
 }

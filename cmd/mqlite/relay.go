@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/relay"
 	relayamqp "github.com/mqlite/mqlite/relay/amqp"
@@ -21,19 +20,13 @@ import (
 	"github.com/mqlite/mqlite/relay/webhook"
 )
 
-// stringList is a flag that may be given more than once.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 // relayFlags are the flags of "mqlite relay".
 type relayFlags struct {
-	db, queue, sink   string
+	queue, sink       string
 	concurrency, max  int
 	drain             time.Duration
 	url               string
-	secrets           stringList
+	secrets           []string
 	envelope          bool
 	timeout           time.Duration
 	natsURL, subject  string
@@ -41,18 +34,39 @@ type relayFlags struct {
 	routingKey        string
 }
 
-func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func relayCmd(g *globals) *cobra.Command {
 	var f relayFlags
-	fs.StringVar(&f.db, "db", "", "the mqlite `file` to relay from (required)")
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "forward a queue to a webhook, NATS JetStream or RabbitMQ",
+		Long: `relay forwards the queue's messages to a webhook, NATS JetStream or RabbitMQ, at
+least once, each with its stable id, until SIGINT or SIGTERM, and logs each
+dead letter. It reads a local file (--db) or a broker (--url, --key: a consumer
+key on the queue is enough). Templates are Go text/templates over .Queue
+.Subject .GroupID .ID .Properties.`,
+		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret whsec_...
+  mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(g.stderr, nil))
+			b, err := g.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return errors.Join(relayRun(cmd.Context(), b, f, log), b.Close())
+		},
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&f.queue, "queue", "", "the `queue` to relay (required)")
 	fs.StringVar(&f.sink, "sink", "", "where to: webhook, nats or amqp (required)")
 	fs.IntVar(&f.concurrency, "concurrency", relay.DefaultConcurrency, "sends at once")
 	fs.IntVar(&f.max, "batch", relay.DefaultMaxBatch, "messages per send at most")
 	fs.DurationVar(&f.drain, "drain", consumer.DefaultDrainTimeout, "how long sends in flight may finish on SIGINT/SIGTERM")
-	fs.StringVar(&f.url, "url", "", "webhook: the endpoint `URL`")
-	fs.Var(&f.secrets, "secret", "webhook: a whsec_ signing `secret`; repeat it to sign with several (rotation)")
+	fs.StringVar(&f.url, "webhook-url", "", "webhook: the endpoint `URL`")
+	fs.StringArrayVar(&f.secrets, "secret", nil, "webhook: a whsec_ signing `secret`; repeat it to sign with several (rotation)")
 	fs.BoolVar(&f.envelope, "envelope", false, "webhook: POST a JSON envelope of the message instead of its body")
 	fs.DurationVar(&f.timeout, "timeout", webhook.DefaultTimeout, "webhook: per-request timeout")
 	fs.StringVar(&f.natsURL, "nats-url", natsgo.DefaultURL, "nats: the server `URL`s, comma-separated")
@@ -60,85 +74,55 @@ func runRelay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&f.amqpURL, "amqp-url", "", "amqp: the broker `URL` (amqp://user:pass@host:5672/)")
 	fs.StringVar(&f.exchange, "exchange", "", "amqp: the `exchange` (empty: the default exchange)")
 	fs.StringVar(&f.routingKey, "routing-key", relayamqp.DefaultRoutingKey, "amqp: the routing key `template`")
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintln(w, "Usage: mqlite relay -db file -queue name -sink webhook|nats|amqp [sink flags]")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Forwards the queue's messages to a webhook, NATS JetStream or RabbitMQ, at least")
-		fmt.Fprintln(w, "once, each with its stable id, until SIGINT or SIGTERM. Logs each dead letter.")
-		fmt.Fprintln(w, "Templates are Go text/templates over .Queue .Subject .GroupID .ID .Properties.")
-		fmt.Fprintln(w)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if err := f.check(fs); err != nil {
-		fmt.Fprintf(stderr, "mqlite relay: %v\n", err)
-		fs.Usage()
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := relayRun(ctx, f, log); err != nil {
-		fmt.Fprintf(stderr, "mqlite relay: %v\n", err)
-		return 1
-	}
-	return 0
+	return cmd
 }
 
 // check reports a usage error.
-func (f *relayFlags) check(fs *flag.FlagSet) error {
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case f.db == "":
-		return errors.New("-db is required")
-	case f.queue == "":
-		return errors.New("-queue is required")
+func (f *relayFlags) check() error {
+	if f.queue == "" {
+		return usagef("relay needs --queue")
 	}
 	switch f.sink {
 	case "webhook":
 		if f.url == "" || len(f.secrets) == 0 {
-			return errors.New("-sink webhook needs -url and at least one -secret")
+			return usagef("--sink webhook needs --webhook-url and at least one --secret")
 		}
 	case "nats":
 	case "amqp":
 		if f.amqpURL == "" {
-			return errors.New("-sink amqp needs -amqp-url")
+			return usagef("--sink amqp needs --amqp-url")
 		}
 	default:
-		return fmt.Errorf("-sink %q, want webhook, nats or amqp", f.sink)
+		return usagef("--sink must be webhook, nats or amqp, not %q", f.sink)
 	}
 	return nil
 }
 
-// relayRun opens the store and the sink and relays until ctx is done.
-func relayRun(ctx context.Context, f relayFlags, log *slog.Logger) error {
-	st, err := mqlite.Open(ctx, f.db, mqlite.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// relayRun opens the sink and relays src's queue until ctx is done.
+func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) error {
 	sink, closeSink, err := openSink(f)
 	if err != nil {
 		return err
 	}
 	defer closeSink()
-	q, err := st.GetQueue(ctx, f.queue)
-	if err != nil {
+	maxDelivery := mqlite.DefaultMaxDeliveryCount
+	q, err := src.GetQueue(ctx, f.queue)
+	switch {
+	case err == nil:
+		maxDelivery = q.Options.MaxDeliveryCount
+	case errors.Is(err, client.ErrForbidden):
+		// A consumer key cannot read the queue's options: assume the default.
+	default:
 		return err
 	}
-	r, err := relay.New(st, f.queue, sink, relay.Options{
+	r, err := relay.New(src, f.queue, sink, relay.Options{
 		Concurrency: f.concurrency, MaxBatch: f.max, DrainTimeout: f.drain,
-		Logger: log, Observer: deadLetterLog{log: log, maxDelivery: q.Options.MaxDeliveryCount},
+		Logger: log, Observer: deadLetterLog{log: log, maxDelivery: maxDelivery},
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("relay: running", "db", f.db, "queue", f.queue, "sink", f.sink)
+	log.Info("relay: running", "queue", f.queue, "sink", f.sink)
 	if err := r.Run(ctx); err != nil {
 		return err
 	}

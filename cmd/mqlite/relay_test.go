@@ -103,8 +103,8 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(rctx, []string{"relay", "-db", path, "-queue", "events", "-sink", "webhook",
-			"-url", srv.URL, "-secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, &stdout, &stderr)
+		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "webhook",
+			"--webhook-url", srv.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, &stdout, &stderr)
 	}()
 	seen := map[string]bool{}
 	for len(seen) < 3 {
@@ -129,11 +129,12 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 func TestRelayCommandUsage(t *testing.T) {
 	t.Parallel()
 	for name, args := range map[string][]string{
-		"no db":          {"relay", "-queue", "q", "-sink", "nats"},
-		"no queue":       {"relay", "-db", "x.db", "-sink", "nats"},
-		"unknown sink":   {"relay", "-db", "x.db", "-queue", "q", "-sink", "kafka"},
-		"webhook no url": {"relay", "-db", "x.db", "-queue", "q", "-sink", "webhook", "-secret", "whsec_x"},
-		"amqp no url":    {"relay", "-db", "x.db", "-queue", "q", "-sink", "amqp"},
+		"no db":          {"relay", "--db", "", "--url", "", "--queue", "q", "--sink", "nats"},
+		"no queue":       {"relay", "--db", "x.db", "--sink", "nats"},
+		"unknown sink":   {"relay", "--db", "x.db", "--queue", "q", "--sink", "kafka"},
+		"webhook no url": {"relay", "--db", "x.db", "--queue", "q", "--sink", "webhook", "--secret", "whsec_x"},
+		"amqp no url":    {"relay", "--db", "x.db", "--queue", "q", "--sink", "amqp"},
+		"single dash":    {"relay", "-db", "x.db", "--queue", "q", "--sink", "nats"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {

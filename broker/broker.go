@@ -1,0 +1,303 @@
+// Package broker is mqlite's HTTP/JSON server: one process owns the store's
+// file (one file has one writer) and many processes send, receive and
+// administer its queues over the network, through github.com/mqlite/mqlite/client
+// or any HTTP client.
+//
+// Every endpoint lives under /v1 (see docs/api-reference-broker.md) except
+// /healthz and /readyz. Every /v1 endpoint needs an access key
+// ("Authorization: Bearer mqlite_..."), made with `mqlite keys create` or
+// POST /v1/keys: none, unknown or revoked is 401; a key whose role or queues
+// do not cover the request is 403. Keys are never logged.
+//
+// Receive long-polls: it calls Store.Receive with the request's wait, capped
+// by Config.MaxWait, so a commit or a due moment in the store wakes it at
+// once; nothing polls. At most Config.MaxLongPolls receives wait at a time;
+// past that a waiting receive is refused with 503 (too_many_long_polls) and
+// the client retries.
+//
+// Errors are {"error": {"code", "reason", "message"}}: code is one of
+// lock_lost (409), not_found (404), conflict (409), invalid (400),
+// unauthorized (401), forbidden (403), too_large (413), unavailable (503)
+// and internal (500); reason names the exact cause (the root sentinel).
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/keys"
+)
+
+// Defaults of Config's zero-valued fields.
+const (
+	DefaultMaxBodyBytes      = 8 << 20
+	DefaultMaxBatch          = 1000
+	DefaultMaxWait           = 30 * time.Second
+	DefaultMaxLongPolls      = 512
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultKeyCacheTTL       = 2 * time.Second
+	DefaultDrainTimeout      = 30 * time.Second
+)
+
+// Config configures New. Zero values mean the defaults.
+type Config struct {
+	// Store is the store the broker serves. Required. The Server owns it
+	// from New on: Shutdown closes it, after the requests in flight ended.
+	Store *mqlite.Store
+	// Logger receives one debug line per request (method, path, status,
+	// duration, key id; never a secret) and the errors. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body (413 too_large past it).
+	// Defaults to 8 MiB.
+	MaxBodyBytes int64
+	// MaxBatch bounds the messages of a batched send and the locks of a
+	// batched complete or renew (413 too_large past it). Defaults to 1000.
+	MaxBatch int
+	// MaxWait caps a receive's wait. Defaults to 30s.
+	MaxWait time.Duration
+	// MaxLongPolls caps the receives waiting at once. Defaults to 512.
+	MaxLongPolls int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are net/http's.
+	// Default to 10s, 30s and 2m.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// WriteTimeout is net/http's; it must exceed MaxWait. Defaults to
+	// MaxWait + 30s.
+	WriteTimeout time.Duration
+	// KeyCacheTTL is how long an authenticated key is trusted without
+	// asking the store again. A revocation through the broker takes effect
+	// at once; one written to the file by another route (none can be while
+	// the broker holds it) would take up to this long. Defaults to 2s; -1
+	// asks the store on every request.
+	KeyCacheTTL time.Duration
+	// DrainTimeout bounds the drain when Serve's ctx is cancelled.
+	// Defaults to 30s.
+	DrainTimeout time.Duration
+}
+
+// ErrConfig matches every error of New about its Config.
+var ErrConfig = errors.New("broker: invalid config")
+
+func (c *Config) fill() error {
+	if c.Store == nil {
+		return fmt.Errorf("%w: Store is required", ErrConfig)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d == 0 {
+			*d = v
+		}
+		if *d < 0 {
+			return fmt.Errorf("%w: %s must be positive", ErrConfig, name)
+		}
+		return nil
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxLongPolls == 0 {
+		c.MaxLongPolls = DefaultMaxLongPolls
+	}
+	if c.MaxBodyBytes < 0 || c.MaxBatch < 0 || c.MaxLongPolls < 0 {
+		return fmt.Errorf("%w: MaxBodyBytes, MaxBatch and MaxLongPolls must be positive", ErrConfig)
+	}
+	if c.KeyCacheTTL == 0 {
+		c.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	if c.KeyCacheTTL < -1 {
+		return fmt.Errorf("%w: KeyCacheTTL must be positive or -1", ErrConfig)
+	}
+	for _, d := range []struct {
+		p    *time.Duration
+		v    time.Duration
+		name string
+	}{
+		{&c.MaxWait, DefaultMaxWait, "MaxWait"},
+		{&c.ReadHeaderTimeout, DefaultReadHeaderTimeout, "ReadHeaderTimeout"},
+		{&c.ReadTimeout, DefaultReadTimeout, "ReadTimeout"},
+		{&c.IdleTimeout, DefaultIdleTimeout, "IdleTimeout"},
+		{&c.WriteTimeout, c.MaxWait + 30*time.Second, "WriteTimeout"},
+		{&c.DrainTimeout, DefaultDrainTimeout, "DrainTimeout"},
+	} {
+		if d.name == "WriteTimeout" && *d.p == 0 {
+			*d.p = c.MaxWait + 30*time.Second
+		}
+		if err := def(d.p, d.v, d.name); err != nil {
+			return err
+		}
+	}
+	if c.WriteTimeout <= c.MaxWait {
+		return fmt.Errorf("%w: WriteTimeout (%v) must exceed MaxWait (%v)", ErrConfig, c.WriteTimeout, c.MaxWait)
+	}
+	return nil
+}
+
+// Server is the broker. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	st      *mqlite.Store
+	log     *slog.Logger
+	handler http.Handler
+	http    *http.Server
+
+	polls   chan struct{}  // one token per waiting receive
+	polling sync.WaitGroup // the waiting receives, for Shutdown
+
+	drain     context.Context // cancelled when Shutdown begins
+	stopDrain context.CancelFunc
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+	shutdownDone chan struct{}
+
+	cacheMu sync.Mutex
+	cache   map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	key     keys.Key
+	expires time.Time
+}
+
+// New returns a Server for cfg.Store. It starts nothing: call Serve, or
+// mount Handler on a server of your own.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger,
+		polls: make(chan struct{}, cfg.MaxLongPolls), shutdownDone: make(chan struct{}),
+		cache: make(map[[32]byte]cachedKey)}
+	s.drain, s.stopDrain = context.WithCancel(context.Background())
+	s.handler = s.routes()
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler returns the broker's HTTP handler, for httptest or a server of
+// your own; call Shutdown when done with it.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve accepts connections on ln until Shutdown, or until ctx is
+// cancelled, which shuts down with Config.DrainTimeout. It returns nil after
+// a shutdown (the error of Shutdown if the drain failed) and the listener's
+// error otherwise. Serve blocks.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, func() error { return s.http.Serve(ln) })
+}
+
+// ServeTLS is Serve over TLS, with the certificate and key in PEM files.
+func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	return s.serve(ctx, func() error { return s.http.ServeTLS(ln, certFile, keyFile) })
+}
+
+func (s *Server) serve(ctx context.Context, run func() error) error {
+	stop := context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
+		defer cancel()
+		_ = s.Shutdown(sctx)
+	})
+	err := run()
+	if errors.Is(err, http.ErrServerClosed) {
+		<-s.shutdownDone
+		return s.shutdownErr
+	}
+	if !stop() {
+		<-s.shutdownDone
+	}
+	return err
+}
+
+// Shutdown stops the broker gracefully: /readyz turns 503, waiting receives
+// return what they have (nothing), the listeners close, the requests in
+// flight finish, and then the store is closed. If ctx ends first the
+// remaining connections are closed and the store is closed anyway; ctx's
+// error is returned. It is safe to call more than once; later calls wait
+// for the first and return its result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		defer close(s.shutdownDone)
+		s.stopDrain()
+		err := s.http.Shutdown(ctx)
+		if err != nil {
+			err = errors.Join(err, s.http.Close())
+		}
+		// Under a server of the caller's (Handler), nothing above waited
+		// for the receives the drain ended: let them answer before the
+		// store closes under them.
+		waited := make(chan struct{})
+		go func() { s.polling.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-ctx.Done():
+		}
+		s.shutdownErr = errors.Join(err, s.st.Close())
+	})
+	select {
+	case <-s.shutdownDone:
+		return s.shutdownErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// authenticate returns the key of token, from the cache when fresh.
+func (s *Server) authenticate(ctx context.Context, token string) (keys.Key, error) {
+	h := sha256.Sum256([]byte(token))
+	now := time.Now()
+	if s.cfg.KeyCacheTTL > 0 {
+		s.cacheMu.Lock()
+		c, ok := s.cache[h]
+		s.cacheMu.Unlock()
+		if ok && now.Before(c.expires) {
+			return c.key, nil
+		}
+	}
+	k, err := keys.Authenticate(ctx, s.st, token)
+	if err != nil {
+		return keys.Key{}, err
+	}
+	if s.cfg.KeyCacheTTL > 0 {
+		s.cacheMu.Lock()
+		if len(s.cache) > 10_000 {
+			clear(s.cache)
+		}
+		s.cache[h] = cachedKey{key: k, expires: now.Add(s.cfg.KeyCacheTTL)}
+		s.cacheMu.Unlock()
+	}
+	return k, nil
+}
+
+// forget drops the cached entries of key id (a revocation).
+func (s *Server) forget(id string) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	for h, c := range s.cache {
+		if c.key.ID == id {
+			delete(s.cache, h)
+		}
+	}
+}

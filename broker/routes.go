@@ -1,0 +1,633 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// routes builds the mux. docs/api-reference-broker.md lists the same table.
+func (s *Server) routes() http.Handler {
+	const q = "/v1/queues/{queue}"
+	eps := []endpoint{
+		{"POST " + q + "/messages", keys.Producer, "queue", s.send},
+		{"POST " + q + "/messages/batch", keys.Producer, "queue", s.sendBatch},
+		{"GET " + q + "/messages", keys.Consumer, "queue", s.peek},
+		{"POST " + q + "/receive", keys.Consumer, "queue", s.receive},
+		{"POST " + q + "/complete", keys.Consumer, "queue", s.complete},
+		{"POST " + q + "/complete-batch", keys.Consumer, "queue", s.completeBatch},
+		{"POST " + q + "/abandon", keys.Consumer, "queue", s.abandon},
+		{"POST " + q + "/reject", keys.Consumer, "queue", s.reject},
+		{"POST " + q + "/defer", keys.Consumer, "queue", s.deferMsg},
+		{"POST " + q + "/receive-deferred", keys.Consumer, "queue", s.receiveDeferred},
+		{"POST " + q + "/renew", keys.Consumer, "queue", s.renew},
+		{"POST " + q + "/renew-batch", keys.Consumer, "queue", s.renewBatch},
+		{"GET " + q + "/stats", keys.Consumer, "queue", s.stats},
+		{"GET " + q + "/dead-letters", keys.Admin, "queue", s.deadLetters},
+		{"POST " + q + "/dead-letters/redrive", keys.Admin, "queue", s.redrive},
+		{"POST " + q + "/purge", keys.Admin, "queue", s.purge},
+		{"GET /v1/queues", keys.Admin, "", s.listQueues},
+		{"POST /v1/queues", keys.Admin, "", s.createQueue},
+		{"GET " + q, keys.Admin, "queue", s.getQueue},
+		{"PUT " + q, keys.Admin, "queue", s.updateQueue},
+		{"DELETE " + q, keys.Admin, "queue", s.deleteQueue},
+		{"GET /v1/topics", keys.Admin, "", s.listTopics},
+		{"POST /v1/topics", keys.Admin, "", s.createTopic},
+		{"GET /v1/topics/{topic}", keys.Admin, "topic", s.getTopic},
+		{"DELETE /v1/topics/{topic}", keys.Admin, "topic", s.deleteTopic},
+		{"POST /v1/topics/{topic}/subscriptions", keys.Admin, "topic", s.createSubscription},
+		{"PUT /v1/topics/{topic}/subscriptions/{queue}", keys.Admin, "topic", s.updateSubscription},
+		{"DELETE /v1/topics/{topic}/subscriptions/{queue}", keys.Admin, "topic", s.deleteSubscription},
+		{"GET /v1/keys", keys.Admin, "", s.listKeys},
+		{"POST /v1/keys", keys.Admin, "", s.createKey},
+		{"DELETE /v1/keys/{id}", keys.Admin, "", s.revokeKey},
+		{"POST /v1/backup", keys.Admin, "", s.backup},
+	}
+	mux := http.NewServeMux()
+	for _, e := range eps {
+		mux.Handle(e.pattern, s.wrap(e))
+	}
+	mux.Handle("GET /healthz", s.open(func(*http.Request) (result, error) { return ok(wire.Health{Status: "ok"}) }))
+	mux.Handle("GET /readyz", s.open(s.ready))
+	mux.Handle("/", s.open(func(r *http.Request) (result, error) {
+		return result{}, &apiError{wire.CodeNotFound, wire.ReasonNoRoute, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
+	}))
+	return mux
+}
+
+// ready answers 200 while the broker is not draining and the store answers.
+func (s *Server) ready(r *http.Request) (result, error) {
+	if s.drain.Err() != nil {
+		return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
+		var one int
+		return tx.SQL().QueryRowContext(tx.Context(), `SELECT 1`).Scan(&one)
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.Health{Status: "ready"})
+}
+
+func (s *Server) checkBatch(n int, what string) error {
+	if n > s.cfg.MaxBatch {
+		return &apiError{wire.CodeTooLarge, wire.ReasonBatchTooLarge, fmt.Sprintf("%d %s, at most %d per request", n, what, s.cfg.MaxBatch)}
+	}
+	return nil
+}
+
+// sendMessages runs one outbox.SendBatch in one transaction.
+func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.Message) ([]outbox.Result, error) {
+	msgs := make([]outbox.Message, len(in))
+	for i, m := range in {
+		msgs[i] = m.Outbox()
+	}
+	var res []outbox.Result
+	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
+		var err error
+		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
+		return err
+	})
+	return res, err
+}
+
+func (s *Server) send(r *http.Request) (result, error) {
+	m, err := decode[wire.Message](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.Message{m})
+	if err != nil {
+		return result{}, err
+	}
+	if res[0].Err != nil {
+		return result{}, res[0].Err // a single send's dedup conflict is 409
+	}
+	return created(wire.FromResult(res[0]))
+}
+
+func (s *Server) sendBatch(r *http.Request) (result, error) {
+	req, err := decode[wire.SendBatchRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.checkBatch(len(req.Messages), "messages"); err != nil {
+		return result{}, err
+	}
+	out := wire.SendBatchResponse{Results: []wire.SendResult{}}
+	if len(req.Messages) == 0 {
+		return ok(out)
+	}
+	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), req.Messages)
+	if err != nil {
+		return result{}, err
+	}
+	for _, x := range res {
+		out.Results = append(out.Results, wire.FromResult(x))
+	}
+	return ok(out)
+}
+
+func (s *Server) receive(r *http.Request) (result, error) {
+	req, err := decode[wire.ReceiveRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	opts, err := req.Options()
+	if err != nil {
+		return result{}, err
+	}
+	opts.Wait = min(opts.Wait, s.cfg.MaxWait)
+	ctx := r.Context()
+	if opts.Wait > 0 {
+		if s.drain.Err() != nil {
+			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
+		}
+		select {
+		case s.polls <- struct{}{}:
+			s.polling.Add(1)
+			defer func() { <-s.polls; s.polling.Done() }()
+		default:
+			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
+		}
+		// A shutdown ends the wait: the receive answers with nothing.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.drain, cancel)
+		defer stop()
+	}
+	msgs, err := s.st.Receive(ctx, r.PathValue("queue"), opts)
+	if err != nil {
+		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
+			return ok(wire.MessagesResponse{Messages: []wire.OutMessage{}})
+		}
+		return result{}, err
+	}
+	return ok(wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+}
+
+func (s *Server) complete(r *http.Request) (result, error) {
+	req, err := decode[wire.LockRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.st.Complete(r.Context(), req.Lock(r.PathValue("queue"))); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) locks(r *http.Request) ([]mqlite.Lock, error) {
+	req, err := decode[wire.LocksRequest](r.Body)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkBatch(len(req.Locks), "locks"); err != nil {
+		return nil, err
+	}
+	q := r.PathValue("queue")
+	locks := make([]mqlite.Lock, len(req.Locks))
+	for i, l := range req.Locks {
+		locks[i] = l.Lock(q)
+	}
+	return locks, nil
+}
+
+func (s *Server) completeBatch(r *http.Request) (result, error) {
+	locks, err := s.locks(r)
+	if err != nil {
+		return result{}, err
+	}
+	out := wire.ResultsResponse{Results: make([]wire.ItemResult, len(locks))}
+	if len(locks) == 0 {
+		return ok(out)
+	}
+	errs, err := s.st.CompleteBatch(r.Context(), locks)
+	if err != nil {
+		return result{}, err
+	}
+	for i, e := range errs {
+		out.Results[i].Error = wire.ErrorOf(e)
+	}
+	return ok(out)
+}
+
+func (s *Server) abandon(r *http.Request) (result, error) {
+	req, err := decode[wire.AbandonRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if req.DelayMS < 0 {
+		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay_ms"}
+	}
+	l := mqlite.Lock{Queue: r.PathValue("queue"), Seq: req.Seq, Token: req.Token}
+	if err := s.st.Abandon(r.Context(), l, wire.MSDur(req.DelayMS)); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) reject(r *http.Request) (result, error) {
+	req, err := decode[wire.RejectRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	l := mqlite.Lock{Queue: r.PathValue("queue"), Seq: req.Seq, Token: req.Token}
+	if err := s.st.Reject(r.Context(), l, req.Reason, req.Description); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) deferMsg(r *http.Request) (result, error) {
+	req, err := decode[wire.LockRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.st.Defer(r.Context(), req.Lock(r.PathValue("queue"))); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) receiveDeferred(r *http.Request) (result, error) {
+	req, err := decode[wire.SeqRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	m, err := s.st.ReceiveDeferred(r.Context(), r.PathValue("queue"), req.Seq)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.MessageResponse{Message: wire.FromMessage(m)})
+}
+
+func (s *Server) renew(r *http.Request) (result, error) {
+	req, err := decode[wire.LockRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	until, err := s.st.Renew(r.Context(), req.Lock(r.PathValue("queue")))
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.RenewResponse{LockedUntil: until})
+}
+
+func (s *Server) renewBatch(r *http.Request) (result, error) {
+	locks, err := s.locks(r)
+	if err != nil {
+		return result{}, err
+	}
+	out := wire.ResultsResponse{Results: make([]wire.ItemResult, len(locks))}
+	if len(locks) == 0 {
+		return ok(out)
+	}
+	res, err := s.st.RenewBatch(r.Context(), locks)
+	if err != nil {
+		return result{}, err
+	}
+	for i, x := range res {
+		out.Results[i] = wire.ItemResult{Error: wire.ErrorOf(x.Err), LockedUntil: x.LockedUntil}
+	}
+	return ok(out)
+}
+
+// peekOptions reads from_seq and max from the query string.
+func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
+	var opts mqlite.PeekOptions
+	q := r.URL.Query()
+	for _, f := range []struct {
+		name string
+		set  func(int64)
+	}{
+		{"from_seq", func(v int64) { opts.FromSeq = v }},
+		{"max", func(v int64) { opts.Max = int(min(v, 1<<30)) }},
+	} {
+		if v := q.Get(f.name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return opts, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: f.name + " is not an integer"}
+			}
+			f.set(n)
+		}
+	}
+	return opts, nil
+}
+
+func (s *Server) peek(r *http.Request) (result, error) {
+	opts, err := peekOptions(r)
+	if err != nil {
+		return result{}, err
+	}
+	msgs, err := s.st.Peek(r.Context(), r.PathValue("queue"), opts)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+}
+
+func (s *Server) deadLetters(r *http.Request) (result, error) {
+	opts, err := peekOptions(r)
+	if err != nil {
+		return result{}, err
+	}
+	msgs, err := s.st.PeekDeadLetters(r.Context(), r.PathValue("queue"), opts)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+}
+
+func (s *Server) redrive(r *http.Request) (result, error) {
+	req, err := decode[wire.RedriveRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	n, err := s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: req.Seqs})
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.CountResponse{Count: n})
+}
+
+func (s *Server) purge(r *http.Request) (result, error) {
+	req, err := decode[wire.PurgeRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	n, err := s.st.Purge(r.Context(), r.PathValue("queue"), mqlite.PurgeOptions{State: mqlite.State(req.State)})
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.CountResponse{Count: n})
+}
+
+func (s *Server) stats(r *http.Request) (result, error) {
+	st, err := s.st.Stats(r.Context(), r.PathValue("queue"))
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromStats(st))
+}
+
+func (s *Server) listQueues(r *http.Request) (result, error) {
+	qs, err := s.st.ListQueues(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	k := keyOf(r.Context())
+	out := wire.QueuesResponse{Queues: []wire.QueueInfo{}}
+	for _, q := range qs {
+		if k.Scope.HasQueue(q.Name) {
+			out.Queues = append(out.Queues, wire.FromQueueInfo(q))
+		}
+	}
+	return ok(out)
+}
+
+func (s *Server) createQueue(r *http.Request) (result, error) {
+	req, err := decode[wire.CreateQueueRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := require(r.Context(), keys.Admin, req.Name); err != nil {
+		return result{}, err
+	}
+	opts, err := req.Options.Options()
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.st.CreateQueue(r.Context(), req.Name, opts); err != nil {
+		return result{}, err
+	}
+	q, err := s.st.GetQueue(r.Context(), req.Name)
+	if err != nil {
+		return result{}, err
+	}
+	return created(wire.FromQueueInfo(q))
+}
+
+func (s *Server) getQueue(r *http.Request) (result, error) {
+	q, err := s.st.GetQueue(r.Context(), r.PathValue("queue"))
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromQueueInfo(q))
+}
+
+func (s *Server) updateQueue(r *http.Request) (result, error) {
+	req, err := decode[wire.UpdateQueueRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	opts, err := req.Options.Options()
+	if err != nil {
+		return result{}, err
+	}
+	name := r.PathValue("queue")
+	if err := s.st.UpdateQueue(r.Context(), name, opts); err != nil {
+		return result{}, err
+	}
+	q, err := s.st.GetQueue(r.Context(), name)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromQueueInfo(q))
+}
+
+func (s *Server) deleteQueue(r *http.Request) (result, error) {
+	if err := s.st.DeleteQueue(r.Context(), r.PathValue("queue")); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) listTopics(r *http.Request) (result, error) {
+	ts, err := s.st.ListTopics(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	k := keyOf(r.Context())
+	out := wire.TopicsResponse{Topics: []wire.Topic{}}
+	for _, t := range ts {
+		if k.Scope.HasQueue(t.Name) {
+			out.Topics = append(out.Topics, wire.FromTopic(t))
+		}
+	}
+	return ok(out)
+}
+
+func (s *Server) createTopic(r *http.Request) (result, error) {
+	req, err := decode[wire.CreateTopicRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := require(r.Context(), keys.Admin, req.Name); err != nil {
+		return result{}, err
+	}
+	if err := s.st.CreateTopic(r.Context(), req.Name); err != nil {
+		return result{}, err
+	}
+	t, err := s.st.GetTopic(r.Context(), req.Name)
+	if err != nil {
+		return result{}, err
+	}
+	return created(wire.FromTopic(t))
+}
+
+func (s *Server) getTopic(r *http.Request) (result, error) {
+	t, err := s.st.GetTopic(r.Context(), r.PathValue("topic"))
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromTopic(t))
+}
+
+func (s *Server) deleteTopic(r *http.Request) (result, error) {
+	if err := s.st.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) createSubscription(r *http.Request) (result, error) {
+	req, err := decode[wire.CreateSubscriptionRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := require(r.Context(), keys.Admin, req.Queue); err != nil {
+		return result{}, err
+	}
+	qo, err := req.Options.Options()
+	if err != nil {
+		return result{}, err
+	}
+	topic := r.PathValue("topic")
+	err = s.st.CreateSubscription(r.Context(), topic, req.Queue, mqlite.SubscriptionOptions{Filter: req.Filter.Filter(), Queue: qo})
+	if err != nil {
+		return result{}, err
+	}
+	t, err := s.st.GetTopic(r.Context(), topic)
+	if err != nil {
+		return result{}, err
+	}
+	return created(wire.FromTopic(t))
+}
+
+func (s *Server) updateSubscription(r *http.Request) (result, error) {
+	req, err := decode[wire.UpdateSubscriptionRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	topic := r.PathValue("topic")
+	if err := s.st.UpdateSubscription(r.Context(), topic, r.PathValue("queue"), req.Filter.Filter()); err != nil {
+		return result{}, err
+	}
+	t, err := s.st.GetTopic(r.Context(), topic)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromTopic(t))
+}
+
+func (s *Server) deleteSubscription(r *http.Request) (result, error) {
+	if err := s.st.DeleteSubscription(r.Context(), r.PathValue("topic"), r.PathValue("queue")); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+// requireAll checks for an admin key over every queue: keys are a power
+// over the whole broker.
+func requireAll(ctx context.Context) error {
+	if err := require(ctx, keys.Admin, ""); err != nil {
+		return err
+	}
+	if k := keyOf(ctx); !k.Scope.AllQueues() {
+		return &apiError{wire.CodeForbidden, wire.ReasonQueue, fmt.Sprintf("key %s does not cover every queue (%q)", k.ID, keys.AllQueues)}
+	}
+	return nil
+}
+
+func fromKey(k keys.Key) wire.Key {
+	return wire.Key{ID: k.ID, Role: string(k.Scope.Role), Queues: k.Scope.Queues, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func (s *Server) listKeys(r *http.Request) (result, error) {
+	if err := requireAll(r.Context()); err != nil {
+		return result{}, err
+	}
+	ks, err := keys.List(r.Context(), s.st)
+	if err != nil {
+		return result{}, err
+	}
+	out := wire.KeysResponse{Keys: []wire.Key{}}
+	for _, k := range ks {
+		out.Keys = append(out.Keys, fromKey(k))
+	}
+	return ok(out)
+}
+
+func (s *Server) createKey(r *http.Request) (result, error) {
+	req, err := decode[wire.CreateKeyRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := requireAll(r.Context()); err != nil {
+		return result{}, err
+	}
+	k, secret, err := keys.Create(r.Context(), s.st, keys.Scope{Role: keys.Role(req.Role), Queues: req.Queues})
+	if errors.Is(err, keys.ErrInvalidScope) {
+		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: err.Error()}
+	}
+	if err != nil {
+		return result{}, err
+	}
+	return created(wire.CreateKeyResponse{Key: fromKey(k), Secret: secret})
+}
+
+func (s *Server) revokeKey(r *http.Request) (result, error) {
+	if err := requireAll(r.Context()); err != nil {
+		return result{}, err
+	}
+	id := r.PathValue("id")
+	err := keys.Revoke(r.Context(), s.st, id)
+	s.forget(id)
+	if errors.Is(err, keys.ErrNotFound) {
+		return result{}, &apiError{wire.CodeNotFound, wire.ReasonKeyNotFound, err.Error()}
+	}
+	if err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
+func (s *Server) backup(r *http.Request) (result, error) {
+	req, err := decode[wire.BackupRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := requireAll(r.Context()); err != nil {
+		return result{}, err
+	}
+	if req.Path == "" {
+		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "path is required"}
+	}
+	if err := s.st.Backup(r.Context(), req.Path); err != nil {
+		return result{}, err
+	}
+	return ok(req)
+}

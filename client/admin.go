@@ -1,0 +1,178 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// PeekDeadLetters returns the dead letters of queue, as
+// Store.PeekDeadLetters. Needs an admin key.
+func (c *Client) PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error) {
+	var out wire.MessagesResponse
+	if err := c.do(ctx, call{method: http.MethodGet, path: qpath(queue, "/dead-letters"+peekQuery(opts)), out: &out}); err != nil {
+		return nil, err
+	}
+	return wire.Messages(out.Messages), nil
+}
+
+// Redrive puts dead letters of queue back to active, as Store.Redrive.
+func (c *Client) Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error) {
+	var out wire.CountResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/dead-letters/redrive"), in: wire.RedriveRequest{Seqs: opts.Seqs}, out: &out})
+	return out.Count, err
+}
+
+// Purge removes the messages of queue in opts.State, as Store.Purge.
+func (c *Client) Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error) {
+	var out wire.CountResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/purge"), in: wire.PurgeRequest{State: string(opts.State)}, out: &out})
+	return out.Count, err
+}
+
+// Stats counts the messages of queue per state, as Store.Stats.
+func (c *Client) Stats(ctx context.Context, queue string) (mqlite.QueueStats, error) {
+	var out wire.Stats
+	if err := c.do(ctx, call{method: http.MethodGet, path: qpath(queue, "/stats"), out: &out}); err != nil {
+		return mqlite.QueueStats{}, err
+	}
+	return out.QueueStats(), nil
+}
+
+// CreateQueue creates a queue, as Store.CreateQueue.
+func (c *Client) CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error {
+	return c.do(ctx, call{method: http.MethodPost, path: "/v1/queues",
+		in: wire.CreateQueueRequest{Name: name, Options: wire.FromQueueOptions(opts)}})
+}
+
+// UpdateQueue replaces the options of a queue, as Store.UpdateQueue.
+func (c *Client) UpdateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error {
+	return c.do(ctx, call{method: http.MethodPut, path: qpath(name, ""),
+		in: wire.UpdateQueueRequest{Options: wire.FromQueueOptions(opts)}})
+}
+
+// GetQueue returns one queue, as Store.GetQueue.
+func (c *Client) GetQueue(ctx context.Context, name string) (mqlite.QueueInfo, error) {
+	var out wire.QueueInfo
+	if err := c.do(ctx, call{method: http.MethodGet, path: qpath(name, ""), out: &out}); err != nil {
+		return mqlite.QueueInfo{}, err
+	}
+	return out.Info()
+}
+
+// ListQueues returns the queues the key covers, in name order.
+func (c *Client) ListQueues(ctx context.Context) ([]mqlite.QueueInfo, error) {
+	var out wire.QueuesResponse
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/queues", out: &out}); err != nil {
+		return nil, err
+	}
+	res := make([]mqlite.QueueInfo, 0, len(out.Queues))
+	for _, q := range out.Queues {
+		info, err := q.Info()
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, info)
+	}
+	return res, nil
+}
+
+// DeleteQueue removes a queue and everything in it, as Store.DeleteQueue.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: qpath(name, "")})
+}
+
+func tpath(topic, rest string) string { return "/v1/topics/" + url.PathEscape(topic) + rest }
+
+// CreateTopic creates a topic, as Store.CreateTopic.
+func (c *Client) CreateTopic(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodPost, path: "/v1/topics", in: wire.CreateTopicRequest{Name: name}})
+}
+
+// GetTopic returns a topic with its subscriptions, as Store.GetTopic.
+func (c *Client) GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error) {
+	var out wire.Topic
+	if err := c.do(ctx, call{method: http.MethodGet, path: tpath(name, ""), out: &out}); err != nil {
+		return mqlite.TopicInfo{}, err
+	}
+	return out.TopicInfo(), nil
+}
+
+// ListTopics returns the topics the key covers, in name order.
+func (c *Client) ListTopics(ctx context.Context) ([]mqlite.TopicInfo, error) {
+	var out wire.TopicsResponse
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/topics", out: &out}); err != nil {
+		return nil, err
+	}
+	res := make([]mqlite.TopicInfo, len(out.Topics))
+	for i, t := range out.Topics {
+		res[i] = t.TopicInfo()
+	}
+	return res, nil
+}
+
+// DeleteTopic removes a topic and its subscriptions, as Store.DeleteTopic.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: tpath(name, "")})
+}
+
+// CreateSubscription subscribes a new queue to topic, as
+// Store.CreateSubscription.
+func (c *Client) CreateSubscription(ctx context.Context, topic, queue string, opts mqlite.SubscriptionOptions) error {
+	return c.do(ctx, call{method: http.MethodPost, path: tpath(topic, "/subscriptions"),
+		in: wire.CreateSubscriptionRequest{Queue: queue, Filter: wire.FromFilter(opts.Filter), Options: wire.FromQueueOptions(opts.Queue)}})
+}
+
+// UpdateSubscription replaces a subscription's filter, as
+// Store.UpdateSubscription.
+func (c *Client) UpdateSubscription(ctx context.Context, topic, queue string, f mqlite.Filter) error {
+	return c.do(ctx, call{method: http.MethodPut, path: tpath(topic, "/subscriptions/"+url.PathEscape(queue)),
+		in: wire.UpdateSubscriptionRequest{Filter: wire.FromFilter(f)}})
+}
+
+// DeleteSubscription removes a subscription and its queue, as
+// Store.DeleteSubscription.
+func (c *Client) DeleteSubscription(ctx context.Context, topic, queue string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: tpath(topic, "/subscriptions/"+url.PathEscape(queue))})
+}
+
+// Key describes an access key (never its secret).
+type Key = wire.Key
+
+// CreateKey makes an access key with role ("producer", "consumer" or
+// "admin") on queues ("*" for all) and returns it with its secret, which
+// cannot be shown again. Needs an admin key over every queue.
+func (c *Client) CreateKey(ctx context.Context, role string, queues []string) (Key, string, error) {
+	var out wire.CreateKeyResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: "/v1/keys", in: wire.CreateKeyRequest{Role: role, Queues: queues}, out: &out})
+	return out.Key, out.Secret, err
+}
+
+// ListKeys returns every access key, revoked ones included.
+func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
+	var out wire.KeysResponse
+	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", out: &out})
+	return out.Keys, err
+}
+
+// RevokeKey revokes the key id; it is refused from then on.
+func (c *Client) RevokeKey(ctx context.Context, id string) error {
+	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + url.PathEscape(id)})
+}
+
+// Backup writes a backup of the store to path on the broker's host, as
+// Store.Backup; path must not exist.
+func (c *Client) Backup(ctx context.Context, path string) error {
+	return c.do(ctx, call{method: http.MethodPost, path: "/v1/backup", in: wire.BackupRequest{Path: path}})
+}
+
+// Ready reports whether the broker is ready (GET /readyz); no key needed.
+// It does not retry.
+func (c *Client) Ready(ctx context.Context) error {
+	cl := *c
+	cl.cfg.MaxElapsed = -1
+	return cl.do(ctx, call{method: http.MethodGet, path: "/readyz"})
+}

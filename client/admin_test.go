@@ -1,0 +1,161 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/client"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// TestErrorsMatchRootSentinels: an error of the store crosses the network
+// and still matches its sentinel with errors.Is.
+func TestErrorsMatchRootSentinels(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{})
+	c := b.src
+	_, err := c.Send(ctx, "q", outbox.Message{Body: []byte("a"), MessageID: "id"})
+	must(t, err)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []error
+	}{
+		{"duplicate conflict", func() error {
+			_, err := c.Send(ctx, "q", outbox.Message{Body: []byte("b"), MessageID: "id"})
+			return err
+		}(), []error{mqlite.ErrDuplicateConflict}},
+		{"queue not found", func() error { _, err := c.Receive(ctx, "nope", mqlite.ReceiveOptions{}); return err }(), []error{mqlite.ErrQueueNotFound}},
+		{"queue exists", c.CreateQueue(ctx, "q", mqlite.QueueOptions{}), []error{mqlite.ErrQueueExists}},
+		{"invalid lock duration", c.CreateQueue(ctx, "r", mqlite.QueueOptions{LockDuration: time.Millisecond}),
+			[]error{mqlite.ErrInvalidLockDuration, mqlite.ErrInvalidArgument}},
+		{"invalid queue name", c.CreateQueue(ctx, "bad name", mqlite.QueueOptions{}), []error{mqlite.ErrInvalidQueueName, mqlite.ErrInvalidArgument}},
+		{"attempt conflict", func() error {
+			if _, err := c.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1, AttemptID: "x"}); err != nil {
+				return err
+			}
+			_, err := c.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 2, AttemptID: "x"})
+			return err
+		}(), []error{mqlite.ErrAttemptConflict}},
+		{"too large", func() error {
+			_, err := c.Send(ctx, "q", outbox.Message{Body: make([]byte, mqlite.DefaultMaxMessageBytes+1)})
+			return err
+		}(), []error{mqlite.ErrMessageTooLarge}},
+		{"topic not found", c.CreateSubscription(ctx, "nope", "s", mqlite.SubscriptionOptions{}), []error{mqlite.ErrTopicNotFound}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, w := range tc.want {
+				if !errors.Is(tc.err, w) {
+					t.Errorf("got %v, want it to match %v", tc.err, w)
+				}
+			}
+			var ce *client.Error
+			if !errors.As(tc.err, &ce) && !errors.Is(tc.err, mqlite.ErrInvalidArgument) {
+				t.Errorf("%v is not a *client.Error", tc.err)
+			}
+		})
+	}
+}
+
+// TestTopicsAndAdminOverClient: topics fan out through the broker; queue
+// administration, dead letters, stats and keys work through the client.
+func TestTopicsAndAdminOverClient(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{})
+	c := b.src
+	must(t, c.CreateTopic(ctx, "events"))
+	must(t, c.CreateSubscription(ctx, "events", "mailer", mqlite.SubscriptionOptions{Filter: mqlite.Filter{SubjectPrefix: "order."}}))
+	must(t, c.CreateSubscription(ctx, "events", "ledger", mqlite.SubscriptionOptions{
+		Filter: mqlite.Filter{Properties: map[string]mqlite.Match{"kind": mqlite.In("paid")}}}))
+	res, err := c.Send(ctx, "events", outbox.Message{Body: []byte("e"), Subject: "order.paid", Properties: map[string]string{"kind": "paid"}})
+	must(t, err)
+	if len(res.Copies) != 2 || res.Copies[0].Queue != "ledger" || res.Copies[1].Queue != "mailer" {
+		t.Fatalf("copies %+v", res.Copies)
+	}
+	res, err = c.Send(ctx, "events", outbox.Message{Body: []byte("f"), Subject: "user.new"})
+	must(t, err)
+	if len(res.Copies) != 0 || res.Seq != 0 {
+		t.Fatalf("no subscription matches, got %+v", res)
+	}
+	must(t, c.UpdateSubscription(ctx, "events", "mailer", mqlite.Filter{}))
+	top, err := c.GetTopic(ctx, "events")
+	must(t, err)
+	if len(top.Subscriptions) != 2 || top.Subscriptions[1].Filter.SubjectPrefix != "" {
+		t.Fatalf("topic %+v", top)
+	}
+	tops, err := c.ListTopics(ctx)
+	must(t, err)
+	if len(tops) != 1 {
+		t.Fatalf("topics %+v", tops)
+	}
+
+	must(t, c.UpdateQueue(ctx, "q", mqlite.QueueOptions{MaxDeliveryCount: 1, LockDuration: lease}))
+	info, err := c.GetQueue(ctx, "q")
+	must(t, err)
+	if info.Options.MaxDeliveryCount != 1 || info.Options.LockDuration != lease || info.Options.DedupWindow != mqlite.DefaultDedupWindow {
+		t.Fatalf("queue %+v", info)
+	}
+	qs, err := c.ListQueues(ctx)
+	must(t, err)
+	if len(qs) != 3 {
+		t.Fatalf("queues %+v", qs)
+	}
+	b.send(t, outbox.Message{}, outbox.Message{})
+	for range 2 {
+		m := b.receive(t, mqlite.ReceiveOptions{})
+		must(t, c.Reject(ctx, m[0].Lock(), "bad", ""))
+	}
+	st, err := c.Stats(ctx, "q")
+	must(t, err)
+	if st.DeadLettered != 2 || st.Total() != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	n, err := c.Redrive(ctx, "q", mqlite.RedriveOptions{})
+	must(t, err)
+	if n != 2 {
+		t.Fatalf("redrove %d", n)
+	}
+	n, err = c.Purge(ctx, "q", mqlite.PurgeOptions{State: mqlite.StateActive})
+	must(t, err)
+	if n != 2 {
+		t.Fatalf("purged %d", n)
+	}
+	must(t, c.DeleteSubscription(ctx, "events", "ledger"))
+	must(t, c.DeleteTopic(ctx, "events"))
+	must(t, c.DeleteQueue(ctx, "q"))
+	if _, err := c.GetQueue(ctx, "q"); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Fatalf("deleted queue: %v", err)
+	}
+}
+
+// TestKeysOverClient: a key made through the broker works at once, is
+// limited to its role and queues, and stops working when revoked.
+func TestKeysOverClient(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	url, admin := serve(t, tb, broker.Config{})
+	ac := newClient(t, url, admin, tb.Clock)
+	k, secret, err := ac.CreateKey(ctx, "producer", []string{"q"})
+	must(t, err)
+	if k.ID == "" || secret == "" {
+		t.Fatalf("key %+v", k)
+	}
+	pc := newClient(t, url, secret, tb.Clock)
+	_, err = pc.Send(ctx, "q", outbox.Message{Body: []byte("x")})
+	must(t, err)
+	if _, err := pc.Receive(ctx, "q", mqlite.ReceiveOptions{}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("producer receives: %v", err)
+	}
+	ks, err := ac.ListKeys(ctx)
+	must(t, err)
+	if len(ks) != 2 {
+		t.Fatalf("keys %+v", ks)
+	}
+	must(t, ac.RevokeKey(ctx, k.ID))
+	if _, err := pc.Send(ctx, "q", outbox.Message{Body: []byte("y")}); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("revoked key: %v", err)
+	}
+}

@@ -1,0 +1,197 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// Receive claims up to opts.Max messages of queue, as Store.Receive: with
+// opts.Wait it long-polls (the broker caps the wait). Without an AttemptID
+// one is generated for this call, so its retries replay rather than claim
+// again. Cancelling ctx ends the wait with ctx's error.
+func (c *Client) Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, err
+	}
+	if opts.Wait < 0 {
+		return nil, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative wait"}
+	}
+	if opts.AttemptID == "" {
+		opts.AttemptID = newAttemptID()
+	}
+	var out wire.MessagesResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/receive"),
+		in: wire.FromReceiveOptions(opts), out: &out, wait: max(opts.Wait, 0)})
+	if err != nil {
+		return nil, err
+	}
+	return wire.Messages(out.Messages), nil
+}
+
+// checkQueue refuses an empty queue name here: it cannot be a path segment.
+func checkQueue(queue string) error {
+	if queue == "" {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidQueueName, Detail: "empty queue name"}
+	}
+	return nil
+}
+
+func lockOf(l mqlite.Lock) wire.LockRequest { return wire.LockRequest{Seq: l.Seq, Token: l.Token} }
+
+// Complete deletes a delivered message, as Store.Complete.
+func (c *Client) Complete(ctx context.Context, l mqlite.Lock) error {
+	if err := checkQueue(l.Queue); err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/complete"), in: lockOf(l)})
+}
+
+// batches groups locks by queue, keeping each lock's index.
+func batches(locks []mqlite.Lock) map[string][]int {
+	out := make(map[string][]int)
+	for i, l := range locks {
+		out[l.Queue] = append(out[l.Queue], i)
+	}
+	return out
+}
+
+// CompleteBatch completes several deliveries, one request per queue (one
+// commit each). Each lock gets its own result; err is for the failure of a
+// whole request.
+func (c *Client) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
+	errs := make([]error, len(locks))
+	for queue, idx := range batches(locks) {
+		if err := checkQueue(queue); err != nil {
+			return nil, err
+		}
+		req := wire.LocksRequest{Locks: make([]wire.LockRequest, len(idx))}
+		for j, i := range idx {
+			req.Locks[j] = lockOf(locks[i])
+		}
+		var out wire.ResultsResponse
+		if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/complete-batch"), in: req, out: &out}); err != nil {
+			return nil, err
+		}
+		if len(out.Results) != len(idx) {
+			return nil, fmt.Errorf("client: complete-batch: %d results for %d locks", len(out.Results), len(idx))
+		}
+		for j, i := range idx {
+			errs[i] = out.Results[j].Error.Err()
+		}
+	}
+	return errs, nil
+}
+
+// Abandon gives a delivered message back, claimable after delay, as
+// Store.Abandon. The delay travels in milliseconds.
+func (c *Client) Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error {
+	if err := checkQueue(l.Queue); err != nil {
+		return err
+	}
+	if delay < 0 {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay"}
+	}
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/abandon"),
+		in: wire.AbandonRequest{Seq: l.Seq, Token: l.Token, DelayMS: delay.Milliseconds()}})
+}
+
+// Reject dead-letters a delivered message, as Store.Reject.
+func (c *Client) Reject(ctx context.Context, l mqlite.Lock, reason, description string) error {
+	if err := checkQueue(l.Queue); err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/reject"),
+		in: wire.RejectRequest{Seq: l.Seq, Token: l.Token, Reason: reason, Description: description}})
+}
+
+// Defer sets a delivered message aside, as Store.Defer.
+func (c *Client) Defer(ctx context.Context, l mqlite.Lock) error {
+	if err := checkQueue(l.Queue); err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/defer"), in: lockOf(l)})
+}
+
+// ReceiveDeferred locks the deferred message seq, as Store.ReceiveDeferred.
+// A retry after a lost reply finds the message locked and gets
+// mqlite.ErrMessageNotFound; the lease then lapses and the message comes back.
+func (c *Client) ReceiveDeferred(ctx context.Context, queue string, seq int64) (mqlite.Message, error) {
+	if err := checkQueue(queue); err != nil {
+		return mqlite.Message{}, err
+	}
+	var out wire.MessageResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/receive-deferred"), in: wire.SeqRequest{Seq: seq}, out: &out})
+	if err != nil {
+		return mqlite.Message{}, err
+	}
+	return out.Message.Message(), nil
+}
+
+// Renew extends a running lease, as Store.Renew.
+func (c *Client) Renew(ctx context.Context, l mqlite.Lock) (time.Time, error) {
+	if err := checkQueue(l.Queue); err != nil {
+		return time.Time{}, err
+	}
+	var out wire.RenewResponse
+	if err := c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/renew"), in: lockOf(l), out: &out}); err != nil {
+		return time.Time{}, err
+	}
+	return out.LockedUntil, nil
+}
+
+// RenewBatch renews several leases, one request per queue.
+func (c *Client) RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error) {
+	res := make([]mqlite.RenewResult, len(locks))
+	for queue, idx := range batches(locks) {
+		if err := checkQueue(queue); err != nil {
+			return nil, err
+		}
+		req := wire.LocksRequest{Locks: make([]wire.LockRequest, len(idx))}
+		for j, i := range idx {
+			req.Locks[j] = lockOf(locks[i])
+		}
+		var out wire.ResultsResponse
+		if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/renew-batch"), in: req, out: &out}); err != nil {
+			return nil, err
+		}
+		if len(out.Results) != len(idx) {
+			return nil, fmt.Errorf("client: renew-batch: %d results for %d locks", len(out.Results), len(idx))
+		}
+		for j, i := range idx {
+			res[i] = mqlite.RenewResult{LockedUntil: out.Results[j].LockedUntil, Err: out.Results[j].Error.Err()}
+		}
+	}
+	return res, nil
+}
+
+func peekQuery(opts mqlite.PeekOptions) string {
+	v := url.Values{}
+	if opts.FromSeq != 0 {
+		v.Set("from_seq", fmt.Sprint(opts.FromSeq))
+	}
+	if opts.Max != 0 {
+		v.Set("max", fmt.Sprint(opts.Max))
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// Peek reads messages of queue without locking them, as Store.Peek.
+func (c *Client) Peek(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, err
+	}
+	var out wire.MessagesResponse
+	if err := c.do(ctx, call{method: http.MethodGet, path: qpath(queue, "/messages"+peekQuery(opts)), out: &out}); err != nil {
+		return nil, err
+	}
+	return wire.Messages(out.Messages), nil
+}

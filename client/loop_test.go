@@ -1,0 +1,133 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/client"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// TestLoopOverClient runs consumer.Loop unchanged over the client: every
+// message is handled, a failing one is retried, a poisoned one is
+// dead-lettered, and the completions go through CompleteBatch.
+func TestLoopOverClient(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{})
+	const n = 200
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Body: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint("m", i)}
+	}
+	res, err := b.src.SendBatch(ctx, "q", msgs)
+	must(t, err)
+	if len(res) != n || res[0].Seq == 0 {
+		t.Fatalf("send batch: %+v", res[:1])
+	}
+	var mu sync.Mutex
+	handled := map[string]int{}
+	done := make(chan struct{})
+	handler := func(ctx context.Context, m mqlite.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[m.MessageID]++
+		if m.MessageID == "m7" && m.DeliveryCount == 1 {
+			return errors.New("transient")
+		}
+		if m.MessageID == "m9" {
+			return consumer.Permanent(errors.New("poison"))
+		}
+		if len(handled) == n && handled["m7"] == 2 {
+			select {
+			case <-done:
+			default:
+				close(done)
+			}
+		}
+		return nil
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	loopErr := make(chan error, 1)
+	go func() {
+		loopErr <- consumer.Loop(lctx, b.src, "q", handler, consumer.LoopOptions{
+			Concurrency: 4, Backoff: consumer.Backoff{Initial: -1}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Loop did not handle every message")
+	}
+	cancel()
+	must(t, <-loopErr)
+	left, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
+	must(t, err)
+	if len(left) != 0 {
+		t.Fatalf("left in the queue: %v", seqsOf(left))
+	}
+	dead, err := b.src.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+	must(t, err)
+	if len(dead) != 1 || dead[0].MessageID != "m9" || dead[0].DeadLetterReason != "poison" {
+		t.Fatalf("dead letters %+v", dead)
+	}
+}
+
+// TestLoopOverClientWakesOnCommit: a Loop long-polling through the broker
+// gets a message committed later at once, not at the end of its wait.
+func TestLoopOverClientWakesOnCommit(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
+	url, key := serve(t, tb, broker.Config{})
+	polling := make(chan struct{}, 100)
+	hc := &http.Client{Transport: signalTransport{http.DefaultTransport, polling}}
+	c, err := client.New(client.Config{URL: url, Key: key, Clock: tb.Clock, HTTPClient: hc})
+	must(t, err)
+	b := &bundle{Bundle: tb, src: c}
+	got := make(chan time.Time, 1)
+	lctx, cancel := context.WithCancel(ctx)
+	loopErr := make(chan error, 1)
+	go func() {
+		loopErr <- consumer.Loop(lctx, b.src, "q", func(ctx context.Context, m mqlite.Message) error {
+			got <- time.Now()
+			return nil
+		}, consumer.LoopOptions{})
+	}()
+	<-polling // the Loop's receive is on its way: it finds nothing and waits
+	sent := time.Now()
+	b.send(t, outbox.Message{Body: []byte("wake")})
+	select {
+	case at := <-got:
+		if d := at.Sub(sent); d > 5*time.Second {
+			t.Errorf("handled %v after the commit", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the commit did not wake the Loop")
+	}
+	cancel()
+	must(t, <-loopErr)
+}
+
+// signalTransport signals each receive request it sends.
+type signalTransport struct {
+	next http.RoundTripper
+	sent chan<- struct{}
+}
+
+func (s signalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/receive") {
+		select {
+		case s.sent <- struct{}{}:
+		default:
+		}
+	}
+	return s.next.RoundTrip(r)
+}

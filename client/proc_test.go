@@ -1,0 +1,145 @@
+package client_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/keys"
+)
+
+// The broker as a process of its own, for the benchmarks (its resident
+// memory) and the SIGKILL crash test: this test binary re-executed with
+// TestBrokerProcess and envBrokerDB set.
+const (
+	envBrokerDB   = "MQLITE_BROKER_PROC_DB"
+	envBrokerAddr = "MQLITE_BROKER_PROC_ADDR"
+	procPrefix    = "BROKER "
+)
+
+// TestBrokerProcess is the broker process; it does nothing unless a test
+// started it. It serves the file until SIGTERM (or a SIGKILL).
+func TestBrokerProcess(t *testing.T) {
+	path := os.Getenv(envBrokerDB)
+	if path == "" {
+		t.Skip("runs only as a broker process started by a test")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	st, err := mqlite.Open(ctx, path, mqlite.Options{ReaperInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := broker.New(broker.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := os.Getenv(envBrokerAddr)
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%shttp://%s\n", procPrefix, ln.Addr())
+	if err := srv.Serve(ctx, ln); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// brokerProc is a running broker process.
+type brokerProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startBroker starts a broker process on path (at addr, or any port).
+func startBroker(t testing.TB, path, addr string) *brokerProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokerProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envBrokerDB+"="+path, envBrokerAddr+"="+addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), procPrefix); ok {
+			go func() { _, _ = io.Copy(io.Discard, out) }() // ends when the process does
+			return &brokerProc{cmd: cmd, url: u}
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	t.Fatalf("broker process did not start on %s", path)
+	return nil
+}
+
+// kill SIGKILLs the process and waits for it.
+func (p *brokerProc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// stop SIGTERMs the process and waits for it to drain and exit.
+func (p *brokerProc) stop(t testing.TB) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("broker process: %v", err)
+	}
+}
+
+// rss is the process's resident memory in bytes (Linux).
+func (p *brokerProc) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// prepareFile creates the store file with queues and returns an admin key.
+func prepareFile(t testing.TB, path string, queues ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, q := range queues {
+		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{LockDuration: 30 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, secret, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{keys.AllQueues}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}

@@ -1,0 +1,52 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// Send sends msg to queue (or to a topic: every matching subscription gets
+// a copy) in its own transaction on the broker, and returns its result: the
+// seq, Duplicate for a resend inside the dedup window, and the copies. The
+// same MessageID with another body is mqlite.ErrDuplicateConflict.
+func (c *Client) Send(ctx context.Context, queue string, msg outbox.Message) (outbox.Result, error) {
+	if err := checkQueue(queue); err != nil {
+		return outbox.Result{}, err
+	}
+	var out wire.SendResult
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/messages"), in: wire.FromOutbox(msg), out: &out})
+	if err != nil {
+		return outbox.Result{}, err
+	}
+	return out.Result(), nil
+}
+
+// SendBatch sends msgs to queue in one request and one transaction, as
+// outbox.SendBatch: a slot whose MessageID conflicts has its own Err (the
+// others are written); an error of the whole batch writes nothing. The
+// broker bounds the batch (ErrRequestTooLarge).
+func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, err
+	}
+	req := wire.SendBatchRequest{Messages: make([]wire.Message, len(msgs))}
+	for i, m := range msgs {
+		req.Messages[i] = wire.FromOutbox(m)
+	}
+	var out wire.SendBatchResponse
+	if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/messages/batch"), in: req, out: &out}); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(msgs) {
+		return nil, fmt.Errorf("client: send-batch: %d results for %d messages", len(out.Results), len(msgs))
+	}
+	res := make([]outbox.Result, len(out.Results))
+	for i, r := range out.Results {
+		res[i] = r.Result()
+	}
+	return res, nil
+}

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/client"
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// group is a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("%s needs a subcommand; run '%s --help'", cmd.CommandPath(), cmd.CommandPath())
+		},
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+// withExample sets cmd's example and returns it.
+func withExample(example string, cmd *cobra.Command) *cobra.Command {
+	cmd.Example = example
+	return cmd
+}
+
+// queueFlags binds the flags of QueueOptions.
+func queueFlags(f *pflag.FlagSet, o *mqlite.QueueOptions, fifo *bool) {
+	f.IntVar(&o.MaxDeliveryCount, "max-delivery", 0, "deliveries before dead-lettering (default 10)")
+	f.DurationVar(&o.LockDuration, "lock", 0, "the lease of a delivery (default 30s)")
+	f.DurationVar(&o.DedupWindow, "dedup-window", 0, "how long message ids are remembered (default 10m; -1ns turns it off)")
+	f.BoolVar(fifo, "fifo", false, "a FIFO queue: one message at a time, in order")
+	f.DurationVar(&o.DefaultTTL, "ttl", 0, "the time to live of messages sent without one (default none)")
+	f.BoolVar(&o.DeadLetterOnExpire, "dead-letter-on-expire", false, "dead-letter expired messages instead of deleting them")
+	f.DurationVar(&o.DLQ.MaxAge, "dlq-max-age", 0, "how long dead letters are kept (default 14 days)")
+	f.IntVar(&o.DLQ.MaxCount, "dlq-max-count", 0, "how many dead letters are kept (default 100000; -1 no bound)")
+	f.Int64Var(&o.DLQ.MaxBytes, "dlq-max-bytes", 0, "how many bytes of dead letters are kept (default 256 MiB; -1 no bound)")
+}
+
+func printQueues(w io.Writer, qs []mqlite.QueueInfo) {
+	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tCREATED")
+	for _, q := range qs {
+		o := q.Options
+		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
+			q.CreatedAt.Format(time.RFC3339))
+	}
+}
+
+func queuesCmd(g *globals) *cobra.Command {
+	list := &cobra.Command{
+		Use: "list", Short: "list the queues", Args: noArgs,
+		Example: `  mqlite queues list --db app.db`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				qs, err := b.ListQueues(cmd.Context())
+				if err != nil {
+					return err
+				}
+				out := wire.QueuesResponse{Queues: []wire.QueueInfo{}}
+				for _, q := range qs {
+					out.Queues = append(out.Queues, wire.FromQueueInfo(q))
+				}
+				return g.emit(out, func(w io.Writer) { printQueues(w, qs) })
+			})
+		},
+	}
+	set := func(use, short, example string, update bool) *cobra.Command {
+		var o mqlite.QueueOptions
+		var fifo bool
+		cmd := &cobra.Command{
+			Use: use + " NAME", Short: short, Example: example, Args: exactArgs(1, "NAME"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if fifo {
+					o.Ordering = mqlite.FIFO
+				}
+				return g.with(cmd.Context(), func(b backend) error {
+					var err error
+					if update {
+						err = b.UpdateQueue(cmd.Context(), args[0], o)
+					} else {
+						err = b.CreateQueue(cmd.Context(), args[0], o)
+					}
+					if err != nil {
+						return err
+					}
+					q, err := b.GetQueue(cmd.Context(), args[0])
+					if err != nil {
+						return err
+					}
+					return g.emit(wire.FromQueueInfo(q), func(w io.Writer) { printQueues(w, []mqlite.QueueInfo{q}) })
+				})
+			},
+		}
+		queueFlags(cmd.Flags(), &o, &fifo)
+		return cmd
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "delete a queue and every message in it", Args: exactArgs(1, "NAME"),
+		Example: `  mqlite queues delete orders --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.DeleteQueue(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				return g.emit(map[string]string{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted queue %s\n", args[0]) })
+			})
+		},
+	}
+	return withExample(`  mqlite queues list --db app.db
+  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, delete", list,
+		set("create", "create a queue", `  mqlite queues create orders --max-delivery 5 --lock 1m --db app.db`, false),
+		set("update", "replace a queue's options (unset flags go back to their defaults)", `  mqlite queues update orders --lock 2m --db app.db`, true),
+		del))
+}
+
+func printTopics(w io.Writer, ts []mqlite.TopicInfo) {
+	fmt.Fprintln(w, "TOPIC\tSUBSCRIPTION\tFILTER")
+	for _, t := range ts {
+		if len(t.Subscriptions) == 0 {
+			fmt.Fprintf(w, "%s\t-\t\n", t.Name)
+		}
+		for _, s := range t.Subscriptions {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", t.Name, s.Queue, filterText(s.Filter))
+		}
+	}
+}
+
+func filterText(f mqlite.Filter) string {
+	var parts []string
+	if f.Subject != "" {
+		parts = append(parts, "subject="+f.Subject)
+	}
+	if f.SubjectPrefix != "" {
+		parts = append(parts, "subject^="+f.SubjectPrefix)
+	}
+	for k, m := range f.Properties {
+		if m.Prefix != "" {
+			parts = append(parts, k+"^="+m.Prefix)
+		} else {
+			parts = append(parts, k+" in "+strings.Join(m.In, ","))
+		}
+	}
+	if len(parts) == 0 {
+		return "(all)"
+	}
+	return strings.Join(parts, " and ")
+}
+
+func topicsCmd(g *globals) *cobra.Command {
+	list := &cobra.Command{
+		Use: "list", Short: "list the topics and their subscriptions", Args: noArgs,
+		Example: `  mqlite topics list --db app.db`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				ts, err := b.ListTopics(cmd.Context())
+				if err != nil {
+					return err
+				}
+				out := wire.TopicsResponse{Topics: []wire.Topic{}}
+				for _, t := range ts {
+					out.Topics = append(out.Topics, wire.FromTopic(t))
+				}
+				return g.emit(out, func(w io.Writer) { printTopics(w, ts) })
+			})
+		},
+	}
+	create := &cobra.Command{
+		Use: "create NAME", Short: "create a topic", Args: exactArgs(1, "NAME"),
+		Example: `  mqlite topics create events --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.CreateTopic(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				return g.emit(map[string]string{"created": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "created topic %s\n", args[0]) })
+			})
+		},
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "delete a topic and all its subscriptions", Args: exactArgs(1, "NAME"),
+		Example: `  mqlite topics delete events --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.DeleteTopic(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				return g.emit(map[string]string{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted topic %s\n", args[0]) })
+			})
+		},
+	}
+	return withExample(`  mqlite topics create events --db app.db
+  mqlite topics list --json --db app.db`, group("topics", "topics: list, create, delete", list, create, del))
+}
+
+// filterFlags binds the flags of a subscription Filter.
+type filterFlags struct {
+	subject, prefix []string
+	in, propPrefix  []string
+}
+
+func (ff *filterFlags) bind(f *pflag.FlagSet) {
+	f.StringArrayVar(&ff.subject, "subject", nil, "only messages with this subject")
+	f.StringArrayVar(&ff.prefix, "subject-prefix", nil, "only messages whose subject starts so")
+	f.StringArrayVar(&ff.in, "prop", nil, "only messages whose property `key=v1,v2` is one of the values (repeat)")
+	f.StringArrayVar(&ff.propPrefix, "prop-prefix", nil, "only messages whose property `key=prefix` starts so (repeat)")
+}
+
+func (ff *filterFlags) filter() (mqlite.Filter, error) {
+	var f mqlite.Filter
+	if len(ff.subject) > 1 || len(ff.prefix) > 1 {
+		return f, usagef("--subject and --subject-prefix take one value each")
+	}
+	if len(ff.subject) == 1 {
+		f.Subject = ff.subject[0]
+	}
+	if len(ff.prefix) == 1 {
+		f.SubjectPrefix = ff.prefix[0]
+	}
+	for _, c := range []struct {
+		vals  []string
+		match func(v string) mqlite.Match
+	}{
+		{ff.in, func(v string) mqlite.Match { return mqlite.In(strings.Split(v, ",")...) }},
+		{ff.propPrefix, mqlite.Prefix},
+	} {
+		for _, p := range c.vals {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok {
+				return f, usagef("%q: want key=value", p)
+			}
+			if f.Properties == nil {
+				f.Properties = map[string]mqlite.Match{}
+			}
+			f.Properties[k] = c.match(v)
+		}
+	}
+	return f, nil
+}
+
+func subscriptionsCmd(g *globals) *cobra.Command {
+	var cff, uff filterFlags
+	var o mqlite.QueueOptions
+	var fifo bool
+	create := &cobra.Command{
+		Use: "create TOPIC QUEUE", Short: "subscribe a new queue to a topic, with a filter", Args: exactArgs(2, "TOPIC and QUEUE"),
+		Example: `  mqlite subscriptions create events mailer --subject-prefix order. --prop region=eu,uk --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := cff.filter()
+			if err != nil {
+				return err
+			}
+			if fifo {
+				o.Ordering = mqlite.FIFO
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.CreateSubscription(cmd.Context(), args[0], args[1], mqlite.SubscriptionOptions{Filter: f, Queue: o}); err != nil {
+					return err
+				}
+				return g.showTopic(cmd, b, args[0])
+			})
+		},
+	}
+	cff.bind(create.Flags())
+	queueFlags(create.Flags(), &o, &fifo)
+	update := &cobra.Command{
+		Use: "update TOPIC QUEUE", Short: "replace a subscription's filter", Args: exactArgs(2, "TOPIC and QUEUE"),
+		Example: `  mqlite subscriptions update events mailer --subject order.paid --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := uff.filter()
+			if err != nil {
+				return err
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.UpdateSubscription(cmd.Context(), args[0], args[1], f); err != nil {
+					return err
+				}
+				return g.showTopic(cmd, b, args[0])
+			})
+		},
+	}
+	uff.bind(update.Flags())
+	del := &cobra.Command{
+		Use: "delete TOPIC QUEUE", Short: "remove a subscription and its queue", Args: exactArgs(2, "TOPIC and QUEUE"),
+		Example: `  mqlite subscriptions delete events mailer --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.DeleteSubscription(cmd.Context(), args[0], args[1]); err != nil {
+					return err
+				}
+				return g.showTopic(cmd, b, args[0])
+			})
+		},
+	}
+	return withExample(`  mqlite subscriptions create events ledger --subject order.paid --db app.db
+  mqlite subscriptions delete events ledger --db app.db`, group("subscriptions", "subscriptions of topics: create, update, delete", create, update, del))
+}
+
+func (g *globals) showTopic(cmd *cobra.Command, b backend, name string) error {
+	t, err := b.GetTopic(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	return g.emit(wire.FromTopic(t), func(w io.Writer) { printTopics(w, []mqlite.TopicInfo{t}) })
+}
+
+func statsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use: "stats [QUEUE]", Short: "count the messages of a queue (or of every queue) per state",
+		Example: `  mqlite stats orders --db app.db`,
+		Args:    rangeArgs(0, 1, "at most one QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				names := args
+				if len(names) == 0 {
+					qs, err := b.ListQueues(cmd.Context())
+					if err != nil {
+						return err
+					}
+					for _, q := range qs {
+						names = append(names, q.Name)
+					}
+				}
+				var all []wire.Stats
+				for _, n := range names {
+					s, err := b.Stats(cmd.Context(), n)
+					if err != nil {
+						return err
+					}
+					all = append(all, wire.FromStats(s))
+				}
+				var v any = all
+				if len(args) == 1 {
+					v = all[0]
+				}
+				return g.emit(v, func(w io.Writer) {
+					fmt.Fprintln(w, "QUEUE\tACTIVE\tSCHEDULED\tLOCKED\tDEFERRED\tDEAD\tBYTES\tOLDEST")
+					for _, s := range all {
+						fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\n", s.Queue, s.Active, s.Scheduled, s.Locked, s.Deferred,
+							s.DeadLettered, s.Bytes, time.Duration(s.OldestAgeMS)*time.Millisecond)
+					}
+				})
+			})
+		},
+	}
+}
+
+func printKeys(w io.Writer, ks []client.Key) {
+	fmt.Fprintln(w, "ID\tROLE\tQUEUES\tCREATED\tREVOKED")
+	for _, k := range ks {
+		rev := "-"
+		if !k.RevokedAt.IsZero() {
+			rev = k.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Role, strings.Join(k.Queues, ","), k.CreatedAt.Format(time.RFC3339), rev)
+	}
+}
+
+func keysCmd(g *globals) *cobra.Command {
+	var role string
+	var queues []string
+	create := &cobra.Command{
+		Use: "create", Short: "make an access key; its secret is printed once", Args: noArgs,
+		Long: `create makes an access key for the broker. The secret is printed once and only
+its hash is kept: store it now. Roles: producer (send), consumer (receive,
+settle, peek, stats), admin (everything). --queue limits the key to queues
+and topics by name; "*" is all of them.`,
+		Example: `  mqlite keys create --role admin --queue '*' --db app.db
+  mqlite keys create --role consumer --queue orders --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if role == "" || len(queues) == 0 {
+				return usagef("keys create needs --role and --queue")
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				k, secret, err := b.CreateKey(cmd.Context(), role, queues)
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.CreateKeyResponse{Key: k, Secret: secret}, func(w io.Writer) {
+					fmt.Fprintf(w, "key %s (%s on %s)\n%s\nThis secret is shown once: store it now.\n", k.ID, k.Role, strings.Join(k.Queues, ","), secret)
+				})
+			})
+		},
+	}
+	create.Flags().StringVar(&role, "role", "", "producer, consumer or admin")
+	create.Flags().StringArrayVar(&queues, "queue", nil, "a queue or topic the key covers, or * for all (repeat)")
+	list := &cobra.Command{
+		Use: "list", Short: "list the access keys (never their secrets)", Args: noArgs,
+		Example: `  mqlite keys list --db app.db`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				ks, err := b.ListKeys(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if ks == nil {
+					ks = []client.Key{}
+				}
+				return g.emit(wire.KeysResponse{Keys: ks}, func(w io.Writer) { printKeys(w, ks) })
+			})
+		},
+	}
+	revoke := &cobra.Command{
+		Use: "revoke ID", Short: "revoke an access key", Args: exactArgs(1, "ID"),
+		Example: `  mqlite keys revoke 3f2a9c0d11e4b7a8 --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				if err := b.RevokeKey(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				return g.emit(map[string]string{"revoked": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "revoked key %s\n", args[0]) })
+			})
+		},
+	}
+	return withExample(`  mqlite keys create --role producer --queue orders --db app.db
+  mqlite keys list --url http://127.0.0.1:7420 --key $ADMIN_KEY`, group("keys", "access keys of the broker: create, list, revoke", create, list, revoke))
+}
+
+func backupCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use: "backup DEST", Short: "write a consistent copy of the store to a new file", Args: exactArgs(1, "DEST"),
+		Long: `backup writes a consistent copy of the store to DEST, which must not exist.
+Through a broker (--url) DEST is a path on the broker's host.`,
+		Example: `  mqlite backup app-2026-01-02.db --db app.db`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				bar := g.bar(-1, "backing up")
+				err := b.Backup(cmd.Context(), args[0])
+				_ = bar.Finish()
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.BackupRequest{Path: args[0]}, func(w io.Writer) { fmt.Fprintf(w, "backed up to %s\n", args[0]) })
+			})
+		},
+	}
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/client"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// globals are the flags every command has.
+type globals struct {
+	db, url, key   string
+	json           bool
+	stdout, stderr io.Writer
+}
+
+// backend is what the commands need of a store: *client.Client has it all;
+// local wraps a *mqlite.Store.
+type backend interface {
+	consumer.Source
+	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
+	SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error)
+	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
+	Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error)
+	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
+	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
+	CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
+	UpdateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
+	GetQueue(ctx context.Context, name string) (mqlite.QueueInfo, error)
+	ListQueues(ctx context.Context) ([]mqlite.QueueInfo, error)
+	DeleteQueue(ctx context.Context, name string) error
+	CreateTopic(ctx context.Context, name string) error
+	GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error)
+	ListTopics(ctx context.Context) ([]mqlite.TopicInfo, error)
+	DeleteTopic(ctx context.Context, name string) error
+	CreateSubscription(ctx context.Context, topic, queue string, opts mqlite.SubscriptionOptions) error
+	UpdateSubscription(ctx context.Context, topic, queue string, f mqlite.Filter) error
+	DeleteSubscription(ctx context.Context, topic, queue string) error
+	Backup(ctx context.Context, dst string) error
+	CreateKey(ctx context.Context, role string, queues []string) (client.Key, string, error)
+	ListKeys(ctx context.Context) ([]client.Key, error)
+	RevokeKey(ctx context.Context, id string) error
+	Close() error
+}
+
+var _ backend = (*client.Client)(nil)
+var _ backend = local{}
+
+// local is a backend on a file.
+type local struct{ *mqlite.Store }
+
+// SendBatch sends msgs in one transaction.
+func (l local) SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error) {
+	var res []outbox.Result
+	err := l.Tx(ctx, func(tx *mqlite.Tx) error {
+		var err error
+		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
+		return err
+	})
+	return res, err
+}
+
+func keyOf(k keys.Key) client.Key {
+	return client.Key{ID: k.ID, Role: string(k.Scope.Role), Queues: k.Scope.Queues, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+// CreateKey makes a key in the file.
+func (l local) CreateKey(ctx context.Context, role string, queues []string) (client.Key, string, error) {
+	k, secret, err := keys.Create(ctx, l.Store, keys.Scope{Role: keys.Role(role), Queues: queues})
+	return keyOf(k), secret, err
+}
+
+// ListKeys lists the file's keys.
+func (l local) ListKeys(ctx context.Context) ([]client.Key, error) {
+	ks, err := keys.List(ctx, l.Store)
+	out := make([]client.Key, len(ks))
+	for i, k := range ks {
+		out[i] = keyOf(k)
+	}
+	return out, err
+}
+
+// RevokeKey revokes a key in the file.
+func (l local) RevokeKey(ctx context.Context, id string) error { return keys.Revoke(ctx, l.Store, id) }
+
+// open returns the backend the global flags name.
+func (g *globals) open(ctx context.Context) (backend, error) {
+	switch {
+	case g.url != "" && g.db != "":
+		return nil, usagef("give --db or --url, not both")
+	case g.url != "":
+		return client.New(client.Config{URL: g.url, Key: g.key})
+	case g.db != "":
+		st, err := mqlite.Open(ctx, g.db, mqlite.Options{})
+		if errors.Is(err, mqlite.ErrDBLocked) {
+			return nil, fmt.Errorf("%w (is a broker serving it? use --url)", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return local{st}, nil
+	}
+	return nil, usagef("no store: give --db FILE or --url URL (or MQLITE_DB / MQLITE_URL)")
+}
+
+// with opens the backend, runs fn and closes it.
+func (g *globals) with(ctx context.Context, fn func(b backend) error) (err error) {
+	b, err := g.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	return fn(b)
+}
+
+// emit prints v as JSON with --json, else calls human.
+func (g *globals) emit(v any, human func(w io.Writer)) error {
+	if g.json {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	human(tw)
+	return tw.Flush()
+}
+
+// bar returns a progress bar on stderr of max steps (-1: a spinner), shown
+// only when stderr is a terminal and --json is off.
+func (g *globals) bar(max int64, what string) *progressbar.ProgressBar {
+	visible := false
+	if f, ok := g.stderr.(*os.File); ok && !g.json {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			visible = true
+		}
+	}
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetWriter(g.stderr),
+		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// sendBatch is how many lines of --file go in one request.
+const sendBatch = 100
+
+func sendCmd(g *globals) *cobra.Command {
+	var (
+		file, id, group, subject string
+		props                    []string
+		delay, ttl               time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "send QUEUE [BODY]",
+		Short: "send a message, or one message per line of a file",
+		Long: `send sends BODY to QUEUE (or to a topic: each matching subscription gets a copy).
+With --file, every line of the file ("-" for standard input) is one message,
+sent in batches of 100 with a progress bar.`,
+		Example: `  mqlite send orders '{"id":1}' --message-id order-1 --db app.db
+  mqlite send orders --file events.jsonl --url http://127.0.0.1:7420 --key $KEY`,
+		Args: rangeArgs(1, 2, "QUEUE and a BODY (or --file)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 2) == (file != "") {
+				return usagef("give a BODY or --file, not both and not neither")
+			}
+			base := outbox.Message{MessageID: id, GroupID: group, Subject: subject, TTL: ttl}
+			if delay > 0 {
+				base.DeliverAt = time.Now().Add(delay)
+			}
+			if len(props) > 0 {
+				base.Properties = map[string]string{}
+				for _, p := range props {
+					k, v, ok := strings.Cut(p, "=")
+					if !ok {
+						return usagef("--prop %q: want key=value", p)
+					}
+					base.Properties[k] = v
+				}
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				if file == "" {
+					base.Body = []byte(args[1])
+					res, err := b.SendBatch(cmd.Context(), args[0], []outbox.Message{base})
+					if err != nil {
+						return err
+					}
+					if res[0].Err != nil {
+						return res[0].Err
+					}
+					r := wire.FromResult(res[0])
+					return g.emit(r, func(w io.Writer) { printResult(w, r) })
+				}
+				if id != "" {
+					return usagef("--message-id cannot go with --file: each line would share it")
+				}
+				return g.sendFile(cmd, b, args[0], file, base)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&file, "file", "", "send each line of `FILE` as a message (- for standard input)")
+	f.StringVar(&id, "message-id", "", "the message id, for de-duplication")
+	f.StringVar(&group, "group", "", "the group id: messages of a group are delivered in order")
+	f.StringVar(&subject, "subject", "", "the subject")
+	f.StringArrayVar(&props, "prop", nil, "a property `key=value` (repeat)")
+	f.DurationVar(&delay, "delay", 0, "deliver no earlier than this long from now")
+	f.DurationVar(&ttl, "ttl", 0, "the time to live (default: the queue's)")
+	return cmd
+}
+
+func printResult(w io.Writer, r wire.SendResult) {
+	switch {
+	case len(r.Copies) == 0:
+		fmt.Fprintln(w, "sent to no subscription (nothing written)")
+	case len(r.Copies) == 1 && r.Duplicate:
+		fmt.Fprintf(w, "duplicate of seq %d (nothing written)\n", r.Seq)
+	case len(r.Copies) == 1:
+		fmt.Fprintf(w, "sent seq %d\n", r.Seq)
+	default:
+		for _, c := range r.Copies {
+			fmt.Fprintf(w, "sent to %s\tseq %d\n", c.Queue, c.Seq)
+		}
+	}
+}
+
+// sendFile sends each line of path in batches.
+func (g *globals) sendFile(cmd *cobra.Command, b backend, queue, path string, base outbox.Message) error {
+	var in io.Reader = cmd.InOrStdin()
+	size := int64(-1)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+	}
+	bar := g.bar(size, "sending")
+	defer bar.Close()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), mqlite.MaxMessageBytesLimit)
+	var sent, dups, lines int
+	var batch []outbox.Message
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := b.SendBatch(cmd.Context(), queue, batch)
+		if err != nil {
+			return fmt.Errorf("lines %d-%d: %w", lines-len(batch)+1, lines, err)
+		}
+		for i, r := range res {
+			switch {
+			case r.Err != nil:
+				return fmt.Errorf("line %d: %w", lines-len(batch)+1+i, r.Err)
+			case r.Duplicate:
+				dups++
+			default:
+				sent++
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for sc.Scan() {
+		lines++
+		m := base
+		m.Body = append([]byte(nil), sc.Bytes()...)
+		batch = append(batch, m)
+		_ = bar.Add(len(sc.Bytes()) + 1)
+		if len(batch) == sendBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	_ = bar.Finish()
+	return g.emit(map[string]int{"lines": lines, "sent": sent, "duplicates": dups}, func(w io.Writer) {
+		fmt.Fprintf(w, "sent %d messages from %d lines (%d duplicates)\n", sent, lines, dups)
+	})
+}
+
+// printMessages prints messages as a table: one line each.
+func printMessages(w io.Writer, msgs []mqlite.Message, dead bool) {
+	if len(msgs) == 0 {
+		fmt.Fprintln(w, "no messages")
+		return
+	}
+	if dead {
+		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tBODY")
+	} else {
+		fmt.Fprintln(w, "SEQ\tSTATE\tDELIVERIES\tSUBJECT\tBODY")
+	}
+	for _, m := range msgs {
+		if dead {
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, bodyText(m.Body))
+			continue
+		}
+		state := string(m.State)
+		if state == "" {
+			state = "locked"
+			if m.LockToken == "" {
+				state = "received"
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, bodyText(m.Body))
+	}
+}
+
+// bodyText shows a body: as text when it is UTF-8, shortened.
+func bodyText(b []byte) string {
+	if !utf8.Valid(b) {
+		return fmt.Sprintf("(%d bytes of binary)", len(b))
+	}
+	s := strings.ReplaceAll(string(b), "\n", `\n`)
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+func receiveCmd(g *globals) *cobra.Command {
+	var (
+		max                int
+		wait               time.Duration
+		complete, del, abd bool
+		reject             string
+	)
+	cmd := &cobra.Command{
+		Use:   "receive QUEUE",
+		Short: "receive messages (peek-lock), and settle them",
+		Long: `receive claims up to --max messages of QUEUE, waiting up to --wait for the first,
+and prints them. By default they stay locked until their lease ends (then they
+come again); --complete, --abandon or --reject settles each one after printing,
+and --delete receives them in receive-and-delete mode (at most once).`,
+		Example: `  mqlite receive orders --max 10 --complete --db app.db
+  mqlite receive orders --reject "bad schema" --url http://127.0.0.1:7420 --key $KEY`,
+		Args: exactArgs(1, "QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n := 0
+			for _, on := range []bool{complete, del, abd, reject != ""} {
+				if on {
+					n++
+				}
+			}
+			if n > 1 {
+				return usagef("--complete, --abandon, --reject and --delete exclude each other")
+			}
+			opts := mqlite.ReceiveOptions{Max: max, Wait: wait}
+			if del {
+				opts.Mode = mqlite.ReceiveAndDelete
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				msgs, err := b.Receive(cmd.Context(), args[0], opts)
+				if err != nil {
+					return err
+				}
+				for _, m := range msgs {
+					switch {
+					case complete:
+						err = b.Complete(cmd.Context(), m.Lock())
+					case abd:
+						err = b.Abandon(cmd.Context(), m.Lock(), 0)
+					case reject != "":
+						err = b.Reject(cmd.Context(), m.Lock(), reject, "rejected with mqlite receive")
+					}
+					if err != nil {
+						return fmt.Errorf("seq %d: %w", m.Seq, err)
+					}
+				}
+				return g.emit(wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, func(w io.Writer) {
+					printMessages(w, msgs, false)
+					switch {
+					case len(msgs) == 0:
+					case complete:
+						fmt.Fprintf(w, "completed %d\n", len(msgs))
+					case abd:
+						fmt.Fprintf(w, "abandoned %d\n", len(msgs))
+					case reject != "":
+						fmt.Fprintf(w, "dead-lettered %d\n", len(msgs))
+					}
+				})
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&max, "max", 1, "how many messages at most")
+	f.DurationVar(&wait, "wait", 0, "how long to wait for a first message")
+	f.BoolVar(&complete, "complete", false, "complete each message after printing it")
+	f.BoolVar(&abd, "abandon", false, "abandon each message after printing it (it comes again)")
+	f.StringVar(&reject, "reject", "", "dead-letter each message with this `reason`")
+	f.BoolVar(&del, "delete", false, "receive-and-delete: no lock, at most once")
+	return cmd
+}
+
+func peekCmd(g *globals) *cobra.Command {
+	var opts mqlite.PeekOptions
+	cmd := &cobra.Command{
+		Use:     "peek QUEUE",
+		Short:   "show messages without locking them",
+		Example: `  mqlite peek orders --max 20 --db app.db`,
+		Args:    exactArgs(1, "QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				msgs, err := b.Peek(cmd.Context(), args[0], opts)
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, func(w io.Writer) { printMessages(w, msgs, false) })
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&opts.FromSeq, "from", 0, "the first sequence number")
+	cmd.Flags().IntVar(&opts.Max, "max", 100, "how many messages at most (up to 1000)")
+	return cmd
+}
+
+func dlqCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "dead letters: list, redrive, purge",
+		Example: `  mqlite dlq list orders --db app.db
+  mqlite dlq redrive orders --url http://127.0.0.1:7420 --key $KEY`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("dlq needs a subcommand: list, redrive or purge")
+		},
+	}
+	var opts mqlite.PeekOptions
+	list := &cobra.Command{
+		Use:     "list QUEUE",
+		Short:   "show the dead letters of a queue, with why",
+		Example: `  mqlite dlq list orders --db app.db`,
+		Args:    exactArgs(1, "QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				msgs, err := b.PeekDeadLetters(cmd.Context(), args[0], opts)
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, func(w io.Writer) { printMessages(w, msgs, true) })
+			})
+		},
+	}
+	list.Flags().Int64Var(&opts.FromSeq, "from", 0, "the first sequence number")
+	list.Flags().IntVar(&opts.Max, "max", 100, "how many at most (up to 1000)")
+	var seqs []int64
+	redrive := &cobra.Command{
+		Use:     "redrive QUEUE",
+		Short:   "put dead letters back to active (all, or --seq ones)",
+		Example: `  mqlite dlq redrive orders --seq 12 --seq 15 --db app.db`,
+		Args:    exactArgs(1, "QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				bar := g.bar(-1, "redriving")
+				n, err := b.Redrive(cmd.Context(), args[0], mqlite.RedriveOptions{Seqs: seqs})
+				_ = bar.Finish()
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.CountResponse{Count: n}, func(w io.Writer) { fmt.Fprintf(w, "redrove %d dead letters\n", n) })
+			})
+		},
+	}
+	redrive.Flags().Int64SliceVar(&seqs, "seq", nil, "a dead letter's sequence number (repeat; default all)")
+	purge := &cobra.Command{
+		Use:     "purge QUEUE",
+		Short:   "delete every dead letter of a queue",
+		Example: `  mqlite dlq purge orders --db app.db`,
+		Args:    exactArgs(1, "QUEUE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				n, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.StateDeadLettered})
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.CountResponse{Count: n}, func(w io.Writer) { fmt.Fprintf(w, "purged %d dead letters\n", n) })
+			})
+		},
+	}
+	cmd.AddCommand(list, redrive, purge)
+	return cmd
+}

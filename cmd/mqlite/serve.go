@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
+)
+
+// DefaultAddr is where mqlite serve listens by default: loopback only.
+const DefaultAddr = "127.0.0.1:7420"
+
+func serveCmd(g *globals) *cobra.Command {
+	var (
+		addr, cert, keyFile string
+		cfg                 broker.Config
+		debug               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the broker: one process owns the file, many talk to it over HTTP",
+		Long: `serve opens the store (--db) and serves it over HTTP/JSON under /v1 until
+SIGINT or SIGTERM, then drains: waiting receives return, requests in flight
+finish (up to --drain-timeout), and the store is closed.
+
+Every request needs an access key: make the first one on the file before
+serving (mqlite keys create --role admin --queue '*' --db FILE), and more
+through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.`,
+		Example: `  mqlite keys create --role admin --queue '*' --db app.db
+  mqlite serve --db app.db --addr 127.0.0.1:7420
+  mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.db == "" {
+				return usagef("serve needs --db FILE")
+			}
+			if (cert == "") != (keyFile == "") {
+				return usagef("give both --tls-cert and --tls-key, or neither")
+			}
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			st, err := mqlite.Open(cmd.Context(), g.db, mqlite.Options{Logger: cfg.Logger})
+			if err != nil {
+				return err
+			}
+			cfg.Store = st
+			srv, err := broker.New(cfg)
+			if err != nil {
+				return errors.Join(usageError{err}, st.Close())
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return errors.Join(err, srv.Shutdown(context.Background()))
+			}
+			scheme := "http"
+			if cert != "" {
+				scheme = "https"
+			}
+			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
+			if cert != "" {
+				err = srv.ServeTLS(cmd.Context(), ln, cert, keyFile)
+			} else {
+				err = srv.Serve(cmd.Context(), ln)
+			}
+			fmt.Fprintln(g.stdout, "mqlite broker stopped")
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", DefaultAddr, "the `host:port` to listen on")
+	f.StringVar(&cert, "tls-cert", "", "the TLS certificate `file` (PEM)")
+	f.StringVar(&keyFile, "tls-key", "", "the TLS private key `file` (PEM)")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body", broker.DefaultMaxBodyBytes, "the largest request body, in bytes")
+	f.IntVar(&cfg.MaxBatch, "max-batch", broker.DefaultMaxBatch, "the most messages or locks in one batched request")
+	f.DurationVar(&cfg.MaxWait, "max-wait", broker.DefaultMaxWait, "the longest a receive may wait")
+	f.IntVar(&cfg.MaxLongPolls, "max-long-polls", broker.DefaultMaxLongPolls, "the most receives waiting at once")
+	f.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", broker.DefaultReadHeaderTimeout, "the time to read a request's headers")
+	f.DurationVar(&cfg.ReadTimeout, "read-timeout", broker.DefaultReadTimeout, "the time to read a whole request")
+	f.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "the time to write a response (default --max-wait + 30s)")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", broker.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", broker.DefaultDrainTimeout, "how long a shutdown waits for requests in flight")
+	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
+	return cmd
+}
+
+func demoCmd(g *globals) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "write orders and their events in one transaction, roll one back, show the queue",
+		Long: `demo creates the queue "orders" and a business table orders, commits three orders
+with their events in one transaction, rolls a fourth back, prints what the
+queue holds and drains it with consumer.Loop. Run it again to add three more.`,
+		Example: `  mqlite demo
+  mqlite demo --db /tmp/demo.db`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.url != "" {
+				return usagef("demo works on a file only (--db)")
+			}
+			if g.db != "" {
+				path = g.db
+			}
+			return demo(cmd.Context(), g.stdout, path)
+		},
+	}
+	// demo's file defaults to mqlite-demo.db in the working folder; --db
+	// (or MQLITE_DB) names another.
+	path = "mqlite-demo.db"
+	return cmd
+}

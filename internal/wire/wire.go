@@ -1,0 +1,561 @@
+// Package wire is the broker's HTTP/JSON vocabulary, shared by the broker
+// (broker/) and its Go client (client/): the request and response bodies,
+// their conversions to and from the root package's types, and the table that
+// maps each root sentinel error to a stable code, a reason and an HTTP status.
+//
+// Durations travel as integer milliseconds (fields ending in _ms), the
+// store's own resolution; -1 keeps its meaning of "off" or "no bound".
+// Times travel as RFC 3339 strings and bodies as base64 (encoding/json's
+// []byte). docs/api-reference-broker.md documents every body.
+package wire
+
+import (
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// DurMS encodes d as milliseconds; -1 (the "off" value) stays -1.
+func DurMS(d time.Duration) int64 {
+	if d == -1 {
+		return -1
+	}
+	return d.Milliseconds()
+}
+
+// MSDur decodes milliseconds; -1 (and any negative value) becomes -1,
+// the "off" value of every duration option.
+func MSDur(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	if ms > int64(1<<63-1)/int64(time.Millisecond) {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Message is a message to send.
+type Message struct {
+	Body       []byte            `json:"body"`
+	MessageID  string            `json:"message_id,omitempty"`
+	GroupID    string            `json:"group_id,omitempty"`
+	Subject    string            `json:"subject,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+	DeliverAt  time.Time         `json:"deliver_at,omitzero"`
+	TTLMS      int64             `json:"ttl_ms,omitempty"`
+}
+
+// FromOutbox encodes an outbox.Message.
+func FromOutbox(m outbox.Message) Message {
+	return Message{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+		Properties: m.Properties, DeliverAt: m.DeliverAt, TTLMS: DurMS(m.TTL)}
+}
+
+// Outbox decodes the message for outbox.SendOne. A missing body is an
+// empty one.
+func (m Message) Outbox() outbox.Message {
+	body := m.Body
+	if body == nil {
+		body = []byte{}
+	}
+	var ttl time.Duration
+	if m.TTLMS != 0 {
+		ttl = MSDur(m.TTLMS)
+	}
+	return outbox.Message{Body: body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+		Properties: m.Properties, DeliverAt: m.DeliverAt, TTL: ttl}
+}
+
+// SendBatchRequest is the body of a batched send.
+type SendBatchRequest struct {
+	Messages []Message `json:"messages"`
+}
+
+// Copy is one copy a send left in one queue (a topic's subscription, or the
+// queue itself).
+type Copy struct {
+	Queue     string `json:"queue"`
+	Seq       int64  `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+}
+
+// SendResult is the outcome of one message: the response of a single send
+// and each slot of a batched one.
+type SendResult struct {
+	Seq       int64  `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+	Copies    []Copy `json:"copies"`
+}
+
+// FromResult encodes an outbox.Result.
+func FromResult(r outbox.Result) SendResult {
+	out := SendResult{Seq: r.Seq, Duplicate: r.Duplicate, Error: ErrorOf(r.Err), Copies: make([]Copy, len(r.Copies))}
+	for i, c := range r.Copies {
+		out.Copies[i] = Copy{Queue: c.Queue, Seq: c.Seq, Duplicate: c.Duplicate, Error: ErrorOf(c.Err)}
+	}
+	return out
+}
+
+// Result decodes the slot back into an outbox.Result whose errors match the
+// root sentinels.
+func (r SendResult) Result() outbox.Result {
+	out := outbox.Result{Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Error.Err()}
+	if len(r.Copies) > 0 {
+		out.Copies = make([]outbox.Copy, len(r.Copies))
+		for i, c := range r.Copies {
+			out.Copies[i] = outbox.Copy{Queue: c.Queue, Seq: c.Seq, Duplicate: c.Duplicate, Err: c.Error.Err()}
+		}
+	}
+	return out
+}
+
+// SendBatchResponse is the response of a batched send: one result per
+// message, in order.
+type SendBatchResponse struct {
+	Results []SendResult `json:"results"`
+}
+
+// Receive modes on the wire.
+const (
+	ModePeekLock         = "peek_lock"
+	ModeReceiveAndDelete = "receive_and_delete"
+)
+
+// ReceiveRequest is the body of a receive.
+type ReceiveRequest struct {
+	Max       int    `json:"max,omitempty"`
+	WaitMS    int64  `json:"wait_ms,omitempty"`
+	AttemptID string `json:"attempt_id,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+}
+
+// FromReceiveOptions encodes opts.
+func FromReceiveOptions(opts mqlite.ReceiveOptions) ReceiveRequest {
+	r := ReceiveRequest{Max: opts.Max, WaitMS: opts.Wait.Milliseconds(), AttemptID: opts.AttemptID}
+	if opts.Wait < 0 {
+		r.WaitMS = -1
+	}
+	if opts.Wait > 0 && r.WaitMS == 0 {
+		r.WaitMS = 1
+	}
+	if opts.Mode == mqlite.ReceiveAndDelete {
+		r.Mode = ModeReceiveAndDelete
+	} else if opts.Mode != mqlite.PeekLock {
+		r.Mode = "unknown"
+	}
+	return r
+}
+
+// Options decodes the request; an unknown mode is ErrInvalidArgument.
+func (r ReceiveRequest) Options() (mqlite.ReceiveOptions, error) {
+	opts := mqlite.ReceiveOptions{Max: r.Max, AttemptID: r.AttemptID}
+	if r.WaitMS != 0 {
+		opts.Wait = MSDur(r.WaitMS)
+	}
+	switch r.Mode {
+	case "", ModePeekLock:
+	case ModeReceiveAndDelete:
+		opts.Mode = mqlite.ReceiveAndDelete
+	default:
+		return opts, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "unknown receive mode " + quote(r.Mode)}
+	}
+	return opts, nil
+}
+
+// OutMessage is a message as received or peeked.
+type OutMessage struct {
+	Queue                 string            `json:"queue"`
+	Seq                   int64             `json:"seq"`
+	Body                  []byte            `json:"body"`
+	MessageID             string            `json:"message_id,omitempty"`
+	GroupID               string            `json:"group_id,omitempty"`
+	Subject               string            `json:"subject,omitempty"`
+	Properties            map[string]string `json:"properties,omitempty"`
+	DeliveryCount         int               `json:"delivery_count"`
+	EnqueuedAt            time.Time         `json:"enqueued_at"`
+	ExpiresAt             time.Time         `json:"expires_at,omitzero"`
+	LockToken             string            `json:"lock_token,omitempty"`
+	LockedUntil           time.Time         `json:"locked_until,omitzero"`
+	State                 string            `json:"state,omitempty"`
+	VisibleAt             time.Time         `json:"visible_at,omitzero"`
+	DeadLetterReason      string            `json:"dead_letter_reason,omitempty"`
+	DeadLetterDescription string            `json:"dead_letter_description,omitempty"`
+	DeadLetteredAt        time.Time         `json:"dead_lettered_at,omitzero"`
+}
+
+// FromMessage encodes m.
+func FromMessage(m mqlite.Message) OutMessage {
+	return OutMessage{Queue: m.Queue, Seq: m.Seq, Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID,
+		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
+		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
+		State: string(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt}
+}
+
+// Message decodes m.
+func (m OutMessage) Message() mqlite.Message {
+	body := m.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return mqlite.Message{Queue: m.Queue, Seq: m.Seq, Body: body, MessageID: m.MessageID, GroupID: m.GroupID,
+		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
+		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
+		State: mqlite.State(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt}
+}
+
+// FromMessages encodes msgs; never nil, so the JSON is [] and not null.
+func FromMessages(msgs []mqlite.Message) []OutMessage {
+	out := make([]OutMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = FromMessage(m)
+	}
+	return out
+}
+
+// Messages decodes msgs.
+func Messages(msgs []OutMessage) []mqlite.Message {
+	out := make([]mqlite.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Message()
+	}
+	return out
+}
+
+// MessagesResponse is the response of receive, peek and the dead-letter
+// listing.
+type MessagesResponse struct {
+	Messages []OutMessage `json:"messages"`
+}
+
+// MessageResponse is the response of receive-deferred.
+type MessageResponse struct {
+	Message OutMessage `json:"message"`
+}
+
+// LockRequest is the body of complete, defer and renew, and one lock of the
+// batched calls: the delivery's sequence number and fencing token (the queue
+// is in the path).
+type LockRequest struct {
+	Seq   int64  `json:"seq"`
+	Token string `json:"token"`
+}
+
+// Lock decodes the lock of queue.
+func (r LockRequest) Lock(queue string) mqlite.Lock {
+	return mqlite.Lock{Queue: queue, Seq: r.Seq, Token: r.Token}
+}
+
+// LocksRequest is the body of complete-batch and renew-batch.
+type LocksRequest struct {
+	Locks []LockRequest `json:"locks"`
+}
+
+// AbandonRequest is the body of abandon.
+type AbandonRequest struct {
+	Seq     int64  `json:"seq"`
+	Token   string `json:"token"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
+}
+
+// RejectRequest is the body of reject.
+type RejectRequest struct {
+	Seq         int64  `json:"seq"`
+	Token       string `json:"token"`
+	Reason      string `json:"reason,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// SeqRequest is the body of receive-deferred.
+type SeqRequest struct {
+	Seq int64 `json:"seq"`
+}
+
+// ResultsResponse is the response of complete-batch: one result per lock.
+type ResultsResponse struct {
+	Results []ItemResult `json:"results"`
+}
+
+// ItemResult is one lock's outcome in a batch: no error, or its error.
+type ItemResult struct {
+	Error       *Error    `json:"error,omitempty"`
+	LockedUntil time.Time `json:"locked_until,omitzero"`
+}
+
+// RenewResponse is the response of renew.
+type RenewResponse struct {
+	LockedUntil time.Time `json:"locked_until"`
+}
+
+// RedriveRequest is the body of redrive; no seqs means every dead letter.
+type RedriveRequest struct {
+	Seqs []int64 `json:"seqs,omitempty"`
+}
+
+// PurgeRequest is the body of purge.
+type PurgeRequest struct {
+	State string `json:"state"`
+}
+
+// CountResponse is the response of redrive and purge.
+type CountResponse struct {
+	Count int `json:"count"`
+}
+
+// DLQ is DLQRetention on the wire.
+type DLQ struct {
+	MaxAgeMS int64 `json:"max_age_ms,omitempty"`
+	MaxCount int   `json:"max_count,omitempty"`
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}
+
+// QueueOptions is mqlite.QueueOptions on the wire; zero values mean the
+// defaults, as in Go.
+type QueueOptions struct {
+	MaxDeliveryCount   int    `json:"max_delivery_count,omitempty"`
+	LockDurationMS     int64  `json:"lock_duration_ms,omitempty"`
+	DedupWindowMS      int64  `json:"dedup_window_ms,omitempty"`
+	Ordering           string `json:"ordering,omitempty"`
+	DefaultTTLMS       int64  `json:"default_ttl_ms,omitempty"`
+	DeadLetterOnExpire bool   `json:"dead_letter_on_expire,omitempty"`
+	DLQ                DLQ    `json:"dlq,omitzero"`
+}
+
+func optDur(ms int64) time.Duration {
+	if ms == 0 {
+		return 0
+	}
+	return MSDur(ms)
+}
+
+// FromQueueOptions encodes o.
+func FromQueueOptions(o mqlite.QueueOptions) QueueOptions {
+	return QueueOptions{MaxDeliveryCount: o.MaxDeliveryCount, LockDurationMS: DurMS(o.LockDuration),
+		DedupWindowMS: DurMS(o.DedupWindow), Ordering: o.Ordering.String(), DefaultTTLMS: DurMS(o.DefaultTTL),
+		DeadLetterOnExpire: o.DeadLetterOnExpire,
+		DLQ:                DLQ{MaxAgeMS: DurMS(o.DLQ.MaxAge), MaxCount: o.DLQ.MaxCount, MaxBytes: o.DLQ.MaxBytes}}
+}
+
+// Options decodes o; an unknown ordering is mqlite.ErrInvalidOrdering.
+func (o QueueOptions) Options() (mqlite.QueueOptions, error) {
+	out := mqlite.QueueOptions{MaxDeliveryCount: o.MaxDeliveryCount, LockDuration: optDur(o.LockDurationMS),
+		DedupWindow: optDur(o.DedupWindowMS), DefaultTTL: optDur(o.DefaultTTLMS),
+		DeadLetterOnExpire: o.DeadLetterOnExpire,
+		DLQ:                mqlite.DLQRetention{MaxAge: optDur(o.DLQ.MaxAgeMS), MaxCount: o.DLQ.MaxCount, MaxBytes: o.DLQ.MaxBytes}}
+	switch o.Ordering {
+	case "", "standard":
+	case "fifo":
+		out.Ordering = mqlite.FIFO
+	default:
+		return out, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidOrdering, Detail: "unknown ordering " + quote(o.Ordering)}
+	}
+	return out, nil
+}
+
+// CreateQueueRequest is the body of a queue creation.
+type CreateQueueRequest struct {
+	Name    string       `json:"name"`
+	Options QueueOptions `json:"options,omitzero"`
+}
+
+// UpdateQueueRequest is the body of a queue update: the new options,
+// replacing the old ones whole.
+type UpdateQueueRequest struct {
+	Options QueueOptions `json:"options"`
+}
+
+// QueueInfo is mqlite.QueueInfo on the wire.
+type QueueInfo struct {
+	Name      string       `json:"name"`
+	Options   QueueOptions `json:"options"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// FromQueueInfo encodes q.
+func FromQueueInfo(q mqlite.QueueInfo) QueueInfo {
+	return QueueInfo{Name: q.Name, Options: FromQueueOptions(q.Options), CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+}
+
+// Info decodes q.
+func (q QueueInfo) Info() (mqlite.QueueInfo, error) {
+	o, err := q.Options.Options()
+	return mqlite.QueueInfo{Name: q.Name, Options: o, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}, err
+}
+
+// QueuesResponse is the response of the queue listing.
+type QueuesResponse struct {
+	Queues []QueueInfo `json:"queues"`
+}
+
+// Stats is mqlite.QueueStats on the wire.
+type Stats struct {
+	Queue                 string `json:"queue"`
+	Active                int64  `json:"active"`
+	Scheduled             int64  `json:"scheduled"`
+	Locked                int64  `json:"locked"`
+	Deferred              int64  `json:"deferred"`
+	DeadLettered          int64  `json:"dead_lettered"`
+	Bytes                 int64  `json:"bytes"`
+	DeadLetterBytes       int64  `json:"dead_letter_bytes"`
+	OldestAgeMS           int64  `json:"oldest_age_ms"`
+	OldestDeadLetterAgeMS int64  `json:"oldest_dead_letter_age_ms"`
+}
+
+// FromStats encodes s.
+func FromStats(s mqlite.QueueStats) Stats {
+	return Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
+		DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
+		OldestAgeMS: s.OldestAge.Milliseconds(), OldestDeadLetterAgeMS: s.OldestDeadLetterAge.Milliseconds()}
+}
+
+// QueueStats decodes s.
+func (s Stats) QueueStats() mqlite.QueueStats {
+	return mqlite.QueueStats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked,
+		Deferred: s.Deferred, DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
+		OldestAge: time.Duration(s.OldestAgeMS) * time.Millisecond, OldestDeadLetterAge: time.Duration(s.OldestDeadLetterAgeMS) * time.Millisecond}
+}
+
+// Match is mqlite.Match on the wire.
+type Match struct {
+	In     []string `json:"in,omitempty"`
+	Prefix string   `json:"prefix,omitempty"`
+}
+
+// Filter is mqlite.Filter on the wire.
+type Filter struct {
+	Subject       string           `json:"subject,omitempty"`
+	SubjectPrefix string           `json:"subject_prefix,omitempty"`
+	Properties    map[string]Match `json:"properties,omitempty"`
+}
+
+// FromFilter encodes f.
+func FromFilter(f mqlite.Filter) Filter {
+	out := Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
+	if len(f.Properties) > 0 {
+		out.Properties = make(map[string]Match, len(f.Properties))
+		for k, m := range f.Properties {
+			out.Properties[k] = Match{In: m.In, Prefix: m.Prefix}
+		}
+	}
+	return out
+}
+
+// Filter decodes f.
+func (f Filter) Filter() mqlite.Filter {
+	out := mqlite.Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
+	if len(f.Properties) > 0 {
+		out.Properties = make(map[string]mqlite.Match, len(f.Properties))
+		for k, m := range f.Properties {
+			out.Properties[k] = mqlite.Match{In: m.In, Prefix: m.Prefix}
+		}
+	}
+	return out
+}
+
+// CreateTopicRequest is the body of a topic creation.
+type CreateTopicRequest struct {
+	Name string `json:"name"`
+}
+
+// CreateSubscriptionRequest is the body of a subscription creation: the
+// subscription's queue, its filter and the queue's options.
+type CreateSubscriptionRequest struct {
+	Queue   string       `json:"queue"`
+	Filter  Filter       `json:"filter,omitzero"`
+	Options QueueOptions `json:"options,omitzero"`
+}
+
+// UpdateSubscriptionRequest is the body of a subscription update: the new
+// filter.
+type UpdateSubscriptionRequest struct {
+	Filter Filter `json:"filter"`
+}
+
+// Subscription is mqlite.SubscriptionInfo on the wire.
+type Subscription struct {
+	Topic     string    `json:"topic"`
+	Queue     string    `json:"queue"`
+	Filter    Filter    `json:"filter"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Topic is mqlite.TopicInfo on the wire.
+type Topic struct {
+	Name          string         `json:"name"`
+	CreatedAt     time.Time      `json:"created_at"`
+	Subscriptions []Subscription `json:"subscriptions"`
+}
+
+// FromTopic encodes t.
+func FromTopic(t mqlite.TopicInfo) Topic {
+	out := Topic{Name: t.Name, CreatedAt: t.CreatedAt, Subscriptions: make([]Subscription, len(t.Subscriptions))}
+	for i, s := range t.Subscriptions {
+		out.Subscriptions[i] = Subscription{Topic: s.Topic, Queue: s.Queue, Filter: FromFilter(s.Filter), CreatedAt: s.CreatedAt}
+	}
+	return out
+}
+
+// TopicInfo decodes t.
+func (t Topic) TopicInfo() mqlite.TopicInfo {
+	out := mqlite.TopicInfo{Name: t.Name, CreatedAt: t.CreatedAt}
+	for _, s := range t.Subscriptions {
+		out.Subscriptions = append(out.Subscriptions, mqlite.SubscriptionInfo{Topic: s.Topic, Queue: s.Queue, Filter: s.Filter.Filter(), CreatedAt: s.CreatedAt})
+	}
+	return out
+}
+
+// TopicsResponse is the response of the topic listing.
+type TopicsResponse struct {
+	Topics []Topic `json:"topics"`
+}
+
+// CreateKeyRequest is the body of an access key creation.
+type CreateKeyRequest struct {
+	Role   string   `json:"role"`
+	Queues []string `json:"queues"`
+}
+
+// Key describes an access key; never its secret.
+type Key struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"`
+	Queues    []string  `json:"queues"`
+	CreatedAt time.Time `json:"created_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// CreateKeyResponse is the response of a key creation: the only time the
+// secret is shown.
+type CreateKeyResponse struct {
+	Key    Key    `json:"key"`
+	Secret string `json:"secret"`
+}
+
+// KeysResponse is the response of the key listing.
+type KeysResponse struct {
+	Keys []Key `json:"keys"`
+}
+
+// BackupRequest is the body of a backup, and its response: a path on the
+// broker's host, which must not exist.
+type BackupRequest struct {
+	Path string `json:"path"`
+}
+
+// Health is the response of /healthz and /readyz.
+type Health struct {
+	Status string `json:"status"`
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return `"` + s + `"`
+}
