@@ -15,9 +15,9 @@ crash:
 
 # Each benchmark with the work size docs/benchmark.md reports.
 bench:
-	go test -run '^$$' -bench 'BenchmarkSend$$' -benchtime 20000x ./outbox/
+	go test -run '^$$' -bench 'BenchmarkSend$$' -benchtime 20000x -count 3 ./outbox/
 	go test -run '^$$' -bench BenchmarkSendTopic -benchtime 3000x ./outbox/
-	go test -run '^$$' -bench BenchmarkDrain -benchtime 1x ./internal/engine/
+	go test -run '^$$' -bench BenchmarkDrain -benchtime 1x -count 3 ./internal/engine/
 	go test -run '^$$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
