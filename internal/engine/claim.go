@@ -42,8 +42,12 @@ type Row struct {
 	DeadLetteredAt        int64   `json:"dla,omitempty"`
 }
 
+// returning is the columns of a Row. A body kept out of the row is read
+// from message_bodies by its rowid.
 const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
-	group_id, coalesce(subject, ''), coalesce(properties, ''), body, coalesce(lock_token, ''), locked_until,
+	group_id, coalesce(subject, ''), coalesce(properties, ''),
+	coalesce(body, (SELECT mb.body FROM message_bodies mb WHERE mb.id = messages.id)),
+	coalesce(lock_token, ''), locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at`
 
 func scanRow(s scanner) (Row, error) {

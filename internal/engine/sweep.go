@@ -99,18 +99,35 @@ var (
 		WHERE ` + expiredTTL(1)
 )
 
-// janitorSQL deletes the rows whose replay window has passed (?1 is now):
-// settlement receipts, receive attempts and dedup keys. Replays check expiry
-// at statement time, so these rows are dead weight, never a behaviour.
+// janitorSQL deletes one batch of the rows whose replay window has passed
+// (?1 is now, ?2 the batch size): settlement receipts, receive attempts and
+// dedup keys. Replays check expiry at statement time, so these rows are dead
+// weight, never a behaviour. Each statement is its own short write, so the
+// janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
-	`DELETE FROM settlement_receipts WHERE expires_at <= ?1`,
-	`DELETE FROM receive_attempts WHERE expires_at <= ?1`,
-	`DELETE FROM dedup WHERE expires_at <= ?1`,
+	// Receipts lead with seq and are written in about seq order, so the
+	// expired ones sit at the front: a batch reads the first rows in key
+	// order and deletes the expired among them. A batch that deletes none
+	// ends the sweep; receipts of long-held deliveries that have not
+	// expired yet stay at the front until they do (at most ReceiptTTLMS).
+	`DELETE FROM settlement_receipts WHERE (seq, lock_token, operation, args) IN (
+		SELECT seq, lock_token, operation, args FROM settlement_receipts ORDER BY seq LIMIT ?2)
+	   AND expires_at <= ?1`,
+	`DELETE FROM receive_attempts WHERE (queue, attempt_id) IN (
+		SELECT queue, attempt_id FROM receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+	`DELETE FROM dedup WHERE (queue, key) IN (
+		SELECT queue, key FROM dedup WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
 }
 
 // batched runs query with (now, SweepBatch) until a batch changes fewer rows
 // than SweepBatch or stop reports true, and returns the rows changed.
 func batched(ctx context.Context, db DBTX, query string, now int64, stop func() bool) (int64, error) {
+	return batchedUntil(ctx, db, query, now, stop, SweepBatch)
+}
+
+// batchedUntil is batched that goes on while a batch changes at least
+// the given number of rows.
+func batchedUntil(ctx context.Context, db DBTX, query string, now int64, stop func() bool, least int64) (int64, error) {
 	var total int64
 	for {
 		res, err := db.ExecContext(ctx, query, now, SweepBatch)
@@ -122,7 +139,7 @@ func batched(ctx context.Context, db DBTX, query string, now int64, stop func() 
 			return total, err
 		}
 		total += n
-		if n < SweepBatch || (stop != nil && stop()) {
+		if n < least || (stop != nil && stop()) {
 			return total, nil
 		}
 	}
@@ -164,17 +181,21 @@ func Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, e
 }
 
 // Janitor deletes expired settlement receipts, receive attempts and dedup
-// keys. The tables have no index on expiry (their keys serve the replays),
-// so each statement reads its table once; it runs once a minute by default.
-func Janitor(ctx context.Context, db DBTX, now int64) (int64, error) {
+// keys, SweepBatch rows per statement, each statement its own transaction,
+// so that claims and sends interleave with it. stop (may be nil) is asked
+// between batches whether to give up early.
+func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
 	var total int64
-	for _, q := range janitorSQL {
-		res, err := db.ExecContext(ctx, q, now)
+	for i, q := range janitorSQL {
+		least := int64(SweepBatch)
+		if i == 0 {
+			least = 1 // receipts: a batch deletes the expired among the first rows
+		}
+		n, err := batchedUntil(ctx, db, q, now, stop, least)
+		total += n
 		if err != nil {
 			return total, fmt.Errorf("janitor: %w", err)
 		}
-		n, _ := res.RowsAffected()
-		total += n
 	}
 	return total, nil
 }
