@@ -128,8 +128,14 @@ func TestClaimPlanPinning(t *testing.T) {
 		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{
 			"SEARCH receive_attempts USING INDEX idx_attempts_expires (expires_at<?)",
 		}},
-		{"janitor dedup", janitorSQL[2], []any{1, 10}, []string{
-			"SEARCH dedup USING INDEX idx_dedup_expires (expires_at<?)",
+		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10}, []string{
+			"SEARCH dedup USING PRIMARY KEY ((queue,key)>(?,?))",
+		}},
+		{"janitor dedup last", dedupExpireLastSQL, []any{1, "", 0}, []string{
+			"SEARCH dedup USING PRIMARY KEY ((queue,key)>(?,?))",
+		}},
+		{"janitor dedup delete", dedupExpireSQL, []any{1, "", 0, "q", "k"}, []string{
+			"SEARCH dedup USING PRIMARY KEY ((queue,key)>(?,?) AND (queue,key)<(?,?))",
 		}},
 		{"dedup lookup of a chunk", chunkSQLs[4][1], []any{"q", "a", "b", "c", "d"}, []string{
 			"SEARCH dedup USING PRIMARY KEY (queue=? AND key=?)",

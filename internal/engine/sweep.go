@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -100,8 +102,8 @@ var (
 )
 
 // janitorSQL deletes one batch of the rows whose replay window has passed
-// (?1 is now, ?2 the batch size): settlement receipts, receive attempts and
-// dedup keys. Replays check expiry at statement time, so these rows are dead
+// (?1 is now, ?2 the batch size): settlement receipts and receive attempts
+// (expireDedup does the dedup keys). Replays check expiry at statement time, so these rows are dead
 // weight, never a behaviour. Each statement is its own short write, so the
 // janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
@@ -115,8 +117,58 @@ var janitorSQL = []string{
 	   AND expires_at <= ?1`,
 	`DELETE FROM receive_attempts WHERE (queue, attempt_id) IN (
 		SELECT queue, attempt_id FROM receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
-	`DELETE FROM dedup WHERE (queue, key) IN (
-		SELECT queue, key FROM dedup WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+}
+
+// dedupChunkEndSQL finds where the chunk of dedup keys that starts at the
+// cursor (?1, ?2) ends: the key ?3 (SweepBatch) places further in key
+// order, which opens the next chunk. No row: the rest of the table is the
+// last chunk.
+const dedupChunkEndSQL = `SELECT queue, key FROM dedup
+	WHERE (queue, key) >= (?1, ?2) ORDER BY queue, key LIMIT 1 OFFSET ?3`
+
+// dedupExpireSQL deletes the expired keys of one chunk, from (?2, ?3) to
+// (?4, ?5) exclusive; ?1 is now.
+const dedupExpireSQL = `DELETE FROM dedup
+	WHERE (queue, key) >= (?2, ?3) AND (queue, key) < (?4, ?5) AND expires_at <= ?1`
+
+// dedupExpireLastSQL deletes the expired keys from (?2, ?3) on: the last
+// chunk.
+const dedupExpireLastSQL = `DELETE FROM dedup WHERE (queue, key) >= (?2, ?3) AND expires_at <= ?1`
+
+// expireDedup walks the dedup keys in key order, one chunk of SweepBatch
+// keys per statement, and deletes the expired ones. Keys in key order share
+// leaves, so a chunk rewrites a few dozen pages; the same number of keys
+// picked by expiry would sit on as many random leaves as keys (content keys
+// are hashes): a million of them took seconds and tens of MiB of WAL. The
+// walk reads every key once per run, one short statement at a time.
+func expireDedup(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
+	var total int64
+	var queue, key any = "", int64(0) // before every key: queue names are not empty
+	for {
+		var endQueue, endKey any
+		err := db.QueryRowContext(ctx, dedupChunkEndSQL, queue, key, SweepBatch).Scan(&endQueue, &endKey)
+		last := errors.Is(err, sql.ErrNoRows)
+		if err != nil && !last {
+			return total, err
+		}
+		query, args := dedupExpireSQL, []any{now, queue, key, endQueue, endKey}
+		if last {
+			query, args = dedupExpireLastSQL, args[:3]
+		}
+		res, err := db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if last || (stop != nil && stop()) {
+			return total, nil
+		}
+		queue, key = endQueue, endKey
+	}
 }
 
 // batched runs query with (now, SweepBatch) until a batch changes fewer rows
@@ -196,6 +248,11 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 		if err != nil {
 			return total, fmt.Errorf("janitor: %w", err)
 		}
+	}
+	n, err := expireDedup(ctx, db, now, stop)
+	total += n
+	if err != nil {
+		return total, fmt.Errorf("janitor: %w", err)
 	}
 	return total, nil
 }

@@ -180,8 +180,6 @@ CREATE TABLE dedup (
     expires_at  INTEGER NOT NULL,
     PRIMARY KEY (queue, key)
 ) STRICT, WITHOUT ROWID;
--- The janitor deletes expired keys in short batches, oldest first.
-CREATE INDEX idx_dedup_expires ON dedup (expires_at);
 
 -- Every committed message of a queue with a window leaves its dedup row in the
 -- same statement, so the row cannot exist without the message or the reverse.

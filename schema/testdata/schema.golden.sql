@@ -4,9 +4,6 @@
 -- index idx_attempts_expires
 CREATE INDEX idx_attempts_expires ON receive_attempts (expires_at);
 
--- index idx_dedup_expires
-CREATE INDEX idx_dedup_expires ON dedup (expires_at);
-
 -- index idx_msg_active
 CREATE INDEX idx_msg_active ON messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
