@@ -35,14 +35,19 @@ SELECT ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'acti
 FROM (VALUES `)
 	look.WriteString(`SELECT key, seq, content_key FROM dedup
 	WHERE queue = ?1 AND expires_at > mqlite_now() AND key IN (`)
+	// The rows' parameters are anonymous: SQLite numbers them 2, 3, ... in
+	// text order after ?1. Numbered ones (?2 ... ?897) would each be looked
+	// up by name in a list as long as the statement's parameters on every
+	// bind, a cost that grows with the square of the chunk (7% of a batched
+	// send's CPU at 128 rows).
+	row := "(?" + strings.Repeat(", ?", rowParams-1) + ")"
 	for i := range n {
 		if i > 0 {
 			ins.WriteString(", ")
 			look.WriteString(", ")
 		}
-		p := 2 + i*rowParams
-		fmt.Fprintf(&ins, "(?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d)", p, p+1, p+2, p+3, p+4, p+5, p+6)
-		fmt.Fprintf(&look, "?%d", 2+i)
+		ins.WriteString(row)
+		look.WriteString("?")
 	}
 	ins.WriteString(")")
 	look.WriteString(")")
