@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/engine"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -54,14 +55,16 @@ func BenchmarkDrain(b *testing.B) {
 				tb := testdb.Open(b, mqlite.Options{})
 				db := tb.Store.DB()
 				rawFill(b, db, drainBacklog)
+				wal := testdb.NewWALCounter(b, tb.Path)
 				b.StartTimer()
 				start, cpu := time.Now(), testdb.CPUTime()
-				n := rawDrain(b, db, batch)
+				n := rawDrain(b, db, batch, wal)
 				if n != drainBacklog {
 					b.Fatalf("drained %d", n)
 				}
 				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
 				b.ReportMetric(float64((testdb.CPUTime()-cpu).Microseconds())/float64(n), "cpu-µs/msg")
+				b.ReportMetric(float64(wal.Frames*(engine.PageSize+24))/float64(n), "walB/msg")
 			}
 		})
 		b.Run(fmt.Sprintf("mqlite/batch=%d", batch), func(b *testing.B) {
@@ -70,6 +73,7 @@ func BenchmarkDrain(b *testing.B) {
 				tb := testdb.Open(b, mqlite.Options{})
 				tb.Queue(b, "q", mqlite.QueueOptions{})
 				fill(b, tb.Store, "q", drainBacklog, "")
+				wal := testdb.NewWALCounter(b, tb.Path)
 				b.StartTimer()
 				start, cpu := time.Now(), testdb.CPUTime()
 				n := 0
@@ -78,6 +82,7 @@ func BenchmarkDrain(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					wal.Step()
 					if len(msgs) == 0 {
 						break
 					}
@@ -93,6 +98,7 @@ func BenchmarkDrain(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					wal.Step()
 					n += len(msgs)
 				}
 				if n != drainBacklog {
@@ -100,6 +106,7 @@ func BenchmarkDrain(b *testing.B) {
 				}
 				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
 				b.ReportMetric(float64((testdb.CPUTime()-cpu).Microseconds())/float64(n), "cpu-µs/msg")
+				b.ReportMetric(float64(wal.Frames*(engine.PageSize+24))/float64(n), "walB/msg")
 			}
 		})
 	}
@@ -129,7 +136,7 @@ func rawFill(b *testing.B, db *sql.DB, n int) {
 
 // rawDrain claims batch rows (the lowest ids) in one transaction and deletes
 // them in another, like Receive followed by a settlement.
-func rawDrain(b *testing.B, db *sql.DB, batch int) int {
+func rawDrain(b *testing.B, db *sql.DB, batch int, wal *testdb.WALCounter) int {
 	n := 0
 	for {
 		tx, err := db.Begin()
@@ -156,6 +163,7 @@ func rawDrain(b *testing.B, db *sql.DB, batch int) int {
 		if err := tx.Commit(); err != nil {
 			b.Fatal(err)
 		}
+		wal.Step()
 		if len(ids) == 0 {
 			return n
 		}
@@ -171,6 +179,7 @@ func rawDrain(b *testing.B, db *sql.DB, batch int) int {
 		if err := tx.Commit(); err != nil {
 			b.Fatal(err)
 		}
+		wal.Step()
 		n += len(ids)
 	}
 }

@@ -87,7 +87,7 @@ func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64
 	const set = `UPDATE messages SET state = 'active', delivery_count = 0, visible_at = ?2,
 		expires_at = CASE WHEN expires_at > 0 AND expires_at <= ?2 THEN 0 ELSE expires_at END,
 		dead_letter_reason = NULL, dead_letter_desc = NULL, dead_lettered_at = 0,
-		lock_token = NULL, locked_until = 0
+		lock_token = ` + noToken + `, locked_until = 0
 		WHERE queue = ?1 AND state = 'dead_lettered'`
 	var res sql.Result
 	var err error

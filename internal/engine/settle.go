@@ -56,8 +56,8 @@ var settleSQL = map[Op]string{
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
 		Set: ", visible_at = ?4 + ?5", Where: fence}.sql(),
 	OpReject: `UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
-		dead_lettered_at = ?4, lock_token = NULL, locked_until = 0 WHERE ` + fence,
-	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE ` + fence,
+		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
+	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 }
 
 // Settle applies s inside tx and writes its receipt there. When the fence

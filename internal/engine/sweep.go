@@ -50,7 +50,7 @@ func (r release) sql() string {
 	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + ReasonMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + r.Desc + `' END,
 	dead_lettered_at = CASE WHEN ` + last + ` THEN ` + r.Now + ` ELSE 0 END,
-	lock_token = NULL, locked_until = 0` + r.Set + `
+	lock_token = ` + noToken + `, locked_until = 0` + r.Set + `
 	WHERE ` + r.Where
 }
 
@@ -97,7 +97,7 @@ var (
 	// dead_letter_on_ttl.
 	expireDeadLetterSQL = `UPDATE messages SET state = 'dead_lettered',
 		dead_letter_reason = '` + ReasonTTL + `', dead_letter_desc = '` + descTTL + `',
-		dead_lettered_at = ?1, lock_token = NULL, locked_until = 0
+		dead_lettered_at = ?1, lock_token = ` + noToken + `, locked_until = 0
 		WHERE ` + expiredTTL(1)
 )
 

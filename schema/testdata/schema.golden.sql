@@ -76,7 +76,7 @@ CREATE TABLE messages (
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
-    lock_token         TEXT,
+    lock_token         TEXT    NOT NULL DEFAULT '--------------------------------',
     delivery_count     INTEGER NOT NULL DEFAULT 0,
     expires_at         INTEGER NOT NULL DEFAULT 0,
     enqueued_at        INTEGER NOT NULL,
