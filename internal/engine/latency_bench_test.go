@@ -19,7 +19,7 @@ import (
 const loadDuration = 60 * time.Second
 
 // loadProducers and loadInterval pace the load: 8 producers, each sending
-// one message every 8 ms, 1,000 messages per second in all, about a third of
+// one message every 8 ms, 1,000 messages per second in all, about a fifth of
 // what the store takes in single-message transactions on the 2-core VM of
 // docs/benchmark.md. Unpaced producers outrun any consumer of one
 // connection, and the latency measured is then the backlog's, not the
