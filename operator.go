@@ -178,9 +178,10 @@ func (q QueueStats) Total() int64 {
 }
 
 // Stats counts the messages of queue per state, with their bytes and the
-// age of the oldest. It reads every message of the queue (not their bodies),
-// so on a large queue it holds the store's connection for a while: it is for
-// operators and dashboards, not for every request.
+// age of the oldest. It reads the queue's entries of the state indexes (no
+// other queue's, no body), so its cost grows with the queue asked about, not
+// with the file; on a large queue it still holds the store's connection for
+// a while: it is for operators and dashboards, not for every request.
 func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 	if err := s.checkQueue(ctx, queue); err != nil {
 		return QueueStats{}, err

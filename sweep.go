@@ -34,7 +34,7 @@ func (s *Store) sweeps() []sweep {
 			return engine.Expire(ctx, s.db, now, s.isClosed)
 		}},
 		{"janitor", o.JanitorInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Janitor(ctx, s.db, now)
+			return engine.Janitor(ctx, s.db, now, s.isClosed)
 		}},
 		{"retention", o.RetentionInterval, s.retain},
 	}

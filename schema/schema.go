@@ -25,7 +25,7 @@ import (
 
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it.
-const Token = "mqlite-schema-2"
+const Token = "mqlite-schema-3"
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"

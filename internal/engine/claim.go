@@ -42,8 +42,12 @@ type Row struct {
 	DeadLetteredAt        int64   `json:"dla,omitempty"`
 }
 
+// returning is the columns of a Row. A body kept out of the row is read
+// from message_bodies by its rowid.
 const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
-	group_id, coalesce(subject, ''), coalesce(properties, ''), body, coalesce(lock_token, ''), locked_until,
+	group_id, coalesce(subject, ''), coalesce(properties, ''),
+	coalesce(body, (SELECT mb.body FROM message_bodies mb WHERE mb.id = messages.id)),
+	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at`
 
 func scanRow(s scanner) (Row, error) {
@@ -75,6 +79,12 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
 	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_scheduled
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))`
+
+// noToken is the lock_token of a message that holds no lease, as SQL: 32
+// dashes, as long as a token (so that a claim rewrites the row at the same
+// size, in place) and never one (a token is hex). Every statement that ends a
+// lease writes it back.
+const noToken = `'--------------------------------'`
 
 // lockSet is what every claim writes: the lease, a fresh 128-bit token
 // (SQLite's randomblob, seeded by the OS) and one more delivery. ?4 is the

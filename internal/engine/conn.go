@@ -104,9 +104,6 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
 	}
-	d.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
-		return registerHooks(c, cfg)
-	})
 	sync := "NORMAL"
 	if cfg.SyncFull {
 		sync = "FULL"
@@ -117,13 +114,18 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_pragma", "cache_size(-32768)")
+	ck := newCheckpointer(cfg.Path + "?" + q.Encode())
+	d.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
+		return registerHooks(c, cfg, ck.commit)
+	})
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walBackstopPages))
 	q.Set("_txlock", "immediate")
 	db := sql.OpenDB(connector{d: d, dsn: cfg.Path + "?" + q.Encode(), opened: cfg.Opened, closed: cfg.Closed})
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	release := func() { fns.Store(&storeFuncs{}) }
+	release := func() { fns.Store(&storeFuncs{}); ck.close() }
 	return db, release, nil
 }
 
@@ -152,10 +154,11 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 func (c connector) Driver() driver.Driver { return c.d }
 
 // registerHooks wires the connection's pre-update, commit and rollback hooks
-// to cfg's callbacks. The pre-update hook reads only the first six columns
-// of messages (id, queue, state, held, visible_at, locked_until), never the
-// body.
-func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig) error {
+// to cfg's callbacks; committed is called on every commit too (the
+// checkpointer's kick). The pre-update hook reads only the first six
+// columns of messages (id, queue, state, held, visible_at, locked_until),
+// never the body.
+func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
@@ -197,6 +200,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig) error {
 		if cfg.Commit != nil {
 			cfg.Commit()
 		}
+		committed()
 		return 0
 	})
 	if cfg.Rollback != nil {

@@ -66,7 +66,7 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 		// Keep the newest dead letters whose bodies fit in the bound; the
 		// running sum from the newest marks where the oldest start.
 		if _, err := run(`DELETE FROM messages WHERE id IN (
-			SELECT id FROM (SELECT id, sum(length(body)) OVER (ORDER BY id DESC) AS kept
+			SELECT id FROM (SELECT id, sum(body_len) OVER (ORDER BY id DESC) AS kept
 			                  FROM messages WHERE queue = ?1 AND state = 'dead_lettered')
 			 WHERE kept > ?2)`, q.Name, q.DLQMaxBytes); err != nil {
 			return total, err
@@ -87,7 +87,7 @@ func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64
 	const set = `UPDATE messages SET state = 'active', delivery_count = 0, visible_at = ?2,
 		expires_at = CASE WHEN expires_at > 0 AND expires_at <= ?2 THEN 0 ELSE expires_at END,
 		dead_letter_reason = NULL, dead_letter_desc = NULL, dead_lettered_at = 0,
-		lock_token = NULL, locked_until = 0
+		lock_token = ` + noToken + `, locked_until = 0
 		WHERE queue = ?1 AND state = 'dead_lettered'`
 	var res sql.Result
 	var err error
@@ -127,12 +127,39 @@ type StateStats struct {
 	OldestDead int64 // dead_lettered_at of the oldest dead letter (dead_lettered only)
 }
 
-// Stats counts the queue's messages per state. It reads every message of
-// the queue (the body length comes from the record header, not the body).
+// statsPart is one state's share of Stats: its count, body bytes and
+// lowest sequence number, read from the state's partial index alone (the
+// index holds body_len, and every index holds the rowid).
+func statsPart(state, index, where string) string {
+	return `SELECT '` + state + `' AS state, count(*) AS n, coalesce(sum(body_len), 0) AS bytes, min(id) AS first
+	FROM messages INDEXED BY ` + index + ` WHERE queue = ?1 AND ` + where
+}
+
+// statsSQL reads a queue's Stats from its partial indexes: for each state
+// the count, the bytes and the oldest message (the lowest sequence number:
+// sequence order is send order), whose enqueued_at is one rowid seek away.
+// Held messages (active, behind their group) are the one set without an
+// index of its own; they are counted through the queue's live grouped
+// messages. It reads nothing outside the queue, and no body.
+var statsSQL = `WITH per AS (
+	` + statsPart("active", "idx_msg_active", `state = 'active' AND held = 0`) + `
+	UNION ALL ` + statsPart("active", "idx_msg_group_live",
+	`state <> 'dead_lettered' AND group_id IS NOT NULL AND state = 'active' AND held = 1`) + `
+	UNION ALL ` + statsPart("locked", "idx_msg_locked", `state = 'locked'`) + `
+	UNION ALL ` + statsPart("scheduled", "idx_msg_scheduled", `state = 'scheduled'`) + `
+	UNION ALL ` + statsPart("deferred", "idx_msg_deferred", `state = 'deferred'`) + `
+	UNION ALL ` + statsPart("dead_lettered", "idx_msg_dead", `state = 'dead_lettered'`) + `)
+SELECT state, n, bytes, coalesce((SELECT enqueued_at FROM messages WHERE id = per.first), 0),
+	CASE state WHEN 'dead_lettered' THEN coalesce((SELECT min(dead_lettered_at) FROM messages INDEXED BY idx_msg_dead
+		WHERE queue = ?1 AND state = 'dead_lettered'), 0) ELSE 0 END
+FROM per WHERE n > 0`
+
+// Stats counts the queue's messages per state, with their body bytes and
+// the oldest of each. Its cost follows the queue asked about, never the
+// file: every figure comes from a range of the state's partial index for
+// the queue (see statsSQL).
 func Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, error) {
-	rows, err := db.QueryContext(ctx, `SELECT state, count(*), coalesce(sum(length(body)), 0),
-		coalesce(min(enqueued_at), 0), coalesce(min(nullif(dead_lettered_at, 0)), 0)
-		FROM messages WHERE queue = ? GROUP BY state`, queue)
+	rows, err := db.QueryContext(ctx, statsSQL, queue)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
@@ -143,6 +170,13 @@ func Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, e
 		var s StateStats
 		if err := rows.Scan(&state, &s.Count, &s.Bytes, &s.OldestEnq, &s.OldestDead); err != nil {
 			return nil, fmt.Errorf("stats: %w", err)
+		}
+		if prev, ok := out[state]; ok { // active: the claimable and the held
+			s.Count += prev.Count
+			s.Bytes += prev.Bytes
+			if s.OldestEnq == 0 || (prev.OldestEnq > 0 && prev.OldestEnq < s.OldestEnq) {
+				s.OldestEnq = prev.OldestEnq
+			}
 		}
 		out[state] = s
 	}

@@ -42,14 +42,32 @@ type SendResult struct {
 	Copies    []Copy // every queue's row: one for a queue, one per matching subscription
 }
 
+// InlineBodyMax is the largest body kept in its message's row. A larger one
+// goes to message_bodies, written once: every claim, renewal and settlement
+// rewrites the message's row, and would otherwise rewrite the body (and
+// every overflow page it spans) into the WAL each time.
+const InlineBodyMax = 512
+
+// contentKeyLen is how many bytes of the body's SHA-256 the content key
+// keeps: 128 bits, so that two different bodies meet by chance with odds of
+// about n²/2¹²⁹ among n live keys of a queue (never, in practice), at half
+// the size of the whole hash in every dedup row and its index.
+const contentKeyLen = 16
+
+// contentKey is the content key of a body.
+func contentKey(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return sum[:contentKeyLen]
+}
+
 // insertMessage enqueues one message in a single statement: it reads the
 // queue, computes the group hold, checks size and dedup, and inserts. The
 // trigger trg_dedup_record writes the dedup row in the same statement. When
 // no row is inserted, diagnose says why. "now" is the store's clock, read
 // through mqlite_now() in a scalar subquery, which SQLite evaluates once per
-// statement.
+// statement. ?9 is the body, NULL for a body kept in message_bodies.
 const insertMessage = `INSERT INTO messages (queue, state, held, visible_at, expires_at, enqueued_at,
-	message_id, group_id, subject, properties, body_hash, body)
+	message_id, group_id, subject, properties, content_key, body_len, body)
 SELECT q.name,
 	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
 	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
@@ -59,13 +77,16 @@ SELECT q.name,
 	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6
 	     WHEN q.default_ttl_ms > 0 THEN (SELECT mqlite_now()) + q.default_ttl_ms
 	     ELSE 0 END,
-	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?9
+	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?12, ?9
 FROM queues q
 WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
   AND NOT EXISTS (SELECT 1 FROM dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now()))`
 
-// dedupKey is the dedup key of a message: its MessageID as TEXT, or the
-// body's SHA-256 hash as a BLOB when it has none. The two kinds never meet:
+// insertBody writes the body of a message whose row keeps none.
+const insertBody = `INSERT INTO message_bodies (id, body) VALUES (?, ?)`
+
+// dedupKey is the dedup key of a message: its MessageID as TEXT, or its
+// content key (contentKey) as a BLOB when it has none. The two kinds never meet:
 // SQLite never finds a TEXT equal to a BLOB (the dedup table's key is ANY).
 func dedupKey(messageID string, hash []byte) any {
 	if messageID != "" {
@@ -96,17 +117,20 @@ func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendR
 		// target and every size first, so a whole-call error writes
 		// nothing. A large single message is checked first too, so that an
 		// oversize one is refused before it is hashed and bound.
-		topic, err := precheck(ctx, db, name, msgs)
+		t, err := precheck(ctx, db, name, msgs)
 		if err != nil {
 			return nil, err
 		}
-		if topic {
+		if t.topic {
 			return publish(ctx, db, name, msgs)
+		}
+		if len(msgs) > 1 {
+			return sendBatch(ctx, db, name, t, msgs)
 		}
 	}
 	out := make([]SendResult, len(msgs))
 	for i, m := range msgs {
-		c, err := insert(ctx, db, name, m, sha256.Sum256(m.Body))
+		c, err := insert(ctx, db, name, m, contentKey(m.Body))
 		if errors.Is(err, errNoQueue) && len(msgs) == 1 {
 			// Not a queue: a topic, or nothing. The single statement
 			// wrote nothing, so the message can go to the topic.
@@ -128,18 +152,21 @@ func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendR
 // errNoQueue is the error of insert into a queue that does not exist.
 var errNoQueue = errors.New("no such queue")
 
-// insert writes m, whose body hashes to sum, into queue in one statement
-// and reports the copy: new, a duplicate of a message inside the dedup
-// window, or a conflict. An unknown queue is errNoQueue wrapped with
-// errs.ErrQueueNotFound.
-func insert(ctx context.Context, db DBTX, queue string, m OutMessage, sum [sha256.Size]byte) (Copy, error) {
-	key := dedupKey(m.MessageID, sum[:])
-	body := m.Body
-	if body == nil {
+// insert writes m, whose content key is ckey, into queue in one statement
+// (two for a body kept out of the row) and reports the copy: new, a
+// duplicate of a message inside the dedup window, or a conflict. An unknown
+// queue is errNoQueue wrapped with errs.ErrQueueNotFound.
+func insert(ctx context.Context, db DBTX, queue string, m OutMessage, ckey []byte) (Copy, error) {
+	key := dedupKey(m.MessageID, ckey)
+	var body any = m.Body
+	switch {
+	case len(m.Body) > InlineBodyMax:
+		body = nil
+	case m.Body == nil:
 		body = []byte{}
 	}
 	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
-		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), sum[:], body, key, m.size())
+		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), ckey, body, key, m.size(), len(m.Body))
 	if err != nil {
 		return Copy{}, interpret("send", err)
 	}
@@ -151,24 +178,42 @@ func insert(ctx context.Context, db DBTX, queue string, m OutMessage, sum [sha25
 		// The trigger's insert into dedup does not change the statement's
 		// last rowid: it is the message's.
 		seq, err := res.LastInsertId()
-		return Copy{Queue: queue, Seq: seq}, interpret("send", err)
+		if err != nil {
+			return Copy{}, interpret("send", err)
+		}
+		if body == nil {
+			if _, err := db.ExecContext(ctx, insertBody, seq, m.Body); err != nil {
+				return Copy{}, interpret("send", err)
+			}
+		}
+		return Copy{Queue: queue, Seq: seq}, nil
 	}
-	r, err := diagnose(ctx, db, queue, key, sum[:], m.size())
+	r, err := diagnose(ctx, db, queue, key, ckey, m.size())
 	return Copy{Queue: queue, Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}, err
 }
 
-// precheck returns the error that stops a whole batch: an unknown target or
-// a body over the limit. topic reports that name is a topic.
-func precheck(ctx context.Context, db DBTX, name string, msgs []OutMessage) (topic bool, err error) {
+// target is what precheck learns of a send's target.
+type target struct {
+	topic    bool  // the name is a topic
+	fifo     bool  // a queue with FIFO ordering
+	windowMS int64 // the queue's dedup window; 0 = off
+}
+
+// precheck returns the error that stops a whole batch (an unknown target or
+// a body over the limit) and what the batch path needs of the target.
+func precheck(ctx context.Context, db DBTX, name string, msgs []OutMessage) (target, error) {
+	var t target
 	var queue bool
 	var maxBytes int64
 	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1),
-		EXISTS (SELECT 1 FROM topics WHERE name = ?1), mqlite_max_message_bytes()`, name).
-		Scan(&queue, &topic, &maxBytes); err != nil {
-		return false, interpret("send", err)
+		EXISTS (SELECT 1 FROM topics WHERE name = ?1), mqlite_max_message_bytes(),
+		coalesce((SELECT ordering = 'fifo' FROM queues WHERE name = ?1), 0),
+		coalesce((SELECT dedup_window_ms FROM queues WHERE name = ?1), 0)`, name).
+		Scan(&queue, &t.topic, &maxBytes, &t.fifo, &t.windowMS); err != nil {
+		return t, interpret("send", err)
 	}
-	if !queue && !topic {
-		return false, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
+	if !queue && !t.topic {
+		return t, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
 	}
 	for i, m := range msgs {
 		if m.size() > maxBytes {
@@ -176,39 +221,48 @@ func precheck(ctx context.Context, db DBTX, name string, msgs []OutMessage) (top
 			if len(msgs) > 1 {
 				err = fmt.Errorf("message %d: %w", i, err)
 			}
-			return false, err
+			return t, err
 		}
 	}
-	return topic, nil
+	return t, nil
 }
 
 // diagnose explains an insert that wrote no row: an unknown queue, a body
 // over the limit, a duplicate (replay) or a conflict.
-func diagnose(ctx context.Context, db DBTX, queue string, key any, hash []byte, size int64) (SendResult, error) {
-	var exists bool
+func diagnose(ctx context.Context, db DBTX, queue string, key any, ckey []byte, size int64) (SendResult, error) {
+	var exists, found bool
 	var maxBytes int64
 	var seq sql.NullInt64
-	var origHash []byte
+	var origKey []byte
 	err := db.QueryRowContext(ctx, `SELECT
 		EXISTS (SELECT 1 FROM queues WHERE name = ?1), mqlite_max_message_bytes(),
 		(SELECT seq FROM dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
-		(SELECT body_hash FROM dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now())`,
-		queue, key).Scan(&exists, &maxBytes, &seq, &origHash)
+		(SELECT content_key FROM dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now())`,
+		queue, key).Scan(&exists, &maxBytes, &seq, &origKey)
 	if err != nil {
 		return SendResult{}, interpret("send", err)
 	}
+	found = seq.Valid
 	switch {
 	case !exists:
 		return SendResult{}, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
 	case size > maxBytes:
 		return SendResult{}, fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
-	case !seq.Valid:
+	case !found:
 		return SendResult{}, fmt.Errorf("send: insert returned no row for an unexplained reason")
-	case string(origHash) != string(hash):
-		return SendResult{Err: fmt.Errorf("%w: the message id is seq %d", errs.ErrDuplicateConflict, seq.Int64)}, nil
 	default:
-		return SendResult{Seq: seq.Int64, Duplicate: true}, nil
+		return dedupResult(seq.Int64, origKey, ckey), nil
 	}
+}
+
+// dedupResult is the outcome of a send whose key matched a live dedup row
+// (seq, origKey): a duplicate when the bodies agree, a conflict when they
+// differ. A row keyed by content has no origKey: its key is the content.
+func dedupResult(seq int64, origKey, ckey []byte) SendResult {
+	if origKey != nil && string(origKey) != string(ckey) {
+		return SendResult{Err: fmt.Errorf("%w: the message id is seq %d", errs.ErrDuplicateConflict, seq)}
+	}
+	return SendResult{Seq: seq, Duplicate: true}
 }
 
 func nullString(s string) any {

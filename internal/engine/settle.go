@@ -56,8 +56,8 @@ var settleSQL = map[Op]string{
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
 		Set: ", visible_at = ?4 + ?5", Where: fence}.sql(),
 	OpReject: `UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
-		dead_lettered_at = ?4, lock_token = NULL, locked_until = 0 WHERE ` + fence,
-	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE ` + fence,
+		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
+	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 }
 
 // Settle applies s inside tx and writes its receipt there. When the fence
@@ -85,9 +85,14 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 	}
 	rargs := s.receiptArgs()
 	if n == 0 {
+		if !isToken(s.Token) {
+			// Receipts keep tokens decoded; only a token as the claim
+			// handed it out (lowercase hex) can be the same request.
+			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
+		}
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM settlement_receipts
-			WHERE queue = ? AND seq = ? AND lock_token = ? AND operation = ? AND args = ? AND expires_at > ?`,
+			WHERE seq = ?2 AND lock_token = unhex(?3) AND operation = ?4 AND args = ?5 AND queue = ?1 AND expires_at > ?6`,
 			s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
@@ -98,11 +103,25 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO settlement_receipts
-		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
 		s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now+ReceiptTTLMS); err != nil {
 		return fmt.Errorf("%s: write receipt: %w", s.Op, err)
 	}
 	return nil
+}
+
+// isToken reports whether t has the form of a lock token: 32 lowercase hex
+// digits, the text of lower(hex(randomblob(16))).
+func isToken(t string) bool {
+	if len(t) != 32 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // RenewRequest is one lease to extend.
@@ -147,7 +166,7 @@ const completeManySQL = `DELETE FROM messages WHERE id IN (
 // receiptsSQL writes the Complete receipts of the JSON array ?1.
 const receiptsSQL = `INSERT OR REPLACE INTO settlement_receipts
 	(queue, seq, lock_token, operation, args, expires_at)
-	SELECT value ->> 'q', value ->> 's', value ->> 't', 'complete', '', ?2 FROM json_each(?1)`
+	SELECT value ->> 'q', value ->> 's', unhex(value ->> 't'), 'complete', '', ?2 FROM json_each(?1)`
 
 // CompleteMany completes several deliveries with two statements, one DELETE
 // and one INSERT of their receipts, however many there are. A delivery whose

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -48,7 +50,7 @@ func (r release) sql() string {
 	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + ReasonMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + r.Desc + `' END,
 	dead_lettered_at = CASE WHEN ` + last + ` THEN ` + r.Now + ` ELSE 0 END,
-	lock_token = NULL, locked_until = 0` + r.Set + `
+	lock_token = ` + noToken + `, locked_until = 0` + r.Set + `
 	WHERE ` + r.Where
 }
 
@@ -95,22 +97,89 @@ var (
 	// dead_letter_on_ttl.
 	expireDeadLetterSQL = `UPDATE messages SET state = 'dead_lettered',
 		dead_letter_reason = '` + ReasonTTL + `', dead_letter_desc = '` + descTTL + `',
-		dead_lettered_at = ?1, lock_token = NULL, locked_until = 0
+		dead_lettered_at = ?1, lock_token = ` + noToken + `, locked_until = 0
 		WHERE ` + expiredTTL(1)
 )
 
-// janitorSQL deletes the rows whose replay window has passed (?1 is now):
-// settlement receipts, receive attempts and dedup keys. Replays check expiry
-// at statement time, so these rows are dead weight, never a behaviour.
+// janitorSQL deletes one batch of the rows whose replay window has passed
+// (?1 is now, ?2 the batch size): settlement receipts and receive attempts
+// (expireDedup does the dedup keys). Replays check expiry at statement time, so these rows are dead
+// weight, never a behaviour. Each statement is its own short write, so the
+// janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
-	`DELETE FROM settlement_receipts WHERE expires_at <= ?1`,
-	`DELETE FROM receive_attempts WHERE expires_at <= ?1`,
-	`DELETE FROM dedup WHERE expires_at <= ?1`,
+	// Receipts lead with seq and are written in about seq order, so the
+	// expired ones sit at the front: a batch reads the first rows in key
+	// order and deletes the expired among them. A batch that deletes none
+	// ends the sweep; receipts of long-held deliveries that have not
+	// expired yet stay at the front until they do (at most ReceiptTTLMS).
+	`DELETE FROM settlement_receipts WHERE (seq, lock_token, operation, args) IN (
+		SELECT seq, lock_token, operation, args FROM settlement_receipts ORDER BY seq LIMIT ?2)
+	   AND expires_at <= ?1`,
+	`DELETE FROM receive_attempts WHERE (queue, attempt_id) IN (
+		SELECT queue, attempt_id FROM receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+}
+
+// dedupChunkEndSQL finds where the chunk of dedup keys that starts at the
+// cursor (?1, ?2) ends: the key ?3 (SweepBatch) places further in key
+// order, which opens the next chunk. No row: the rest of the table is the
+// last chunk.
+const dedupChunkEndSQL = `SELECT queue, key FROM dedup
+	WHERE (queue, key) >= (?1, ?2) ORDER BY queue, key LIMIT 1 OFFSET ?3`
+
+// dedupExpireSQL deletes the expired keys of one chunk, from (?2, ?3) to
+// (?4, ?5) exclusive; ?1 is now.
+const dedupExpireSQL = `DELETE FROM dedup
+	WHERE (queue, key) >= (?2, ?3) AND (queue, key) < (?4, ?5) AND expires_at <= ?1`
+
+// dedupExpireLastSQL deletes the expired keys from (?2, ?3) on: the last
+// chunk.
+const dedupExpireLastSQL = `DELETE FROM dedup WHERE (queue, key) >= (?2, ?3) AND expires_at <= ?1`
+
+// expireDedup walks the dedup keys in key order, one chunk of SweepBatch
+// keys per statement, and deletes the expired ones. Keys in key order share
+// leaves, so a chunk rewrites a few dozen pages; the same number of keys
+// picked by expiry would sit on as many random leaves as keys (content keys
+// are hashes): a million of them took seconds and tens of MiB of WAL. The
+// walk reads every key once per run, one short statement at a time.
+func expireDedup(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
+	var total int64
+	var queue, key any = "", int64(0) // before every key: queue names are not empty
+	for {
+		var endQueue, endKey any
+		err := db.QueryRowContext(ctx, dedupChunkEndSQL, queue, key, SweepBatch).Scan(&endQueue, &endKey)
+		last := errors.Is(err, sql.ErrNoRows)
+		if err != nil && !last {
+			return total, err
+		}
+		query, args := dedupExpireSQL, []any{now, queue, key, endQueue, endKey}
+		if last {
+			query, args = dedupExpireLastSQL, args[:3]
+		}
+		res, err := db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if last || (stop != nil && stop()) {
+			return total, nil
+		}
+		queue, key = endQueue, endKey
+	}
 }
 
 // batched runs query with (now, SweepBatch) until a batch changes fewer rows
 // than SweepBatch or stop reports true, and returns the rows changed.
 func batched(ctx context.Context, db DBTX, query string, now int64, stop func() bool) (int64, error) {
+	return batchedUntil(ctx, db, query, now, stop, SweepBatch)
+}
+
+// batchedUntil is batched that goes on while a batch changes at least
+// the given number of rows.
+func batchedUntil(ctx context.Context, db DBTX, query string, now int64, stop func() bool, least int64) (int64, error) {
 	var total int64
 	for {
 		res, err := db.ExecContext(ctx, query, now, SweepBatch)
@@ -122,7 +191,7 @@ func batched(ctx context.Context, db DBTX, query string, now int64, stop func() 
 			return total, err
 		}
 		total += n
-		if n < SweepBatch || (stop != nil && stop()) {
+		if n < least || (stop != nil && stop()) {
 			return total, nil
 		}
 	}
@@ -164,17 +233,26 @@ func Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, e
 }
 
 // Janitor deletes expired settlement receipts, receive attempts and dedup
-// keys. The tables have no index on expiry (their keys serve the replays),
-// so each statement reads its table once; it runs once a minute by default.
-func Janitor(ctx context.Context, db DBTX, now int64) (int64, error) {
+// keys, SweepBatch rows per statement, each statement its own transaction,
+// so that claims and sends interleave with it. stop (may be nil) is asked
+// between batches whether to give up early.
+func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
 	var total int64
-	for _, q := range janitorSQL {
-		res, err := db.ExecContext(ctx, q, now)
+	for i, q := range janitorSQL {
+		least := int64(SweepBatch)
+		if i == 0 {
+			least = 1 // receipts: a batch deletes the expired among the first rows
+		}
+		n, err := batchedUntil(ctx, db, q, now, stop, least)
+		total += n
 		if err != nil {
 			return total, fmt.Errorf("janitor: %w", err)
 		}
-		n, _ := res.RowsAffected()
-		total += n
+	}
+	n, err := expireDedup(ctx, db, now, stop)
+	total += n
+	if err != nil {
+		return total, fmt.Errorf("janitor: %w", err)
 	}
 	return total, nil
 }

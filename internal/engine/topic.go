@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -256,12 +255,12 @@ func publish(ctx context.Context, db DBTX, topic string, msgs []OutMessage) ([]S
 	}
 	out := make([]SendResult, len(msgs))
 	for i, m := range msgs {
-		sum := sha256.Sum256(m.Body) // once for every copy
+		ckey := contentKey(m.Body) // once for every copy
 		for _, sub := range subs {
 			if !sub.Filter.Matches(m.Subject, m.Props) {
 				continue
 			}
-			c, err := insert(ctx, db, sub.Queue, m, sum)
+			c, err := insert(ctx, db, sub.Queue, m, ckey)
 			if err != nil {
 				return nil, err
 			}

@@ -5,7 +5,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-2');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-3');
 
 CREATE TABLE queues (
     name               TEXT    PRIMARY KEY,
@@ -27,6 +27,15 @@ CREATE TABLE queues (
 -- held = 1 marks a grouped message behind an earlier live message of its group
 -- (live: any state but dead_lettered); the triggers below keep it exact, so the
 -- claim index holds only messages that could be handed out.
+-- The first six columns are what the connection's pre-update hook reads.
+-- body holds a small body in the row; a large one (body IS NULL) lives in
+-- message_bodies, so that a claim, renewal or settlement, which rewrites the
+-- row, never rewrites it. content_key is the first 16 bytes of the body's
+-- SHA-256: the dedup key of a message without a MessageID, and what tells
+-- two bodies apart under one MessageID. A message that holds no lease has
+-- 32 dashes for lock_token, the length of a token and never one (tokens are
+-- hex): a claim then rewrites the row at the same size, where a NULL growing
+-- to 32 bytes split the row's full 1 KiB page on almost every claim.
 CREATE TABLE messages (
     id                 INTEGER PRIMARY KEY AUTOINCREMENT,
     queue              TEXT    NOT NULL REFERENCES queues (name),
@@ -36,7 +45,7 @@ CREATE TABLE messages (
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
-    lock_token         TEXT,
+    lock_token         TEXT    NOT NULL DEFAULT '--------------------------------',
     delivery_count     INTEGER NOT NULL DEFAULT 0,
     expires_at         INTEGER NOT NULL DEFAULT 0,
     enqueued_at        INTEGER NOT NULL,
@@ -44,19 +53,38 @@ CREATE TABLE messages (
     group_id           TEXT,
     subject            TEXT,
     properties         TEXT,
-    body_hash          BLOB    NOT NULL,
-    body               BLOB    NOT NULL,
+    content_key        BLOB    NOT NULL,
+    body_len           INTEGER NOT NULL,
+    body               BLOB,
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
--- The claim seeks this index: only claimable rows live in it.
-CREATE INDEX idx_msg_active ON messages (queue, id) WHERE state = 'active' AND held = 0;
+-- The bodies too large to keep in their message's row, written once.
+CREATE TABLE message_bodies (
+    id   INTEGER PRIMARY KEY,
+    body BLOB    NOT NULL
+) STRICT;
+
+-- A message leaves with its body.
+-- +goose StatementBegin
+CREATE TRIGGER trg_body_delete AFTER DELETE ON messages
+WHEN OLD.body IS NULL
+BEGIN
+    DELETE FROM message_bodies WHERE id = OLD.id;
+END;
+-- +goose StatementEnd
+
+-- The claim seeks this index: only claimable rows live in it. body_len
+-- rides along in this index and the four below so that Stats sums a
+-- queue's bytes from the indexes alone, never from the rows.
+CREATE INDEX idx_msg_active ON messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 -- Sweeps: expired leases, due scheduled messages, dead letters, TTL deadlines.
-CREATE INDEX idx_msg_locked ON messages (queue, locked_until) WHERE state = 'locked';
-CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at) WHERE state = 'scheduled';
-CREATE INDEX idx_msg_dead ON messages (queue, id) WHERE state = 'dead_lettered';
+CREATE INDEX idx_msg_locked ON messages (queue, locked_until, body_len) WHERE state = 'locked';
+CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at, body_len) WHERE state = 'scheduled';
+CREATE INDEX idx_msg_dead ON messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
+CREATE INDEX idx_msg_deferred ON messages (queue, id, body_len) WHERE state = 'deferred';
 CREATE INDEX idx_msg_ttl ON messages (expires_at) WHERE expires_at > 0;
 -- Group probes: one index per blocking state, and one over the live members.
 CREATE INDEX idx_msg_group_locked ON messages (queue, group_id, id)
@@ -142,15 +170,17 @@ END;
 -- +goose StatementEnd
 
 -- Producer de-duplication: one row per (queue, key) inside the queue's window.
--- key is the MessageID (TEXT) or, when there is none, the body's SHA-256 (a
--- 32-byte BLOB). The column is ANY so that the two kinds keep their storage
--- class: a TEXT never equals a BLOB, so a MessageID can never meet a content key.
+-- key is the MessageID (TEXT) or, when there is none, the content key (the
+-- first 16 bytes of the body's SHA-256, a BLOB). The column is ANY so that the
+-- two kinds keep their storage class: a TEXT never equals a BLOB, so a
+-- MessageID can never meet a content key. content_key tells a resend under a
+-- MessageID from a conflict; for a content key it is the key itself (NULL).
 CREATE TABLE dedup (
-    queue      TEXT    NOT NULL,
-    key        ANY     NOT NULL,
-    seq        INTEGER NOT NULL,
-    body_hash  BLOB    NOT NULL,
-    expires_at INTEGER NOT NULL,
+    queue       TEXT    NOT NULL,
+    key         ANY     NOT NULL,
+    seq         INTEGER NOT NULL,
+    content_key BLOB,
+    expires_at  INTEGER NOT NULL,
     PRIMARY KEY (queue, key)
 ) STRICT, WITHOUT ROWID;
 
@@ -159,24 +189,29 @@ CREATE TABLE dedup (
 -- +goose StatementBegin
 CREATE TRIGGER trg_dedup_record AFTER INSERT ON messages
 BEGIN
-    INSERT OR REPLACE INTO dedup (queue, key, seq, body_hash, expires_at)
-    SELECT NEW.queue, coalesce(NEW.message_id, NEW.body_hash),
-           NEW.id, NEW.body_hash, NEW.enqueued_at + q.dedup_window_ms
+    INSERT OR REPLACE INTO dedup (queue, key, seq, content_key, expires_at)
+    SELECT NEW.queue, coalesce(NEW.message_id, NEW.content_key),
+           NEW.id, CASE WHEN NEW.message_id IS NOT NULL THEN NEW.content_key END,
+           NEW.enqueued_at + q.dedup_window_ms
       FROM queues q
      WHERE q.name = NEW.queue AND q.dedup_window_ms > 0;
 END;
 -- +goose StatementEnd
 
 -- A settlement that succeeded, keyed by the whole request, so that the exact
--- same request retried is answered with success and nothing else is.
+-- same request retried is answered with success and nothing else is. seq
+-- leads the key: receipts are written in about seq order, so they append
+-- instead of landing on random pages, and the janitor finds the oldest
+-- first. lock_token is the token's 16 bytes (the hex the caller holds,
+-- decoded).
 CREATE TABLE settlement_receipts (
-    queue      TEXT    NOT NULL,
     seq        INTEGER NOT NULL,
-    lock_token TEXT    NOT NULL,
+    lock_token BLOB    NOT NULL,
     operation  TEXT    NOT NULL,
     args       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
     expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, seq, lock_token, operation, args)
+    PRIMARY KEY (seq, lock_token, operation, args)
 ) STRICT, WITHOUT ROWID;
 
 -- What a Receive tagged with an attempt id claimed, so a retry replays it.
@@ -189,6 +224,7 @@ CREATE TABLE receive_attempts (
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, attempt_id)
 ) STRICT, WITHOUT ROWID;
+CREATE INDEX idx_attempts_expires ON receive_attempts (expires_at);
 
 -- Topics fan a send out to their subscriptions. A topic and a queue never
 -- share a name, so a send's target is never ambiguous.
@@ -225,6 +261,8 @@ DROP TABLE receive_attempts;
 DROP TABLE settlement_receipts;
 DROP TRIGGER trg_dedup_record;
 DROP TABLE dedup;
+DROP TRIGGER trg_body_delete;
+DROP TABLE message_bodies;
 DROP TRIGGER trg_group_handover;
 DROP TRIGGER trg_group_rejoin;
 DROP TRIGGER trg_group_release_on_dead_letter;

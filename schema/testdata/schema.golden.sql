@@ -1,11 +1,17 @@
 -- The whole DDL of a fresh mqlite file, as sqlite_schema holds it after Open.
 -- Generated: go test ./schema -update. Do not edit by hand.
 
+-- index idx_attempts_expires
+CREATE INDEX idx_attempts_expires ON receive_attempts (expires_at);
+
 -- index idx_msg_active
-CREATE INDEX idx_msg_active ON messages (queue, id) WHERE state = 'active' AND held = 0;
+CREATE INDEX idx_msg_active ON messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
 -- index idx_msg_dead
-CREATE INDEX idx_msg_dead ON messages (queue, id) WHERE state = 'dead_lettered';
+CREATE INDEX idx_msg_dead ON messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
+
+-- index idx_msg_deferred
+CREATE INDEX idx_msg_deferred ON messages (queue, id, body_len) WHERE state = 'deferred';
 
 -- index idx_msg_group_deferred
 CREATE INDEX idx_msg_group_deferred ON messages (queue, group_id, id)
@@ -24,10 +30,10 @@ CREATE INDEX idx_msg_group_scheduled ON messages (queue, group_id, id)
     WHERE state = 'scheduled' AND group_id IS NOT NULL;
 
 -- index idx_msg_locked
-CREATE INDEX idx_msg_locked ON messages (queue, locked_until) WHERE state = 'locked';
+CREATE INDEX idx_msg_locked ON messages (queue, locked_until, body_len) WHERE state = 'locked';
 
 -- index idx_msg_scheduled
-CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at) WHERE state = 'scheduled';
+CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at, body_len) WHERE state = 'scheduled';
 
 -- index idx_msg_ttl
 CREATE INDEX idx_msg_ttl ON messages (expires_at) WHERE expires_at > 0;
@@ -46,13 +52,19 @@ CREATE TABLE access_keys (
 
 -- table dedup
 CREATE TABLE dedup (
-    queue      TEXT    NOT NULL,
-    key        ANY     NOT NULL,
-    seq        INTEGER NOT NULL,
-    body_hash  BLOB    NOT NULL,
-    expires_at INTEGER NOT NULL,
+    queue       TEXT    NOT NULL,
+    key         ANY     NOT NULL,
+    seq         INTEGER NOT NULL,
+    content_key BLOB,
+    expires_at  INTEGER NOT NULL,
     PRIMARY KEY (queue, key)
 ) STRICT, WITHOUT ROWID;
+
+-- table message_bodies
+CREATE TABLE message_bodies (
+    id   INTEGER PRIMARY KEY,
+    body BLOB    NOT NULL
+) STRICT;
 
 -- table messages
 CREATE TABLE messages (
@@ -64,7 +76,7 @@ CREATE TABLE messages (
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
-    lock_token         TEXT,
+    lock_token         TEXT    NOT NULL DEFAULT '--------------------------------',
     delivery_count     INTEGER NOT NULL DEFAULT 0,
     expires_at         INTEGER NOT NULL DEFAULT 0,
     enqueued_at        INTEGER NOT NULL,
@@ -72,8 +84,9 @@ CREATE TABLE messages (
     group_id           TEXT,
     subject            TEXT,
     properties         TEXT,
-    body_hash          BLOB    NOT NULL,
-    body               BLOB    NOT NULL,
+    content_key        BLOB    NOT NULL,
+    body_len           INTEGER NOT NULL,
+    body               BLOB,
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0
@@ -121,13 +134,13 @@ CREATE TABLE receive_attempts (
 
 -- table settlement_receipts
 CREATE TABLE settlement_receipts (
-    queue      TEXT    NOT NULL,
     seq        INTEGER NOT NULL,
-    lock_token TEXT    NOT NULL,
+    lock_token BLOB    NOT NULL,
     operation  TEXT    NOT NULL,
     args       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
     expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, seq, lock_token, operation, args)
+    PRIMARY KEY (seq, lock_token, operation, args)
 ) STRICT, WITHOUT ROWID;
 
 -- table sqlite_sequence
@@ -148,12 +161,20 @@ CREATE TABLE topics (
     created_at INTEGER NOT NULL
 ) STRICT;
 
+-- trigger trg_body_delete
+CREATE TRIGGER trg_body_delete AFTER DELETE ON messages
+WHEN OLD.body IS NULL
+BEGIN
+    DELETE FROM message_bodies WHERE id = OLD.id;
+END;
+
 -- trigger trg_dedup_record
 CREATE TRIGGER trg_dedup_record AFTER INSERT ON messages
 BEGIN
-    INSERT OR REPLACE INTO dedup (queue, key, seq, body_hash, expires_at)
-    SELECT NEW.queue, coalesce(NEW.message_id, NEW.body_hash),
-           NEW.id, NEW.body_hash, NEW.enqueued_at + q.dedup_window_ms
+    INSERT OR REPLACE INTO dedup (queue, key, seq, content_key, expires_at)
+    SELECT NEW.queue, coalesce(NEW.message_id, NEW.content_key),
+           NEW.id, CASE WHEN NEW.message_id IS NOT NULL THEN NEW.content_key END,
+           NEW.enqueued_at + q.dedup_window_ms
       FROM queues q
      WHERE q.name = NEW.queue AND q.dedup_window_ms > 0;
 END;

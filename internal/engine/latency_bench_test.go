@@ -1,0 +1,176 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// loadDuration is how long BenchmarkLatency/load sends (issue 13: 60 s).
+const loadDuration = 60 * time.Second
+
+// loadProducers and loadInterval pace the load: 8 producers, each sending
+// one message every 8 ms, 1,000 messages per second in all, about a fifth of
+// what the store takes in single-message transactions on the 2-core VM of
+// docs/benchmark.md. Unpaced producers outrun any consumer of one
+// connection, and the latency measured is then the backlog's, not the
+// store's.
+const (
+	loadProducers = 8
+	loadInterval  = 8 * time.Millisecond
+)
+
+// BenchmarkLatency measures send→handler latency through consumer.Loop on
+// a real store with the wall clock and the store's settings, timed from
+// before the sending transaction begins to the start of the handler (the
+// body carries the start time). "single": one message at a time, each sent
+// once the previous one reached its handler, b.N messages. "load": 8
+// producers send single messages in their own transactions, paced (see
+// loadInterval), for loadDuration while a Loop with Concurrency 16 drains
+// the queue; every message is timed (run it with -benchtime 1x).
+func BenchmarkLatency(b *testing.B) {
+	b.Run("single", func(b *testing.B) {
+		st, got, _ := latencyStore(b, 1)
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			send(b, st)
+			select {
+			case d := <-got:
+				lat = append(lat, d)
+			case <-time.After(10 * time.Second):
+				b.Fatal("a message never reached its handler")
+			}
+		}
+		b.StopTimer()
+		reportLatency(b, lat)
+	})
+	b.Run("load", func(b *testing.B) {
+		st, got, stopLoop := latencyStore(b, 16)
+		var lat []time.Duration
+		collected := make(chan struct{})
+		go func() {
+			for d := range got {
+				lat = append(lat, d)
+			}
+			close(collected)
+		}()
+		var wg sync.WaitGroup
+		stop := time.Now().Add(loadDuration)
+		var sent sync.Map
+		for p := range loadProducers {
+			wg.Go(func() {
+				tick := time.NewTicker(loadInterval)
+				defer tick.Stop()
+				n := 0
+				for now := range tick.C {
+					if now.After(stop) {
+						break
+					}
+					send(b, st)
+					n++
+				}
+				sent.Store(p, n)
+			})
+		}
+		wg.Wait()
+		total := 0
+		sent.Range(func(_, v any) bool { total += v.(int); return true })
+		// Every message sent reaches its handler; wait for the last.
+		deadline := time.After(30 * time.Second)
+		for {
+			qs, err := st.Stats(bctx, "q")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if qs.Total() == 0 {
+				break
+			}
+			select {
+			case <-deadline:
+				b.Fatalf("%d messages still queued", qs.Total())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		b.StopTimer()
+		stopLoop()
+		<-collected
+		if len(lat) < total {
+			b.Fatalf("%d of %d messages reached a handler", len(lat), total)
+		}
+		reportLatency(b, lat)
+		b.ReportMetric(float64(total)/loadDuration.Seconds(), "msgs/s")
+	})
+}
+
+// latencyStore opens a store with the queue "q" (de-duplication on, the
+// default) and runs a Loop with the given concurrency whose handler sends
+// each message's latency on the returned channel. stop ends the Loop, then
+// closes the channel and the store; cleanup calls it too.
+func latencyStore(b *testing.B, concurrency int) (st *mqlite.Store, got chan time.Duration, stop func()) {
+	b.Helper()
+	st, err := mqlite.Open(context.Background(), filepath.Join(b.TempDir(), "mq.db"), mqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	got = make(chan time.Duration, 1<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- consumer.Loop(ctx, st, "q", func(_ context.Context, m mqlite.Message) error {
+			got <- time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(m.Body)))
+			return nil
+		}, consumer.LoopOptions{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	var once sync.Once
+	stopLoop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Error(err)
+			}
+			close(got)
+			_ = st.Close()
+		})
+	}
+	b.Cleanup(stopLoop)
+	return st, got, stopLoop
+}
+
+// send sends one 256-byte message whose body starts with the time before
+// its transaction began.
+func send(b *testing.B, st *mqlite.Store) {
+	body := make([]byte, 256)
+	binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
+	binary.BigEndian.PutUint64(body[8:], uint64(time.Now().UnixNano())) // a distinct content key
+	err := st.Tx(bctx, func(tx *mqlite.Tx) error {
+		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
+		return err
+	})
+	if err != nil {
+		b.Error(err)
+	}
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		b.Fatal("no latency measured")
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
