@@ -75,6 +75,7 @@ func must(t *testing.T, err error) {
 }
 
 var ctx = context.Background()
+
 func (b *bundle) receive(t *testing.T, opts mqlite.ReceiveOptions) []mqlite.Message {
 	t.Helper()
 	msgs, err := b.src.Receive(context.Background(), "q", opts)
