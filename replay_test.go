@@ -65,12 +65,8 @@ func TestMessageIDNeverMeetsAContentKey(t *testing.T) {
 	b := sweepSetup(t)
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	sum := sha256.Sum256([]byte("B"))
-	for _, id := range []string{"sha256:" + hex.EncodeToString(sum[:]), string(sum[:])} {
-		if !isUTF8(id) {
-			continue
-		}
-		b.send("q", outbox.Message{Body: []byte("other"), MessageID: id})
-	}
+	// The spelling the content key once had.
+	b.send("q", outbox.Message{Body: []byte("other"), MessageID: "sha256:" + hex.EncodeToString(sum[:])})
 	seqs := b.send("q", body("B"), body("B"))
 	if seqs[0] == 0 || seqs[1] != seqs[0] {
 		t.Fatalf("content-keyed sends: %v, want one new seq replayed", seqs)
@@ -79,5 +75,3 @@ func TestMessageIDNeverMeetsAContentKey(t *testing.T) {
 		t.Fatalf("queue holds %d messages, want the id-keyed one and the content-keyed one", len(msgs))
 	}
 }
-
-func isUTF8(s string) bool { return string([]rune(s)) == s }

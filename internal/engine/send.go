@@ -128,25 +128,23 @@ func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendR
 			return sendBatch(ctx, db, name, t, msgs)
 		}
 	}
-	out := make([]SendResult, len(msgs))
-	for i, m := range msgs {
-		c, err := insert(ctx, db, name, m, contentKey(m.Body))
-		if errors.Is(err, errNoQueue) && len(msgs) == 1 {
-			// Not a queue: a topic, or nothing. The single statement
-			// wrote nothing, so the message can go to the topic.
-			if ok, terr := isTopic(ctx, db, name); terr != nil || ok {
-				if terr != nil {
-					return nil, terr
-				}
-				return publish(ctx, db, name, msgs)
-			}
+	// One message: its single statement writes it or nothing.
+	c, err := insert(ctx, db, name, msgs[0], contentKey(msgs[0].Body))
+	if errors.Is(err, errNoQueue) {
+		// Not a queue: a topic, or nothing. Nothing was written, so the
+		// message can go to the topic.
+		ok, terr := isTopic(ctx, db, name)
+		if terr != nil {
+			return nil, terr
 		}
-		if err != nil {
-			return nil, err
+		if ok {
+			return publish(ctx, db, name, msgs)
 		}
-		out[i] = SendResult{Seq: c.Seq, Duplicate: c.Duplicate, Err: c.Err, Copies: []Copy{c}}
 	}
-	return out, nil
+	if err != nil {
+		return nil, err
+	}
+	return []SendResult{{Seq: c.Seq, Duplicate: c.Duplicate, Err: c.Err, Copies: []Copy{c}}}, nil
 }
 
 // errNoQueue is the error of insert into a queue that does not exist.
