@@ -91,6 +91,14 @@ var (
 	ErrTopicExists = errors.New("mqlite: topic already exists")
 	// ErrSubscriptionNotFound: no such subscription of that topic.
 	ErrSubscriptionNotFound = errors.New("mqlite: subscription not found")
+	// ErrInvalidSchedule: a schedule's name, Cron, TimeZone, Every or
+	// CatchUp is malformed or out of range (see ScheduleOptions).
+	ErrInvalidSchedule = errors.New("mqlite: invalid schedule")
+	// ErrScheduleNotFound: the named schedule does not exist.
+	ErrScheduleNotFound = errors.New("mqlite: schedule not found")
+	// ErrScheduleExists: CreateSchedule with a name already in use by a
+	// schedule.
+	ErrScheduleExists = errors.New("mqlite: schedule already exists")
 )
 
 // InvalidArgumentError is the error of one bad input value. errors.Is
@@ -136,6 +144,7 @@ func init() {
 	errs.ErrInvalidTopicName, errs.ErrInvalidFilter = ErrInvalidTopicName, ErrInvalidFilter
 	errs.ErrTopicNotFound, errs.ErrTopicExists = ErrTopicNotFound, ErrTopicExists
 	errs.ErrSubscriptionNotFound = ErrSubscriptionNotFound
+	errs.ErrInvalidSchedule, errs.ErrScheduleNotFound, errs.ErrScheduleExists = ErrInvalidSchedule, ErrScheduleNotFound, ErrScheduleExists
 	errs.NewInvalid = func(kind error, detail string) error {
 		return &InvalidArgumentError{Kind: kind, Detail: detail}
 	}

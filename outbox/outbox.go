@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"reflect"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/engine"
@@ -188,38 +187,8 @@ func convert(m Message) (engine.OutMessage, error) {
 }
 
 // validate checks every field of m against its bound (mqlite.MaxMessageIDLen
-// and the limits next to it) and refuses text that is not UTF-8: it would
-// be stored rewritten, and two distinct keys could become one.
+// and the limits next to it); see engine.Fields.Validate.
 func validate(m Message) error {
-	for _, f := range []struct {
-		name, value string
-		max         int
-	}{
-		{"MessageID", m.MessageID, mqlite.MaxMessageIDLen},
-		{"GroupID", m.GroupID, mqlite.MaxGroupIDLen},
-		{"Subject", m.Subject, mqlite.MaxSubjectLen},
-	} {
-		if len(f.value) > f.max {
-			return errs.Invalidf(errs.ErrInvalidMessage, "%s of %d bytes, at most %d", f.name, len(f.value), f.max)
-		}
-		if !utf8.ValidString(f.value) {
-			return errs.Invalidf(errs.ErrInvalidMessage, "%s is not valid UTF-8", f.name)
-		}
-	}
-	props := 0
-	for k, v := range m.Properties {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return errs.Invalidf(errs.ErrInvalidMessage, "property %q is not valid UTF-8", k)
-		}
-		props += len(k) + len(v)
-	}
-	switch {
-	case props > mqlite.MaxPropertiesBytes:
-		return errs.Invalidf(errs.ErrInvalidMessage, "Properties of %d bytes, at most %d", props, mqlite.MaxPropertiesBytes)
-	case m.TTL < 0 || m.TTL > mqlite.MaxTTL:
-		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", m.TTL, mqlite.MaxTTL)
-	case m.TTL > 0 && m.TTL < time.Millisecond:
-		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", m.TTL)
-	}
-	return nil
+	return engine.Fields{MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+		Properties: m.Properties, TTL: m.TTL}.Validate()
 }

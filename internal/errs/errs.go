@@ -43,6 +43,9 @@ var (
 	ErrTopicNotFound         error
 	ErrTopicExists           error
 	ErrSubscriptionNotFound  error
+	ErrInvalidSchedule       error
+	ErrScheduleNotFound      error
+	ErrScheduleExists        error
 )
 
 // NewInvalid builds the error of one bad input value (the root package's
