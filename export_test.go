@@ -6,3 +6,10 @@ import "context"
 // returns the rows each changed: tests drive the loops with it instead of
 // waiting for a tick.
 func RunSweeps(ctx context.Context, s *Store) (map[string]int64, error) { return s.runSweeps(ctx) }
+
+// FireSchedules sends every period of every schedule due by s's Clock and
+// returns the messages sent: tests drive the schedule loop with it.
+func FireSchedules(ctx context.Context, s *Store) (int64, error) {
+	n, _, err := s.fireSchedules(ctx)
+	return n, err
+}

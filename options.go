@@ -70,6 +70,13 @@ type Options struct {
 	// RetentionInterval is how often each queue's dead letters are cut back
 	// to its DLQRetention bounds. Defaults to 1m.
 	RetentionInterval time.Duration
+	// ScheduleInterval is the longest the schedule loop sleeps. The loop
+	// wakes at the start of each schedule's next period (Store.CreateSchedule)
+	// by a timer; this bound only covers a wall clock that jumps. Defaults
+	// to 1m; -1 turns periodic messages off in this store: the schedules
+	// stay in the file, and the next store that runs them catches up (see
+	// ScheduleOptions.CatchUp).
+	ScheduleInterval time.Duration
 }
 
 // Default intervals of the background loops.
@@ -79,6 +86,7 @@ const (
 	DefaultTTLInterval       = 5 * time.Second
 	DefaultJanitorInterval   = time.Minute
 	DefaultRetentionInterval = time.Minute
+	DefaultScheduleInterval  = time.Minute
 )
 
 // interval resolves one loop interval: 0 is def, -1 is off (0), any other
@@ -130,6 +138,7 @@ func (o Options) withDefaults() (Options, error) {
 		{&o.TTLInterval, DefaultTTLInterval, "TTLInterval"},
 		{&o.JanitorInterval, DefaultJanitorInterval, "JanitorInterval"},
 		{&o.RetentionInterval, DefaultRetentionInterval, "RetentionInterval"},
+		{&o.ScheduleInterval, DefaultScheduleInterval, "ScheduleInterval"},
 	} {
 		if err := interval(iv.v, iv.def, iv.field); err != nil {
 			return o, err

@@ -32,6 +32,8 @@ type Store struct {
 	queues  queueCache
 	loops   loops
 
+	scheduleWake chan struct{} // a schedule changed (see scheduleLoop)
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
@@ -78,7 +80,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
-		unlocked: make(chan struct{})}
+		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1)}
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
 		_ = s.closeResources()

@@ -86,7 +86,8 @@ type loops struct {
 	cancel context.CancelFunc
 }
 
-// startLoops starts one goroutine per sweep whose interval is on. Each stops
+// startLoops starts one goroutine per sweep whose interval is on, and the
+// schedule loop unless Options.ScheduleInterval turns it off. Each stops
 // when the store closes; Close waits for them (stopLoops) before it closes
 // the connection.
 func (s *Store) startLoops() {
@@ -96,6 +97,9 @@ func (s *Store) startLoops() {
 			continue
 		}
 		s.loops.wg.Go(func() { s.loop(sw) })
+	}
+	if s.opts.ScheduleInterval > 0 {
+		s.loops.wg.Go(s.scheduleLoop)
 	}
 }
 

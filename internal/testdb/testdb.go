@@ -66,9 +66,9 @@ func Open(t testing.TB, opts mqlite.Options) *Bundle {
 	clock := NewClock()
 	opts.Clock = clock
 	if opts.ReaperInterval == 0 && opts.SchedulerInterval == 0 && opts.TTLInterval == 0 &&
-		opts.JanitorInterval == 0 && opts.RetentionInterval == 0 {
+		opts.JanitorInterval == 0 && opts.RetentionInterval == 0 && opts.ScheduleInterval == 0 {
 		opts.ReaperInterval, opts.SchedulerInterval, opts.TTLInterval = -1, -1, -1
-		opts.JanitorInterval, opts.RetentionInterval = -1, -1
+		opts.JanitorInterval, opts.RetentionInterval, opts.ScheduleInterval = -1, -1, -1
 	}
 	path := filepath.Join(t.TempDir(), "mq.db")
 	st, err := mqlite.Open(context.Background(), path, opts)

@@ -38,6 +38,9 @@ CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at, body_len) WHERE s
 -- index idx_msg_ttl
 CREATE INDEX idx_msg_ttl ON messages (expires_at) WHERE expires_at > 0;
 
+-- index idx_schedules_next
+CREATE INDEX idx_schedules_next ON schedules (next_at);
+
 -- index idx_subscription_queue
 CREATE UNIQUE INDEX idx_subscription_queue ON subscriptions (queue);
 
@@ -131,6 +134,30 @@ CREATE TABLE receive_attempts (
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, attempt_id)
 ) STRICT, WITHOUT ROWID;
+
+-- table schedules
+CREATE TABLE schedules (
+    name        TEXT    PRIMARY KEY,
+    target      TEXT    NOT NULL,
+    cron        TEXT    NOT NULL,
+    time_zone   TEXT    NOT NULL,
+    interval_ms INTEGER NOT NULL CHECK (interval_ms >= 0),
+    anchor_at   INTEGER NOT NULL,
+    catch_up    INTEGER NOT NULL CHECK (catch_up > 0),
+    body        BLOB    NOT NULL,
+    group_id    TEXT    NOT NULL,
+    subject     TEXT    NOT NULL,
+    properties  TEXT    NOT NULL,
+    ttl_ms      INTEGER NOT NULL CHECK (ttl_ms >= 0),
+    next_at     INTEGER NOT NULL,
+    last_at     INTEGER NOT NULL,
+    last_error  TEXT    NOT NULL,
+    fired       INTEGER NOT NULL,
+    skipped     INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    CHECK ((cron = '') <> (interval_ms = 0))
+) STRICT;
 
 -- table settlement_receipts
 CREATE TABLE settlement_receipts (
