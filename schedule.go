@@ -304,12 +304,14 @@ func (s *Store) UpdateSchedule(ctx context.Context, name string, opts ScheduleOp
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	now := s.now()
-	r, p, err := s.resolveSchedule(name, opts, now)
-	if err != nil {
-		return err
-	}
-	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		// "now" is read inside the transaction: a firing that committed
+		// just before it is then in the past of this update, never after.
+		now := s.now()
+		r, p, err := s.resolveSchedule(name, opts, now)
+		if err != nil {
+			return err
+		}
 		cur, err := engine.GetSchedule(ctx, tx, name)
 		if err != nil {
 			return err
@@ -320,7 +322,9 @@ func (s *Store) UpdateSchedule(ctx context.Context, name string, opts ScheduleOp
 		if opts.Start.IsZero() && p.spec == nil && cur.AnchorAt != 0 {
 			r.AnchorAt, p.anchor = cur.AnchorAt, cur.AnchorAt // keep the grid
 		}
-		if r.NextAt = p.next(now); r.NextAt == never {
+		// After now, and after the last period fired even if the clock
+		// stepped back: no period is sent twice.
+		if r.NextAt = p.next(max(now, cur.LastAt)); r.NextAt == never {
 			return invalidf(ErrInvalidSchedule, "Cron %q has no activation after now", r.Cron)
 		}
 		return engine.UpdateSchedule(ctx, tx, r, now)
