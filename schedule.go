@@ -149,7 +149,7 @@ func (p periods) next(t int64) int64 {
 
 // maxEnumerate bounds the cron activations one firing walks through, so
 // that a schedule years behind costs bounded work per transaction.
-const maxEnumerate = 1 << 16
+const maxEnumerate = 1 << 14
 
 // due returns the periods to fire now, oldest first: at most limit of the
 // periods that began in [from, now], the latest ones; skipped counts the

@@ -129,10 +129,16 @@ func TestScheduleCRUD(t *testing.T) {
 		do   func() error
 		want error
 	}{
-		{"exists", func() error { return st.CreateSchedule(ctx, "every", mqlite.ScheduleOptions{Target: "q", Every: time.Hour}) }, mqlite.ErrScheduleExists},
-		{"update missing", func() error { return st.UpdateSchedule(ctx, "nope", mqlite.ScheduleOptions{Target: "q", Every: time.Hour}) }, mqlite.ErrScheduleNotFound},
+		{"exists", func() error {
+			return st.CreateSchedule(ctx, "every", mqlite.ScheduleOptions{Target: "q", Every: time.Hour})
+		}, mqlite.ErrScheduleExists},
+		{"update missing", func() error {
+			return st.UpdateSchedule(ctx, "nope", mqlite.ScheduleOptions{Target: "q", Every: time.Hour})
+		}, mqlite.ErrScheduleNotFound},
 		{"delete missing", func() error { return st.DeleteSchedule(ctx, "nope") }, mqlite.ErrScheduleNotFound},
-		{"missing target", func() error { return st.CreateSchedule(ctx, "x", mqlite.ScheduleOptions{Target: "nope", Every: time.Hour}) }, mqlite.ErrQueueNotFound},
+		{"missing target", func() error {
+			return st.CreateSchedule(ctx, "x", mqlite.ScheduleOptions{Target: "nope", Every: time.Hour})
+		}, mqlite.ErrQueueNotFound},
 	} {
 		if err := tc.do(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)

@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/testdb"
@@ -163,5 +167,53 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 	}
 	if !strings.HasSuffix(before, schema.Token) {
 		t.Fatalf("guard token is not %s", schema.Token)
+	}
+}
+
+// TestUpgradeFromInit: a file written when 00001_init was the last
+// migration (by the binary before schedules) opens as it is: the guard
+// token is unchanged, goose applies 00002_schedules, the queues and
+// messages stay, and schedules work.
+func TestUpgradeFromInit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := database.NewStore(database.DialectSQLite3, schema.VersionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectCustom, db, schema.Migrations(),
+		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO queues VALUES ('q', 'standard', 1, 1000, 0, 0, 0, 0, 0, 0, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := mqlite.Open(ctx, path, mqlite.Options{ScheduleInterval: -1})
+	if err != nil {
+		t.Fatalf("open a file of the previous schema: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.GetQueue(ctx, "q"); err != nil {
+		t.Fatalf("the old queue is gone: %v", err)
+	}
+	if err := st.CreateSchedule(ctx, "s", mqlite.ScheduleOptions{Target: "q", Every: time.Hour}); err != nil {
+		t.Fatalf("CreateSchedule on the upgraded file: %v", err)
+	}
+	var versions int
+	if err := st.DB().QueryRow(`SELECT max(version_id) FROM ` + schema.VersionTable).Scan(&versions); err != nil || versions != 2 {
+		t.Fatalf("goose version %d (%v), want 2", versions, err)
 	}
 }
