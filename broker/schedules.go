@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// A schedule is reached through its target: an admin key scoped to some
+// queues sees, creates, changes and deletes the schedules that send into
+// them, and no others.
+
+func (s *Server) listSchedules(r *http.Request) (result, error) {
+	ss, err := s.st.ListSchedules(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	k := keyOf(r.Context())
+	out := wire.SchedulesResponse{Schedules: []wire.Schedule{}}
+	for _, sc := range ss {
+		if k.Scope.HasQueue(sc.Options.Target) {
+			out.Schedules = append(out.Schedules, wire.FromSchedule(sc))
+		}
+	}
+	return ok(out)
+}
+
+func (s *Server) createSchedule(r *http.Request) (result, error) {
+	req, err := decode[wire.CreateScheduleRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := require(r.Context(), keys.Admin, req.Options.Target); err != nil {
+		return result{}, err
+	}
+	if err := s.st.CreateSchedule(r.Context(), req.Name, req.Options.Options()); err != nil {
+		return result{}, err
+	}
+	sc, err := s.st.GetSchedule(r.Context(), req.Name)
+	if err != nil {
+		return result{}, err
+	}
+	return created(wire.FromSchedule(sc))
+}
+
+// scheduleInScope reads the schedule of the request's path and checks that
+// the key covers its target.
+func (s *Server) scheduleInScope(ctx context.Context, name string) (mqlite.ScheduleInfo, error) {
+	sc, err := s.st.GetSchedule(ctx, name)
+	if err != nil {
+		return sc, err
+	}
+	return sc, require(ctx, keys.Admin, sc.Options.Target)
+}
+
+func (s *Server) getSchedule(r *http.Request) (result, error) {
+	sc, err := s.scheduleInScope(r.Context(), r.PathValue("schedule"))
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromSchedule(sc))
+}
+
+func (s *Server) updateSchedule(r *http.Request) (result, error) {
+	req, err := decode[wire.UpdateScheduleRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	name := r.PathValue("schedule")
+	if _, err := s.scheduleInScope(r.Context(), name); err != nil {
+		return result{}, err
+	}
+	if err := require(r.Context(), keys.Admin, req.Options.Target); err != nil {
+		return result{}, err
+	}
+	if err := s.st.UpdateSchedule(r.Context(), name, req.Options.Options()); err != nil {
+		return result{}, err
+	}
+	sc, err := s.st.GetSchedule(r.Context(), name)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromSchedule(sc))
+}
+
+func (s *Server) deleteSchedule(r *http.Request) (result, error) {
+	name := r.PathValue("schedule")
+	if _, err := s.scheduleInScope(r.Context(), name); err != nil {
+		return result{}, err
+	}
+	if err := s.st.DeleteSchedule(r.Context(), name); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}

@@ -1,0 +1,83 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/mqlite/mqlite"
+)
+
+// ScheduleOptions is mqlite.ScheduleOptions on the wire; zero values mean
+// the defaults.
+type ScheduleOptions struct {
+	Target     string            `json:"target"`
+	Cron       string            `json:"cron,omitempty"`
+	TimeZone   string            `json:"time_zone,omitempty"`
+	EveryMS    int64             `json:"every_ms,omitempty"`
+	Start      time.Time         `json:"start,omitzero"`
+	CatchUp    int               `json:"catch_up,omitempty"`
+	Body       []byte            `json:"body"`
+	GroupID    string            `json:"group_id,omitempty"`
+	Subject    string            `json:"subject,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+	TTLMS      int64             `json:"ttl_ms,omitempty"`
+}
+
+// FromScheduleOptions encodes o.
+func FromScheduleOptions(o mqlite.ScheduleOptions) ScheduleOptions {
+	return ScheduleOptions{Target: o.Target, Cron: o.Cron, TimeZone: o.TimeZone, EveryMS: o.Every.Milliseconds(),
+		Start: o.Start, CatchUp: o.CatchUp, Body: o.Body, GroupID: o.GroupID, Subject: o.Subject,
+		Properties: o.Properties, TTLMS: o.TTL.Milliseconds()}
+}
+
+// Options decodes o. A missing body is an empty one; durations are taken
+// as they come (the store rejects negative ones).
+func (o ScheduleOptions) Options() mqlite.ScheduleOptions {
+	body := o.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return mqlite.ScheduleOptions{Target: o.Target, Cron: o.Cron, TimeZone: o.TimeZone,
+		Every: time.Duration(o.EveryMS) * time.Millisecond, Start: o.Start, CatchUp: o.CatchUp, Body: body,
+		GroupID: o.GroupID, Subject: o.Subject, Properties: o.Properties, TTL: time.Duration(o.TTLMS) * time.Millisecond}
+}
+
+// CreateScheduleRequest is the body of a schedule creation.
+type CreateScheduleRequest struct {
+	Name    string          `json:"name"`
+	Options ScheduleOptions `json:"options"`
+}
+
+// UpdateScheduleRequest is the body of a schedule update: the new options.
+type UpdateScheduleRequest struct {
+	Options ScheduleOptions `json:"options"`
+}
+
+// Schedule is mqlite.ScheduleInfo on the wire.
+type Schedule struct {
+	Name      string          `json:"name"`
+	Options   ScheduleOptions `json:"options"`
+	NextAt    time.Time       `json:"next_at,omitzero"`
+	LastAt    time.Time       `json:"last_at,omitzero"`
+	Fired     int64           `json:"fired"`
+	Skipped   int64           `json:"skipped"`
+	LastError string          `json:"last_error,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// FromSchedule encodes s.
+func FromSchedule(s mqlite.ScheduleInfo) Schedule {
+	return Schedule{Name: s.Name, Options: FromScheduleOptions(s.Options), NextAt: s.NextAt, LastAt: s.LastAt,
+		Fired: s.Fired, Skipped: s.Skipped, LastError: s.LastError, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// ScheduleInfo decodes s.
+func (s Schedule) ScheduleInfo() mqlite.ScheduleInfo {
+	return mqlite.ScheduleInfo{Name: s.Name, Options: s.Options.Options(), NextAt: s.NextAt, LastAt: s.LastAt,
+		Fired: s.Fired, Skipped: s.Skipped, LastError: s.LastError, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// SchedulesResponse is the response of the schedule listing.
+type SchedulesResponse struct {
+	Schedules []Schedule `json:"schedules"`
+}
