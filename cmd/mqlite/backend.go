@@ -48,6 +48,11 @@ type backend interface {
 	CreateSubscription(ctx context.Context, topic, queue string, opts mqlite.SubscriptionOptions) error
 	UpdateSubscription(ctx context.Context, topic, queue string, f mqlite.Filter) error
 	DeleteSubscription(ctx context.Context, topic, queue string) error
+	CreateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
+	UpdateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
+	GetSchedule(ctx context.Context, name string) (mqlite.ScheduleInfo, error)
+	ListSchedules(ctx context.Context) ([]mqlite.ScheduleInfo, error)
+	DeleteSchedule(ctx context.Context, name string) error
 	Backup(ctx context.Context, dst string) error
 	CreateKey(ctx context.Context, role string, queues []string) (client.Key, string, error)
 	ListKeys(ctx context.Context) ([]client.Key, error)

@@ -115,11 +115,43 @@ func scenario(t *testing.T, env []string) {
 	if !strings.Contains(out, "events") || !strings.Contains(out, "subject^=order.") {
 		t.Fatalf("topics list: %q", out)
 	}
+	schedules(t, env)
 	if _, code := cli(t, env, "", "receive", "nope"); code != 1 {
 		t.Fatalf("receive from an unknown queue: exit %d, want 1", code)
 	}
 	if _, code := cli(t, env, "", "receive"); code != 2 {
 		t.Fatalf("receive without a queue: exit %d, want 2", code)
+	}
+}
+
+// schedules walks the schedules commands: create, list, update, a bad
+// cron refused, delete.
+func schedules(t *testing.T, env []string) {
+	out := mustCLI(t, env, "", "schedules", "create", "hourly", "--target", "jobs", "--every", "1h",
+		"--body", "tick", "--prop", "k=v", "--json")
+	var sc struct {
+		Name    string
+		Options struct {
+			Target  string
+			EveryMS int64 `json:"every_ms"`
+		}
+		NextAt time.Time `json:"next_at"`
+	}
+	if err := json.Unmarshal([]byte(out), &sc); err != nil || sc.Name != "hourly" || sc.Options.EveryMS != 3_600_000 || sc.NextAt.IsZero() {
+		t.Fatalf("schedules create --json: %q (%v)", out, err)
+	}
+	mustCLI(t, env, "", "schedules", "update", "hourly", "--target", "jobs", "--cron", "0 9 * * 1-5", "--tz", "Europe/Paris")
+	out = mustCLI(t, env, "", "schedules", "list")
+	if !strings.Contains(out, "hourly") || !strings.Contains(out, "0 9 * * 1-5 (Europe/Paris)") {
+		t.Fatalf("schedules list: %q", out)
+	}
+	if _, code := cli(t, env, "", "schedules", "create", "bad", "--target", "jobs", "--cron", "61 * * * *"); code != 1 {
+		t.Fatalf("schedules create with a bad cron: exit %d, want 1", code)
+	}
+	mustCLI(t, env, "", "schedules", "delete", "hourly")
+	out = mustCLI(t, env, "", "schedules", "list", "--json")
+	if !strings.Contains(out, `"schedules": []`) {
+		t.Fatalf("schedules list after delete: %q", out)
 	}
 }
 

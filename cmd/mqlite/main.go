@@ -101,7 +101,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 	pf.StringVar(&g.key, "key", os.Getenv("MQLITE_KEY"), "the access `key` for --url (env MQLITE_KEY)")
 	pf.BoolVar(&g.json, "json", false, "print JSON, for scripts")
 	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), dlqCmd(g), queuesCmd(g),
-		topicsCmd(g), subscriptionsCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g))
+		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g))
 	return root
 }
 

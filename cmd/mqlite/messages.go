@@ -42,15 +42,9 @@ sent in batches of 100 with a progress bar.`,
 			if delay > 0 {
 				base.DeliverAt = time.Now().Add(delay)
 			}
-			if len(props) > 0 {
-				base.Properties = map[string]string{}
-				for _, p := range props {
-					k, v, ok := strings.Cut(p, "=")
-					if !ok {
-						return usagef("--prop %q: want key=value", p)
-					}
-					base.Properties[k] = v
-				}
+			var err error
+			if base.Properties, err = parseProps(props); err != nil {
+				return err
 			}
 			return g.with(cmd.Context(), func(b backend) error {
 				if file == "" {
@@ -81,6 +75,22 @@ sent in batches of 100 with a progress bar.`,
 	f.DurationVar(&delay, "delay", 0, "deliver no earlier than this long from now")
 	f.DurationVar(&ttl, "ttl", 0, "the time to live (default: the queue's)")
 	return cmd
+}
+
+// parseProps reads the values of --prop flags; none is a nil map.
+func parseProps(props []string) (map[string]string, error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, p := range props {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, usagef("--prop %q: want key=value", p)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 func printResult(w io.Writer, r wire.SendResult) {
