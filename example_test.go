@@ -7,6 +7,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/outbox"
@@ -148,4 +150,28 @@ func ExampleStore_Redrive() {
 	// dead letter {"total":"n/a"}: max delivery count exceeded after 2 deliveries
 	// redriven: 1
 	// {"total":"n/a"} is back (delivery 1)
+}
+
+// A schedule sends one message per period into a queue: here every second
+// (a cron expression such as "0 9 * * 1-5" with a TimeZone works the same
+// way). The message's MessageID names its period, and a period is sent
+// once, whichever process holds the file when it begins.
+func ExampleStore_CreateSchedule() {
+	ctx := context.Background()
+	st, done := openExample(ctx, mqlite.QueueOptions{})
+	defer done()
+
+	err := st.CreateSchedule(ctx, "heartbeat", mqlite.ScheduleOptions{
+		Target: "jobs", Every: time.Second, Body: []byte("ping"), Subject: "heartbeat",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msgs, err := st.Receive(ctx, "jobs", mqlite.ReceiveOptions{Wait: 10 * time.Second, Mode: mqlite.ReceiveAndDelete})
+	if err != nil || len(msgs) == 0 {
+		log.Fatal("no heartbeat: ", err)
+	}
+	m := msgs[0]
+	fmt.Println(string(m.Body), m.Subject, strings.HasPrefix(m.MessageID, "schedule/heartbeat/"))
+	// Output: ping heartbeat true
 }
