@@ -522,7 +522,10 @@ func (s *Store) scheduleLoop() {
 			s.opts.Logger.Error("mqlite: schedules failed", "path", s.path, "err", err)
 			wait = min(wait, scheduleRetry)
 		case next > 0:
-			wait = min(wait, time.Duration(next-s.now())*time.Millisecond)
+			// In milliseconds first: next may be never (math.MaxInt64).
+			if ms := next - s.now(); ms < wait.Milliseconds() {
+				wait = time.Duration(ms) * time.Millisecond
+			}
 		}
 		if n > 0 {
 			s.opts.Logger.Debug("mqlite: schedules fired", "path", s.path, "messages", n)
