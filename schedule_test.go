@@ -340,6 +340,19 @@ func TestScheduleCatchUpAcrossRestart(t *testing.T) {
 	}
 }
 
+// openScheduleLoop opens path, in a synctest bubble, with the schedule loop
+// alone: its safety-net interval is a day, so it wakes only for periods.
+func openScheduleLoop(t *testing.T, path string) *mqlite.Store {
+	t.Helper()
+	o := loopsOff(nil)
+	o.ScheduleInterval = 24 * time.Hour
+	st, err := mqlite.Open(context.Background(), path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestScheduleTakeover runs the loop in a synctest bubble (the system clock
 // is fake there): a first store sends two periods and closes mid-period;
 // a second store opens the file three periods later, as a standby taking
@@ -350,15 +363,7 @@ func TestScheduleTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		path := filepath.Join(dir, "mq.db")
-		open := func() *mqlite.Store {
-			st, err := mqlite.Open(ctx, path, mqlite.Options{ReaperInterval: -1, SchedulerInterval: -1,
-				TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1, ScheduleInterval: 24 * time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}
-		st := open()
+		st := openScheduleLoop(t, path)
 		if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +379,7 @@ func TestScheduleTakeover(t *testing.T) {
 		}
 
 		time.Sleep(3 * time.Minute) // nobody holds the file: periods 3 to 5 begin
-		st = open()
+		st = openScheduleLoop(t, path)
 		defer st.Close()
 		synctest.Wait() // the new store's loop catches up at once
 		wantPeriods(t, st, "q", "m", start.Add(time.Minute), time.Minute, 5)
@@ -395,12 +400,7 @@ func TestScheduleLoopWakesAtNextPeriod(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, err := mqlite.Open(ctx, filepath.Join(dir, "mq.db"), mqlite.Options{ReaperInterval: -1,
-			SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
-			ScheduleInterval: 24 * time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := openScheduleLoop(t, filepath.Join(dir, "mq.db"))
 		defer st.Close()
 		if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
 			t.Fatal(err)
