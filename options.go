@@ -73,9 +73,10 @@ type Options struct {
 	// ScheduleInterval is the longest the schedule loop sleeps. The loop
 	// wakes at the start of each schedule's next period (Store.CreateSchedule)
 	// by a timer; this bound only covers a wall clock that jumps. Defaults
-	// to 1m; -1 turns periodic messages off in this store: the schedules
-	// stay in the file, and the next store that runs them catches up (see
-	// ScheduleOptions.CatchUp).
+	// to 1m; -1 turns the loop off in this store: the schedules stay in the
+	// file, and the next store that runs them catches up (see
+	// ScheduleOptions.CatchUp). UpdateSchedule still sends the periods of
+	// the schedule it changes that have already begun.
 	ScheduleInterval time.Duration
 }
 
