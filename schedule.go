@@ -472,25 +472,52 @@ func (s *Store) fireSchedules(ctx context.Context) (sent, next int64, err error)
 			return sent, 0, err
 		}
 		now := s.now()
-		err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			rs, err := engine.DueSchedules(ctx, tx, now, scheduleBatch)
-			if err != nil {
-				return err
-			}
-			for _, r := range rs {
-				n, err := s.fire(ctx, tx, r, now)
-				if err != nil {
-					return err
-				}
-				sent += n
-			}
-			next, err = engine.NextScheduleAt(ctx, tx)
-			return err
-		})
+		n, nx, err := s.fireRound(ctx, now)
+		sent, next = sent+n, nx
 		if err != nil || next == 0 || next > now {
 			return sent, next, err
 		}
 	}
+}
+
+// fireRound is one firing transaction: the due schedules (up to
+// scheduleBatch) send their periods and advance. It begins with ctx
+// itself, not with Store.Tx's uncancellable context, as the sweeps do:
+// Close cancels the loop's ctx, so a firing waiting for the connection
+// gives up at once (Close never waits behind a caller who holds the
+// connection, such as a Tx callback that calls Close), and one in flight
+// is rolled back whole with its transaction.
+func (s *Store) fireRound(ctx context.Context, now int64) (sent, next int64, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		if s.isClosed() {
+			return 0, 0, ErrClosed
+		}
+		return 0, 0, fmt.Errorf("schedules: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	rs, err := engine.DueSchedules(ctx, tx, now, scheduleBatch)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, r := range rs {
+		n, err := s.fire(ctx, tx, r, now)
+		if err != nil {
+			return 0, 0, err
+		}
+		sent += n
+	}
+	if next, err = engine.NextScheduleAt(ctx, tx); err != nil {
+		return 0, 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("schedules: commit: %w", err)
+	}
+	return sent, next, nil
 }
 
 // wakeSchedules tells the schedule loop that a schedule changed: its next

@@ -497,3 +497,32 @@ func TestScheduleTargetDeleted(t *testing.T) {
 		t.Fatalf("info = %+v", si)
 	}
 }
+
+// TestCloseInsideTxWithScheduleLoopWaiting: the schedule loop, woken by a
+// period while a Tx callback holds the connection, waits for it; Close
+// called from that callback must not wait for the loop (a deadlock the
+// firing's uncancellable begin once caused).
+func TestCloseInsideTxWithScheduleLoopWaiting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := openScheduleLoop(t, filepath.Join(dir, "mq.db"))
+		if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		var closeErr error
+		err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+			time.Sleep(2 * time.Second) // a period begins: the loop queues up behind this transaction
+			synctest.Wait()
+			closeErr = st.Close()
+			return nil
+		})
+		if !errors.Is(err, mqlite.ErrClosed) || closeErr != nil {
+			t.Fatalf("Tx = %v, Close = %v; want ErrClosed and nil", err, closeErr)
+		}
+	})
+}
