@@ -241,7 +241,7 @@ func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engi
 	}
 	om := engine.OutMessage{Body: r.Body, MessageID: f.MessageID, GroupID: r.GroupID, Subject: r.Subject,
 		Properties: r.Properties}
-	if size := len(om.Body) + len(om.MessageID) + len(om.GroupID) + len(om.Subject) + len(om.Properties); size > s.opts.MaxMessageBytes {
+	if size := om.Size(); size > int64(s.opts.MaxMessageBytes) {
 		return r, p, fmt.Errorf("%w: schedule message of %d bytes, at most %d", ErrMessageTooLarge, size, s.opts.MaxMessageBytes)
 	}
 	if !o.Start.IsZero() {

@@ -23,9 +23,9 @@ type OutMessage struct {
 	TTLMS      int64             // 0 = the queue's default
 }
 
-// size is what the message counts against the store's MaxMessageBytes: its
+// Size is what the message counts against the store's MaxMessageBytes: its
 // body and its metadata.
-func (m OutMessage) size() int64 {
+func (m OutMessage) Size() int64 {
 	return int64(len(m.Body) + len(m.MessageID) + len(m.GroupID) + len(m.Subject) + len(m.Properties))
 }
 
@@ -112,7 +112,7 @@ type Copy struct {
 // anything is written; a driver failure mid-way leaves the transaction for
 // the caller to roll back.
 func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendResult, error) {
-	if len(msgs) > 1 || msgs[0].size() >= largeMessage {
+	if len(msgs) > 1 || msgs[0].Size() >= largeMessage {
 		// One statement writes one message or nothing; a batch checks the
 		// target and every size first, so a whole-call error writes
 		// nothing. A large single message is checked first too, so that an
@@ -164,7 +164,7 @@ func insert(ctx context.Context, db DBTX, queue string, m OutMessage, ckey []byt
 		body = []byte{}
 	}
 	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
-		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), ckey, body, key, m.size(), len(m.Body))
+		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), ckey, body, key, m.Size(), len(m.Body))
 	if err != nil {
 		return Copy{}, interpret("send", err)
 	}
@@ -186,7 +186,7 @@ func insert(ctx context.Context, db DBTX, queue string, m OutMessage, ckey []byt
 		}
 		return Copy{Queue: queue, Seq: seq}, nil
 	}
-	r, err := diagnose(ctx, db, queue, key, ckey, m.size())
+	r, err := diagnose(ctx, db, queue, key, ckey, m.Size())
 	return Copy{Queue: queue, Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}, err
 }
 
@@ -214,8 +214,8 @@ func precheck(ctx context.Context, db DBTX, name string, msgs []OutMessage) (tar
 		return t, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
 	}
 	for i, m := range msgs {
-		if m.size() > maxBytes {
-			err := fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, m.size(), maxBytes)
+		if m.Size() > maxBytes {
+			err := fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, m.Size(), maxBytes)
 			if len(msgs) > 1 {
 				err = fmt.Errorf("message %d: %w", i, err)
 			}
