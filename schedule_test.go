@@ -353,6 +353,24 @@ func openScheduleLoop(t *testing.T, path string) *mqlite.Store {
 	return st
 }
 
+// bubbleSchedule opens path with openScheduleLoop, creates the queue "q"
+// and, once the loop sleeps, the schedule "m" into it every every; it
+// returns the store and the moment the schedule was created.
+func bubbleSchedule(t *testing.T, path string, every time.Duration) (*mqlite.Store, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	st := openScheduleLoop(t, path)
+	if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait() // the loop sleeps for a day: no schedule yet
+	start := time.Now()
+	if err := st.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: every}); err != nil {
+		t.Fatal(err)
+	}
+	return st, start
+}
+
 // TestScheduleTakeover runs the loop in a synctest bubble (the system clock
 // is fake there): a first store sends two periods and closes mid-period;
 // a second store opens the file three periods later, as a standby taking
@@ -361,16 +379,8 @@ func TestScheduleTakeover(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
 		path := filepath.Join(dir, "mq.db")
-		st := openScheduleLoop(t, path)
-		if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		if err := st.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
+		st, start := bubbleSchedule(t, path, time.Minute)
 		time.Sleep(150 * time.Second) // fake time: periods 1 and 2 begin
 		synctest.Wait()
 		wantPeriods(t, st, "q", "m", start.Add(time.Minute), time.Minute, 2)
@@ -399,17 +409,8 @@ func TestScheduleLoopWakesAtNextPeriod(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		st := openScheduleLoop(t, filepath.Join(dir, "mq.db"))
+		st, start := bubbleSchedule(t, filepath.Join(dir, "mq.db"), time.Hour)
 		defer st.Close()
-		if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait() // the loop sleeps for a day: no schedule yet
-		start := time.Now()
-		if err := st.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Hour}); err != nil {
-			t.Fatal(err)
-		}
 		time.Sleep(time.Hour - time.Millisecond)
 		synctest.Wait()
 		wantPeriods(t, st, "q", "m", start.Add(time.Hour), time.Hour, 0)
@@ -506,16 +507,9 @@ func TestCloseInsideTxWithScheduleLoopWaiting(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		st := openScheduleLoop(t, filepath.Join(dir, "mq.db"))
-		if err := st.CreateQueue(ctx, "q", noDedup); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Second}); err != nil {
-			t.Fatal(err)
-		}
+		st, _ := bubbleSchedule(t, filepath.Join(dir, "mq.db"), time.Second)
 		var closeErr error
-		err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+		err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
 			time.Sleep(2 * time.Second) // a period begins: the loop queues up behind this transaction
 			synctest.Wait()
 			closeErr = st.Close()
