@@ -371,6 +371,15 @@ func bubbleSchedule(t *testing.T, path string, every time.Duration) (*mqlite.Sto
 	return st, start
 }
 
+// sleepThenWant lets d of the bubble's time pass, waits for the loop to
+// settle and checks that st's queue "q" holds periods 1 to n of "m".
+func sleepThenWant(t *testing.T, st *mqlite.Store, d time.Duration, start time.Time, every time.Duration, n int) {
+	t.Helper()
+	time.Sleep(d)
+	synctest.Wait()
+	wantPeriods(t, st, "q", "m", start.Add(every), every, n)
+}
+
 // TestScheduleTakeover runs the loop in a synctest bubble (the system clock
 // is fake there): a first store sends two periods and closes mid-period;
 // a second store opens the file three periods later, as a standby taking
@@ -381,9 +390,7 @@ func TestScheduleTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(dir, "mq.db")
 		st, start := bubbleSchedule(t, path, time.Minute)
-		time.Sleep(150 * time.Second) // fake time: periods 1 and 2 begin
-		synctest.Wait()
-		wantPeriods(t, st, "q", "m", start.Add(time.Minute), time.Minute, 2)
+		sleepThenWant(t, st, 150*time.Second, start, time.Minute, 2) // fake time: periods 1 and 2 begin
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -393,9 +400,7 @@ func TestScheduleTakeover(t *testing.T) {
 		defer st.Close()
 		synctest.Wait() // the new store's loop catches up at once
 		wantPeriods(t, st, "q", "m", start.Add(time.Minute), time.Minute, 5)
-		time.Sleep(2 * time.Minute)
-		synctest.Wait()
-		wantPeriods(t, st, "q", "m", start.Add(time.Minute), time.Minute, 7)
+		sleepThenWant(t, st, 2*time.Minute, start, time.Minute, 7)
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -411,12 +416,8 @@ func TestScheduleLoopWakesAtNextPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, start := bubbleSchedule(t, filepath.Join(dir, "mq.db"), time.Hour)
 		defer st.Close()
-		time.Sleep(time.Hour - time.Millisecond)
-		synctest.Wait()
-		wantPeriods(t, st, "q", "m", start.Add(time.Hour), time.Hour, 0)
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		wantPeriods(t, st, "q", "m", start.Add(time.Hour), time.Hour, 1)
+		sleepThenWant(t, st, time.Hour-time.Millisecond, start, time.Hour, 0)
+		sleepThenWant(t, st, time.Millisecond, start, time.Hour, 1)
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
