@@ -167,6 +167,14 @@ function renderQueues() {
     "This broker reports no counters: rates and the chart stay empty.";
 }
 
+// fresh starts a load of name and returns a check that stays true until
+// the next load of name starts: a slow answer never overwrites a newer one.
+const loads = {};
+function fresh(name) {
+  const n = (loads[name] = (loads[name] || 0) + 1);
+  return () => loads[name] === n;
+}
+
 // --- messages --------------------------------------------------------------
 
 // decodeBody returns the body as text when it is UTF-8 (pretty JSON when it
@@ -197,7 +205,9 @@ async function loadMessages() {
   const body = $("messages-body");
   $("message-detail").hidden = true;
   if (!queue) { body.replaceChildren(); return; }
+  const current = fresh("messages");
   const res = await api.peek(queue, state.peekFrom, pageSize);
+  if (!current()) return;
   const msgs = res.messages;
   state.peekLast = msgs.length ? msgs[msgs.length - 1].seq : 0;
   body.replaceChildren(...msgs.map((m) => el("tr", { class: "clickable", "data-seq": m.seq, onclick: (ev) => showMessage(m, ev.currentTarget) },
@@ -205,6 +215,7 @@ async function loadMessages() {
     el("td", {}, m.message_id || ""), el("td", {}, m.subject || ""),
     el("td", { class: "preview" }, preview(m.body)))));
   if (!msgs.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "note" }, "No messages.")));
+  body.dataset.loaded = queue;
 }
 
 function showMessage(m, row) {
@@ -261,7 +272,9 @@ async function loadDeadLetters() {
     return;
   }
   if (!queue) { body.replaceChildren(); return; }
+  const current = fresh("dead-letters");
   const res = await api.deadLetters(queue, 0, pageSize);
+  if (!current()) return;
   body.replaceChildren(...res.messages.map((m) => el("tr", { "data-seq": m.seq },
     el("td", { class: "n" }, m.seq), el("td", {}, m.dead_letter_reason || ""),
     el("td", {}, m.dead_letter_description || ""), el("td", { class: "n" }, m.delivery_count),
@@ -269,6 +282,7 @@ async function loadDeadLetters() {
     el("td", {}, isAdmin() ? el("button", { type: "button", class: "redrive", "data-seq": m.seq,
       onclick: () => guard(() => redrive(queue, [m.seq])) }, "Redrive") : ""))));
   if (!res.messages.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "note" }, "No dead letters.")));
+  body.dataset.loaded = queue;
 }
 
 async function redrive(queue, seqs) {

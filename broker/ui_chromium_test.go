@@ -1,0 +1,299 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// chromium returns the path of Debian's chromium, or skips the test (fails
+// it under MQLITE_REQUIRE_SERVICES=1) when there is none.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testdb.MissingService(t, "chromium", errors.New("not on PATH (apt-get install chromium)"))
+	return ""
+}
+
+// dashboardData fills a store for the dashboard: "orders" with messages in
+// every state but dead-lettered, "billing" with dead letters, "empty".
+// It returns the seqs of the orders and of billing's dead letters.
+func dashboardData(t *testing.T, st *mqlite.Store) (orders, dead []int64) {
+	t.Helper()
+	for _, q := range []string{"orders", "billing", "empty"} {
+		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(queue string, m outbox.Message) int64 {
+		var seq int64
+		err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+			var err error
+			seq, err = outbox.SendOne(tx.Context(), tx.SQL(), queue, m)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	for i := range 7 {
+		orders = append(orders, send("orders", outbox.Message{
+			Body:       fmt.Appendf(nil, `{"order":%d,"item":"book"}`, i+1),
+			MessageID:  fmt.Sprintf("order-%d", i+1),
+			Subject:    "order.placed",
+			Properties: map[string]string{"region": "eu"},
+		}))
+	}
+	send("orders", outbox.Message{Body: []byte("later"), DeliverAt: testdb.Start.Add(time.Hour)})
+	receive := func(queue string, n int) []mqlite.Message {
+		msgs, err := st.Receive(ctx, queue, mqlite.ReceiveOptions{Max: n})
+		if err != nil || len(msgs) != n {
+			t.Fatalf("receive %d of %s: %d, %v", n, queue, len(msgs), err)
+		}
+		return msgs
+	}
+	locked := receive("orders", 3) // orders 1-3 locked; the fake clock keeps them so
+	if err := st.Defer(ctx, locked[2].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		send("billing", outbox.Message{Body: fmt.Appendf(nil, "invoice %d", i+1)})
+	}
+	for i, m := range receive("billing", 2) {
+		if err := st.Reject(ctx, m.Lock(), "bad_invoice", fmt.Sprintf("line %d does not add up", i+1)); err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, m.Seq)
+	}
+	return orders, dead
+}
+
+// shownCounts reads the per-state numbers of the queues table:
+// "queue/state" → text.
+const shownCounts = `Object.fromEntries([...document.querySelectorAll('#queues-body td[data-state]')]
+	.map(td => [td.dataset.queue + "/" + td.dataset.state, td.textContent]))`
+
+// checkCounts waits until the queues table shows Store.Stats of every queue.
+func checkCounts(t *testing.T, bctx context.Context, st *mqlite.Store, queues ...string) {
+	t.Helper()
+	want := map[string]string{}
+	for _, q := range queues {
+		s, err := st.Stats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for state, n := range map[string]int64{"active": s.Active, "scheduled": s.Scheduled, "locked": s.Locked,
+			"deferred": s.Deferred, "dead_lettered": s.DeadLettered, "total": s.Total()} {
+			want[q+"/"+state] = strconv.FormatInt(n, 10)
+		}
+	}
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Poll until the page agrees (it polls the stats every 2s), then read
+	// the numbers once more to report a disagreement precisely.
+	cond := fmt.Sprintf(`(() => { const got = %s; const want = %s;
+		return Object.keys(want).every(k => got[k] === want[k]); })()`, shownCounts, wantJSON)
+	err = chromedp.Do(bctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(10*time.Second)))
+	got, rerr := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](shownCounts))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("dashboard shows %s = %q, Store.Stats says %s", k, got[k], v)
+		}
+	}
+	if err != nil {
+		t.Fatalf("the dashboard never showed the store's numbers: %v", err)
+	}
+}
+
+// TestDashboardChromium drives the dashboard in headless Chromium against a
+// broker with data: the numbers per state match Store.Stats, the message
+// browser shows a body and its properties, redrive moves a dead letter
+// back, and a consumer key sees no admin button and is refused the call.
+func TestDashboardChromium(t *testing.T) {
+	chrome := chromium(t)
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	st := tb.Store
+	orders, dead := dashboardData(t, st)
+	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, consumer, err := keys.Create(ctx, st, keys.Scope{Role: keys.Consumer, Queues: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := broker.New(broker.Config{Store: st, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Error(err)
+		}
+		ts.Close()
+	})
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chrome),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelTimeout()
+
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? "(none)"`, sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	until := func(what, cond string) {
+		t.Helper()
+		do(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(10*time.Second)))
+	}
+	signIn := func(key string) {
+		t.Helper()
+		do("sign in",
+			chromedp.WaitVisible(chromedp.ID("login-key")),
+			chromedp.SendKeys(chromedp.ID("login-key"), key),
+			chromedp.Click(chromedp.ID("login-submit")),
+			chromedp.WaitVisible(chromedp.CSS(`#queues-body td[data-queue="orders"][data-state="active"]`)),
+		)
+	}
+
+	// The queues and their numbers per state.
+	do("open /ui", chromedp.Navigate(ts.URL+"/ui"))
+	signIn(admin)
+	checkCounts(t, bctx, st, "orders", "billing", "empty")
+
+	// The message browser: peek orders, open the fourth order (active).
+	sel := fmt.Sprintf(`#messages-body tr[data-seq="%d"]`, orders[3])
+	// Each list marks the queue it shows once loaded: wait for the view's
+	// own load before choosing another queue, so no late answer re-renders
+	// the rows under the test.
+	do("messages view", chromedp.Click(chromedp.CSS(`#nav a[data-view="messages"]`)))
+	until("the first queue's messages", `document.getElementById('messages-body').dataset.loaded === 'billing'`)
+	do("choose orders", chromedp.SetValue(chromedp.ID("messages-queue"), "orders"), chromedp.Click(chromedp.ID("messages-refresh")))
+	until("orders' messages", `document.getElementById('messages-body').dataset.loaded === 'orders'`)
+	if preview, state := text(sel+" td.preview"), text(sel+" td:nth-child(2)"); preview != `{ "order": 4, "item": "book" }` || state != "active" {
+		t.Errorf("order 4 row: preview %q state %q", preview, state)
+	}
+	do("open a message", chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.ID("message-body")))
+	if body := text("#message-body"); body != "{\n  \"order\": 4,\n  \"item\": \"book\"\n}" {
+		t.Errorf("order 4 body: %q", body)
+	}
+	if props := text("#message-properties"); props != "regioneu" {
+		t.Errorf("order 4 properties: %q", props)
+	}
+
+	// Dead letters: the reason shows; redrive the first one.
+	row := fmt.Sprintf(`#dlq-body tr[data-seq="%d"]`, dead[0])
+	do("dead letters", chromedp.Click(chromedp.CSS(`#nav a[data-view="dead-letters"]`)))
+	until("billing's dead letters", `document.getElementById('dlq-body').dataset.loaded === 'billing'`)
+	do("a redrive button", chromedp.WaitVisible(chromedp.CSS(row+" button.redrive")))
+	if reason, description := text(row+" td:nth-child(2)"), text(row+" td:nth-child(3)"); reason != "bad_invoice" || description != "line 1 does not add up" {
+		t.Errorf("dead letter %d: reason %q description %q", dead[0], reason, description)
+	}
+	do("redrive", chromedp.Click(chromedp.CSS(row+" button.redrive")))
+	until("the redriven row goes", fmt.Sprintf(`document.querySelector('%s') === null &&
+		document.getElementById('dlq-status').textContent.startsWith('Redrove 1 ')`, row))
+	msgs, err := st.Peek(ctx, "billing", mqlite.PeekOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(msgs, func(m mqlite.Message) bool { return m.Seq == dead[0] })
+	if i < 0 || msgs[i].State != mqlite.StateActive {
+		t.Fatalf("after redrive, billing holds %+v; want seq %d active", msgs, dead[0])
+	}
+	if dl, err := st.PeekDeadLetters(ctx, "billing", mqlite.PeekOptions{}); err != nil || len(dl) != 1 || dl[0].Seq != dead[1] {
+		t.Fatalf("after redrive, dead letters %+v, %v; want only %d", dl, err, dead[1])
+	}
+	do("queues again", chromedp.Click(chromedp.CSS(`#nav a[data-view="queues"]`)))
+	checkCounts(t, bctx, st, "orders", "billing", "empty")
+	screenshot(t, bctx)
+
+	// A consumer key: no dead-letter view, no redrive button; the broker
+	// refuses the call when forced.
+	do("sign out", chromedp.Click(chromedp.ID("signout")))
+	signIn(consumer)
+	do("consumer's dead letters", chromedp.Navigate(ts.URL+"/ui/#dead-letters"))
+	until("the consumer is told", `document.getElementById('dlq-status').textContent.includes('admin key')`)
+	adminShown, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`[...document.querySelectorAll(
+		'button.redrive, #dlq-redrive-all, #dlq-purge, #nav a[data-view="dead-letters"], #nav a[data-view="keys"]')]
+		.some(e => e.checkVisibility())`))
+	if err != nil || adminShown {
+		t.Errorf("a consumer key sees a dead-letter, redrive, purge or key control (%v)", err)
+	}
+	status, err := chromedp.Run(bctx, chromedp.Evaluate[int](`fetch('/v1/queues/billing/dead-letters/redrive', {method: 'POST',
+		headers: {'Authorization': 'Bearer ' + sessionStorage.getItem('mqlite.key'), 'Content-Type': 'application/json'},
+		body: '{}'}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != 403 {
+		t.Errorf("a consumer key's redrive: %d %v, want 403", status, err)
+	}
+	if s, err := st.Stats(ctx, "billing"); err != nil || s.DeadLettered != 1 {
+		t.Errorf("after the refused redrive: %+v, %v; want 1 dead letter", s, err)
+	}
+}
+
+// screenshot saves the page as dashboard.png in the test's artifact
+// directory (kept with go test -artifacts) and logs where.
+func screenshot(t *testing.T, bctx context.Context) {
+	t.Helper()
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100 is PNG, less is JPEG
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(t.ArtifactDir(), "dashboard.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
