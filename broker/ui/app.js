@@ -117,7 +117,9 @@ const views = {
 async function route() {
   if (!state.who) return;
   let name = location.hash.slice(1) || "queues";
-  if (!views[name]) name = "queues";
+  // A view the key may not use (its link is hidden) falls back to queues.
+  const link = document.querySelector(`#nav a[data-view="${CSS.escape(name)}"]`);
+  if (!views[name] || !link || link.hidden) name = "queues";
   state.view = name;
   for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== "view-" + name;
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.view === name);

@@ -69,5 +69,6 @@ export function draw(svg, series) {
 export function fmtRate(r) {
   if (r === null || r === undefined) return "—";
   if (r >= 100) return Math.round(r).toString();
-  return r.toFixed(1);
+  if (r >= 10) return r.toFixed(1);
+  return r.toFixed(2).replace(/\.?0+$/, "");
 }
