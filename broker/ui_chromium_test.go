@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -138,7 +139,7 @@ func checkCounts(t *testing.T, bctx context.Context, st *mqlite.Store, queues ..
 // browser shows a body and its properties, redrive moves a dead letter
 // back, and a consumer key sees no admin button and is refused the call.
 func TestDashboardChromium(t *testing.T) {
-	chrome := chromium(t)
+	chromium(t)
 	t.Parallel()
 	tb := testdb.Open(t, mqlite.Options{})
 	st := tb.Store
@@ -151,69 +152,14 @@ func TestDashboardChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := broker.New(broker.Config{Store: st, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Error(err)
-		}
-		ts.Close()
-	})
-
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chrome),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-	)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelTimeout()
-
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? "(none)"`, sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
-	until := func(what, cond string) {
-		t.Helper()
-		do(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(10*time.Second)))
-	}
-	signIn := func(key string) {
-		t.Helper()
-		do("sign in",
-			chromedp.WaitVisible(chromedp.ID("login-key")),
-			chromedp.SendKeys(chromedp.ID("login-key"), key),
-			chromedp.Click(chromedp.ID("login-submit")),
-			chromedp.WaitVisible(chromedp.CSS(`#queues-body td[data-queue="orders"][data-state="active"]`)),
-		)
-	}
+	p := newPage(t, serveUI(t, st, nil))
+	do, text, until := p.do, p.text, p.until
+	signIn := p.signIn
 
 	// The queues and their numbers per state.
-	do("open /ui", chromedp.Navigate(ts.URL+"/ui"))
+	do("open /ui", chromedp.Navigate(p.url+"/ui"))
 	signIn(admin)
-	checkCounts(t, bctx, st, "orders", "billing", "empty")
+	checkCounts(t, p.ctx, st, "orders", "billing", "empty")
 
 	// The message browser: peek orders, open the fourth order (active).
 	sel := fmt.Sprintf(`#messages-body tr[data-seq="%d"]`, orders[3])
@@ -258,8 +204,18 @@ func TestDashboardChromium(t *testing.T) {
 		t.Fatalf("after redrive, dead letters %+v, %v; want only %d", dl, err, dead[1])
 	}
 	do("queues again", chromedp.Click(chromedp.CSS(`#nav a[data-view="queues"]`)))
-	checkCounts(t, bctx, st, "orders", "billing", "empty")
-	screenshot(t, bctx)
+	checkCounts(t, p.ctx, st, "orders", "billing", "empty")
+	// Until the broker reports counters, the rates show "—".
+	counted, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`fetch('/v1/queues/orders/stats',
+		{headers: {'Authorization': 'Bearer ' + sessionStorage.getItem('mqlite.key')}}).then(r => r.json()).then(s => 'counters' in s)`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate := text(`td[data-queue="orders"][data-rate="sent"]`); !counted && rate != "—" {
+		t.Errorf("sent/s without counters: %q, want —", rate)
+	}
+	p.screenshot("dashboard.png")
 
 	// Access keys: create one for orders (its secret shown once), then
 	// revoke it with two clicks.
@@ -284,7 +240,7 @@ func TestDashboardChromium(t *testing.T) {
 	}
 
 	// No key went into a URL: every resource the page fetched.
-	urls, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[location.href, ...performance.getEntriesByType('resource').map(e => e.name)]`))
+	urls, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`[location.href, ...performance.getEntriesByType('resource').map(e => e.name)]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,16 +254,16 @@ func TestDashboardChromium(t *testing.T) {
 	// refuses the call when forced.
 	do("sign out", chromedp.Click(chromedp.ID("signout")))
 	signIn(consumer)
-	do("consumer's dead letters", chromedp.Navigate(ts.URL+"/ui/#dead-letters"))
+	do("consumer's dead letters", chromedp.Navigate(p.url+"/ui/#dead-letters"))
 	until("the consumer is sent to the queues", `document.getElementById('view-queues').checkVisibility() &&
 		!document.getElementById('view-dead-letters').checkVisibility()`)
-	adminShown, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`[...document.querySelectorAll(
+	adminShown, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll(
 		'button.redrive, #dlq-redrive-all, #dlq-purge, #nav a[data-view="dead-letters"], #nav a[data-view="keys"]')]
 		.some(e => e.checkVisibility())`))
 	if err != nil || adminShown {
 		t.Errorf("a consumer key sees a dead-letter, redrive, purge or key control (%v)", err)
 	}
-	status, err := chromedp.Run(bctx, chromedp.Evaluate[int](`fetch('/v1/queues/billing/dead-letters/redrive', {method: 'POST',
+	status, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`fetch('/v1/queues/billing/dead-letters/redrive', {method: 'POST',
 		headers: {'Authorization': 'Bearer ' + sessionStorage.getItem('mqlite.key'), 'Content-Type': 'application/json'},
 		body: '{}'}).then(r => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != 403 {
@@ -318,17 +274,169 @@ func TestDashboardChromium(t *testing.T) {
 	}
 }
 
-// screenshot saves the page as dashboard.png in the test's artifact
-// directory (kept with go test -artifacts) and logs where.
-func screenshot(t *testing.T, bctx context.Context) {
+// serveUI runs a broker over st on httptest, its handler wrapped by wrap
+// when not nil, and returns its URL.
+func serveUI(t *testing.T, st *mqlite.Store, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100 is PNG, less is JPEG
+	srv, err := broker.New(broker.Config{Store: st, Logger: quiet()})
 	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	path := filepath.Join(t.ArtifactDir(), "dashboard.png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s", path)
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Error(err)
+		}
+		ts.Close()
+	})
+	return ts.URL
+}
+
+// page is one headless Chromium tab on a broker; its methods fail the test
+// on error.
+type page struct {
+	t   *testing.T
+	url string
+	ctx context.Context
+}
+
+// newPage starts Chromium with a fresh profile (the flags this machine
+// needs: no sandbox, no GPU, no QUIC, nothing fetched in the background)
+// and stops it when the test ends. It skips the test without Chromium.
+func newPage(t *testing.T, url string) *page {
+	t.Helper()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelBrowser()
+		cancelAlloc() // waits for the browser to exit, before TempDir goes
+	})
+	return &page{t: t, url: url, ctx: bctx}
+}
+
+func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text is the textContent of the first element matching the CSS selector
+// sel, read in one evaluation (a re-render cannot pull the node away
+// between finding it and reading it).
+func (p *page) text(sel string) string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? "(none)"`, sel)))
+	if err != nil {
+		p.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// until waits up to 10s for the JavaScript condition cond.
+func (p *page) until(what, cond string) {
+	p.t.Helper()
+	p.do(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(10*time.Second)))
+}
+
+// signIn enters key on the login form and waits for the queues table.
+func (p *page) signIn(key string) {
+	p.t.Helper()
+	p.do("sign in",
+		chromedp.WaitVisible(chromedp.ID("login-key")),
+		chromedp.SendKeys(chromedp.ID("login-key"), key),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#queues-body td[data-queue="orders"][data-state="active"]`)),
+	)
+}
+
+// screenshot saves the page as name in the test's artifact directory
+// (kept with go test -artifacts -outputdir DIR) and logs where.
+func (p *page) screenshot(name string) {
+	p.t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100)) // 100 is PNG, less is JPEG
+	if err != nil {
+		p.t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(p.t.ArtifactDir(), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot: %s", path)
+}
+
+// withCounters adds "counters" to every stats response, as a broker that
+// keeps cumulative counters reports them: sent grows by 10 and completed by
+// 4 per second of the test's wall clock.
+func withCounters(next http.Handler) http.Handler {
+	start := time.Now()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/stats") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		var body map[string]any
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		ms := time.Since(start).Milliseconds()
+		body["counters"] = map[string]int64{"sent": ms / 100, "completed": ms / 250}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	})
+}
+
+// TestDashboardRates: with counters in the stats, the dashboard shows
+// per-second rates computed from successive polls and draws both lines of
+// the throughput chart; without them (TestDashboardChromium) it shows "—".
+func TestDashboardRates(t *testing.T) {
+	chromium(t)
+	t.Parallel()
+	st := testdb.Open(t, mqlite.Options{}).Store
+	dashboardData(t, st)
+	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPage(t, serveUI(t, st, withCounters))
+	p.do("open /ui", chromedp.Navigate(p.url+"/ui/"))
+	p.signIn(admin)
+	// Three polls give two rates: the chart's two points.
+	p.until("the chart's lines", `document.querySelectorAll('#chart polyline').length === 2 &&
+		document.querySelector('#chart polyline[data-series="sent"]').getAttribute('points').split(' ').length >= 2`)
+	for _, c := range []struct {
+		series   string
+		min, max float64
+	}{{"sent", 5, 20}, {"completed", 2, 8}} {
+		s := p.text(fmt.Sprintf(`td[data-queue="orders"][data-rate="%s"]`, c.series))
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r < c.min || r > c.max {
+			t.Errorf("%s/s shows %q, want about %v", c.series, s, (c.min+c.max)/2)
+		}
+	}
+	if note := p.text("#chart-note"); note != "" {
+		t.Errorf("chart note with counters: %q", note)
+	}
+	p.screenshot("dashboard-rates.png")
 }
