@@ -137,7 +137,8 @@ func checkCounts(t *testing.T, bctx context.Context, st *mqlite.Store, queues ..
 // TestDashboardChromium drives the dashboard in headless Chromium against a
 // broker with data: the numbers per state match Store.Stats, the message
 // browser shows a body and its properties, redrive moves a dead letter
-// back, and a consumer key sees no admin button and is refused the call.
+// back, a key is created and revoked, a consumer key sees no admin button
+// and is refused the call, and purge empties the dead letters.
 func TestDashboardChromium(t *testing.T) {
 	chromium(t)
 	t.Parallel()
@@ -180,6 +181,7 @@ func TestDashboardChromium(t *testing.T) {
 	if props := text("#message-properties"); props != "regioneu" {
 		t.Errorf("order 4 properties: %q", props)
 	}
+	p.screenshot("messages.png")
 
 	// Dead letters: the reason shows; redrive the first one.
 	row := fmt.Sprintf(`#dlq-body tr[data-seq="%d"]`, dead[0])
@@ -189,6 +191,7 @@ func TestDashboardChromium(t *testing.T) {
 	if reason, description := text(row+" td:nth-child(2)"), text(row+" td:nth-child(3)"); reason != "bad_invoice" || description != "line 1 does not add up" {
 		t.Errorf("dead letter %d: reason %q description %q", dead[0], reason, description)
 	}
+	p.screenshot("dead-letters.png")
 	do("redrive", chromedp.Click(chromedp.CSS(row+" button.redrive")))
 	until("the redriven row goes", fmt.Sprintf(`document.querySelector('%s') === null &&
 		document.getElementById('dlq-status').textContent.startsWith('Redrove 1 ')`, row))
@@ -272,6 +275,17 @@ func TestDashboardChromium(t *testing.T) {
 	if s, err := st.Stats(ctx, "billing"); err != nil || s.DeadLettered != 1 {
 		t.Errorf("after the refused redrive: %+v, %v; want 1 dead letter", s, err)
 	}
+
+	// Back as admin: purge billing's last dead letter (two clicks).
+	do("sign out", chromedp.Click(chromedp.ID("signout")))
+	signIn(admin)
+	do("dead letters", chromedp.Click(chromedp.CSS(`#nav a[data-view="dead-letters"]`)))
+	until("billing's dead letters", `document.getElementById('dlq-body').dataset.loaded === 'billing'`)
+	do("purge", chromedp.Click(chromedp.ID("dlq-purge")), chromedp.Click(chromedp.ID("dlq-purge")))
+	until("purged", `document.getElementById('dlq-status').textContent.startsWith('Purged 1 ')`)
+	if s, err := st.Stats(ctx, "billing"); err != nil || s.DeadLettered != 0 {
+		t.Errorf("after purge: %+v, %v; want no dead letter", s, err)
+	}
 }
 
 // serveUI runs a broker over st on httptest, its handler wrapped by wrap
@@ -323,7 +337,7 @@ func newPage(t *testing.T, url string) *page {
 		chromedp.WindowSize(1280, 1000),
 	)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
-	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 45*time.Second)
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelBrowser()
@@ -357,15 +371,16 @@ func (p *page) until(what, cond string) {
 	p.do(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(10*time.Second)))
 }
 
-// signIn enters key on the login form and waits for the queues table.
+// signIn enters key on the login form and waits for the first stats (the
+// view shown is the one in the URL's fragment).
 func (p *page) signIn(key string) {
 	p.t.Helper()
 	p.do("sign in",
 		chromedp.WaitVisible(chromedp.ID("login-key")),
 		chromedp.SendKeys(chromedp.ID("login-key"), key),
 		chromedp.Click(chromedp.ID("login-submit")),
-		chromedp.WaitVisible(chromedp.CSS(`#queues-body td[data-queue="orders"][data-state="active"]`)),
 	)
+	p.until("the first stats", `document.querySelector('#queues-body td[data-queue="orders"][data-state="active"]')?.textContent > ''`)
 }
 
 // screenshot saves the page as name in the test's artifact directory

@@ -48,12 +48,12 @@ export function draw(svg, series) {
   const W = 600, H = 160, left = 40, top = 10, bottom = 20;
   const h = H - top - bottom, w = W - left - 10;
   const pts = series.points;
-  const max = Math.max(1, ...pts.map((p) => Math.max(p.sent, p.completed)));
-  for (let i = 0; i <= 4; i++) {
-    const y = top + (h * i) / 4;
+  const max = niceMax(Math.max(1, ...pts.map((p) => Math.max(p.sent, p.completed))));
+  for (let i = 0; i <= 5; i++) {
+    const y = top + (h * i) / 5;
     svg.append(node("line", { x1: left, x2: W - 10, y1: y, y2: y, class: "grid" }));
     const label = node("text", { x: left - 4, y: y + 3, "text-anchor": "end", class: "axis" });
-    label.textContent = fmtRate((max * (4 - i)) / 4);
+    label.textContent = fmtRate((max * (5 - i)) / 5);
     svg.append(label);
   }
   if (pts.length < 2) return;
@@ -65,10 +65,17 @@ export function draw(svg, series) {
   }
 }
 
+// niceMax rounds m up to 1, 2 or 5 times a power of ten, so that the five
+// grid steps read as round numbers.
+function niceMax(m) {
+  const e = 10 ** Math.floor(Math.log10(m));
+  return [1, 2, 5, 10].map((f) => f * e).find((v) => v >= m);
+}
+
 // fmtRate formats a rate: "—" when unknown.
 export function fmtRate(r) {
   if (r === null || r === undefined) return "—";
   if (r >= 100) return Math.round(r).toString();
-  if (r >= 10) return r.toFixed(1);
-  return r.toFixed(2).replace(/\.?0+$/, "");
+  const digits = r >= 1 ? 1 : 2;
+  return r.toFixed(digits).replace(/\.?0+$/, "") || "0";
 }
