@@ -153,6 +153,10 @@ func TestDashboardChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, producer, err := keys.Create(ctx, st, keys.Scope{Role: keys.Producer, Queues: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := newPage(t, serveUI(t, st, nil))
 	do, text, until := p.do, p.text, p.until
 	signIn := p.signIn
@@ -256,6 +260,13 @@ func TestDashboardChromium(t *testing.T) {
 	// A consumer key: no dead-letter view, no redrive button; the broker
 	// refuses the call when forced.
 	do("sign out", chromedp.Click(chromedp.ID("signout")))
+	// A producer key may only send: the page turns it away.
+	do("producer key",
+		chromedp.WaitVisible(chromedp.ID("login-key")),
+		chromedp.SendKeys(chromedp.ID("login-key"), producer),
+		chromedp.Click(chromedp.ID("login-submit")))
+	until("the producer is turned away", `document.getElementById('error').textContent.includes('producer key') &&
+		document.getElementById('login').checkVisibility() && sessionStorage.getItem('mqlite.key') === null`)
 	signIn(consumer)
 	do("consumer's dead letters", chromedp.Navigate(p.url+"/ui/#dead-letters"))
 	until("the consumer is sent to the queues", `document.getElementById('view-queues').checkVisibility() &&

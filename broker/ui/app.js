@@ -57,7 +57,13 @@ async function guard(fn) {
 // --- session -------------------------------------------------------------
 
 async function signIn() {
-  state.who = await api.whoami();
+  const who = await api.whoami();
+  if (who.key.role === "producer") {
+    // Stats, peeks and everything else here need a consumer or an admin.
+    signOut(`Key ${who.key.id} is a producer key: it may only send. Enter a consumer or admin key.`);
+    return;
+  }
+  state.who = who;
   $("login").hidden = true;
   $("nav").hidden = false;
   $("who").hidden = false;
