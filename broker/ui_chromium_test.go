@@ -157,7 +157,7 @@ func TestDashboardChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPage(t, serveUI(t, st, nil))
+	p := newPage(t, serve(t, broker.Config{Store: st, Logger: quiet()}, nil))
 	do, text, until := p.do, p.text, p.until
 	signIn := p.signIn
 
@@ -299,30 +299,6 @@ func TestDashboardChromium(t *testing.T) {
 	}
 }
 
-// serveUI runs a broker over st on httptest, its handler wrapped by wrap
-// when not nil, and returns its URL.
-func serveUI(t *testing.T, st *mqlite.Store, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	srv, err := broker.New(broker.Config{Store: st, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := srv.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Error(err)
-		}
-		ts.Close()
-	})
-	return ts.URL
-}
-
 // page is one headless Chromium tab on a broker; its methods fail the test
 // on error.
 type page struct {
@@ -445,7 +421,7 @@ func TestDashboardRates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPage(t, serveUI(t, st, withCounters))
+	p := newPage(t, serve(t, broker.Config{Store: st, Logger: quiet()}, withCounters))
 	p.do("open /ui", chromedp.Navigate(p.url+"/ui/"))
 	p.signIn(admin)
 	// Three polls give two rates: the chart's two points.
