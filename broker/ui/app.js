@@ -72,10 +72,7 @@ async function signIn() {
     a.hidden = (a.hasAttribute("data-admin") && !isAdmin()) || (a.hasAttribute("data-keys") && !(isAdmin() && coversAll()));
   }
   for (const b of document.querySelectorAll(".admin-action")) b.hidden = !isAdmin();
-  for (const id of ["messages-queue", "dlq-queue"]) {
-    const sel = $(id);
-    sel.replaceChildren(...state.who.queues.map((q) => el("option", { value: q }, q)));
-  }
+  setQueues(who.queues, true);
   document.body.dataset.role = state.who.key.role;
   clearInterval(state.timer);
   state.timer = setInterval(() => guard(poll), pollMS);
@@ -135,14 +132,31 @@ window.addEventListener("hashchange", () => guard(route));
 
 // --- queues, rates and the chart ----------------------------------------
 
+// setQueues takes the queue names the key covers (queues come and go while
+// the page is open) into the lists, keeping each list's choice.
+function setQueues(queues, force) {
+  if (!force && queues.join("\n") === state.who.queues.join("\n")) return;
+  state.who.queues = queues;
+  for (const id of ["messages-queue", "dlq-queue"]) {
+    const sel = $(id);
+    const chosen = sel.value;
+    sel.replaceChildren(...queues.map((q) => el("option", { value: q }, q)));
+    if (queues.includes(chosen)) sel.value = chosen;
+  }
+}
+
 async function poll() {
   if (!state.who || state.polling) return;
   state.polling = true;
   try {
+    setQueues((await api.whoami()).queues);
     const now = performance.now();
-    const results = await Promise.all(state.who.queues.map((q) => api.stats(q).then((s) => [q, s])));
+    // A queue deleted since the list was read answers 404: leave it out.
+    const stats = (q) => api.stats(q).catch((err) => { if (err.status === 404) return null; throw err; });
+    const results = await Promise.all(state.who.queues.map((q) => stats(q).then((s) => [q, s])));
     let sent = 0, completed = 0, known = false;
     for (const [q, s] of results) {
+      if (!s) continue;
       state.stats.set(q, s);
       if (s.counters) state.countersSeen = true;
       const r = state.rates.update(q, s.counters, now);
