@@ -68,7 +68,9 @@ browser tab).`,
 			if cert != "" {
 				scheme = "https"
 			}
-			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s (dashboard: %[2]s://%[3]s/ui)\n", g.db, scheme, ln.Addr())
+			// The first line ends with the URL (scripts read it there).
+			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
+			fmt.Fprintf(g.stdout, "mqlite dashboard on %s://%s/ui\n", scheme, ln.Addr())
 			if cert != "" {
 				err = srv.ServeTLS(cmd.Context(), ln, cert, keyFile)
 			} else {
