@@ -39,7 +39,8 @@ func chromium(t *testing.T) string {
 }
 
 // dashboardData fills a store for the dashboard: "orders" with messages in
-// every state but dead-lettered, "billing" with dead letters, "empty".
+// every state but dead-lettered, "billing" with dead letters, "empty", and
+// topic "events" whose subscription "audit" takes subjects "order.*".
 // It returns the seqs of the orders and of billing's dead letters.
 func dashboardData(t *testing.T, st *mqlite.Store) (orders, dead []int64) {
 	t.Helper()
@@ -78,6 +79,13 @@ func dashboardData(t *testing.T, st *mqlite.Store) (orders, dead []int64) {
 	}
 	locked := receive("orders", 3) // orders 1-3 locked; the fake clock keeps them so
 	if err := st.Defer(ctx, locked[2].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTopic(ctx, "events"); err != nil {
+		t.Fatal(err)
+	}
+	err := st.CreateSubscription(ctx, "events", "audit", mqlite.SubscriptionOptions{Filter: mqlite.Filter{SubjectPrefix: "order."}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 4 {
@@ -164,17 +172,11 @@ func TestDashboardChromium(t *testing.T) {
 	// The queues and their numbers per state.
 	do("open /ui", chromedp.Navigate(p.url+"/ui"))
 	signIn(admin)
-	checkCounts(t, p.ctx, st, "orders", "billing", "empty")
+	checkCounts(t, p.ctx, st, "audit", "billing", "empty", "orders")
 
 	// The message browser: peek orders, open the fourth order (active).
 	sel := fmt.Sprintf(`#messages-body tr[data-seq="%d"]`, orders[3])
-	// Each list marks the queue it shows once loaded: wait for the view's
-	// own load before choosing another queue, so no late answer re-renders
-	// the rows under the test.
-	do("messages view", chromedp.Click(chromedp.CSS(`#nav a[data-view="messages"]`)))
-	until("the first queue's messages", `document.getElementById('messages-body').dataset.loaded === 'billing'`)
-	do("choose orders", chromedp.SetValue(chromedp.ID("messages-queue"), "orders"), chromedp.Click(chromedp.ID("messages-refresh")))
-	until("orders' messages", `document.getElementById('messages-body').dataset.loaded === 'orders'`)
+	p.show("messages", "orders")
 	if preview, state := text(sel+" td.preview"), text(sel+" td:nth-child(2)"); preview != `{ "order": 4, "item": "book" }` || state != "active" {
 		t.Errorf("order 4 row: preview %q state %q", preview, state)
 	}
@@ -189,8 +191,7 @@ func TestDashboardChromium(t *testing.T) {
 
 	// Dead letters: the reason shows; redrive the first one.
 	row := fmt.Sprintf(`#dlq-body tr[data-seq="%d"]`, dead[0])
-	do("dead letters", chromedp.Click(chromedp.CSS(`#nav a[data-view="dead-letters"]`)))
-	until("billing's dead letters", `document.getElementById('dlq-body').dataset.loaded === 'billing'`)
+	p.show("dead-letters", "billing")
 	do("a redrive button", chromedp.WaitVisible(chromedp.CSS(row+" button.redrive")))
 	if reason, description := text(row+" td:nth-child(2)"), text(row+" td:nth-child(3)"); reason != "bad_invoice" || description != "line 1 does not add up" {
 		t.Errorf("dead letter %d: reason %q description %q", dead[0], reason, description)
@@ -211,7 +212,7 @@ func TestDashboardChromium(t *testing.T) {
 		t.Fatalf("after redrive, dead letters %+v, %v; want only %d", dl, err, dead[1])
 	}
 	do("queues again", chromedp.Click(chromedp.CSS(`#nav a[data-view="queues"]`)))
-	checkCounts(t, p.ctx, st, "orders", "billing", "empty")
+	checkCounts(t, p.ctx, st, "audit", "billing", "empty", "orders")
 	// Until the broker reports counters, the rates show "—".
 	counted, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`fetch('/v1/queues/orders/stats',
 		{headers: {'Authorization': 'Bearer ' + sessionStorage.getItem('mqlite.key')}}).then(r => r.json()).then(s => 'counters' in s)`,
@@ -223,6 +224,10 @@ func TestDashboardChromium(t *testing.T) {
 		t.Errorf("sent/s without counters: %q, want —", rate)
 	}
 	p.screenshot("dashboard.png")
+
+	// Topics: the subscription and its filter.
+	do("topics view", chromedp.Click(chromedp.CSS(`#nav a[data-view="topics"]`)))
+	until("the topic's row", `document.getElementById('topics-body').textContent === 'eventsauditsubject starts order.'`)
 
 	// Access keys: create one for orders (its secret shown once), then
 	// revoke it with two clicks.
@@ -290,8 +295,7 @@ func TestDashboardChromium(t *testing.T) {
 	// Back as admin: purge billing's last dead letter (two clicks).
 	do("sign out", chromedp.Click(chromedp.ID("signout")))
 	signIn(admin)
-	do("dead letters", chromedp.Click(chromedp.CSS(`#nav a[data-view="dead-letters"]`)))
-	until("billing's dead letters", `document.getElementById('dlq-body').dataset.loaded === 'billing'`)
+	p.show("dead-letters", "billing")
 	do("purge", chromedp.Click(chromedp.ID("dlq-purge")), chromedp.Click(chromedp.ID("dlq-purge")))
 	until("purged", `document.getElementById('dlq-status').textContent.startsWith('Purged 1 ')`)
 	if s, err := st.Stats(ctx, "billing"); err != nil || s.DeadLettered != 0 {
@@ -370,6 +374,21 @@ func (p *page) signIn(key string) {
 	p.until("the first stats", `document.querySelector('#queues-body td[data-queue="orders"][data-state="active"]')?.textContent > ''`)
 }
 
+// show opens view ("messages" or "dead-letters") on queue, once the view's
+// own load of the queue chosen before is done, so that no late answer
+// re-renders the rows under the test.
+func (p *page) show(view, queue string) {
+	p.t.Helper()
+	id := map[string]string{"messages": "messages", "dead-letters": "dlq"}[view]
+	loaded := func(queue string) string {
+		return fmt.Sprintf(`document.getElementById('%s-body').dataset.loaded === %s`, id, queue)
+	}
+	p.do(view, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#nav a[data-view="%s"]`, view))))
+	p.until("the view's own load", loaded(fmt.Sprintf(`document.getElementById('%s-queue').value`, id)))
+	p.do("choose "+queue, chromedp.SetValue(chromedp.ID(id+"-queue"), queue), chromedp.Click(chromedp.ID(id+"-refresh")))
+	p.until(queue+" in "+view, loaded(fmt.Sprintf("%q", queue)))
+}
+
 // screenshot saves the page as name in the test's artifact directory
 // (kept with go test -artifacts -outputdir DIR) and logs where.
 func (p *page) screenshot(name string) {
@@ -441,4 +460,24 @@ func TestDashboardRates(t *testing.T) {
 		t.Errorf("chart note with counters: %q", note)
 	}
 	p.screenshot("dashboard-rates.png")
+
+	// The rate arithmetic itself, on chart.js's Rates: no rate from the
+	// first poll, nor when the counters are missing or went down (the
+	// store reopened).
+	got, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]any](`import('/ui/chart.js').then(({Rates, fmtRate}) => {
+		const r = new Rates();
+		return [
+			r.update('q', {sent: 10, completed: 0}, 1000),
+			r.update('q', {sent: 30, completed: 5}, 3000),
+			r.update('q', {sent: 2, completed: 5}, 4000),
+			r.update('q', undefined, 5000),
+			[fmtRate(null), fmtRate(0), fmtRate(0.25), fmtRate(4.5), fmtRate(10), fmtRate(1234.5)].join(' '),
+		];
+	})`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[<nil> map[completed:2.5 sent:10] <nil> <nil> — 0 0.25 4.5 10 1235]`; fmt.Sprint(got) != want {
+		t.Errorf("Rates and fmtRate: %v, want %s", got, want)
+	}
 }
