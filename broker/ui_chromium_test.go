@@ -166,25 +166,23 @@ func TestDashboardChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newPage(t, serve(t, broker.Config{Store: st, Logger: quiet()}, nil))
-	do, text, until := p.do, p.text, p.until
-	signIn := p.signIn
 
 	// The queues and their numbers per state.
-	do("open /ui", chromedp.Navigate(p.url+"/ui"))
-	signIn(admin)
+	p.do("open /ui", chromedp.Navigate(p.url+"/ui"))
+	p.signIn(admin)
 	checkCounts(t, p.ctx, st, "audit", "billing", "empty", "orders")
 
 	// The message browser: peek orders, open the fourth order (active).
 	sel := fmt.Sprintf(`#messages-body tr[data-seq="%d"]`, orders[3])
 	p.show("messages", "orders")
-	if preview, state := text(sel+" td.preview"), text(sel+" td:nth-child(2)"); preview != `{ "order": 4, "item": "book" }` || state != "active" {
+	if preview, state := p.text(sel+" td.preview"), p.text(sel+" td:nth-child(2)"); preview != `{ "order": 4, "item": "book" }` || state != "active" {
 		t.Errorf("order 4 row: preview %q state %q", preview, state)
 	}
-	do("open a message", chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.ID("message-body")))
-	if body := text("#message-body"); body != "{\n  \"order\": 4,\n  \"item\": \"book\"\n}" {
+	p.do("open a message", chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.ID("message-body")))
+	if body := p.text("#message-body"); body != "{\n  \"order\": 4,\n  \"item\": \"book\"\n}" {
 		t.Errorf("order 4 body: %q", body)
 	}
-	if props := text("#message-properties"); props != "regioneu" {
+	if props := p.text("#message-properties"); props != "regioneu" {
 		t.Errorf("order 4 properties: %q", props)
 	}
 	p.screenshot("messages.png")
@@ -192,13 +190,13 @@ func TestDashboardChromium(t *testing.T) {
 	// Dead letters: the reason shows; redrive the first one.
 	row := fmt.Sprintf(`#dlq-body tr[data-seq="%d"]`, dead[0])
 	p.show("dead-letters", "billing")
-	do("a redrive button", chromedp.WaitVisible(chromedp.CSS(row+" button.redrive")))
-	if reason, description := text(row+" td:nth-child(2)"), text(row+" td:nth-child(3)"); reason != "bad_invoice" || description != "line 1 does not add up" {
+	p.do("a redrive button", chromedp.WaitVisible(chromedp.CSS(row+" button.redrive")))
+	if reason, description := p.text(row+" td:nth-child(2)"), p.text(row+" td:nth-child(3)"); reason != "bad_invoice" || description != "line 1 does not add up" {
 		t.Errorf("dead letter %d: reason %q description %q", dead[0], reason, description)
 	}
 	p.screenshot("dead-letters.png")
-	do("redrive", chromedp.Click(chromedp.CSS(row+" button.redrive")))
-	until("the redriven row goes", fmt.Sprintf(`document.querySelector('%s') === null &&
+	p.do("redrive", chromedp.Click(chromedp.CSS(row+" button.redrive")))
+	p.until("the redriven row goes", fmt.Sprintf(`document.querySelector('%s') === null &&
 		document.getElementById('dlq-status').textContent.startsWith('Redrove 1 ')`, row))
 	msgs, err := st.Peek(ctx, "billing", mqlite.PeekOptions{})
 	if err != nil {
@@ -211,7 +209,7 @@ func TestDashboardChromium(t *testing.T) {
 	if dl, err := st.PeekDeadLetters(ctx, "billing", mqlite.PeekOptions{}); err != nil || len(dl) != 1 || dl[0].Seq != dead[1] {
 		t.Fatalf("after redrive, dead letters %+v, %v; want only %d", dl, err, dead[1])
 	}
-	do("queues again", chromedp.Click(chromedp.CSS(`#nav a[data-view="queues"]`)))
+	p.do("queues again", chromedp.Click(chromedp.CSS(`#nav a[data-view="queues"]`)))
 	checkCounts(t, p.ctx, st, "audit", "billing", "empty", "orders")
 	// Until the broker reports counters, the rates show "—".
 	counted, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`fetch('/v1/queues/orders/stats',
@@ -220,33 +218,33 @@ func TestDashboardChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rate := text(`td[data-queue="orders"][data-rate="sent"]`); !counted && rate != "—" {
+	if rate := p.text(`td[data-queue="orders"][data-rate="sent"]`); !counted && rate != "—" {
 		t.Errorf("sent/s without counters: %q, want —", rate)
 	}
 	p.screenshot("dashboard.png")
 
 	// Topics: the subscription and its filter.
-	do("topics view", chromedp.Click(chromedp.CSS(`#nav a[data-view="topics"]`)))
-	until("the topic's row", `document.getElementById('topics-body').textContent === 'eventsauditsubject starts order.'`)
+	p.do("topics view", chromedp.Click(chromedp.CSS(`#nav a[data-view="topics"]`)))
+	p.until("the topic's row", `document.getElementById('topics-body').textContent === 'eventsauditsubject starts order.'`)
 
 	// Access keys: create one for orders (its secret shown once), then
 	// revoke it with two clicks.
-	do("keys view", chromedp.Click(chromedp.CSS(`#nav a[data-view="keys"]`)),
+	p.do("keys view", chromedp.Click(chromedp.CSS(`#nav a[data-view="keys"]`)),
 		chromedp.WaitVisible(chromedp.ID("key-create")),
 		chromedp.SetValue(chromedp.ID("key-role"), "consumer"),
 		chromedp.SetValue(chromedp.ID("key-queues"), "orders"),
 		chromedp.Click(chromedp.ID("key-create")),
 		chromedp.WaitVisible(chromedp.ID("key-secret-value")))
-	secret := text("#key-secret-value")
+	secret := p.text("#key-secret-value")
 	made, err := keys.Authenticate(ctx, st, secret)
 	if err != nil || made.Scope.Role != keys.Consumer || !slices.Equal(made.Scope.Queues, []string{"orders"}) {
 		t.Fatalf("the key the page created (%q): %+v, %v", secret, made, err)
 	}
 	revoke := fmt.Sprintf(`#keys-body tr[data-key="%s"] button.revoke`, made.ID)
-	do("revoke", chromedp.Click(chromedp.ID("key-secret-hide")),
+	p.do("revoke", chromedp.Click(chromedp.ID("key-secret-hide")),
 		chromedp.WaitVisible(chromedp.CSS(revoke)),
 		chromedp.Click(chromedp.CSS(revoke)), chromedp.Click(chromedp.CSS(revoke)))
-	until("the key shows revoked", fmt.Sprintf(`document.querySelector('#keys-body tr[data-key="%s"] td:nth-child(5)')?.textContent !== ''`, made.ID))
+	p.until("the key shows revoked", fmt.Sprintf(`document.querySelector('#keys-body tr[data-key="%s"] td:nth-child(5)')?.textContent !== ''`, made.ID))
 	if _, err := keys.Authenticate(ctx, st, secret); !errors.Is(err, keys.ErrUnauthorized) {
 		t.Errorf("the revoked key still authenticates: %v", err)
 	}
@@ -262,19 +260,20 @@ func TestDashboardChromium(t *testing.T) {
 		}
 	}
 
-	// A consumer key: no dead-letter view, no redrive button; the broker
-	// refuses the call when forced.
-	do("sign out", chromedp.Click(chromedp.ID("signout")))
 	// A producer key may only send: the page turns it away.
-	do("producer key",
+	p.do("sign out", chromedp.Click(chromedp.ID("signout")))
+	p.do("producer key",
 		chromedp.WaitVisible(chromedp.ID("login-key")),
 		chromedp.SendKeys(chromedp.ID("login-key"), producer),
 		chromedp.Click(chromedp.ID("login-submit")))
-	until("the producer is turned away", `document.getElementById('error').textContent.includes('producer key') &&
+	p.until("the producer is turned away", `document.getElementById('error').textContent.includes('producer key') &&
 		document.getElementById('login').checkVisibility() && sessionStorage.getItem('mqlite.key') === null`)
-	signIn(consumer)
-	do("consumer's dead letters", chromedp.Navigate(p.url+"/ui/#dead-letters"))
-	until("the consumer is sent to the queues", `document.getElementById('view-queues').checkVisibility() &&
+
+	// A consumer key: no dead-letter view, no redrive button; the broker
+	// refuses the call when forced.
+	p.signIn(consumer)
+	p.do("consumer's dead letters", chromedp.Navigate(p.url+"/ui/#dead-letters"))
+	p.until("the consumer is sent to the queues", `document.getElementById('view-queues').checkVisibility() &&
 		!document.getElementById('view-dead-letters').checkVisibility()`)
 	adminShown, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll(
 		'button.redrive, #dlq-redrive-all, #dlq-purge, #nav a[data-view="dead-letters"], #nav a[data-view="keys"]')]
@@ -293,11 +292,11 @@ func TestDashboardChromium(t *testing.T) {
 	}
 
 	// Back as admin: purge billing's last dead letter (two clicks).
-	do("sign out", chromedp.Click(chromedp.ID("signout")))
-	signIn(admin)
+	p.do("sign out", chromedp.Click(chromedp.ID("signout")))
+	p.signIn(admin)
 	p.show("dead-letters", "billing")
-	do("purge", chromedp.Click(chromedp.ID("dlq-purge")), chromedp.Click(chromedp.ID("dlq-purge")))
-	until("purged", `document.getElementById('dlq-status').textContent.startsWith('Purged 1 ')`)
+	p.do("purge", chromedp.Click(chromedp.ID("dlq-purge")), chromedp.Click(chromedp.ID("dlq-purge")))
+	p.until("purged", `document.getElementById('dlq-status').textContent.startsWith('Purged 1 ')`)
 	if s, err := st.Stats(ctx, "billing"); err != nil || s.DeadLettered != 0 {
 		t.Errorf("after purge: %+v, %v; want no dead letter", s, err)
 	}
