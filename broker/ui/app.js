@@ -88,7 +88,13 @@ function signOut(message) {
   state.rate.clear();
   state.rates = new Rates();
   state.series = new Series(60);
+  state.countersSeen = false;
   delete document.body.dataset.role;
+  // Leave nothing of the last key's data in the page.
+  for (const id of ["queues-body", "messages-body", "dlq-body", "topics-body", "keys-body", "key-secret-value", "message-detail", "dlq-status"]) {
+    $(id).replaceChildren();
+  }
+  $("key-secret").hidden = true;
   $("nav").hidden = true;
   $("who").hidden = true;
   for (const v of document.querySelectorAll(".view")) v.hidden = true;
@@ -149,11 +155,14 @@ async function poll() {
   if (!state.who || state.polling) return;
   state.polling = true;
   try {
-    setQueues((await api.whoami()).queues);
+    const who = await api.whoami();
+    if (state.who?.key.id !== who.key.id) return; // signed out meanwhile
+    setQueues(who.queues);
     const now = performance.now();
     // A queue deleted since the list was read answers 404: leave it out.
     const stats = (q) => api.stats(q).catch((err) => { if (err.status === 404) return null; throw err; });
     const results = await Promise.all(state.who.queues.map((q) => stats(q).then((s) => [q, s])));
+    if (state.who?.key.id !== who.key.id) return;
     let sent = 0, completed = 0, known = false;
     for (const [q, s] of results) {
       if (!s) continue;
