@@ -4,7 +4,8 @@
 // or any HTTP client.
 //
 // Every endpoint lives under /v1 (see docs/api-reference-broker.md) except
-// /healthz and /readyz. Every /v1 endpoint needs an access key
+// /healthz, /readyz and the web dashboard's files under /ui/ (embedded;
+// docs/operations.md, "Dashboard"). Every /v1 endpoint needs an access key
 // ("Authorization: Bearer mqlite_..."), made with `mqlite keys create` or
 // POST /v1/keys: none, unknown or revoked is 401; a key whose role or queues
 // do not cover the request is 403. Keys are never logged.

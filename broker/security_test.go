@@ -77,11 +77,23 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 	}
 	cfg.Store = tb.Store
 	cfg.Logger = slog.New(slog.NewJSONHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f.url = serve(t, cfg, nil)
+	return f
+}
+
+// serve runs a broker with cfg on httptest, its handler wrapped by wrap
+// when not nil, shuts it down when the test ends, and returns its URL.
+func serve(t *testing.T, cfg broker.Config, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	srv, err := broker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -90,8 +102,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 		}
 		ts.Close()
 	})
-	f.url = ts.URL
-	return f
+	return ts.URL
 }
 
 // do sends one request and returns the status and the decoded error body.
