@@ -128,11 +128,14 @@ func (s *Store) sleep(ctx context.Context, woken <-chan struct{}, d time.Duratio
 func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, int64, error) {
 	var claimed []engine.Row
 	var nextDue int64
+	start := time.Now()
+	defer s.tally.observe(queue, claimDuration, start)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q, err := s.queues.get(ctx, tx, queue)
 		if err != nil {
 			return err
 		}
+		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, Now: s.now(),

@@ -46,6 +46,14 @@ type ConnConfig struct {
 	Due       func(queue string, at int64)
 	Commit    func()
 	Rollback  func()
+	// Changed is called, on the connection's goroutine, for each row of
+	// messages inserted, deleted, or updated to another state: the raw
+	// material of the store's per-queue counts (see RowChange). Created and
+	// Dropped are called for each row of queues inserted or deleted, with
+	// the queue's name. Like Claimable they report writes not yet
+	// committed: Commit and Rollback tell which survive. Any may be nil.
+	Changed          func(RowChange)
+	Created, Dropped func(queue string)
 	// Closing reports that the store is closing: from then on every
 	// commit on the connection is refused (it rolls back, and the commit
 	// fails with errs.ErrClosed) and the SQL functions fail with
@@ -153,43 +161,36 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 }
 func (c connector) Driver() driver.Driver { return c.d }
 
+// RowChange is one row of messages changing state, as the pre-update hook
+// sees it: Old is "" for an insert, New is "" for a delete, and an update
+// that leaves the state alone (a renewal, a group release) is not reported.
+type RowChange struct {
+	Queue    string
+	Old, New string
+	// DeliveryCount is the row's delivery_count (the new row's; a deleted
+	// row's last), read only where a delivery is counted: a row entering
+	// locked, or deleted while active (a receive-and-delete). 0 elsewhere.
+	DeliveryCount int64
+}
+
 // registerHooks wires the connection's pre-update, commit and rollback hooks
 // to cfg's callbacks; committed is called on every commit too (the
-// checkpointer's kick). The pre-update hook reads only the first six
-// columns of messages (id, queue, state, held, visible_at, locked_until),
-// never the body.
+// checkpointer's kick). The pre-update hook reads at most the first eight
+// columns of messages (id, queue, state, held, visible_at, locked_until,
+// lock_token, delivery_count) and only the first column (name) of queues,
+// never a body.
 func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
 	}
-	if cfg.Claimable != nil || cfg.Due != nil {
+	if cfg.Claimable != nil || cfg.Due != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
-			if d.TableName != "messages" || d.Op == sqlite3.SQLITE_DELETE {
-				return
-			}
-			// New assigns into the elements of its argument slice.
-			row := make([]any, 6) // id, queue, state, held, visible_at, locked_until
-			if err := d.New(row...); err != nil {
-				return
-			}
-			q, ok := row[1].(string)
-			if !ok || row[3] != int64(0) {
-				return
-			}
-			switch row[2] {
-			case "active":
-				if cfg.Claimable != nil {
-					cfg.Claimable(q)
-				}
-			case "scheduled", "locked":
-				col := 4 // visible_at
-				if row[2] == "locked" {
-					col = 5 // locked_until
-				}
-				if at, ok := row[col].(int64); ok && cfg.Due != nil {
-					cfg.Due(q, at)
-				}
+			switch d.TableName {
+			case "messages":
+				messageHook(&d, &cfg)
+			case "queues":
+				queueHook(&d, &cfg)
 			}
 		})
 	}
@@ -207,4 +208,89 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 		h.RegisterRollbackHook(cfg.Rollback)
 	}
 	return nil
+}
+
+// messageHook reports one write of a messages row: the wake-ups of a row
+// left claimable or due (insert and update), and its state change.
+func messageHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
+	var ch RowChange
+	if d.Op != sqlite3.SQLITE_DELETE {
+		// New assigns into the elements of its argument slice.
+		row := make([]any, 6) // id, queue, state, held, visible_at, locked_until
+		if err := d.New(row...); err != nil {
+			return
+		}
+		ch.Queue, _ = row[1].(string)
+		ch.New, _ = row[2].(string)
+		if ch.Queue != "" && row[3] == int64(0) {
+			wake(cfg, ch.Queue, ch.New, row)
+		}
+	}
+	if cfg.Changed == nil {
+		return
+	}
+	if d.Op != sqlite3.SQLITE_INSERT {
+		old := make([]any, 3) // id, queue, state
+		if err := d.Old(old...); err != nil {
+			return
+		}
+		ch.Queue, _ = old[1].(string)
+		ch.Old, _ = old[2].(string)
+		if ch.Old == ch.New {
+			return
+		}
+	}
+	if ch.New == "locked" || (ch.New == "" && ch.Old == "active") {
+		// A delivery: its count is the eighth column, read only here.
+		row := make([]any, 8)
+		read := d.New
+		if ch.New == "" {
+			read = d.Old
+		}
+		if err := read(row...); err == nil {
+			ch.DeliveryCount, _ = row[7].(int64)
+		}
+	}
+	cfg.Changed(ch)
+}
+
+// wake reports a row left claimable (Claimable) or due at a known moment
+// (Due); row is its first six columns.
+func wake(cfg *ConnConfig, q, state string, row []any) {
+	switch state {
+	case "active":
+		if cfg.Claimable != nil {
+			cfg.Claimable(q)
+		}
+	case "scheduled", "locked":
+		col := 4 // visible_at
+		if state == "locked" {
+			col = 5 // locked_until
+		}
+		if at, ok := row[col].(int64); ok && cfg.Due != nil {
+			cfg.Due(q, at)
+		}
+	}
+}
+
+// queueHook reports a queue created or dropped.
+func queueHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
+	var report func(string)
+	read := d.New
+	switch d.Op {
+	case sqlite3.SQLITE_INSERT:
+		report = cfg.Created
+	case sqlite3.SQLITE_DELETE:
+		report, read = cfg.Dropped, d.Old
+	}
+	if report == nil {
+		return
+	}
+	row := make([]any, 1) // name
+	if err := read(row...); err != nil {
+		return
+	}
+	if name, ok := row[0].(string); ok {
+		report(name)
+	}
 }
