@@ -160,6 +160,7 @@ var routes = []route{
 	{"POST", "/v1/keys", `{"role":"consumer","queues":["q"]}`, keys.Admin, 403},
 	{"DELETE", "/v1/keys/0000000000000000", ``, keys.Admin, 403},
 	{"POST", "/v1/backup", `{"path":"/nonexistent/dir/b.db"}`, keys.Admin, 403},
+	{"GET", "/metrics", ``, keys.Admin, 403},
 }
 
 // wrongRole is a key whose role does not include r.
