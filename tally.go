@@ -148,18 +148,9 @@ func (t *tally) change(c engine.RowChange) {
 	switch {
 	case c.Old == "":
 		n.Sent++
-	case c.New == string(StateLocked):
+	case c.New == string(StateLocked),
+		c.New == "" && c.Old == string(StateActive) && t.cause == causeReceive: // receive-and-delete
 		n.Received++
-		if c.DeliveryCount > 1 {
-			n.Redelivered++
-		}
-	case c.New == "" && c.Old == string(StateActive) && t.cause == causeReceive:
-		// Receive-and-delete: the claim deletes the row, one delivery
-		// more than the row counted.
-		n.Received++
-		if c.DeliveryCount > 0 {
-			n.Redelivered++
-		}
 	}
 	if c.Old == string(StateLocked) {
 		switch {
@@ -180,6 +171,24 @@ func (t *tally) change(c engine.RowChange) {
 	}
 	if c.New == string(StateDeadLettered) {
 		n.DeadLettered++
+	}
+}
+
+// redelivered records n redeliveries among the rows the current
+// transaction claimed on queue: the claim path counts them from the rows it
+// returns, which carry their delivery count (the hook does not read it, to
+// stay cheap). A Receive that replayed an attempt claimed nothing in this
+// transaction and counts nothing.
+func (t *tally) redelivered(queue string, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.on || n == 0 {
+		return
+	}
+	for i := range t.pending {
+		if d := &t.pending[i]; d.queue == queue && d.counters.Received > 0 {
+			d.counters.Redelivered += n
+		}
 	}
 }
 

@@ -167,28 +167,27 @@ func (c connector) Driver() driver.Driver { return c.d }
 type RowChange struct {
 	Queue    string
 	Old, New string
-	// DeliveryCount is the row's delivery_count (the new row's; a deleted
-	// row's last), read only where a delivery is counted: a row entering
-	// locked, or deleted while active (a receive-and-delete). 0 elsewhere.
-	DeliveryCount int64
 }
 
 // registerHooks wires the connection's pre-update, commit and rollback hooks
 // to cfg's callbacks; committed is called on every commit too (the
-// checkpointer's kick). The pre-update hook reads at most the first eight
-// columns of messages (id, queue, state, held, visible_at, locked_until,
-// lock_token, delivery_count) and only the first column (name) of queues,
-// never a body.
+// checkpointer's kick). The pre-update hook reads at most the first six
+// columns of a new messages row (id, queue, state, held, visible_at,
+// locked_until) and the first three of an old one (id, queue, state), and
+// only the first column (name) of queues: never a body.
 func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
 	}
 	if cfg.Claimable != nil || cfg.Due != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
+		// SQLite calls the hook on the connection's goroutine, one row at
+		// a time: the scratch slices are the hook's alone.
+		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3)}
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
 			switch d.TableName {
 			case "messages":
-				messageHook(&d, &cfg)
+				m.write(&d)
 			case "queues":
 				queueHook(&d, &cfg)
 			}
@@ -210,48 +209,42 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 	return nil
 }
 
-// messageHook reports one write of a messages row: the wake-ups of a row
-// left claimable or due (insert and update), and its state change.
-func messageHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
+// messageHook reports the writes of messages rows.
+type messageHook struct {
+	cfg      *ConnConfig
+	row, old []any // the columns read, reused from row to row
+}
+
+// write reports one write of a messages row: the wake-ups of a row left
+// claimable or due (insert and update), and its state change.
+func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 	var ch RowChange
 	if d.Op != sqlite3.SQLITE_DELETE {
-		// New assigns into the elements of its argument slice.
-		row := make([]any, 6) // id, queue, state, held, visible_at, locked_until
-		if err := d.New(row...); err != nil {
+		// New assigns into the elements of its argument slice:
+		// id, queue, state, held, visible_at, locked_until.
+		if err := d.New(m.row...); err != nil {
 			return
 		}
-		ch.Queue, _ = row[1].(string)
-		ch.New, _ = row[2].(string)
-		if ch.Queue != "" && row[3] == int64(0) {
-			wake(cfg, ch.Queue, ch.New, row)
+		ch.Queue, _ = m.row[1].(string)
+		ch.New, _ = m.row[2].(string)
+		if ch.Queue != "" && m.row[3] == int64(0) {
+			wake(m.cfg, ch.Queue, ch.New, m.row)
 		}
 	}
-	if cfg.Changed == nil {
+	if m.cfg.Changed == nil {
 		return
 	}
 	if d.Op != sqlite3.SQLITE_INSERT {
-		old := make([]any, 3) // id, queue, state
-		if err := d.Old(old...); err != nil {
+		if err := d.Old(m.old...); err != nil { // id, queue, state
 			return
 		}
-		ch.Queue, _ = old[1].(string)
-		ch.Old, _ = old[2].(string)
+		ch.Queue, _ = m.old[1].(string)
+		ch.Old, _ = m.old[2].(string)
 		if ch.Old == ch.New {
 			return
 		}
 	}
-	if ch.New == "locked" || (ch.New == "" && ch.Old == "active") {
-		// A delivery: its count is the eighth column, read only here.
-		row := make([]any, 8)
-		read := d.New
-		if ch.New == "" {
-			read = d.Old
-		}
-		if err := read(row...); err == nil {
-			ch.DeliveryCount, _ = row[7].(int64)
-		}
-	}
-	cfg.Changed(ch)
+	m.cfg.Changed(ch)
 }
 
 // wake reports a row left claimable (Claimable) or due at a known moment
