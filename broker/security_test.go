@@ -41,6 +41,7 @@ func (s *syncBuffer) String() string {
 }
 
 type fixture struct {
+	tb   *testdb.Bundle
 	url  string
 	log  *syncBuffer
 	keys map[string]string // name → secret
@@ -58,7 +59,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 	if err := tb.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{log: &syncBuffer{}, keys: map[string]string{}, ids: map[string]string{}}
+	f := &fixture{tb: tb, log: &syncBuffer{}, keys: map[string]string{}, ids: map[string]string{}}
 	for name, sc := range map[string]keys.Scope{
 		"admin":    {Role: keys.Admin, Queues: []string{"*"}},
 		"producer": {Role: keys.Producer, Queues: []string{"*"}},

@@ -7,15 +7,8 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 )
-
-// Consumer is what MetricsWorkload needs of a store or a broker client.
-type Consumer interface {
-	Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error)
-	Complete(ctx context.Context, l mqlite.Lock) error
-	Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error
-	Reject(ctx context.Context, l mqlite.Lock, reason, description string) error
-}
 
 // WorkloadQueue is the options of the queue MetricsWorkload runs on: two
 // deliveries at most, a one-second lease.
@@ -34,7 +27,7 @@ type Workload struct {
 // allowed delivery (dead-lettered); a reject; a lease lost (its late
 // Complete refused) and the message redelivered and completed. It returns
 // the counters and the states that must follow, exactly.
-func MetricsWorkload(t testing.TB, c Consumer, queue string, send func(body string), clock *Clock) Workload {
+func MetricsWorkload(t testing.TB, c consumer.Source, queue string, send func(body string), clock *Clock) Workload {
 	t.Helper()
 	ctx := context.Background()
 	for _, b := range []string{"m1", "m2", "m3", "m4", "m5", "m1"} {
