@@ -15,19 +15,9 @@ import (
 )
 
 // scrape GETs /metrics with key ("" for none) and parses the text format.
-func scrape(t *testing.T, url, key string) (int, map[string]*dto.MetricFamily) {
+func scrape(t *testing.T, f *fixture, key string) (int, map[string]*dto.MetricFamily) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", url+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := f.send(t, "GET", "/metrics", key, nil)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return resp.StatusCode, nil
@@ -75,9 +65,9 @@ func value(fams map[string]*dto.MetricFamily, name string, labels map[string]str
 // counters of the stats endpoint with them.
 func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	f := start(t, broker.Config{})
-	tb, url, key := f.tb, f.url, f.keys["admin"]
+	tb, key := f.tb, f.keys["admin"]
 	tb.Queue(t, "w", testdb.WorkloadQueue)
-	c, err := client.New(client.Config{URL: url, Key: key, Clock: tb.Clock})
+	c, err := client.New(client.Config{URL: f.url, Key: key, Clock: tb.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +79,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	}
 	want := testdb.MetricsWorkload(t, c, "w", send, tb.Clock)
 
-	status, fams := scrape(t, url, key)
+	status, fams := scrape(t, f, key)
 	if status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", status)
 	}
@@ -136,7 +126,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 // (TestEveryEndpointChecksTheKey covers the keys of the default).
 func TestPublicMetrics(t *testing.T) {
 	f := start(t, broker.Config{PublicMetrics: true})
-	if status, fams := scrape(t, f.url, ""); status != http.StatusOK || fams["mqlite_queue_messages"] == nil {
+	if status, fams := scrape(t, f, ""); status != http.StatusOK || fams["mqlite_queue_messages"] == nil {
 		t.Fatalf("GET /metrics without a key: %d, %d families", status, len(fams))
 	}
 }

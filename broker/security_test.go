@@ -98,6 +98,18 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 // do sends one request and returns the status and the decoded error body.
 func (f *fixture) do(t *testing.T, method, path, key string, body []byte) (int, wire.Error) {
 	t.Helper()
+	resp := f.send(t, method, path, key, body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var er wire.ErrorResponse
+	_ = json.Unmarshal(data, &er)
+	return resp.StatusCode, er.Error
+}
+
+// send sends one request with key ("" for none) and body (nil for none);
+// the caller closes the response body.
+func (f *fixture) send(t *testing.T, method, path, key string, body []byte) *http.Response {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -113,11 +125,7 @@ func (f *fixture) do(t *testing.T, method, path, key string, body []byte) (int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var er wire.ErrorResponse
-	_ = json.Unmarshal(data, &er)
-	return resp.StatusCode, er.Error
+	return resp
 }
 
 // route is one endpoint with a valid body, the role that may call it, and
