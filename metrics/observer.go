@@ -60,19 +60,23 @@ var (
 func NewObserver(opts *ObserverOpts) *Observer {
 	o := opts.orDefaults()
 	return &Observer{
-		received: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mqlite_loop_received_total", ConstLabels: o.ConstLabels,
-			Help: "Messages consumer.Loop claimed.",
-		}, []string{"queue"}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mqlite_loop_outcomes_total", ConstLabels: o.ConstLabels,
-			Help: "Deliveries consumer.Loop ended, by outcome: completed, abandoned, rejected, lock_lost, settle_failed.",
-		}, []string{"queue", "outcome"}),
-		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "mqlite_handler_duration_seconds", ConstLabels: o.ConstLabels, Buckets: o.Buckets,
-			Help: "How long consumer.Loop's handler ran, by the outcome it led to: completed, abandoned, rejected.",
-		}, []string{"queue", "outcome"}),
+		received: o.counterVec("mqlite_loop_received_total", "Messages consumer.Loop claimed.", "queue"),
+		outcomes: o.counterVec("mqlite_loop_outcomes_total",
+			"Deliveries consumer.Loop ended, by outcome: completed, abandoned, rejected, lock_lost, settle_failed.",
+			"queue", "outcome"),
+		handler: o.histogramVec("mqlite_handler_duration_seconds",
+			"How long consumer.Loop's handler ran, by the outcome it led to: completed, abandoned, rejected.",
+			"queue", "outcome"),
 	}
+}
+
+func (o ObserverOpts) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: o.ConstLabels}, labels)
+}
+
+func (o ObserverOpts) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: o.ConstLabels,
+		Buckets: o.Buckets}, labels)
 }
 
 // Describe sends the descriptors of o's metrics.

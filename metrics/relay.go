@@ -35,14 +35,11 @@ var _ prometheus.Collector = (*RelayObserver)(nil)
 func NewRelayObserver(opts *ObserverOpts) *RelayObserver {
 	o := opts.orDefaults()
 	return &RelayObserver{
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mqlite_relay_outcomes_total", ConstLabels: o.ConstLabels,
-			Help: "Messages a relay handed to its sink, by outcome: delivered, retried, dead_lettered, lock_lost, settle_failed.",
-		}, []string{"queue", "sink", "outcome"}),
-		sends: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "mqlite_relay_send_duration_seconds", ConstLabels: o.ConstLabels, Buckets: o.Buckets,
-			Help: "How long the Sink.Send that carried each message took.",
-		}, []string{"queue", "sink"}),
+		outcomes: o.counterVec("mqlite_relay_outcomes_total",
+			"Messages a relay handed to its sink, by outcome: delivered, retried, dead_lettered, lock_lost, settle_failed.",
+			"queue", "sink", "outcome"),
+		sends: o.histogramVec("mqlite_relay_send_duration_seconds",
+			"How long the Sink.Send that carried each message took.", "queue", "sink"),
 	}
 }
 
