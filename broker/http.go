@@ -115,15 +115,17 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// result is what an endpoint answers: a status and a body (nil for 204).
+// result is what an endpoint answers: a status and a body (nil for 204),
+// or a handler that writes the response itself (raw, for /metrics).
 type result struct {
 	status int
 	body   any
+	raw    http.Handler
 }
 
-func ok(body any) (result, error) { return result{http.StatusOK, body}, nil }
+func ok(body any) (result, error) { return result{status: http.StatusOK, body: body}, nil }
 
-func created(body any) (result, error) { return result{http.StatusCreated, body}, nil }
+func created(body any) (result, error) { return result{status: http.StatusCreated, body: body}, nil }
 
 func noContent() (result, error) { return result{status: http.StatusNoContent}, nil }
 
@@ -167,6 +169,10 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			if err != nil {
 				return err
 			}
+			if res.raw != nil {
+				res.raw.ServeHTTP(sw, r)
+				return nil
+			}
 			if res.body == nil {
 				sw.WriteHeader(res.status)
 			} else {
@@ -198,6 +204,10 @@ func (s *Server) open(fn func(r *http.Request) (result, error)) http.Handler {
 		if err != nil {
 			eb := errorBody(err)
 			writeJSON(w, wire.Status(eb.Code), wire.ErrorResponse{Error: eb})
+			return
+		}
+		if res.raw != nil {
+			res.raw.ServeHTTP(w, r)
 			return
 		}
 		writeJSON(w, res.status, res.body)

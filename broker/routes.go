@@ -57,6 +57,11 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(e.pattern, s.wrap(e))
 	}
 	s.mountUI(mux)
+	if s.cfg.PublicMetrics {
+		mux.Handle("GET /metrics", s.open(s.metrics))
+	} else {
+		mux.Handle("GET /metrics", s.wrap(endpoint{"GET /metrics", keys.Admin, "", s.metrics}))
+	}
 	mux.Handle("GET /healthz", s.open(func(*http.Request) (result, error) { return ok(wire.Health{Status: "ok"}) }))
 	mux.Handle("GET /readyz", s.open(s.ready))
 	mux.Handle("/", s.open(func(r *http.Request) (result, error) {
