@@ -139,8 +139,10 @@ func (h *histogram) export() DurationHistogram {
 // transaction that then commits (the rows written before the savepoint
 // was rolled back stay counted), and a statement that failed halfway inside
 // a transaction that commits anyway. Both leave the state counts off until
-// the next Open; every path of mqlite itself rolls back the whole
-// transaction on an error.
+// the next Stats of the queue, which takes the counts it reads from the
+// indexes as the tally's, or the next Open; the event counters keep them
+// (a send undone that way stays in Sent). Every path of mqlite itself rolls
+// back the whole transaction on an error.
 //
 // It is safe for concurrent use. It returns ErrClosed once the store is
 // closed; ctx is not used (the method may ask a remote engine some day).

@@ -117,6 +117,59 @@ func TestMetricsFollowQueues(t *testing.T) {
 	}
 }
 
+// TestStatsHealsCountsASavepointHid: a send undone by ROLLBACK TO SAVEPOINT
+// inside a caller's transaction that then commits is a row the hook
+// reported and the file does not hold; the next Stats of the queue puts
+// the state counts back to the file's, whether or not its transaction
+// writes (a lease it reaps on the way).
+func TestStatsHealsCountsASavepointHid(t *testing.T) {
+	t.Parallel()
+	for _, reap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reap=%v", reap), func(t *testing.T) {
+			t.Parallel()
+			tb := testdb.Open(t, mqlite.Options{ReaperInterval: -1})
+			ctx := context.Background()
+			tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Second})
+			sendCommitted(t, tb.Store, "q", outbox.Message{Body: []byte("kept")})
+			if reap {
+				if _, err := tb.Store.Receive(ctx, "q", mqlite.ReceiveOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				tb.Clock.Advance(2 * time.Second) // Stats puts the lapsed lease back
+			}
+			tx, err := tb.Store.DB().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT inner"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("undone")}); err != nil {
+				t.Fatal(err)
+			}
+			for _, stmt := range []string{"ROLLBACK TO inner", "RELEASE inner"} {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			st, err := tb.Store.Stats(ctx, "q")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Active != 1 || st.Total() != 1 {
+				t.Fatalf("Stats %+v, want the one kept message, active", st)
+			}
+			m, _ := metricsOf(t, tb.Store, "q")
+			if m.Active != 1 || m.Locked != 0 {
+				t.Fatalf("Metrics after Stats: %d active, %d locked; want 1 and 0", m.Active, m.Locked)
+			}
+		})
+	}
+}
+
 // TestMetricsMatchStatsAfterRandomOps is a property test: after each of
 // many random operations (sends committed and rolled back in the caller's
 // transaction, topic fan-out, receives in both modes, every settlement,

@@ -197,6 +197,9 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 		}
 		var err error
 		per, err = engine.Stats(ctx, tx, queue)
+		if err == nil {
+			s.tally.correct(queue, per)
+		}
 		now = s.now()
 		return err
 	})

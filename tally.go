@@ -58,6 +58,10 @@ type queueDelta struct {
 	queue    string
 	states   [len(tallyStates)]int64
 	counters QueueCounters
+	// exact, when set, is the queue's counts per state as the transaction
+	// read them from the table after its last write to the queue (Stats):
+	// the commit takes them instead of adding states.
+	exact *[len(tallyStates)]int64
 }
 
 // queueTally is one queue's committed counts.
@@ -174,6 +178,38 @@ func (t *tally) change(c engine.RowChange) {
 	}
 }
 
+// correct takes the counts per state of queue as the current transaction
+// read them from the table, after its last write to the queue, as the
+// tally's: which heals any drift (a savepoint rolled back inside a caller's
+// transaction that then committed leaves rows the hook reported and the file
+// no longer holds). Stats calls it, so a Stats of a queue corrects that
+// queue's counts for free. The store has one connection, so nothing else
+// commits while the transaction runs: when it wrote nothing to queue, the
+// counts read are the committed ones and are taken at once (a transaction
+// that wrote nothing fires no commit hook); otherwise its commit takes them.
+func (t *tally) correct(queue string, per map[string]engine.StateStats) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.on {
+		return
+	}
+	var exact [len(tallyStates)]int64
+	for state, v := range per {
+		if i := stateIndex(state); i >= 0 {
+			exact[i] = v.Count
+		}
+	}
+	for i := range t.pending {
+		if d := &t.pending[i]; d.queue == queue {
+			d.exact = &exact
+			return
+		}
+	}
+	if qt := t.queues[queue]; qt != nil {
+		qt.states = exact
+	}
+}
+
 // redelivered records n redeliveries among the rows the current
 // transaction claimed on queue: the claim path counts them from the rows it
 // returns, which carry their delivery count (the hook does not read it, to
@@ -226,8 +262,12 @@ func (t *tally) commit() {
 			qt = &queueTally{}
 			t.queues[d.queue] = qt
 		}
-		for j := range qt.states {
-			qt.states[j] += d.states[j]
+		if d.exact != nil {
+			qt.states = *d.exact
+		} else {
+			for j := range qt.states {
+				qt.states[j] += d.states[j]
+			}
 		}
 		qt.counters.add(d.counters)
 	}
@@ -246,7 +286,7 @@ func (t *tally) rollback() {
 
 // reset empties the pending changes, keeping their memory; t.mu is held.
 func (t *tally) reset() {
-	clear(t.pending) // no queue name outlives its transaction
+	clear(t.pending) // no queue name or exact count outlives its transaction
 	t.pending, t.created, t.dropped, t.cause = t.pending[:0], t.created[:0], t.dropped[:0], causeNone
 }
 
