@@ -32,8 +32,11 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 		return err
 	}
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
+	start := time.Now()
+	defer s.tally.observe(l.Queue, settleDuration, start)
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
+		s.tally.tag(causeOf(st.Op))
 		return s.eng.Settle(ctx, tx, st)
 	})
 }
@@ -61,11 +64,16 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
 	}
 	var out []error
+	start := time.Now()
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		s.tally.tag(causeComplete)
 		var err error
 		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
+	for _, l := range locks {
+		s.tally.observe(l.Queue, settleDuration, start)
+	}
 	if err != nil {
 		return nil, err
 	}

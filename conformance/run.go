@@ -58,6 +58,7 @@ func groups() []group {
 		{"Lifecycle", lifecycleTests},
 		{"Wake", wakeTests},
 		{"WakeBubble", wakeBubbleTests},
+		{"Topics", topicTests},
 		{"Periodic", periodicTests},
 	}
 }

@@ -31,7 +31,14 @@ finish (up to --drain-timeout), and the store is closed.
 
 Every request needs an access key: make the first one on the file before
 serving (mqlite keys create --role admin --queue '*' --db FILE), and more
-through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.`,
+through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.
+
+The web dashboard is at /ui (the same keys: one is asked for once per
+browser tab).
+
+GET /metrics serves the Prometheus metrics of every queue (see
+docs/operations.md, "Metrics"). It needs an admin key over every queue,
+unless --public-metrics opens it to any caller that reaches --addr.`,
 		Example: `  mqlite keys create --role admin --queue '*' --db app.db
   mqlite serve --db app.db --addr 127.0.0.1:7420
   mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem`,
@@ -65,7 +72,9 @@ through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.`,
 			if cert != "" {
 				scheme = "https"
 			}
+			// The first line ends with the URL (scripts read it there).
 			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
+			fmt.Fprintf(g.stdout, "mqlite dashboard on %s://%s/ui\n", scheme, ln.Addr())
 			if cert != "" {
 				err = srv.ServeTLS(cmd.Context(), ln, cert, keyFile)
 			} else {
@@ -88,6 +97,7 @@ through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.`,
 	f.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "the time to write a response (default --max-wait + 30s)")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", broker.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", broker.DefaultDrainTimeout, "how long a shutdown waits for requests in flight")
+	f.BoolVar(&cfg.PublicMetrics, "public-metrics", false, "serve GET /metrics without an access key (for a Prometheus on a private network)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	return cmd
 }
