@@ -29,6 +29,7 @@ type Store struct {
 	opts    Options
 	path    string
 	notify  *notify.Notifier
+	bounds  *engine.DueBounds // until when nothing of a queue is due
 	queues  queueCache
 	loops   loops
 
@@ -78,7 +79,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
-		unlocked: make(chan struct{})}
+		unlocked: make(chan struct{}), bounds: engine.NewDueBounds()}
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
 		_ = s.closeResources()
@@ -101,6 +102,7 @@ func (s *Store) open(ctx context.Context) error {
 		Commit:          s.notify.Commit,
 		Rollback:        s.notify.Rollback,
 		Closing:         s.isClosed,
+		Bounds:          s.bounds,
 		Opened:          func() { s.conns.Add(1) },
 		Closed:          s.connClosed,
 	})

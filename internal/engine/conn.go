@@ -51,6 +51,10 @@ type ConnConfig struct {
 	// fails with errs.ErrClosed) and the SQL functions fail with
 	// errs.ErrClosed, so nothing commits once Close has begun. Required.
 	Closing func() bool
+	// Bounds, when not nil, is kept a lower bound of every queue's due
+	// moments (DueBounds): the pre-update hook lowers it, a rollback
+	// empties it. Pass the same value in every ClaimRequest.
+	Bounds *DueBounds
 	// Opened and Closed are called when the connection is opened and after
 	// it is closed (database/sql closes a connection in use only once its
 	// transaction has ended). Either may be nil.
@@ -163,7 +167,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
 	}
-	if cfg.Claimable != nil || cfg.Due != nil {
+	if cfg.Claimable != nil || cfg.Due != nil || cfg.Bounds != nil {
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
 			if d.TableName != "messages" || d.Op == sqlite3.SQLITE_DELETE {
 				return
@@ -171,10 +175,29 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 			// New assigns into the elements of its argument slice.
 			row := make([]any, 6) // id, queue, state, held, visible_at, locked_until
 			if err := d.New(row...); err != nil {
+				if cfg.Bounds != nil {
+					cfg.Bounds.forget() // a row the bounds did not see
+				}
 				return
 			}
 			q, ok := row[1].(string)
-			if !ok || row[3] != int64(0) {
+			if !ok {
+				return
+			}
+			if cfg.Bounds != nil {
+				// Held rows too: the claim's probe promotes and reaps them.
+				switch row[2] {
+				case "scheduled":
+					if at, ok := row[4].(int64); ok {
+						cfg.Bounds.lower(q, at)
+					}
+				case "locked":
+					if at, ok := row[5].(int64); ok {
+						cfg.Bounds.lower(q, at)
+					}
+				}
+			}
+			if row[3] != int64(0) {
 				return
 			}
 			switch row[2] {
@@ -203,8 +226,15 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 		committed()
 		return 0
 	})
-	if cfg.Rollback != nil {
-		h.RegisterRollbackHook(cfg.Rollback)
+	if cfg.Rollback != nil || cfg.Bounds != nil {
+		h.RegisterRollbackHook(func() {
+			if cfg.Bounds != nil {
+				cfg.Bounds.forget()
+			}
+			if cfg.Rollback != nil {
+				cfg.Rollback()
+			}
+		})
 	}
 	return nil
 }
