@@ -190,14 +190,7 @@ func completeSQL(n int) (deleteSQL, receiptSQL string) {
 }
 
 // completeSQLs holds completeSQL for every power of two up to completeChunk.
-var completeSQLs = func() map[int][2]string {
-	m := map[int][2]string{}
-	for n := 1; n <= completeChunk; n *= 2 {
-		d, r := completeSQL(n)
-		m[n] = [2]string{d, r}
-	}
-	return m
-}()
+var completeSQLs = bySize(completeChunk, completeSQL)
 
 // chunkOf is the statement size for k deliveries: the least power of two
 // that holds them, at most completeChunk.
