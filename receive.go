@@ -138,7 +138,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
-			AttemptID: opts.AttemptID, Now: s.now(),
+			AttemptID: opts.AttemptID, Now: s.now(), Bounds: s.bounds,
 		})
 		s.tally.redelivered(queue, redeliveries(claimed))
 		if err != nil || len(claimed) > 0 || opts.Wait <= 0 {

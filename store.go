@@ -29,6 +29,7 @@ type Store struct {
 	opts    Options
 	path    string
 	notify  *notify.Notifier
+	bounds  *engine.DueBounds // until when nothing of a queue is due
 	queues  queueCache
 	loops   loops
 	tally   tally // the counts of Metrics
@@ -81,7 +82,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
-		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1)}
+		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: engine.NewDueBounds()}
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
 		_ = s.closeResources()
@@ -107,6 +108,7 @@ func (s *Store) open(ctx context.Context) error {
 		Created:         s.tally.create,
 		Dropped:         s.tally.drop,
 		Closing:         s.isClosed,
+		Bounds:          s.bounds,
 		Opened:          func() { s.conns.Add(1) },
 		Closed:          s.connClosed,
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/mqlite/mqlite/internal/errs"
@@ -131,6 +132,9 @@ type ClaimRequest struct {
 	Delete    bool   // receive-and-delete
 	AttemptID string // "" = none
 	Now       int64
+	// Bounds, when not nil, lets the claim skip the due probe while
+	// nothing of the queue can be due (the store's ConnConfig.Bounds).
+	Bounds *DueBounds
 }
 
 // request names the options of a Receive that a replay must repeat.
@@ -156,8 +160,10 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	// Due messages and lapsed leases of this queue become claimable first,
 	// so an expired group head is handed out again before its successors
 	// and no claim waits for a background sweep.
-	if err := MakeClaimable(ctx, tx, q, r.Now); err != nil {
-		return nil, err
+	if !r.Bounds.quiet(q.Name, r.Now) {
+		if err := makeClaimable(ctx, tx, q, r.Now, r.Bounds); err != nil {
+			return nil, err
+		}
 	}
 	out, err := claimUpTo(ctx, tx, r)
 	if err != nil {
@@ -288,20 +294,29 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	return out, nil
 }
 
-// dueProbeSQL tells whether the queue has a scheduled message due or a lease
-// lapsed: two index seeks, so that a claim pays for the two updates only
-// when one of them has work.
+// dueProbeSQL reads the queue's earliest scheduled moment and earliest
+// lease end (NULL for a state with no row): two index seeks, so that a claim
+// pays for the two updates only when one of them has work, and learns how
+// long nothing will be due.
 const dueProbeSQL = `SELECT
-	EXISTS (SELECT 1 FROM messages WHERE queue = ?1 AND state = 'scheduled' AND visible_at <= ?2),
-	EXISTS (SELECT 1 FROM messages WHERE queue = ?1 AND state = 'locked' AND locked_until <= ?2)`
+	(SELECT min(visible_at) FROM messages WHERE queue = ?1 AND state = 'scheduled'),
+	(SELECT min(locked_until) FROM messages WHERE queue = ?1 AND state = 'locked')`
 
 // MakeClaimable promotes the queue's due scheduled messages and reaps its
 // expired leases. It writes nothing when nothing is due.
 func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
-	var due, lapsed bool
-	if err := tx.QueryRowContext(ctx, dueProbeSQL, q.Name, now).Scan(&due, &lapsed); err != nil {
+	return makeClaimable(ctx, tx, q, now, nil)
+}
+
+// makeClaimable is MakeClaimable that records in bounds (may be nil) until
+// when nothing of the queue is due.
+func makeClaimable(ctx context.Context, tx DBTX, q Queue, now int64, bounds *DueBounds) error {
+	var sched, locked sql.NullInt64
+	if err := tx.QueryRowContext(ctx, dueProbeSQL, q.Name).Scan(&sched, &locked); err != nil {
 		return fmt.Errorf("probe due: %w", err)
 	}
+	due := sched.Valid && sched.Int64 <= now
+	lapsed := locked.Valid && locked.Int64 <= now
 	if due {
 		if _, err := tx.ExecContext(ctx, promoteDueSQL, q.Name, now); err != nil {
 			return fmt.Errorf("promote due: %w", err)
@@ -312,6 +327,21 @@ func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
 			return fmt.Errorf("reap expired: %w", err)
 		}
 	}
+	// What is left is due after now; without an update, at the earliest
+	// of the two moments read.
+	next := int64(math.MaxInt64)
+	switch {
+	case due || lapsed:
+		next = now + 1
+	default:
+		if sched.Valid {
+			next = min(next, sched.Int64)
+		}
+		if locked.Valid {
+			next = min(next, locked.Int64)
+		}
+	}
+	bounds.set(q.Name, next)
 	return nil
 }
 

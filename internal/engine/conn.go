@@ -59,6 +59,10 @@ type ConnConfig struct {
 	// fails with errs.ErrClosed) and the SQL functions fail with
 	// errs.ErrClosed, so nothing commits once Close has begun. Required.
 	Closing func() bool
+	// Bounds, when not nil, is kept a lower bound of every queue's due
+	// moments (DueBounds): the pre-update hook lowers it, a rollback
+	// empties it. Pass the same value in every ClaimRequest.
+	Bounds *DueBounds
 	// Opened and Closed are called when the connection is opened and after
 	// it is closed (database/sql closes a connection in use only once its
 	// transaction has ended). Either may be nil.
@@ -180,7 +184,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
 	}
-	if cfg.Claimable != nil || cfg.Due != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
+	if cfg.Claimable != nil || cfg.Due != nil || cfg.Bounds != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
 		// SQLite calls the hook on the connection's goroutine, one row at
 		// a time: the scratch slices are the hook's alone.
 		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3)}
@@ -203,8 +207,15 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 		committed()
 		return 0
 	})
-	if cfg.Rollback != nil {
-		h.RegisterRollbackHook(cfg.Rollback)
+	if cfg.Rollback != nil || cfg.Bounds != nil {
+		h.RegisterRollbackHook(func() {
+			if cfg.Bounds != nil {
+				cfg.Bounds.forget()
+			}
+			if cfg.Rollback != nil {
+				cfg.Rollback()
+			}
+		})
 	}
 	return nil
 }
@@ -223,10 +234,26 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 		// New assigns into the elements of its argument slice:
 		// id, queue, state, held, visible_at, locked_until.
 		if err := d.New(m.row...); err != nil {
+			if m.cfg.Bounds != nil {
+				m.cfg.Bounds.forget() // a row the bounds did not see
+			}
 			return
 		}
 		ch.Queue, _ = m.row[1].(string)
 		ch.New, _ = m.row[2].(string)
+		if ch.Queue != "" && m.cfg.Bounds != nil {
+			// Held rows too: the claim's probe promotes and reaps them.
+			col := 0
+			switch ch.New {
+			case "scheduled":
+				col = 4 // visible_at
+			case "locked":
+				col = 5 // locked_until
+			}
+			if at, ok := m.row[col].(int64); ok && col > 0 {
+				m.cfg.Bounds.lower(ch.Queue, at)
+			}
+		}
 		if ch.Queue != "" && m.row[3] == int64(0) {
 			wake(m.cfg, ch.Queue, ch.New, m.row)
 		}

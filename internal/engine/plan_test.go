@@ -80,13 +80,16 @@ func TestClaimPlanPinning(t *testing.T) {
 		{"still held", stillHeldSQL, []any{`[{"q":"q","s":1,"t":"x"}]`, "q", 1}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
+		{"complete many", completeSQLs[4][0], []any{1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil, 1}, []string{
+			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+		}},
 		{"next due", nextDueSQL, []any{"q"}, []string{
 			"SEARCH messages USING INDEX idx_msg_scheduled (queue=?)",
 			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
 		}},
-		{"due probe", dueProbeSQL, []any{"q", 1}, []string{
-			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
-			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
+		{"due probe", dueProbeSQL, []any{"q"}, []string{
+			"SEARCH messages USING INDEX idx_msg_scheduled (queue=?)",
+			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
 		}},
 		{"claim and delete", claimDeleteSQL, claimArgs, []string{
 			"SEARCH m USING INDEX idx_msg_active (queue=?)",
@@ -151,9 +154,11 @@ func TestClaimPlanPinning(t *testing.T) {
 				}
 			}
 			for _, line := range strings.Split(got, "\n") {
-				// "SCAN per" reads the six rows stats computes.
+				// "SCAN per" reads the six rows stats computes; a VALUES
+				// clause is the statement's own parameters.
 				if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "CONSTANT ROW") &&
-					!strings.Contains(line, "VIRTUAL TABLE") && line != "SCAN per" {
+					!strings.Contains(line, "VIRTUAL TABLE") && !strings.HasSuffix(line, "-ROW VALUES CLAUSE") &&
+					line != "SCAN per" {
 					t.Errorf("plan scans: %q\n%s", line, got)
 				}
 			}

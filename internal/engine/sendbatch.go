@@ -55,14 +55,19 @@ FROM (VALUES `)
 }
 
 // chunkSQLs holds chunkSQL for every power of two up to maxChunk.
-var chunkSQLs = func() map[int][2]string {
+var chunkSQLs = bySize(maxChunk, chunkSQL)
+
+// bySize holds the two statements build returns for every power of two up
+// to most: the sizes of a batch's statements, so that a few texts cover
+// every batch in the connection's statement cache.
+func bySize(most int, build func(n int) (string, string)) map[int][2]string {
 	m := map[int][2]string{}
-	for n := 1; n <= maxChunk; n *= 2 {
-		ins, look := chunkSQL(n)
-		m[n] = [2]string{ins, look}
+	for n := 1; n <= most; n *= 2 {
+		a, b := build(n)
+		m[n] = [2]string{a, b}
 	}
 	return m
-}()
+}
 
 // batchable reports whether m can go through a multi-row insert.
 func batchable(t target, m OutMessage) bool {

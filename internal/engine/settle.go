@@ -3,10 +3,10 @@ package engine
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/mqlite/mqlite/internal/errs"
 )
@@ -148,60 +148,100 @@ func Renew(ctx context.Context, tx DBTX, r RenewRequest) (int64, error) {
 	return until, nil
 }
 
-// lockRef is one delivery of CompleteMany, as JSON for json_each.
+// lockRef is one delivery of a replayed attempt, as JSON for json_each.
 type lockRef struct {
 	Queue string `json:"q"`
 	Seq   int64  `json:"s"`
 	Token string `json:"t"`
 }
 
-// completeManySQL deletes every fenced row named in the JSON array ?1 in one
-// statement: json_each drives, each row found by its rowid.
-const completeManySQL = `DELETE FROM messages WHERE id IN (
-	SELECT m.id FROM json_each(?1) l JOIN messages m ON m.id = l.value ->> 's'
-	 WHERE m.queue = l.value ->> 'q' AND m.lock_token = l.value ->> 't'
-	   AND m.state = 'locked' AND m.locked_until > ?2)
-	RETURNING id`
+// completeChunk is the most deliveries one statement of CompleteMany names.
+// A chunk is padded with NULL rows up to a power of two, so that at most
+// eight statement texts of each kind sit in the connection's cache.
+const completeChunk = 128
 
-// receiptsSQL writes the Complete receipts of the JSON array ?1.
-const receiptsSQL = `INSERT OR REPLACE INTO settlement_receipts
+// completeSQL returns the DELETE of the n fenced deliveries listed as
+// (seq, queue, token) rows of anonymous parameters, the last parameter
+// being now, and the INSERT of their Complete receipts from (queue, seq,
+// token, expires_at) rows. A padding row is all NULL: it matches no message
+// and writes no receipt. Parameters, not a JSON array: SQLite parsed the
+// array again for every field it read.
+func completeSQL(n int) (deleteSQL, receiptSQL string) {
+	var del, rec strings.Builder
+	del.WriteString(`DELETE FROM messages WHERE id IN (
+	SELECT m.id FROM (VALUES `)
+	rec.WriteString(`INSERT OR REPLACE INTO settlement_receipts
 	(queue, seq, lock_token, operation, args, expires_at)
-	SELECT value ->> 'q', value ->> 's', unhex(value ->> 't'), 'complete', '', ?2 FROM json_each(?1)`
+	SELECT column1, column2, unhex(column3), 'complete', '', column4 FROM (VALUES `)
+	for i := range n {
+		if i > 0 {
+			del.WriteString(", ")
+			rec.WriteString(", ")
+		}
+		del.WriteString("(?, ?, ?)")
+		rec.WriteString("(?, ?, ?, ?)")
+	}
+	del.WriteString(`) l CROSS JOIN messages m ON m.id = l.column1
+	 WHERE m.queue = l.column2 AND m.lock_token = l.column3
+	   AND m.state = 'locked' AND m.locked_until > ?)
+	RETURNING id`)
+	rec.WriteString(`) WHERE column1 IS NOT NULL`)
+	return del.String(), rec.String()
+}
 
-// CompleteMany completes several deliveries with two statements, one DELETE
-// and one INSERT of their receipts, however many there are. A delivery whose
-// row was not deleted goes through Settle, which answers it from a receipt
-// or with errs.ErrLockLost. Each delivery gets its own result.
+// completeSQLs holds completeSQL for every power of two up to completeChunk.
+var completeSQLs = bySize(completeChunk, completeSQL)
+
+// chunkOf is the statement size for k deliveries: the least power of two
+// that holds them, at most completeChunk.
+func chunkOf(k int) int {
+	n := 1
+	for n < k && n < completeChunk {
+		n *= 2
+	}
+	return n
+}
+
+// CompleteMany completes several deliveries with two statements per
+// completeChunk of them, one DELETE and one INSERT of their receipts. A
+// delivery whose row was not deleted goes through Settle, which answers it
+// from a receipt or with errs.ErrLockLost. Each delivery gets its own
+// result.
 func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) ([]error, error) {
-	refs := make([]lockRef, len(locks))
-	for i, l := range locks {
-		refs[i] = lockRef{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
-	}
-	blob, err := json.Marshal(refs)
-	if err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
-	}
-	rows, err := tx.QueryContext(ctx, completeManySQL, string(blob), now)
-	if err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
-	}
 	deleted := make(map[int64]bool, len(locks))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
+	for rest := locks; len(rest) > 0; {
+		k := min(len(rest), completeChunk)
+		n := chunkOf(k)
+		args := make([]any, 0, 3*n+1)
+		for _, l := range rest[:k] {
+			args = append(args, l.Seq, l.Queue, l.Token)
+		}
+		for range n - k {
+			args = append(args, nil, nil, nil)
+		}
+		args = append(args, now)
+		rows, err := tx.QueryContext(ctx, completeSQLs[n][0], args...)
+		if err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
 		}
-		deleted[id] = true
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("complete: %w", err)
+			}
+			deleted[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		rest = rest[k:]
 	}
 	out := make([]error, len(locks))
-	done := refs[:0:0]
+	var done []Settlement
 	for i, l := range locks {
 		if deleted[l.Seq] {
-			done = append(done, refs[i])
+			done = append(done, l)
 			continue
 		}
 		l.Op, l.Now = OpComplete, now
@@ -211,13 +251,20 @@ func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) (
 		}
 		out[i] = err
 	}
-	if len(done) > 0 {
-		if blob, err = json.Marshal(done); err != nil {
-			return nil, fmt.Errorf("complete: %w", err)
+	for len(done) > 0 {
+		k := min(len(done), completeChunk)
+		n := chunkOf(k)
+		args := make([]any, 0, 4*n)
+		for _, l := range done[:k] {
+			args = append(args, l.Queue, l.Seq, l.Token, now+ReceiptTTLMS)
 		}
-		if _, err := tx.ExecContext(ctx, receiptsSQL, string(blob), now+ReceiptTTLMS); err != nil {
+		for range n - k {
+			args = append(args, nil, nil, nil, nil)
+		}
+		if _, err := tx.ExecContext(ctx, completeSQLs[n][1], args...); err != nil {
 			return nil, fmt.Errorf("complete: write receipts: %w", err)
 		}
+		done = done[k:]
 	}
 	return out, nil
 }
