@@ -48,6 +48,14 @@ type Options struct {
 	Clock Clock
 	// Logger receives the store's diagnostics. Defaults to slog.Default().
 	Logger *slog.Logger
+	// WaitForLock makes Open wait while another store (another process, or
+	// this one) holds the file, instead of failing with ErrDBLocked: a hot
+	// standby. Open takes the file within milliseconds of the holder's
+	// Close or death (the kernel drops a dead process's locks), runs the
+	// crash recovery and returns the store. Bound the wait with Open's ctx
+	// (a deadline, or a cancel on shutdown); there is no separate timeout.
+	// Defaults to false: fail at once. See docs/operations.md, "Hot standby".
+	WaitForLock bool
 
 	// The background loops: each runs one sweep on the store's connection
 	// every interval, with "now" read from Clock. A sweep that finds nothing
