@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
@@ -32,10 +34,13 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 		return err
 	}
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
 		return s.eng.Settle(ctx, tx, st)
 	})
+	endSettle(span, err)
+	return err
 }
 
 // Complete deletes a delivered message: it was handled. It needs the
@@ -60,12 +65,17 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		}
 		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
 	}
+	var span trace.Span
+	if len(locks) > 0 {
+		span = s.startSettle(ctx, string(engine.OpComplete), locks[0].Queue, len(locks))
+	}
 	var out []error
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
+	endSettle(span, err)
 	if err != nil {
 		return nil, err
 	}
