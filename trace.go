@@ -22,15 +22,16 @@ func (s *Store) TracerProvider() trace.TracerProvider {
 }
 
 // startSettle starts the span of a settlement named op ("complete",
-// "abandon", ...) of n locks of queue, as a child of ctx's span; it returns
-// a nil span when tracing is off.
+// "abandon", ...) of n locks of queue, as a child of ctx's span, linked to
+// the spans ctx names (tracing.WithLinks); it returns a nil span when
+// tracing is off.
 func (s *Store) startSettle(ctx context.Context, op, queue string, n int) trace.Span {
 	tr := tracing.Tracer(s.opts.TracerProvider)
 	if tr == nil {
 		return nil
 	}
 	_, span := tracing.Start(ctx, tr, trace.SpanKindClient, tracing.OpSettle, op, queue,
-		trace.WithAttributes(tracing.BatchAttrs(n)...))
+		trace.WithAttributes(tracing.BatchAttrs(n)...), trace.WithLinks(tracing.Links(ctx)...))
 	return span
 }
 

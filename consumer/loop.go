@@ -412,7 +412,7 @@ func (l *loop) handle(d *delivery) {
 	start := time.Now()
 	err := l.call(ctx, d)
 	handedOver = l.settle(d, err, time.Since(start))
-	if span != nil {
+	if span != nil && !handedOver { // the completer ends a span handed over
 		tracing.End(span, err)
 	}
 }
@@ -436,7 +436,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 	m := d.msg
 	switch {
 	case err == nil && l.completions != nil:
-		l.completions <- completion{msg: m, took: took} // never blocks: room for every slot
+		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
 		return true
 	case err == nil:
 		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {

@@ -35,3 +35,22 @@ func (l *loop) startProcess(d *delivery) (context.Context, trace.Span) {
 		trace.WithAttributes(tracing.MessageAttrs(d.msg.Seq, d.msg.MessageID, d.msg.DeliveryCount)...))
 	return ctx, d.span
 }
+
+// settleParent returns ctx for the CompleteBatch of batch: with the process
+// span of a lone message as the parent of the settle span, or, for several,
+// with links to each one's process span. Tracing off, ctx itself.
+func settleParent(ctx context.Context, batch []completion) context.Context {
+	if batch[0].span == nil {
+		return ctx
+	}
+	if len(batch) == 1 {
+		return trace.ContextWithSpan(ctx, batch[0].span)
+	}
+	links := make([]trace.Link, 0, len(batch))
+	for _, c := range batch {
+		if c.span != nil {
+			links = append(links, trace.Link{SpanContext: c.span.SpanContext()})
+		}
+	}
+	return tracing.WithLinks(ctx, links)
+}

@@ -204,3 +204,19 @@ type carrier func(key, value string)
 func (c carrier) Get(string) string     { return "" }
 func (c carrier) Set(key, value string) { c(key, value) }
 func (c carrier) Keys() []string        { return nil }
+
+// linksKey is the context key of WithLinks.
+type linksKey struct{}
+
+// WithLinks returns ctx carrying links for the next span the store starts
+// in it: how consumer.Loop links the settle span of a shared commit to the
+// process span of each message in it.
+func WithLinks(ctx context.Context, links []trace.Link) context.Context {
+	return context.WithValue(ctx, linksKey{}, links)
+}
+
+// Links returns the links of WithLinks in ctx, or none.
+func Links(ctx context.Context) []trace.Link {
+	l, _ := ctx.Value(linksKey{}).([]trace.Link)
+	return l
+}
