@@ -14,10 +14,10 @@ import (
 // Send sends msg to queue (or to a topic: every matching subscription gets
 // a copy) in its own transaction on the broker, and returns its result: the
 // seq, Duplicate for a resend inside the dedup window, and the copies. The
-// same MessageID with another body is mqlite.ErrDuplicateConflict. Like
-// outbox.SendOne, it adds ctx's trace context to the message's properties
-// (traceparent, tracestate) when ctx carries one and the message has no
-// traceparent of its own.
+// same MessageID with another body is mqlite.ErrDuplicateConflict. When
+// tracing is on (a global tracer provider is set), it adds ctx's trace
+// context to the message's properties (traceparent, tracestate), as
+// outbox.SendOne does, unless the message has a traceparent of its own.
 func (c *Client) Send(ctx context.Context, queue string, msg outbox.Message) (outbox.Result, error) {
 	if err := checkQueue(queue); err != nil {
 		return outbox.Result{}, err
@@ -58,8 +58,10 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Mess
 }
 
 // fromOutbox is m on the wire, with ctx's trace context added to its
-// properties.
+// properties when tracing is on (a global tracer provider is set).
 func fromOutbox(ctx context.Context, m outbox.Message) wire.Message {
-	m.Properties = tracing.Inject(ctx, m.Properties, mqlite.MaxPropertiesBytes)
+	if tracing.Tracer(nil) != nil {
+		m.Properties = tracing.Inject(ctx, m.Properties, mqlite.MaxPropertiesBytes)
+	}
 	return wire.FromOutbox(m)
 }

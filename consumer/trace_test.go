@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -51,9 +52,14 @@ func TestLoopProcessSpan(t *testing.T) {
 			defer tp.Shutdown(context.Background())
 			b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
 			b.Queue(t, "q", mqlite.QueueOptions{})
+			// A message from a traced sender (another process: this
+			// test leaves the global provider alone, so the outbox here
+			// does not trace).
 			sctx, send := tp.Tracer("test").Start(context.Background(), "sender")
+			props := propagation.MapCarrier{}
+			propagation.TraceContext{}.Inject(sctx, props)
 			if err := b.Store.Tx(sctx, func(tx *mqlite.Tx) error {
-				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x"), MessageID: "m1"})
+				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x"), MessageID: "m1", Properties: props})
 				return err
 			}); err != nil {
 				t.Fatal(err)

@@ -18,16 +18,16 @@
 //
 // # Tracing
 //
-// When ctx carries a valid OpenTelemetry span context, each message takes
-// it along in its properties as W3C Trace Context ("traceparent", and
-// "tracestate" when there is one), unless the caller set a traceparent
-// property of its own or the two would take Properties past
-// mqlite.MaxPropertiesBytes. With a tracer provider set globally
-// (otel.SetTracerProvider: SendOne has no Store to ask for
-// Options.TracerProvider), SendOne and SendBatch also record a "send
-// <queue>" span of kind producer, child of ctx's span, and the messages
-// carry that span's context instead. The trace context counts against
-// Options.MaxMessageBytes like any property (about 70 bytes).
+// With a tracer provider set globally (otel.SetTracerProvider: SendOne has
+// no Store to ask for Options.TracerProvider), SendOne and SendBatch record
+// a "send <queue>" span of kind producer, child of ctx's span, and each
+// message takes that span's context along in its properties as W3C Trace
+// Context ("traceparent", and "tracestate" when there is one), unless the
+// caller set a traceparent property of its own or the two would take
+// Properties past mqlite.MaxPropertiesBytes. The trace context counts
+// against Options.MaxMessageBytes like any property (about 70 bytes).
+// Without a provider, tracing is off: nothing is recorded or added, and
+// the check costs no allocation.
 package outbox
 
 import (
@@ -38,8 +38,6 @@ import (
 	"reflect"
 	"time"
 	"unicode/utf8"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/engine"
@@ -154,23 +152,20 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 	if queue == "" {
 		return nil, errs.Invalidf(errs.ErrInvalidQueueName, "empty name")
 	}
-	var span trace.Span
-	if tr := tracing.Tracer(nil); tr != nil && len(msgs) > 0 {
-		ctx, span = startSend(ctx, tr, queue, msgs)
+	tr := tracing.Tracer(nil)
+	if tr == nil || len(msgs) == 0 {
+		return enqueue(ctx, tx, queue, msgs)
 	}
-	res, err := enqueue(ctx, tx, queue, msgs)
-	if span != nil {
-		endSend(span, res, err)
-	}
+	ctx, span := startSend(ctx, tr, queue, msgs)
+	res, err := enqueue(ctx, tx, queue, withTrace(ctx, msgs))
+	endSend(span, res, err)
 	return res, err
 }
 
-// enqueue is send after the span began: the messages, with ctx's trace
-// context added to their properties, into queue.
+// enqueue is send after the span began.
 func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
 	out := make([]engine.OutMessage, len(msgs))
 	for i, m := range msgs {
-		m.Properties = tracing.Inject(ctx, m.Properties, mqlite.MaxPropertiesBytes)
 		om, err := convert(m)
 		if err != nil {
 			if len(msgs) > 1 {

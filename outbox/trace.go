@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
@@ -29,4 +30,15 @@ func endSend(span trace.Span, res []Result, err error) {
 		}
 	}
 	tracing.End(span, err)
+}
+
+// withTrace returns msgs with ctx's trace context added to each one's
+// properties (copies: the caller's messages and maps are not changed).
+func withTrace(ctx context.Context, msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		m.Properties = tracing.Inject(ctx, m.Properties, mqlite.MaxPropertiesBytes)
+		out[i] = m
+	}
+	return out
 }

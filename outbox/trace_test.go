@@ -6,46 +6,55 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// TestSendCarriesTraceContext: a send whose ctx carries a span context
-// stores it in the message's properties as W3C Trace Context, with tracing
-// off (no provider: the context came from elsewhere, an incoming request)
-// as on; the caller's own traceparent wins, the limit on properties is
-// kept, and the caller's map is not changed.
+// TestSendCarriesTraceContext: with tracing on, SendOne and SendBatch
+// record a send span, child of ctx's, and store its context in each
+// message's properties as W3C Trace Context; the caller's own traceparent
+// wins, the limit on properties is kept, and the caller's map is not
+// changed. With tracing off nothing is added. It sets the global tracer
+// provider (outbox has no Store to ask for one), so it does not run in
+// parallel.
 func TestSendCarriesTraceContext(t *testing.T) {
-	t.Parallel()
-	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
-	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
-	traced := trace.ContextWithRemoteSpanContext(context.Background(),
-		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
-	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	prev := otel.GetTracerProvider()
 	big := strings.Repeat("x", mqlite.MaxPropertiesBytes-10)
 	tests := []struct {
 		name  string
-		ctx   context.Context
+		on    bool
 		props map[string]string
-		want  map[string]string
+		want  func(traceparent string) map[string]string
 	}{
-		{"no span", context.Background(), nil, nil},
-		{"span", traced, nil, map[string]string{"traceparent": parent}},
-		{"span beside properties", traced, map[string]string{"k": "v"}, map[string]string{"k": "v", "traceparent": parent}},
-		{"the caller's traceparent", traced, map[string]string{"traceparent": "mine"}, map[string]string{"traceparent": "mine"}},
-		{"no room left", traced, map[string]string{"k": big}, map[string]string{"k": big}},
+		{"off", false, map[string]string{"k": "v"}, func(string) map[string]string { return map[string]string{"k": "v"} }},
+		{"on", true, nil, func(tp string) map[string]string { return map[string]string{"traceparent": tp} }},
+		{"on beside properties", true, map[string]string{"k": "v"},
+			func(tp string) map[string]string { return map[string]string{"k": "v", "traceparent": tp} }},
+		{"the caller's traceparent", true, map[string]string{"traceparent": "mine"},
+			func(string) map[string]string { return map[string]string{"traceparent": "mine"} }},
+		{"no room left", true, map[string]string{"k": big}, func(string) map[string]string { return map[string]string{"k": big} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			if tc.on {
+				otel.SetTracerProvider(tp)
+				defer otel.SetTracerProvider(prev)
+			}
 			b := testdb.Open(t, mqlite.Options{})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			before := maps.Clone(tc.props)
+			ctx, caller := tp.Tracer("test").Start(context.Background(), "caller")
+			defer caller.End()
 			var seqs []int64
-			err := b.Store.Tx(tc.ctx, func(tx *mqlite.Tx) error {
+			err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
 				one, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("one"), Properties: tc.props})
 				if err != nil {
 					return err
@@ -59,9 +68,23 @@ func TestSendCarriesTraceContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			sends := map[int64]string{} // seq: the traceparent of its send span
+			for _, s := range rec.Ended() {
+				if s.Name() != "send q" || s.Parent().SpanID() != caller.SpanContext().SpanID() {
+					continue
+				}
+				for _, a := range s.Attributes() {
+					if a.Key == "messaging.mqlite.message.seq" {
+						sends[a.Value.AsInt64()] = "00-" + s.SpanContext().TraceID().String() + "-" + s.SpanContext().SpanID().String() + "-01"
+					}
+				}
+			}
 			for _, seq := range seqs {
-				if got := readMessage(t, b.Store.DB(), seq).Properties; !maps.Equal(got, tc.want) {
-					t.Errorf("seq %d properties %v, want %v", seq, got, tc.want)
+				if tc.on && sends[seq] == "" {
+					t.Errorf("no send span of seq %d, child of the caller's", seq)
+				}
+				if got, want := readMessage(t, b.Store.DB(), seq).Properties, tc.want(sends[seq]); !maps.Equal(got, want) {
+					t.Errorf("seq %d properties %v, want %v", seq, got, want)
 				}
 			}
 			if !maps.Equal(tc.props, before) {
