@@ -48,11 +48,11 @@ var propagator = propagation.TraceContext{}
 // whose spans record nothing until a provider is set.
 var unset = otel.GetTracerProvider()
 
-// Tracer returns mqlite's tracer of tp (nil: the global provider, read at
-// each call so that a provider set after Open is used), or nil when tracing
-// is off.
+// Tracer returns mqlite's tracer of tp (nil, or the global provider as it
+// was before any was set: the global provider, read at each call so that a
+// provider set after Open is used), or nil when tracing is off.
 func Tracer(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
+	if tp == nil || tp == unset {
 		tp = otel.GetTracerProvider()
 		if tp == unset {
 			return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -109,6 +110,7 @@ func TestTracer(t *testing.T) {
 		on   bool
 	}{
 		{"global unset", nil, false},
+		{"global unset, given", otel.GetTracerProvider(), false},
 		{"noop", noop.NewTracerProvider(), false},
 		{"sdk", sdk, true},
 	}
@@ -129,7 +131,7 @@ func TestOffAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	var src struct{}
 	if n := testing.AllocsPerRun(1000, func() {
-		if Tracer(nil) != nil || Of(src) != nil {
+		if Tracer(nil) != nil || Of(src) != nil || Of(globalSource{}) != nil {
 			t.Fatal("tracing on")
 		}
 		_ = Inject(ctx, props, 1<<10)
@@ -137,3 +139,9 @@ func TestOffAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per call with tracing off, want 0", n)
 	}
 }
+
+// globalSource names the global provider, as a Store without
+// Options.TracerProvider does.
+type globalSource struct{}
+
+func (globalSource) TracerProvider() trace.TracerProvider { return otel.GetTracerProvider() }
