@@ -44,10 +44,11 @@ func endSettle(span trace.Span, err error) {
 
 // traceClaim records, when tracing is on, the claim of msgs from queue that
 // began at start: a receive span, child of ctx's span, with a link to the
-// context each message was sent in. A claim that found nothing leaves no
-// span: an idle consumer does not fill the traces with empty receives.
+// context each message was sent in. A claim that found nothing, or was
+// cancelled, leaves no span: an idle or stopping consumer does not fill the
+// traces with empty receives.
 func (s *Store) traceClaim(ctx context.Context, tr trace.Tracer, queue string, start time.Time, msgs []Message, err error) {
-	if len(msgs) == 0 && err == nil {
+	if len(msgs) == 0 && (err == nil || ctx.Err() != nil) {
 		return
 	}
 	links := make([]trace.Link, 0, len(msgs))
