@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,7 +22,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/internal/keys"
-	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/internal/loadtest"
 )
 
 // serveProc is an `mqlite serve` process of the test.
@@ -39,26 +37,8 @@ func startServe(t *testing.T, path, prefix string, extra ...string) *serveProc {
 	t.Helper()
 	args := append([]string{"serve", "--db", path, "--addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary(t), args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), prefix) {
-			u := sc.Text()[strings.LastIndex(sc.Text(), " ")+1:]
-			go func() { _, _ = io.Copy(io.Discard, out) }() // ends with the process
-			return &serveProc{cmd: cmd, url: u}
-		}
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	t.Fatalf("mqlite serve %v printed no %q line", extra, prefix)
-	return nil
+	line := loadtest.StartProcess(t, cmd, prefix)
+	return &serveProc{cmd: cmd, url: line[strings.LastIndex(line, " ")+1:]}
 }
 
 // balancer is the load balancer of the test: a reverse proxy to whichever
@@ -203,143 +183,66 @@ func TestStandbyTakeoverCrash(t *testing.T) {
 		return c
 	}
 
-	var mu sync.Mutex
-	acked := map[string]bool{}     // sends answered 2xx
-	completed := map[string]bool{} // completions answered 2xx
-	comeBack := 0                  // deliveries of a message whose completion was answered 2xx
-	sentHalf := make(chan struct{})
-	var sentN atomic.Int64
+	ledger := loadtest.New()
 	var pwg, cwg sync.WaitGroup
-	for w := range producers {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			c := newC()
-			defer c.Close()
-			for i := 0; i < perProducer; i += 5 {
-				msgs := make([]outbox.Message, 5)
-				for j := range msgs {
-					id := fmt.Sprintf("p%d-%d", w, i+j)
-					msgs[j] = outbox.Message{Body: []byte(id), MessageID: id}
+	produce := func(phase string) {
+		for w := range producers {
+			pwg.Add(1)
+			go func() {
+				defer pwg.Done()
+				c := newC()
+				defer c.Close()
+				if err := ledger.Produce(ctx, c, "work", fmt.Sprintf("p%d%s", w, phase), perProducer/2, 5); err != nil {
+					t.Error(err)
 				}
-				res, err := c.SendBatch(ctx, "work", msgs)
-				if err != nil {
-					t.Errorf("producer %d: %v", w, err)
-					return
-				}
-				mu.Lock()
-				for j, r := range res {
-					if r.Err == nil {
-						acked[msgs[j].MessageID] = true
-					}
-				}
-				mu.Unlock()
-				if sentN.Add(5) == producers*perProducer/2 {
-					close(sentHalf)
-				}
-			}
-		}()
+			}()
+		}
 	}
 	done := make(chan struct{})
-	progress := make(chan struct{}, 1) // a consumer completed a batch
 	for range consumers {
 		cwg.Add(1)
 		go func() {
 			defer cwg.Done()
 			c := newC()
 			defer c.Close()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				msgs, err := c.Receive(ctx, "work", mqlite.ReceiveOptions{Max: 10, Wait: 100 * time.Millisecond})
-				if err != nil {
-					t.Errorf("receive: %v", err)
-					return
-				}
-				if len(msgs) == 0 {
-					continue
-				}
-				locks := make([]mqlite.Lock, len(msgs))
-				for i, m := range msgs {
-					locks[i] = m.Lock()
-				}
-				mu.Lock()
-				for _, m := range msgs {
-					if completed[string(m.Body)] {
-						comeBack++
-					}
-				}
-				mu.Unlock()
-				errs, err := c.CompleteBatch(ctx, locks)
-				if err != nil {
-					t.Errorf("complete: %v", err)
-					return
-				}
-				mu.Lock()
-				for i, m := range msgs {
-					if errs[i] == nil {
-						completed[string(m.Body)] = true
-					}
-				}
-				mu.Unlock()
-				select {
-				case progress <- struct{}{}:
-				default:
-				}
+			if err := ledger.Consume(ctx, c, "work", mqlite.ReceiveOptions{Max: 10, Wait: 100 * time.Millisecond}, done); err != nil {
+				t.Error(err)
 			}
 		}()
 	}
 
-	<-sentHalf // the primary is under load
+	// Half the sends go to the primary; the kill lands while the other
+	// half is under way.
+	produce("a")
+	pwg.Wait()
+	produce("b")
 	killed := time.Now()
 	_ = primary.cmd.Process.Kill()
 	_ = primary.cmd.Wait()
 	pwg.Wait()
 
-	// Every acknowledged send is completed in the end.
-	deadline := time.After(time.Minute)
-	for {
-		mu.Lock()
-		missing := 0
-		for id := range acked {
-			if !completed[id] {
-				missing++
-			}
-		}
-		mu.Unlock()
-		if missing == 0 {
-			break
-		}
-		select {
-		case <-deadline:
-			close(done)
-			cwg.Wait()
-			t.Fatalf("%d acknowledged sends never completed", missing)
-		case <-progress:
-		}
-	}
+	missing := ledger.WaitCompleted(time.Minute)
 	close(done)
 	cwg.Wait()
+	c := ledger.Counts()
+	if missing > 0 {
+		t.Fatalf("%d of %d acknowledged sends never completed", missing, c.Acked)
+	}
 
 	ready, served := lb.ready[1].Load(), lb.served[1].Load()
 	if ready == 0 || served == 0 {
 		t.Fatalf("the standby never became ready (%d) or served (%d)", ready, served)
 	}
 	toReady, toServed := time.Duration(ready-killed.UnixNano()), time.Duration(served-killed.UnixNano())
-	mu.Lock()
-	defer mu.Unlock()
-	if len(acked) != producers*perProducer {
-		t.Errorf("%d sends acknowledged, want %d (the clients' retries should ride through the takeover)", len(acked), producers*perProducer)
+	if c.Acked != producers*perProducer {
+		t.Errorf("%d sends acknowledged, want %d (the clients' retries should ride through the takeover)", c.Acked, producers*perProducer)
 	}
-	if comeBack != 0 {
-		t.Errorf("%d messages delivered again after their completion was acknowledged", comeBack)
+	if c.ComeBack != 0 {
+		t.Errorf("%d messages delivered again after their completion was acknowledged", c.ComeBack)
 	}
 	if toReady > time.Second {
 		t.Errorf("takeover took %v to /readyz 200, goal under 1s", toReady)
 	}
-	t.Logf("takeover: kill to standby /readyz 200 in %v, to its first successful request in %v; %d acknowledged sends all completed",
-		toReady.Round(time.Millisecond), toServed.Round(time.Millisecond), len(acked))
+	t.Logf("takeover: kill to standby /readyz 200 in %v, to its first successful request in %v; %d acknowledged sends all completed, %d redeliveries",
+		toReady.Round(time.Millisecond), toServed.Round(time.Millisecond), c.Acked, c.Redelivered)
 }
