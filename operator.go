@@ -170,6 +170,9 @@ type QueueStats struct {
 	// OldestDeadLetterAge is how long ago the oldest dead letter was
 	// dead-lettered; 0 when there is none.
 	OldestDeadLetterAge time.Duration
+	// Counters are the queue's events since the store was opened; see
+	// Store.Metrics. They are kept in memory, not read from the file.
+	Counters QueueCounters
 }
 
 // Total is the number of messages in the queue, dead letters included.
@@ -194,6 +197,9 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 		}
 		var err error
 		per, err = engine.Stats(ctx, tx, queue)
+		if err == nil {
+			s.tally.correct(queue, per)
+		}
 		now = s.now()
 		return err
 	})
@@ -206,7 +212,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 		}
 		return time.Duration(now-ms) * time.Millisecond
 	}
-	st := QueueStats{Queue: queue}
+	st := QueueStats{Queue: queue, Counters: s.tally.counters(queue)}
 	var oldest int64
 	for state, v := range per {
 		st.Bytes += v.Bytes

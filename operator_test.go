@@ -185,6 +185,8 @@ func TestStats(t *testing.T) {
 		Queue: "q", Active: 2, Scheduled: 1, Locked: 1, Deferred: 1, DeadLettered: 1,
 		Bytes: 5 + 1 + 2 + 3 + 4 + 5, DeadLetterBytes: 5,
 		OldestAge: 5 * time.Second, OldestDeadLetterAge: 15 * time.Second,
+		// deadLetter sent, received and rejected one; then 5 sends, 2 receives.
+		Counters: mqlite.QueueCounters{Sent: 6, Received: 3, Rejected: 1, DeadLettered: 1},
 	}
 	if st != want {
 		t.Fatalf("stats\n got %+v\nwant %+v", st, want)

@@ -137,15 +137,19 @@ func (s *Store) sleep(ctx context.Context, woken <-chan struct{}, d time.Duratio
 func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, int64, error) {
 	var claimed []engine.Row
 	var nextDue int64
+	start := time.Now()
+	defer s.tally.observe(queue, claimDuration, start)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q, err := s.queues.get(ctx, tx, queue)
 		if err != nil {
 			return err
 		}
+		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, Now: s.now(),
 		})
+		s.tally.redelivered(queue, redeliveries(claimed))
 		if err != nil || len(claimed) > 0 || opts.Wait <= 0 {
 			return err
 		}
@@ -184,6 +188,9 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 			return err
 		}
 		c, err = engine.ClaimDeferred(ctx, tx, q, seq, s.now())
+		if err == nil {
+			s.tally.redelivered(queue, redeliveries([]engine.Row{c}))
+		}
 		if errors.Is(err, engine.ErrSpentDeferred) {
 			spent = true // commit the dead-lettering, then report
 			return nil
@@ -197,6 +204,17 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, engine.ErrSpentDeferred)
 	}
 	return toMessage(queue, c), nil
+}
+
+// redeliveries counts the claimed rows that were delivered before.
+func redeliveries(rows []engine.Row) int64 {
+	var n int64
+	for _, r := range rows {
+		if r.DeliveryCount > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // batchMax resolves a Max option: 0 means def, otherwise 1 to

@@ -34,9 +34,12 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 		return err
 	}
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
+	start := time.Now()
+	defer s.tally.observe(l.Queue, settleDuration, start)
 	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
+		s.tally.tag(causeOf(st.Op))
 		return s.eng.Settle(ctx, tx, st)
 	})
 	endSettle(span, err)
@@ -70,11 +73,16 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		span = s.startSettle(ctx, string(engine.OpComplete), locks[0].Queue, len(locks))
 	}
 	var out []error
+	start := time.Now()
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		s.tally.tag(causeComplete)
 		var err error
 		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
+	for _, l := range locks {
+		s.tally.observe(l.Queue, settleDuration, start)
+	}
 	endSettle(span, err)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ type Store struct {
 	notify  *notify.Notifier
 	queues  queueCache
 	loops   loops
+	tally   tally // the counts of Metrics
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -99,8 +100,11 @@ func (s *Store) open(ctx context.Context) error {
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
 		Due:             s.notify.Due,
-		Commit:          s.notify.Commit,
-		Rollback:        s.notify.Rollback,
+		Commit:          func() { s.tally.commit(); s.notify.Commit() },
+		Rollback:        func() { s.tally.rollback(); s.notify.Rollback() },
+		Changed:         s.tally.change,
+		Created:         s.tally.create,
+		Dropped:         s.tally.drop,
 		Closing:         s.isClosed,
 		Opened:          func() { s.conns.Add(1) },
 		Closed:          s.connClosed,
@@ -119,7 +123,10 @@ func (s *Store) open(ctx context.Context) error {
 	if err := schema.Apply(ctx, db); err != nil {
 		return err
 	}
-	return s.recover(ctx)
+	if err := s.recover(ctx); err != nil {
+		return err
+	}
+	return s.tally.seed(ctx, db)
 }
 
 // canonicalPath resolves path to an absolute path with every symlink

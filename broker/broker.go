@@ -4,7 +4,8 @@
 // or any HTTP client.
 //
 // Every endpoint lives under /v1 (see docs/api-reference-broker.md) except
-// /healthz and /readyz. Every /v1 endpoint needs an access key
+// /healthz, /readyz and the web dashboard's files under /ui/ (embedded;
+// docs/operations.md, "Dashboard"). Every /v1 endpoint needs an access key
 // ("Authorization: Bearer mqlite_..."), made with `mqlite keys create` or
 // POST /v1/keys: none, unknown or revoked is 401; a key whose role or queues
 // do not cover the request is 403. Keys are never logged.
@@ -83,6 +84,12 @@ type Config struct {
 	// DrainTimeout bounds the drain when Serve's ctx is cancelled.
 	// Defaults to 30s.
 	DrainTimeout time.Duration
+	// PublicMetrics serves GET /metrics without an access key, for a
+	// Prometheus on a private network that cannot send one. By default
+	// /metrics needs an admin key over every queue ("*"): queue names and
+	// their traffic are the broker's business. The metrics never carry a
+	// message, a body or a key.
+	PublicMetrics bool
 }
 
 // ErrConfig matches every error of New about its Config.
@@ -167,6 +174,8 @@ type Server struct {
 
 	cacheMu sync.Mutex
 	cache   map[[32]byte]cachedKey
+
+	metricsHTTP http.Handler // GET /metrics, after its key check
 }
 
 type cachedKey struct {
@@ -184,6 +193,7 @@ func New(cfg Config) (*Server, error) {
 		polls: make(chan struct{}, cfg.MaxLongPolls), shutdownDone: make(chan struct{}),
 		cache: make(map[[32]byte]cachedKey)}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
+	s.metricsHTTP = metricsHandler(cfg.Store)
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,

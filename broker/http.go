@@ -80,10 +80,13 @@ func keyOf(ctx context.Context) keys.Key {
 	return k
 }
 
-// require checks that the request's key has role on name.
+// anyRole in an endpoint lets every valid key through.
+const anyRole keys.Role = ""
+
+// require checks that the request's key has role (anyRole: any) on name.
 func require(ctx context.Context, role keys.Role, name string) error {
 	k := keyOf(ctx)
-	if !k.Scope.HasRole(role) {
+	if role != anyRole && !k.Scope.HasRole(role) {
 		return &apiError{wire.CodeForbidden, wire.ReasonRole, fmt.Sprintf("key %s has role %s; this needs %s", k.ID, k.Scope.Role, role)}
 	}
 	if name != "" && !k.Scope.HasQueue(name) {
@@ -112,15 +115,17 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// result is what an endpoint answers: a status and a body (nil for 204).
+// result is what an endpoint answers: a status and a body (nil for 204),
+// or a handler that writes the response itself (raw, for /metrics).
 type result struct {
 	status int
 	body   any
+	raw    http.Handler
 }
 
-func ok(body any) (result, error) { return result{http.StatusOK, body}, nil }
+func ok(body any) (result, error) { return result{status: http.StatusOK, body: body}, nil }
 
-func created(body any) (result, error) { return result{http.StatusCreated, body}, nil }
+func created(body any) (result, error) { return result{status: http.StatusCreated, body: body}, nil }
 
 func noContent() (result, error) { return result{status: http.StatusNoContent}, nil }
 
@@ -164,6 +169,10 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			if err != nil {
 				return err
 			}
+			if res.raw != nil {
+				res.raw.ServeHTTP(sw, r)
+				return nil
+			}
 			if res.body == nil {
 				sw.WriteHeader(res.status)
 			} else {
@@ -195,6 +204,10 @@ func (s *Server) open(fn func(r *http.Request) (result, error)) http.Handler {
 		if err != nil {
 			eb := errorBody(err)
 			writeJSON(w, wire.Status(eb.Code), wire.ErrorResponse{Error: eb})
+			return
+		}
+		if res.raw != nil {
+			res.raw.ServeHTTP(w, r)
 			return
 		}
 		writeJSON(w, res.status, res.body)

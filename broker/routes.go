@@ -50,10 +50,17 @@ func (s *Server) routes() http.Handler {
 		{"POST /v1/keys", keys.Admin, "", s.createKey},
 		{"DELETE /v1/keys/{id}", keys.Admin, "", s.revokeKey},
 		{"POST /v1/backup", keys.Admin, "", s.backup},
+		{"GET /v1/whoami", anyRole, "", s.whoami},
 	}
 	mux := http.NewServeMux()
 	for _, e := range eps {
 		mux.Handle(e.pattern, s.wrap(e))
+	}
+	s.mountUI(mux)
+	if s.cfg.PublicMetrics {
+		mux.Handle("GET /metrics", s.open(s.metrics))
+	} else {
+		mux.Handle("GET /metrics", s.wrap(endpoint{"GET /metrics", keys.Admin, "", s.metrics}))
 	}
 	mux.Handle("GET /healthz", s.open(func(*http.Request) (result, error) { return ok(wire.Health{Status: "ok"}) }))
 	mux.Handle("GET /readyz", s.open(s.ready))
@@ -613,6 +620,24 @@ func (s *Server) revokeKey(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	return noContent()
+}
+
+// whoami answers any valid key with its id, role and scope, and the names
+// of the queues it covers (the dashboard hides what the key may not use;
+// the endpoints refuse it anyway).
+func (s *Server) whoami(r *http.Request) (result, error) {
+	k := keyOf(r.Context())
+	qs, err := s.st.ListQueues(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	out := wire.WhoAmIResponse{Key: fromKey(k), Queues: []string{}}
+	for _, q := range qs {
+		if k.Scope.HasQueue(q.Name) {
+			out.Queues = append(out.Queues, q.Name)
+		}
+	}
+	return ok(out)
 }
 
 func (s *Server) backup(r *http.Request) (result, error) {

@@ -41,6 +41,7 @@ func (s *syncBuffer) String() string {
 }
 
 type fixture struct {
+	tb   *testdb.Bundle
 	url  string
 	log  *syncBuffer
 	keys map[string]string // name → secret
@@ -58,7 +59,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 	if err := tb.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{log: &syncBuffer{}, keys: map[string]string{}, ids: map[string]string{}}
+	f := &fixture{tb: tb, log: &syncBuffer{}, keys: map[string]string{}, ids: map[string]string{}}
 	for name, sc := range map[string]keys.Scope{
 		"admin":    {Role: keys.Admin, Queues: []string{"*"}},
 		"producer": {Role: keys.Producer, Queues: []string{"*"}},
@@ -77,11 +78,23 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 	}
 	cfg.Store = tb.Store
 	cfg.Logger = slog.New(slog.NewJSONHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f.url = serve(t, cfg, nil)
+	return f
+}
+
+// serve runs a broker with cfg on httptest, its handler wrapped by wrap
+// when not nil, shuts it down when the test ends, and returns its URL.
+func serve(t *testing.T, cfg broker.Config, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	srv, err := broker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -90,12 +103,23 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 		}
 		ts.Close()
 	})
-	f.url = ts.URL
-	return f
+	return ts.URL
 }
 
 // do sends one request and returns the status and the decoded error body.
 func (f *fixture) do(t *testing.T, method, path, key string, body []byte) (int, wire.Error) {
+	t.Helper()
+	resp := f.send(t, method, path, key, body)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var er wire.ErrorResponse
+	_ = json.Unmarshal(data, &er)
+	return resp.StatusCode, er.Error
+}
+
+// send sends one request with key ("" for none) and body (nil for none);
+// the caller closes the response body.
+func (f *fixture) send(t *testing.T, method, path, key string, body []byte) *http.Response {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -112,11 +136,7 @@ func (f *fixture) do(t *testing.T, method, path, key string, body []byte) (int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var er wire.ErrorResponse
-	_ = json.Unmarshal(data, &er)
-	return resp.StatusCode, er.Error
+	return resp
 }
 
 // route is one endpoint with a valid body, the role that may call it, and
@@ -160,6 +180,7 @@ var routes = []route{
 	{"POST", "/v1/keys", `{"role":"consumer","queues":["q"]}`, keys.Admin, 403},
 	{"DELETE", "/v1/keys/0000000000000000", ``, keys.Admin, 403},
 	{"POST", "/v1/backup", `{"path":"/nonexistent/dir/b.db"}`, keys.Admin, 403},
+	{"GET", "/metrics", ``, keys.Admin, 403},
 }
 
 // wrongRole is a key whose role does not include r.

@@ -106,6 +106,24 @@ func (p *brokerProc) rss() int64 {
 	return 0
 }
 
+// cpu is the CPU time (user plus system) the process has used so far
+// (Linux: utime and stime of /proc/PID/stat, in clock ticks of 10 ms).
+func (p *brokerProc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The command name in parentheses may hold spaces: split after it.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 // prepareFile creates the store file with queues and returns an admin key.
 func prepareFile(t testing.TB, path string, queues ...string) string {
 	t.Helper()

@@ -138,4 +138,28 @@ var deadLetterTests = []subtest{
 			t.Fatalf("stats: %+v, want one in each state", st)
 		}
 	}},
+	{"StatsCounters", func(t *testing.T, h Harness) {
+		// Each event counts once: a replayed Complete does not count
+		// again, a lapsed lease counts as lost when it is put back.
+		k := open(t, h)
+		k.queue("q", mqlite.QueueOptions{MaxDeliveryCount: 3, LockDuration: time.Second})
+		s := k.sendN("q", 3)
+		one := mqlite.ReceiveOptions{Max: 1}
+		m := k.expect("q", one, s[0])
+		k.must(k.st.Complete(k.ctx, m[0].Lock()), "complete")
+		k.must(k.st.Complete(k.ctx, m[0].Lock()), "complete replay")
+		m = k.expect("q", one, s[1])
+		k.must(k.st.Abandon(k.ctx, m[0].Lock(), 0), "abandon")
+		m = k.expect("q", one, s[1])
+		k.must(k.st.Reject(k.ctx, m[0].Lock(), "r", ""), "reject")
+		m = k.expect("q", one, s[2])
+		k.advance(2 * time.Second)
+		k.wantErr(k.st.Complete(k.ctx, m[0].Lock()), mqlite.ErrLockLost, "late complete")
+		k.expect("q", one, s[2])
+		want := mqlite.QueueCounters{Sent: 3, Received: 5, Completed: 1, Abandoned: 1, Rejected: 1,
+			DeadLettered: 1, LockLost: 1, Redelivered: 2}
+		if got := k.stats("q").Counters; got != want {
+			t.Fatalf("counters %+v, want %+v", got, want)
+		}
+	}},
 }

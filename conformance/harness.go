@@ -110,9 +110,33 @@ type Operator interface {
 	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
 }
 
+// Topics creates topics and their subscriptions. A Store that is also a
+// Topics has the Topics area run; a send to a topic goes through
+// Instance.Tx with the topic's name in place of a queue's.
+type Topics interface {
+	// CreateTopic creates a topic; see mqlite.Store.CreateTopic.
+	CreateTopic(ctx context.Context, name string) error
+	// GetTopic reads a topic; see mqlite.Store.GetTopic.
+	GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error)
+	// ListTopics reads every topic; see mqlite.Store.ListTopics.
+	ListTopics(ctx context.Context) ([]mqlite.TopicInfo, error)
+	// DeleteTopic removes a topic; see mqlite.Store.DeleteTopic.
+	DeleteTopic(ctx context.Context, name string) error
+	// CreateSubscription subscribes a new queue to a topic; see
+	// mqlite.Store.CreateSubscription.
+	CreateSubscription(ctx context.Context, topic, queue string, opts mqlite.SubscriptionOptions) error
+	// UpdateSubscription replaces a subscription's filter; see
+	// mqlite.Store.UpdateSubscription.
+	UpdateSubscription(ctx context.Context, topic, queue string, f mqlite.Filter) error
+	// DeleteSubscription removes a subscription and its queue; see
+	// mqlite.Store.DeleteSubscription.
+	DeleteSubscription(ctx context.Context, topic, queue string) error
+}
+
 // Store is what the kit tests: the consumer side (consumer.Source), queue
 // creation and the operator calls. A Store that is also a
-// consumer.CompleteBatcher has CompleteBatch tested too.
+// consumer.CompleteBatcher has CompleteBatch tested too, one that is also
+// a Topics the Topics area.
 type Store interface {
 	consumer.Source
 	Queues
@@ -123,4 +147,5 @@ type Store interface {
 var (
 	_ Store                    = (*mqlite.Store)(nil)
 	_ consumer.CompleteBatcher = (*mqlite.Store)(nil)
+	_ Topics                   = (*mqlite.Store)(nil)
 )

@@ -58,5 +58,6 @@ func groups() []group {
 		{"Lifecycle", lifecycleTests},
 		{"Wake", wakeTests},
 		{"WakeBubble", wakeBubbleTests},
+		{"Topics", topicTests},
 	}
 }

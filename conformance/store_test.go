@@ -103,7 +103,7 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceSqlx runs the kit's sending subtests (transactions,
-// de-duplication, wake-ups on commit and rollback) against the embedded
+// de-duplication, wake-ups on commit and rollback, topics) against the embedded
 // store, sending through a *sqlx.Tx on Store.DB(). The other areas do not
 // depend on how a message was sent and run once, in TestConformance, which
 // keeps the kit near half a minute under -race.
@@ -113,7 +113,7 @@ func TestConformanceSqlx(t *testing.T) {
 	open := h.Open
 	h.Open = func(t *testing.T, cfg conformance.Config) conformance.Instance {
 		area := strings.Split(t.Name(), "/")[1]
-		if area != "Transaction" && area != "Dedup" && area != "Wake" {
+		if area != "Transaction" && area != "Dedup" && area != "Wake" && area != "Topics" {
 			t.Skip("sqlx runs the sending subtests only; TestConformance runs the rest")
 		}
 		return open(t, cfg)

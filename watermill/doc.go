@@ -2,7 +2,8 @@
 // middlewares (retry, poison queue, correlation), CQRS and Forwarder run on
 // top of the single-file outbox and queue.
 //
-// A topic is an mqlite queue. NewPublisher sends over a Store, one
+// A topic is an mqlite queue, or with consumer groups an mqlite topic (see
+// Features). NewPublisher sends over a Store, one
 // transaction per Publish; NewTxPublisher writes into the caller's own
 // transaction, so an event commits with the business rows that caused it,
 // or not at all. NewSubscriber consumes a queue with peek-lock delivery
@@ -57,11 +58,14 @@
 //     only: on a Standard queue, messages without a group go to concurrent
 //     subscriptions at once, and a Nack puts a message behind the ones
 //     already claimed ahead (Prefetch), so their order is not kept.
-//   - Consumer groups and fan-out: no. A topic is one queue and each
-//     message goes to exactly one subscription (competing consumers);
-//     two services that subscribe to one topic share its messages instead
-//     of each getting all of them. Topics with subscriptions, each its own
-//     copy of the stream, are a future issue of mqlite.
+//   - Consumer groups and fan-out: yes, with SubscriberConfig.ConsumerGroup.
+//     Without it a topic is one queue and each message goes to exactly one
+//     subscription (competing consumers). With it a topic is an mqlite topic
+//     (Store.CreateTopic) and each group reads its own subscription, the
+//     queue "<topic>:<group>": every group gets each message once, and the
+//     members of one group compete for their group's copy. A group gets what
+//     is published after its subscription exists (SubscribeInitialize or
+//     AutoCreateQueues creates it), not what came before.
 //   - New subscribers do not receive old messages: an acked message is
 //     deleted, it is a queue and not a log.
 //   - The message's context is not preserved: contexts are not data, and

@@ -193,3 +193,46 @@ func createQueue(ctx context.Context, qc QueueCreator, name string, opts mqlite.
 	}
 	return nil
 }
+
+// TopicCreator is a Source that can create mqlite topics and their
+// subscriptions: *mqlite.Store and *client.Client are. A Subscriber with a
+// ConsumerGroup needs it for SubscribeInitialize and AutoCreateQueues.
+type TopicCreator interface {
+	// CreateTopic creates the topic name; a name in use is
+	// mqlite.ErrTopicExists.
+	CreateTopic(ctx context.Context, name string) error
+	// GetTopic returns a topic with its subscriptions.
+	GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error)
+	// CreateSubscription subscribes a new queue to topic; an existing
+	// queue is mqlite.ErrQueueExists.
+	CreateSubscription(ctx context.Context, topic, queue string, opts mqlite.SubscriptionOptions) error
+}
+
+var _ TopicCreator = (*mqlite.Store)(nil)
+
+// createSubscription creates topic and its subscription queue unless they
+// exist. A queue of that name that is not a subscription of topic is
+// mqlite.ErrQueueExists, and a queue named topic mqlite.ErrTopicNotFound:
+// neither is taken over.
+func createSubscription(ctx context.Context, tc TopicCreator, topic, queue string, opts mqlite.QueueOptions) error {
+	if err := tc.CreateTopic(ctx, topic); err != nil && !errors.Is(err, mqlite.ErrTopicExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	err := tc.CreateSubscription(ctx, topic, queue, mqlite.SubscriptionOptions{Queue: opts})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, mqlite.ErrQueueExists) {
+		return fmt.Errorf("subscribe %s to topic %s: %w", queue, topic, err)
+	}
+	info, gerr := tc.GetTopic(ctx, topic)
+	if gerr != nil {
+		return fmt.Errorf("subscribe %s to topic %s: %w", queue, topic, gerr)
+	}
+	for _, sub := range info.Subscriptions {
+		if sub.Queue == queue {
+			return nil
+		}
+	}
+	return fmt.Errorf("subscribe %s to topic %s: the queue exists and is not its subscription: %w", queue, topic, err)
+}

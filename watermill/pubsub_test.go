@@ -22,10 +22,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // Every feature that is off says why next to it (the package doc says the
 // same to users).
 var standardFeatures = tests.Features{
-	// A topic is one queue and each message goes to one subscription:
-	// there is no fan-out to groups until mqlite has topics with
-	// subscriptions (a future issue).
-	ConsumerGroups: false,
+	// With SubscriberConfig.ConsumerGroup a Watermill topic is an mqlite
+	// topic and each group reads its own subscription: every group gets
+	// each message, the subscribers of one group compete for it.
+	ConsumerGroups: true,
 	// At-least-once: a lease that ends without an Ack (crash, lost
 	// renewal, Close before the Ack) redelivers the message.
 	ExactlyOnceDelivery: false,
@@ -115,30 +115,35 @@ func (s *suite) test(t *testing.T) *suiteTest {
 	return tt
 }
 
-// pubSub is the suite's tests.PubSubConstructor.
+// pubSub is the suite's tests.PubSubConstructor: a topic is a queue.
 func (s *suite) pubSub(t *testing.T) (message.Publisher, message.Subscriber) {
+	return s.build(t, "")
+}
+
+// groupPubSub is the suite's tests.ConsumerGroupPubSubConstructor: a topic
+// is an mqlite topic, the Subscriber reads group's subscription of it, and
+// the Publisher sends to the topic (it creates no queue: the topic exists
+// once a Subscriber initialized it).
+func (s *suite) groupPubSub(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	return s.build(t, group)
+}
+
+func (s *suite) build(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tt := s.test(t)
-	pub, err := mqwatermill.NewPublisher(tt.st, mqwatermill.PublisherConfig{AutoCreateQueues: true, QueueOptions: s.qopts})
+	pub, err := mqwatermill.NewPublisher(tt.st, mqwatermill.PublisherConfig{AutoCreateQueues: group == "", QueueOptions: s.qopts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub, err := mqwatermill.NewSubscriber(tt.st, mqwatermill.SubscriberConfig{
-		AutoCreateQueues: true, QueueOptions: s.qopts, Logger: quiet,
+		AutoCreateQueues: true, QueueOptions: s.qopts, ConsumerGroup: group, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tt.subs = append(tt.subs, sub)
 	return pub, sub
-}
-
-// noConsumerGroups is the suite's ConsumerGroupPubSubConstructor: the
-// suite calls it only when Features.ConsumerGroups is set, which it is not.
-func noConsumerGroups(t *testing.T, _ string) (message.Publisher, message.Subscriber) {
-	t.Skip("consumer groups are not supported: a topic is one queue (no fan-out)")
-	return nil, nil
 }
 
 // suiteQueue is the queue options of the suite's topics. MaxDeliveryCount is
@@ -166,10 +171,10 @@ func fifoQueue() mqlite.QueueOptions {
 
 func TestPubSub(t *testing.T) {
 	s := newSuite(suiteQueue)
-	tests.TestPubSub(t, short(standardFeatures), s.pubSub, noConsumerGroups)
+	tests.TestPubSub(t, short(standardFeatures), s.pubSub, s.groupPubSub)
 }
 
 func TestPubSubFIFO(t *testing.T) {
 	s := newSuite(fifoQueue())
-	tests.TestPubSub(t, short(fifoFeatures), s.pubSub, noConsumerGroups)
+	tests.TestPubSub(t, short(fifoFeatures), s.pubSub, s.groupPubSub)
 }

@@ -22,12 +22,12 @@ func TestPubSubStress(t *testing.T) {
 	t.Run("Standard", func(t *testing.T) {
 		t.Parallel()
 		s := newSuite(suiteQueue)
-		tests.TestPubSubStressTest(t, short(standardFeatures), s.pubSub, noConsumerGroups)
+		tests.TestPubSubStressTest(t, short(standardFeatures), s.pubSub, s.groupPubSub)
 	})
 	t.Run("FIFO", func(t *testing.T) {
 		t.Parallel()
 		s := newSuite(fifoQueue())
-		tests.TestPubSubStressTest(t, short(fifoFeatures), s.pubSub, noConsumerGroups)
+		tests.TestPubSubStressTest(t, short(fifoFeatures), s.pubSub, s.groupPubSub)
 	})
 }
 
@@ -37,5 +37,5 @@ func TestPubSubStress(t *testing.T) {
 // a time, and its full run did not finish in ten minutes under -race.
 func TestPubSubFull(t *testing.T) {
 	s := newSuite(suiteQueue)
-	tests.TestPubSub(t, standardFeatures, s.pubSub, noConsumerGroups)
+	tests.TestPubSub(t, standardFeatures, s.pubSub, s.groupPubSub)
 }

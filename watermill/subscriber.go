@@ -43,6 +43,18 @@ type SubscriberConfig struct {
 	// QueueOptions are the options of the queues that SubscribeInitialize
 	// and AutoCreateQueues create. Defaults to mqlite's queue defaults.
 	QueueOptions mqlite.QueueOptions
+	// ConsumerGroup makes every Subscribe read one subscription of an mqlite
+	// topic (Store.CreateTopic) instead of a queue: Subscribe(ctx, "orders")
+	// with ConsumerGroup "billing" receives from the queue
+	// "orders:billing", the group's subscription of the topic "orders". A
+	// message published to the topic is then copied once into each group's
+	// subscription, and the subscribers of one group compete for their
+	// copy. SubscribeInitialize and AutoCreateQueues create the topic and
+	// the group's subscription (with QueueOptions); they need a Source that
+	// is a TopicCreator. A group gets what is published after its
+	// subscription exists, not before. Defaults to "": the topic is a queue
+	// and every subscriber competes for each message.
+	ConsumerGroup string
 	// Logger receives the diagnostics of the subscriptions' consumer.Loop.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
@@ -85,6 +97,9 @@ func NewSubscriber(src consumer.Source, cfg SubscriberConfig) (*Subscriber, erro
 	if cfg.AutoCreateQueues {
 		if _, ok := src.(QueueCreator); !ok {
 			return nil, invalid("AutoCreateQueues with a Source that cannot create queues")
+		}
+		if _, ok := src.(TopicCreator); !ok && cfg.ConsumerGroup != "" {
+			return nil, invalid("AutoCreateQueues with a ConsumerGroup and a Source that cannot create topics")
 		}
 	}
 	backoff := cfg.NackBackoff
@@ -140,11 +155,12 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if s.isClosed() {
 		return nil, ErrSubscriberClosed
 	}
+	queue := s.queueOf(topic)
 	if s.cfg.AutoCreateQueues {
-		if err := createQueue(ctx, s.src.(QueueCreator), topic, s.cfg.QueueOptions); err != nil {
+		if err := s.initialize(ctx, topic); err != nil {
 			return nil, fmt.Errorf("mqlite/watermill: subscribe to %s: %w", topic, err)
 		}
-	} else if _, err := s.src.Peek(ctx, topic, mqlite.PeekOptions{Max: 1}); err != nil {
+	} else if _, err := s.src.Peek(ctx, queue, mqlite.PeekOptions{Max: 1}); err != nil {
 		// Loop would find a missing queue too, but only after Subscribe
 		// returned: tell the caller now.
 		return nil, fmt.Errorf("mqlite/watermill: subscribe to %s: %w", topic, err)
@@ -167,9 +183,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		defer close(out) // after Loop returned: no handler sends any more
 		defer unhook()
 		defer stop()
-		err := consumer.Loop(lctx, s.src, topic, handler, s.loop)
+		err := consumer.Loop(lctx, s.src, queue, handler, s.loop)
 		if err != nil {
-			s.logger().Error("mqlite/watermill: subscription stopped", "topic", topic, "err", err)
+			s.logger().Error("mqlite/watermill: subscription stopped", "topic", topic, "queue", queue, "err", err)
 		}
 	}()
 	return out, nil
@@ -210,16 +226,39 @@ func deliver(hctx context.Context, out chan<- *message.Message, m mqlite.Message
 
 // SubscribeInitialize creates the queue named topic with
 // SubscriberConfig.QueueOptions, unless it exists. The Source must be a
-// QueueCreator (*mqlite.Store is one).
+// QueueCreator (*mqlite.Store is one). With a ConsumerGroup it creates the
+// mqlite topic and the group's subscription instead, unless they exist; the
+// Source must then be a TopicCreator (*mqlite.Store and *client.Client are).
 func (s *Subscriber) SubscribeInitialize(topic string) error {
-	qc, ok := s.src.(QueueCreator)
-	if !ok {
+	if _, ok := s.src.(QueueCreator); !ok {
 		return invalid("SubscribeInitialize with a Source that cannot create queues")
 	}
-	if err := createQueue(context.Background(), qc, topic, s.cfg.QueueOptions); err != nil {
+	if _, ok := s.src.(TopicCreator); !ok && s.cfg.ConsumerGroup != "" {
+		return invalid("SubscribeInitialize with a ConsumerGroup and a Source that cannot create topics")
+	}
+	if err := s.initialize(context.Background(), topic); err != nil {
 		return fmt.Errorf("mqlite/watermill: subscribe initialize: %w", err)
 	}
 	return nil
+}
+
+// queueOf is the mqlite queue that Subscribe(topic) reads: the queue named
+// topic, or the ConsumerGroup's subscription of the topic.
+func (s *Subscriber) queueOf(topic string) string {
+	if s.cfg.ConsumerGroup == "" {
+		return topic
+	}
+	return topic + ":" + s.cfg.ConsumerGroup
+}
+
+// initialize creates what Subscribe(topic) reads unless it exists: the
+// queue, or the topic and the group's subscription. NewSubscriber and
+// SubscribeInitialize checked that the Source can.
+func (s *Subscriber) initialize(ctx context.Context, topic string) error {
+	if s.cfg.ConsumerGroup == "" {
+		return createQueue(ctx, s.src.(QueueCreator), topic, s.cfg.QueueOptions)
+	}
+	return createSubscription(ctx, s.src.(TopicCreator), topic, s.queueOf(topic), s.cfg.QueueOptions)
 }
 
 // Close stops every subscription, gives back the messages they hold and not

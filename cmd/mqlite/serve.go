@@ -32,6 +32,13 @@ Every request needs an access key: make the first one on the file before
 serving (mqlite keys create --role admin --queue '*' --db FILE), and more
 through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.
 
+The web dashboard is at /ui (the same keys: one is asked for once per
+browser tab).
+
+GET /metrics serves the Prometheus metrics of every queue (see
+docs/operations.md, "Metrics"). It needs an admin key over every queue,
+unless --public-metrics opens it to any caller that reaches --addr.
+
 With --standby, serve listens at once but waits for the file while another
 process holds it: /healthz answers 200, /readyz and the API 503 (reason
 "standby"). When the primary stops or dies, the standby takes the file within
@@ -83,7 +90,9 @@ standby").`,
 			if err != nil {
 				return errors.Join(usageError{err}, st.Close(), ln.Close())
 			}
+			// The first line ends with the URL (scripts read it there).
 			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
+			fmt.Fprintf(g.stdout, "mqlite dashboard on %s://%s/ui\n", scheme, ln.Addr())
 			if cert != "" {
 				err = srv.ServeTLS(cmd.Context(), ln, cert, keyFile)
 			} else {
@@ -106,6 +115,7 @@ standby").`,
 	f.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "the time to write a response (default --max-wait + 30s)")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", broker.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", broker.DefaultDrainTimeout, "how long a shutdown waits for requests in flight")
+	f.BoolVar(&cfg.PublicMetrics, "public-metrics", false, "serve GET /metrics without an access key (for a Prometheus on a private network)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
 	return cmd

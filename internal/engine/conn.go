@@ -46,6 +46,14 @@ type ConnConfig struct {
 	Due       func(queue string, at int64)
 	Commit    func()
 	Rollback  func()
+	// Changed is called, on the connection's goroutine, for each row of
+	// messages inserted, deleted, or updated to another state: the raw
+	// material of the store's per-queue counts (see RowChange). Created and
+	// Dropped are called for each row of queues inserted or deleted, with
+	// the queue's name. Like Claimable they report writes not yet
+	// committed: Commit and Rollback tell which survive. Any may be nil.
+	Changed          func(RowChange)
+	Created, Dropped func(queue string)
 	// Closing reports that the store is closing: from then on every
 	// commit on the connection is refused (it rolls back, and the commit
 	// fails with errs.ErrClosed) and the SQL functions fail with
@@ -153,43 +161,35 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 }
 func (c connector) Driver() driver.Driver { return c.d }
 
+// RowChange is one row of messages changing state, as the pre-update hook
+// sees it: Old is "" for an insert, New is "" for a delete, and an update
+// that leaves the state alone (a renewal, a group release) is not reported.
+type RowChange struct {
+	Queue    string
+	Old, New string
+}
+
 // registerHooks wires the connection's pre-update, commit and rollback hooks
 // to cfg's callbacks; committed is called on every commit too (the
-// checkpointer's kick). The pre-update hook reads only the first six
-// columns of messages (id, queue, state, held, visible_at, locked_until),
-// never the body.
+// checkpointer's kick). The pre-update hook reads at most the first six
+// columns of a new messages row (id, queue, state, held, visible_at,
+// locked_until) and the first three of an old one (id, queue, state), and
+// only the first column (name) of queues: never a body.
 func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
 		return fmt.Errorf("sqlite connection %T cannot register hooks", c)
 	}
-	if cfg.Claimable != nil || cfg.Due != nil {
+	if cfg.Claimable != nil || cfg.Due != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
+		// SQLite calls the hook on the connection's goroutine, one row at
+		// a time: the scratch slices are the hook's alone.
+		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3)}
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
-			if d.TableName != "messages" || d.Op == sqlite3.SQLITE_DELETE {
-				return
-			}
-			// New assigns into the elements of its argument slice.
-			row := make([]any, 6) // id, queue, state, held, visible_at, locked_until
-			if err := d.New(row...); err != nil {
-				return
-			}
-			q, ok := row[1].(string)
-			if !ok || row[3] != int64(0) {
-				return
-			}
-			switch row[2] {
-			case "active":
-				if cfg.Claimable != nil {
-					cfg.Claimable(q)
-				}
-			case "scheduled", "locked":
-				col := 4 // visible_at
-				if row[2] == "locked" {
-					col = 5 // locked_until
-				}
-				if at, ok := row[col].(int64); ok && cfg.Due != nil {
-					cfg.Due(q, at)
-				}
+			switch d.TableName {
+			case "messages":
+				m.write(&d)
+			case "queues":
+				queueHook(&d, &cfg)
 			}
 		})
 	}
@@ -207,4 +207,83 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 		h.RegisterRollbackHook(cfg.Rollback)
 	}
 	return nil
+}
+
+// messageHook reports the writes of messages rows.
+type messageHook struct {
+	cfg      *ConnConfig
+	row, old []any // the columns read, reused from row to row
+}
+
+// write reports one write of a messages row: the wake-ups of a row left
+// claimable or due (insert and update), and its state change.
+func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
+	var ch RowChange
+	if d.Op != sqlite3.SQLITE_DELETE {
+		// New assigns into the elements of its argument slice:
+		// id, queue, state, held, visible_at, locked_until.
+		if err := d.New(m.row...); err != nil {
+			return
+		}
+		ch.Queue, _ = m.row[1].(string)
+		ch.New, _ = m.row[2].(string)
+		if ch.Queue != "" && m.row[3] == int64(0) {
+			wake(m.cfg, ch.Queue, ch.New, m.row)
+		}
+	}
+	if m.cfg.Changed == nil {
+		return
+	}
+	if d.Op != sqlite3.SQLITE_INSERT {
+		if err := d.Old(m.old...); err != nil { // id, queue, state
+			return
+		}
+		ch.Queue, _ = m.old[1].(string)
+		ch.Old, _ = m.old[2].(string)
+		if ch.Old == ch.New {
+			return
+		}
+	}
+	m.cfg.Changed(ch)
+}
+
+// wake reports a row left claimable (Claimable) or due at a known moment
+// (Due); row is its first six columns.
+func wake(cfg *ConnConfig, q, state string, row []any) {
+	switch state {
+	case "active":
+		if cfg.Claimable != nil {
+			cfg.Claimable(q)
+		}
+	case "scheduled", "locked":
+		col := 4 // visible_at
+		if state == "locked" {
+			col = 5 // locked_until
+		}
+		if at, ok := row[col].(int64); ok && cfg.Due != nil {
+			cfg.Due(q, at)
+		}
+	}
+}
+
+// queueHook reports a queue created or dropped.
+func queueHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
+	var report func(string)
+	read := d.New
+	switch d.Op {
+	case sqlite3.SQLITE_INSERT:
+		report = cfg.Created
+	case sqlite3.SQLITE_DELETE:
+		report, read = cfg.Dropped, d.Old
+	}
+	if report == nil {
+		return
+	}
+	row := make([]any, 1) // name
+	if err := read(row...); err != nil {
+		return
+	}
+	if name, ok := row[0].(string); ok {
+		report(name)
+	}
 }

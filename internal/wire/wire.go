@@ -405,20 +405,37 @@ type Stats struct {
 	DeadLetterBytes       int64  `json:"dead_letter_bytes"`
 	OldestAgeMS           int64  `json:"oldest_age_ms"`
 	OldestDeadLetterAgeMS int64  `json:"oldest_dead_letter_age_ms"`
+	// Counters are the queue's events since the broker opened the store.
+	Counters Counters `json:"counters"`
+}
+
+// Counters is mqlite.QueueCounters on the wire. The dashboard reads these
+// names: keep them.
+type Counters struct {
+	Sent         int64 `json:"sent"`
+	Received     int64 `json:"received"`
+	Completed    int64 `json:"completed"`
+	Abandoned    int64 `json:"abandoned"`
+	Rejected     int64 `json:"rejected"`
+	DeadLettered int64 `json:"dead_lettered"`
+	LockLost     int64 `json:"lock_lost"`
+	Redelivered  int64 `json:"redelivered"`
 }
 
 // FromStats encodes s.
 func FromStats(s mqlite.QueueStats) Stats {
 	return Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
 		DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
-		OldestAgeMS: s.OldestAge.Milliseconds(), OldestDeadLetterAgeMS: s.OldestDeadLetterAge.Milliseconds()}
+		OldestAgeMS: s.OldestAge.Milliseconds(), OldestDeadLetterAgeMS: s.OldestDeadLetterAge.Milliseconds(),
+		Counters: Counters(s.Counters)}
 }
 
 // QueueStats decodes s.
 func (s Stats) QueueStats() mqlite.QueueStats {
 	return mqlite.QueueStats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked,
 		Deferred: s.Deferred, DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
-		OldestAge: time.Duration(s.OldestAgeMS) * time.Millisecond, OldestDeadLetterAge: time.Duration(s.OldestDeadLetterAgeMS) * time.Millisecond}
+		OldestAge: time.Duration(s.OldestAgeMS) * time.Millisecond, OldestDeadLetterAge: time.Duration(s.OldestDeadLetterAgeMS) * time.Millisecond,
+		Counters: mqlite.QueueCounters(s.Counters)}
 }
 
 // Match is mqlite.Match on the wire.

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -145,10 +144,7 @@ func Service(t testing.TB, name, addr string) string {
 		c.Close()
 		return addr
 	}
-	if os.Getenv("MQLITE_REQUIRE_SERVICES") == "1" {
-		t.Fatalf("%s on %s is required (MQLITE_REQUIRE_SERVICES=1) but unreachable: %v", name, addr, err)
-	}
-	t.Skipf("%s on %s unreachable: %v", name, addr, err)
+	testdb.MissingService(t, name+" on "+addr, err)
 	return ""
 }
 

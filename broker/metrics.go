@@ -1,0 +1,33 @@
+package broker
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mqlite/mqlite/metrics"
+)
+
+// metricsHandler serves the Prometheus text format of the store's
+// per-queue counts (metrics.Collector) and the broker process's Go and
+// process collectors. A scrape reads no table: the store keeps the counts
+// in memory.
+func metricsHandler(src metrics.Source) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(src, nil),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+}
+
+// metrics answers GET /metrics: an admin key over every queue, unless
+// Config.PublicMetrics.
+func (s *Server) metrics(r *http.Request) (result, error) {
+	if !s.cfg.PublicMetrics {
+		if err := requireAll(r.Context()); err != nil {
+			return result{}, err
+		}
+	}
+	return result{raw: s.metricsHTTP}, nil
+}

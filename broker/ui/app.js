@@ -1,0 +1,389 @@
+// app.js: the mqlite dashboard. Every piece of data comes from the /v1
+// endpoints (api.js) with the key the user entered; the broker enforces
+// roles whatever this page shows or hides.
+
+import { api, getKey, setKey, clearKey } from "./api.js";
+import { Rates, Series, draw, fmtRate } from "./chart.js";
+
+const pollMS = 2000;
+const pageSize = 50;
+const states = ["active", "scheduled", "locked", "deferred", "dead_lettered"];
+
+const $ = (id) => document.getElementById(id);
+
+// el builds an element; children are nodes or strings (text, never HTML:
+// message bodies and names are untrusted).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children) e.append(c instanceof Node ? c : String(c ?? ""));
+  return e;
+}
+
+const state = {
+  who: null,          // the whoami response
+  stats: new Map(),   // queue → last stats
+  rates: new Rates(),
+  rate: new Map(),    // queue → {sent, completed} or null
+  series: new Series(60),
+  countersSeen: false,
+  timer: 0,
+  polling: false,
+  view: "queues",
+  peekFrom: 0,
+  peekLast: 0,
+};
+
+const isAdmin = () => state.who && state.who.key.role === "admin";
+const coversAll = () => state.who && state.who.key.queues.includes("*");
+
+function showError(err) {
+  const p = $("error");
+  if (!err) { p.hidden = true; p.textContent = ""; return; }
+  p.textContent = err.message || String(err);
+  p.hidden = false;
+  if (err.status === 401) signOut("The key is unknown or revoked: enter another.");
+}
+
+// guard runs an async action and shows its error.
+async function guard(fn) {
+  try { showError(null); await fn(); } catch (err) { showError(err); }
+}
+
+// --- session -------------------------------------------------------------
+
+async function signIn() {
+  const who = await api.whoami();
+  if (who.key.role === "producer") {
+    // Stats, peeks and everything else here need a consumer or an admin.
+    signOut(`Key ${who.key.id} is a producer key: it may only send. Enter a consumer or admin key.`);
+    return;
+  }
+  state.who = who;
+  $("login").hidden = true;
+  $("nav").hidden = false;
+  $("who").hidden = false;
+  $("who-key").textContent = `key ${state.who.key.id} · ${state.who.key.role} · ${state.who.key.queues.join(", ")}`;
+  for (const a of document.querySelectorAll("#nav a")) {
+    a.hidden = (a.hasAttribute("data-admin") && !isAdmin()) || (a.hasAttribute("data-keys") && !(isAdmin() && coversAll()));
+  }
+  for (const b of document.querySelectorAll(".admin-action")) b.hidden = !isAdmin();
+  setQueues(who.queues, true);
+  document.body.dataset.role = state.who.key.role;
+  clearInterval(state.timer);
+  state.timer = setInterval(() => guard(poll), pollMS);
+  await poll();
+  await route();
+}
+
+function signOut(message) {
+  clearKey();
+  clearInterval(state.timer);
+  state.who = null;
+  state.stats.clear();
+  state.rate.clear();
+  state.rates = new Rates();
+  state.series = new Series(60);
+  state.countersSeen = false;
+  delete document.body.dataset.role;
+  // Leave nothing of the last key's data in the page.
+  for (const id of ["queues-body", "messages-body", "dlq-body", "topics-body", "keys-body", "key-secret-value", "message-detail", "dlq-status"]) {
+    $(id).replaceChildren();
+  }
+  $("key-secret").hidden = true;
+  $("nav").hidden = true;
+  $("who").hidden = true;
+  for (const v of document.querySelectorAll(".view")) v.hidden = true;
+  $("login").hidden = false;
+  if (message) { $("error").textContent = message; $("error").hidden = false; }
+}
+
+$("login-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = $("login-key");
+  const key = input.value.trim();
+  input.value = "";
+  if (!key) return;
+  setKey(key);
+  guard(signIn);
+});
+$("signout").addEventListener("click", () => { showError(null); signOut(); });
+
+// --- routing -------------------------------------------------------------
+
+const views = {
+  queues: () => renderQueues(),
+  messages: () => loadMessages(),
+  "dead-letters": () => loadDeadLetters(),
+  topics: () => loadTopics(),
+  keys: () => loadKeys(),
+};
+
+async function route() {
+  if (!state.who) return;
+  let name = location.hash.slice(1) || "queues";
+  // A view the key may not use (its link is hidden) falls back to queues.
+  const link = document.querySelector(`#nav a[data-view="${CSS.escape(name)}"]`);
+  if (!views[name] || !link || link.hidden) name = "queues";
+  state.view = name;
+  for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== "view-" + name;
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.view === name);
+  await views[name]();
+}
+window.addEventListener("hashchange", () => guard(route));
+
+// --- queues, rates and the chart ----------------------------------------
+
+// setQueues takes the queue names the key covers (queues come and go while
+// the page is open) into the lists, keeping each list's choice.
+function setQueues(queues, force) {
+  if (!force && queues.join("\n") === state.who.queues.join("\n")) return;
+  state.who.queues = queues;
+  for (const id of ["messages-queue", "dlq-queue"]) {
+    const sel = $(id);
+    const chosen = sel.value;
+    sel.replaceChildren(...queues.map((q) => el("option", { value: q }, q)));
+    if (queues.includes(chosen)) sel.value = chosen;
+  }
+}
+
+async function poll() {
+  if (!state.who || state.polling) return;
+  state.polling = true;
+  try {
+    const who = await api.whoami();
+    if (state.who?.key.id !== who.key.id) return; // signed out meanwhile
+    setQueues(who.queues);
+    const now = performance.now();
+    // A queue deleted since the list was read answers 404: leave it out.
+    const stats = (q) => api.stats(q).catch((err) => { if (err.status === 404) return null; throw err; });
+    const results = await Promise.all(state.who.queues.map((q) => stats(q).then((s) => [q, s])));
+    if (state.who?.key.id !== who.key.id) return;
+    let sent = 0, completed = 0, known = false;
+    for (const [q, s] of results) {
+      if (!s) continue;
+      state.stats.set(q, s);
+      if (s.counters) state.countersSeen = true;
+      const r = state.rates.update(q, s.counters, now);
+      state.rate.set(q, r);
+      if (r) { known = true; sent += r.sent; completed += r.completed; }
+    }
+    if (known) state.series.push({ sent, completed });
+    renderQueues();
+  } finally {
+    state.polling = false;
+  }
+}
+
+function renderQueues() {
+  const rows = state.who.queues.map((q) => {
+    const s = state.stats.get(q);
+    const r = state.rate.get(q);
+    const cell = (st) => el("td", { class: "n", "data-queue": q, "data-state": st }, s ? s[st] : "");
+    const total = s ? states.reduce((n, st) => n + s[st], 0) : "";
+    return el("tr", { "data-queue": q },
+      el("td", {}, q),
+      ...states.map(cell),
+      el("td", { class: "n", "data-queue": q, "data-state": "total" }, total),
+      el("td", { class: "n", "data-queue": q, "data-rate": "sent" }, fmtRate(r ? r.sent : null)),
+      el("td", { class: "n", "data-queue": q, "data-rate": "completed" }, fmtRate(r ? r.completed : null)));
+  });
+  $("queues-body").replaceChildren(...rows);
+  draw($("chart"), state.series);
+  $("chart-note").textContent = state.countersSeen ? "" :
+    "This broker reports no counters: rates and the chart stay empty.";
+}
+
+// fresh starts a load of name and returns a check that stays true until
+// the next load of name starts: a slow answer never overwrites a newer one.
+const loads = {};
+function fresh(name) {
+  const n = (loads[name] = (loads[name] || 0) + 1);
+  return () => loads[name] === n;
+}
+
+// --- messages --------------------------------------------------------------
+
+// decodeBody returns the body as text when it is UTF-8 (pretty JSON when it
+// parses), and as hex otherwise.
+function decodeBody(b64) {
+  const bin = atob(b64 || "");
+  const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    try { return { text: JSON.stringify(JSON.parse(text), null, 2), kind: "json" }; } catch { /* not JSON */ }
+    return { text, kind: "text" };
+  } catch {
+    const hex = Array.from(bytes.slice(0, 512), (x) => x.toString(16).padStart(2, "0")).join(" ");
+    return { text: hex + (bytes.length > 512 ? " …" : ""), kind: "hex" };
+  }
+}
+
+function preview(b64) {
+  const { text } = decodeBody(b64);
+  const one = text.replace(/\s+/g, " ");
+  return one.length > 80 ? one.slice(0, 80) + "…" : one;
+}
+
+const fmtTime = (t) => (t ? new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "");
+
+async function loadMessages() {
+  const queue = $("messages-queue").value;
+  const body = $("messages-body");
+  $("message-detail").hidden = true;
+  if (!queue) { body.replaceChildren(); return; }
+  const current = fresh("messages");
+  const res = await api.peek(queue, state.peekFrom, pageSize);
+  if (!current()) return;
+  const msgs = res.messages;
+  state.peekLast = msgs.length ? msgs[msgs.length - 1].seq : 0;
+  body.replaceChildren(...msgs.map((m) => el("tr", { class: "clickable", "data-seq": m.seq, onclick: (ev) => showMessage(m, ev.currentTarget) },
+    el("td", { class: "n" }, m.seq), el("td", {}, m.state), el("td", { class: "n" }, m.delivery_count),
+    el("td", {}, m.message_id || ""), el("td", {}, m.subject || ""),
+    el("td", { class: "preview" }, preview(m.body)))));
+  if (!msgs.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "note" }, "No messages.")));
+  body.dataset.loaded = queue;
+}
+
+function showMessage(m, row) {
+  for (const r of document.querySelectorAll("#messages-body tr")) r.classList.toggle("selected", r === row);
+  const { text, kind } = decodeBody(m.body);
+  const props = Object.entries(m.properties || {}).sort(([a], [b]) => a.localeCompare(b));
+  const pair = (k, v) => [el("dt", {}, k), el("dd", {}, v)];
+  const d = $("message-detail");
+  d.replaceChildren(
+    el("h2", {}, `${m.queue} #${m.seq}`),
+    el("dl", {},
+      ...pair("state", m.state), ...pair("delivery count", m.delivery_count),
+      ...pair("message id", m.message_id || "—"), ...pair("group", m.group_id || "—"),
+      ...pair("subject", m.subject || "—"), ...pair("enqueued", fmtTime(m.enqueued_at)),
+      ...(m.visible_at ? pair("visible at", fmtTime(m.visible_at)) : []),
+      ...(m.locked_until ? pair("locked until", fmtTime(m.locked_until)) : []),
+      ...(m.expires_at ? pair("expires", fmtTime(m.expires_at)) : [])),
+    el("h2", {}, "Properties"),
+    props.length ? el("dl", { id: "message-properties" }, ...props.flatMap(([k, v]) => pair(k, v))) : el("p", { class: "note" }, "none"),
+    el("h2", {}, `Body (${kind})`),
+    el("pre", { id: "message-body" }, text));
+  d.hidden = false;
+}
+
+$("messages-queue").addEventListener("change", () => { state.peekFrom = 0; guard(loadMessages); });
+$("messages-refresh").addEventListener("click", () => guard(loadMessages));
+$("messages-first").addEventListener("click", () => { state.peekFrom = 0; guard(loadMessages); });
+$("messages-next").addEventListener("click", () => {
+  if (state.peekLast) state.peekFrom = state.peekLast + 1;
+  guard(loadMessages);
+});
+
+// --- dead letters -----------------------------------------------------------
+
+// arm makes a destructive button ask for a second click.
+function arm(button, label, fn) {
+  if (!button.classList.contains("armed")) {
+    button.dataset.label = button.textContent;
+    button.textContent = label;
+    button.classList.add("armed");
+    return;
+  }
+  button.classList.remove("armed");
+  button.textContent = button.dataset.label;
+  guard(fn);
+}
+
+async function loadDeadLetters() {
+  const body = $("dlq-body");
+  const queue = $("dlq-queue").value;
+  if (!isAdmin()) {
+    $("dlq-status").textContent = "Dead letters need an admin key.";
+    body.replaceChildren();
+    return;
+  }
+  if (!queue) { body.replaceChildren(); return; }
+  const current = fresh("dead-letters");
+  const res = await api.deadLetters(queue, 0, pageSize);
+  if (!current()) return;
+  body.replaceChildren(...res.messages.map((m) => el("tr", { "data-seq": m.seq },
+    el("td", { class: "n" }, m.seq), el("td", {}, m.dead_letter_reason || ""),
+    el("td", {}, m.dead_letter_description || ""), el("td", { class: "n" }, m.delivery_count),
+    el("td", {}, fmtTime(m.dead_lettered_at)), el("td", { class: "preview" }, preview(m.body)),
+    el("td", {}, isAdmin() ? el("button", { type: "button", class: "redrive", "data-seq": m.seq,
+      onclick: () => guard(() => redrive(queue, [m.seq])) }, "Redrive") : ""))));
+  if (!res.messages.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "note" }, "No dead letters.")));
+  body.dataset.loaded = queue;
+}
+
+async function redrive(queue, seqs) {
+  const res = await api.redrive(queue, seqs);
+  $("dlq-status").textContent = `Redrove ${res.count} message(s) of ${queue}.`;
+  await loadDeadLetters();
+  await poll();
+}
+
+$("dlq-queue").addEventListener("change", () => { $("dlq-status").textContent = ""; guard(loadDeadLetters); });
+$("dlq-refresh").addEventListener("click", () => guard(loadDeadLetters));
+$("dlq-redrive-all").addEventListener("click", () => guard(() => redrive($("dlq-queue").value)));
+$("dlq-purge").addEventListener("click", (ev) => arm(ev.currentTarget, "Click again to purge", async () => {
+  const queue = $("dlq-queue").value;
+  const res = await api.purge(queue, "dead_lettered");
+  $("dlq-status").textContent = `Purged ${res.count} dead letter(s) of ${queue}.`;
+  await loadDeadLetters();
+  await poll();
+}));
+
+// --- topics -------------------------------------------------------------------
+
+function fmtFilter(f) {
+  const parts = [];
+  if (f.subject) parts.push(`subject = ${f.subject}`);
+  if (f.subject_prefix) parts.push(`subject starts ${f.subject_prefix}`);
+  for (const [k, m] of Object.entries(f.properties || {})) {
+    if (m.in) parts.push(`${k} in [${m.in.join(", ")}]`);
+    if (m.prefix) parts.push(`${k} starts ${m.prefix}`);
+  }
+  return parts.length ? parts.join("; ") : "everything";
+}
+
+async function loadTopics() {
+  const res = await api.topics();
+  const rows = [];
+  for (const t of res.topics) {
+    if (!t.subscriptions.length) rows.push(el("tr", {}, el("td", {}, t.name), el("td", { class: "note" }, "no subscription"), el("td", {})));
+    for (const s of t.subscriptions) rows.push(el("tr", {}, el("td", {}, t.name), el("td", {}, s.queue), el("td", {}, fmtFilter(s.filter))));
+  }
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 3, class: "note" }, "No topics.")));
+  $("topics-body").replaceChildren(...rows);
+}
+
+// --- access keys ----------------------------------------------------------------
+
+async function loadKeys() {
+  const res = await api.keys();
+  $("keys-body").replaceChildren(...res.keys.map((k) => el("tr", { "data-key": k.id },
+    el("td", {}, k.id), el("td", {}, k.role), el("td", {}, k.queues.join(", ")),
+    el("td", {}, fmtTime(k.created_at)), el("td", {}, fmtTime(k.revoked_at)),
+    el("td", {}, k.revoked_at || k.id === state.who.key.id ? "" : el("button", { type: "button", class: "revoke",
+      onclick: (ev) => arm(ev.currentTarget, "Click again to revoke", async () => { await api.revokeKey(k.id); await loadKeys(); }) }, "Revoke")))));
+}
+
+$("key-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  guard(async () => {
+    const queues = $("key-queues").value.split(",").map((s) => s.trim()).filter(Boolean);
+    const res = await api.createKey($("key-role").value, queues);
+    $("key-secret-value").textContent = res.secret;
+    $("key-secret").hidden = false;
+    await loadKeys();
+  });
+});
+$("key-secret-hide").addEventListener("click", () => {
+  $("key-secret-value").textContent = "";
+  $("key-secret").hidden = true;
+});
+
+// --- start ---------------------------------------------------------------------
+
+if (getKey()) guard(signIn); else signOut();

@@ -1,0 +1,154 @@
+package mqlite
+
+import (
+	"context"
+	"time"
+)
+
+// QueueCounters counts the events of one queue since the store was opened.
+// Each counts committed changes only: a transaction that rolls back counts
+// nothing.
+type QueueCounters struct {
+	// Sent is the messages written to the queue: by a send (the outbox's,
+	// in the caller's transaction, or the broker's) or by a topic's
+	// fan-out. A resend collapsed by de-duplication is not counted.
+	Sent int64
+	// Received is the deliveries: a peek-lock claim (Receive or
+	// ReceiveDeferred) or a receive-and-delete.
+	Received int64
+	// Completed is the deliveries settled by Complete or CompleteBatch. A
+	// replayed settlement is not counted again.
+	Completed int64
+	// Abandoned is the deliveries given back by Abandon, dead-lettered
+	// ones (the last allowed delivery) included.
+	Abandoned int64
+	// Rejected is the deliveries dead-lettered by Reject.
+	Rejected int64
+	// DeadLettered is the messages that became dead letters, for any
+	// reason: Reject, Abandon or a lease expiring on the last allowed
+	// delivery, an expired time to live, a spent deferred message.
+	DeadLettered int64
+	// LockLost is the leases that ended with no settlement: a delivery
+	// whose lock expired and that the reaper, a claim or Stats put back
+	// (or dead-lettered). A Complete that arrives late is refused with
+	// ErrLockLost; the counter moves when the row is put back, which
+	// happens at the next sweep, claim or Stats of the queue.
+	LockLost int64
+	// Redelivered is the deliveries of a message that was delivered
+	// before (a delivery count above 1): the part of Received that is a
+	// retry.
+	Redelivered int64
+}
+
+func (c *QueueCounters) add(d QueueCounters) {
+	c.Sent += d.Sent
+	c.Received += d.Received
+	c.Completed += d.Completed
+	c.Abandoned += d.Abandoned
+	c.Rejected += d.Rejected
+	c.DeadLettered += d.DeadLettered
+	c.LockLost += d.LockLost
+	c.Redelivered += d.Redelivered
+}
+
+// QueueMetrics is one queue's counts as Store.Metrics keeps them in
+// memory: its messages per state as of the last commit, its counters and
+// its claim and settle durations since Open.
+type QueueMetrics struct {
+	Queue string
+	// Messages per state. Unlike Stats, nothing is brought up to date
+	// first: a lease past its end is still Locked, a due scheduled
+	// message still Scheduled, until a sweep, a claim or Stats moves it.
+	Active, Scheduled, Locked, Deferred, DeadLettered int64
+	// Counters are the queue's events since Open.
+	Counters QueueCounters
+	// Claim is the duration of the claim transactions of Receive (one per
+	// attempt, empty ones included), from asking for the connection to
+	// the commit. Settle is that of each settlement (Complete, Abandon,
+	// Reject, Defer; each lock of a CompleteBatch counts once, with the
+	// batch's duration).
+	Claim, Settle DurationHistogram
+}
+
+// durationBuckets are the upper bounds of every DurationHistogram.
+var durationBuckets = [...]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// DurationBuckets returns the upper bounds of the buckets of every
+// DurationHistogram, in increasing order: 100µs to 10s. The slice is a
+// copy.
+func DurationBuckets() []time.Duration {
+	b := durationBuckets
+	return b[:]
+}
+
+// DurationHistogram is a histogram of durations over fixed buckets
+// (DurationBuckets), the shape of a Prometheus histogram.
+type DurationHistogram struct {
+	// Buckets[i] is the number of observations at most
+	// DurationBuckets()[i]: cumulative, like Prometheus buckets.
+	Buckets []uint64
+	// Count is the number of observations; Sum their total.
+	Count uint64
+	Sum   time.Duration
+}
+
+// histogram is the live form of a DurationHistogram: a count per bucket
+// (not cumulative) plus one for past the last bound.
+type histogram struct {
+	counts [len(durationBuckets) + 1]uint64
+	sum    time.Duration
+}
+
+func (h *histogram) observe(d time.Duration) {
+	i := 0
+	for i < len(durationBuckets) && d > durationBuckets[i] {
+		i++
+	}
+	h.counts[i]++
+	h.sum += d
+}
+
+func (h *histogram) export() DurationHistogram {
+	out := DurationHistogram{Buckets: make([]uint64, len(durationBuckets)), Sum: h.sum}
+	for i, n := range h.counts {
+		out.Count += n
+		if i < len(durationBuckets) {
+			out.Buckets[i] = out.Count
+		}
+	}
+	return out
+}
+
+// Metrics returns every queue's counts, sorted by queue name. They are
+// kept in memory from the rows each commit writes (seeded from the state
+// indexes once, at Open), so Metrics reads no table, never waits for the
+// connection and costs the same on a million-message queue as on an empty
+// one: it is meant for a scraper polling every few seconds. Stats counts
+// from the indexes and brings the queue up to date first; use it when the
+// numbers must be exact to the millisecond.
+//
+// The counts cover every write made through the store's connection (the
+// store's methods, outbox sends on Store.DB() transactions, the sweeps).
+// Two things they cannot see: a ROLLBACK TO SAVEPOINT inside a caller's
+// transaction that then commits (the rows written before the savepoint
+// was rolled back stay counted), and a statement that failed halfway inside
+// a transaction that commits anyway. Both leave the state counts off until
+// the next Stats of the queue, which takes the counts it reads from the
+// indexes as the tally's, or the next Open; the event counters keep them
+// (a send undone that way stays in Sent). Every path of mqlite itself rolls
+// back the whole transaction on an error.
+//
+// It is safe for concurrent use. It returns ErrClosed once the store is
+// closed; ctx is not used (the method may ask a remote engine some day).
+func (s *Store) Metrics(ctx context.Context) ([]QueueMetrics, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	return s.tally.snapshot(), nil
+}

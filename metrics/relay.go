@@ -1,0 +1,98 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+)
+
+// The outcomes a RelayObserver counts beyond the lost lock and the failed
+// settlement, as label values: what the Sink said of each message.
+const (
+	OutcomeDelivered    = "delivered"
+	OutcomeRetried      = "retried"
+	OutcomeDeadLettered = "dead_lettered"
+)
+
+// RelayObserver counts the relays' outcomes per sink and times their
+// Sends, and is the prometheus.Collector of those metrics:
+// mqlite_relay_outcomes_total{queue, sink, outcome} (delivered, retried,
+// dead_lettered, lock_lost, settle_failed) and
+// mqlite_relay_send_duration_seconds{queue, sink}. It is safe for
+// concurrent use.
+type RelayObserver struct {
+	outcomes *prometheus.CounterVec
+	sends    *prometheus.HistogramVec
+}
+
+var _ prometheus.Collector = (*RelayObserver)(nil)
+
+// NewRelayObserver returns a RelayObserver. Register it, and give each
+// relay the observer of its sink: relay.Options{Observer: ro.Sink("webhook")}.
+func NewRelayObserver(opts *ObserverOpts) *RelayObserver {
+	o := opts.orDefaults()
+	return &RelayObserver{
+		outcomes: o.counterVec("mqlite_relay_outcomes_total",
+			"Messages a relay handed to its sink, by outcome: delivered, retried, dead_lettered, lock_lost, settle_failed.",
+			"queue", "sink", "outcome"),
+		sends: o.histogramVec("mqlite_relay_send_duration_seconds",
+			"How long the Sink.Send that carried each message took.", "queue", "sink"),
+	}
+}
+
+// Describe sends the descriptors of r's metrics.
+func (r *RelayObserver) Describe(ch chan<- *prometheus.Desc) {
+	r.outcomes.Describe(ch)
+	r.sends.Describe(ch)
+}
+
+// Collect sends r's metrics.
+func (r *RelayObserver) Collect(ch chan<- prometheus.Metric) {
+	r.outcomes.Collect(ch)
+	r.sends.Collect(ch)
+}
+
+// Sink returns the consumer.Observer of the relays to the sink named name
+// (a label value: "webhook", "nats", "orders-rabbit"), for
+// relay.Options.Observer.
+func (r *RelayObserver) Sink(name string) consumer.Observer { return sinkObserver{r: r, sink: name} }
+
+// sinkObserver is one sink's view of a RelayObserver.
+type sinkObserver struct {
+	consumer.NopObserver
+	r    *RelayObserver
+	sink string
+}
+
+func (s sinkObserver) done(m mqlite.Message, outcome string, took time.Duration, sent bool) {
+	s.r.outcomes.WithLabelValues(m.Queue, s.sink, outcome).Inc()
+	if sent {
+		s.r.sends.WithLabelValues(m.Queue, s.sink).Observe(took.Seconds())
+	}
+}
+
+// Completed counts a message the sink delivered.
+func (s sinkObserver) Completed(m mqlite.Message, took time.Duration) {
+	s.done(m, OutcomeDelivered, took, true)
+}
+
+// Abandoned counts a message to be sent again.
+func (s sinkObserver) Abandoned(m mqlite.Message, took, _ time.Duration, cause error) {
+	s.done(m, OutcomeRetried, took, cause != nil || took > 0)
+}
+
+// Rejected counts a message the sink refused for good (dead-lettered).
+func (s sinkObserver) Rejected(m mqlite.Message, took time.Duration, _ error) {
+	s.done(m, OutcomeDeadLettered, took, true)
+}
+
+// LockLost counts a message whose lease was lost while the sink had it.
+func (s sinkObserver) LockLost(m mqlite.Message, _ error) { s.done(m, OutcomeLockLost, 0, false) }
+
+// SettleFailed counts a message whose settlement failed.
+func (s sinkObserver) SettleFailed(m mqlite.Message, _ error) {
+	s.done(m, OutcomeSettleFailed, 0, false)
+}
