@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Options' zero-valued fields.
@@ -48,6 +50,21 @@ type Options struct {
 	Clock Clock
 	// Logger receives the store's diagnostics. Defaults to slog.Default().
 	Logger *slog.Logger
+	// TracerProvider receives the store's OpenTelemetry spans (a receive
+	// span per claim that got messages, a settle span per settlement), and
+	// those of consumer.Loop and the relay over the store. Defaults to
+	// otel.GetTracerProvider(), read at each span: tracing is off, at no
+	// cost, until the application sets a provider. See docs/operations.md,
+	// "Tracing".
+	TracerProvider trace.TracerProvider
+	// WaitForLock makes Open wait while another store (another process, or
+	// this one) holds the file, instead of failing with ErrDBLocked: a hot
+	// standby. Open takes the file within milliseconds of the holder's
+	// Close or death (the kernel drops a dead process's locks), runs the
+	// crash recovery and returns the store. Bound the wait with Open's ctx
+	// (a deadline, or a cancel on shutdown); there is no separate timeout.
+	// Defaults to false: fail at once. See docs/operations.md, "Hot standby".
+	WaitForLock bool
 
 	// The background loops: each runs one sweep on the store's connection
 	// every interval, with "now" read from Clock. A sweep that finds nothing

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/tracing"
 )
 
 // MaxReceiveBatch is the largest ReceiveOptions.Max.
@@ -87,9 +88,17 @@ func (s *Store) Receive(ctx context.Context, queue string, opts ReceiveOptions) 
 	if opts.Wait > 0 {
 		deadline = time.Now().Add(opts.Wait)
 	}
+	tr := tracing.Tracer(s.opts.TracerProvider)
 	for {
 		w := s.notify.Wait(queue)
+		var start time.Time
+		if tr != nil {
+			start = time.Now()
+		}
 		msgs, nextDue, err := s.receiveOnce(ctx, queue, opts)
+		if tr != nil {
+			s.traceClaim(ctx, tr, queue, start, msgs, err)
+		}
 		if err != nil || len(msgs) > 0 || opts.Wait <= 0 {
 			w.Leave()
 			return msgs, err

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
@@ -34,11 +36,14 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
 	start := time.Now()
 	defer s.tally.observe(l.Queue, settleDuration, start)
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
 		s.tally.tag(causeOf(st.Op))
 		return s.eng.Settle(ctx, tx, st)
 	})
+	endSettle(span, err)
+	return err
 }
 
 // Complete deletes a delivered message: it was handled. It needs the
@@ -63,6 +68,10 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		}
 		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
 	}
+	var span trace.Span
+	if len(locks) > 0 {
+		span = s.startSettle(ctx, string(engine.OpComplete), locks[0].Queue, len(locks))
+	}
 	var out []error
 	start := time.Now()
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -74,6 +83,7 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	for _, l := range locks {
 		s.tally.observe(l.Queue, settleDuration, start)
 	}
+	endSettle(span, err)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,8 @@ type Store struct {
 // keyed on the canonical path so that every spelling of the file (relative,
 // absolute, through a symlink) collides: a second Open of the same file, in
 // this process or another, fails at once with ErrDBLocked, even if the
-// sidecar was deleted or renamed meanwhile. It then checks the schema guard
+// sidecar was deleted or renamed meanwhile; with Options.WaitForLock it waits
+// for the other store to go instead (a hot standby). It then checks the schema guard
 // (a file written by an incompatible mqlite, or a foreign file with a table
 // of a name mqlite uses, is refused with ErrSchemaVersionMismatch and left
 // untouched), puts the file in WAL mode, and applies the embedded
@@ -64,7 +65,7 @@ type Store struct {
 //
 // The store holds one connection: database/sql queues every statement onto
 // it, which is what makes each claim atomic without locks. Cancelling ctx
-// abandons the open.
+// abandons the open, a wait for the lock included.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("open: %w", errors.Join(ErrInvalidArgument, errors.New("empty path")))
@@ -77,7 +78,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	lock, err := lockFile(canon)
+	lock, err := lockFile(ctx, canon, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -221,15 +222,33 @@ func (s *Store) releaseLock() {
 // fileLock is the store's two advisory locks on its file.
 type fileLock struct{ sidecar, file *flock.Flock }
 
+// lockRetry is how often a store waiting for the file lock
+// (Options.WaitForLock) tries it again: the most a takeover lags the death
+// of the holder. flock(2) offers no wait that ctx could interrupt, and a
+// goroutine blocked in one would outlive a cancelled Open, so the wait
+// polls; one non-blocking flock call per lockRetry costs nothing worth
+// measuring. The wait is on the operating system, not on the store's data,
+// so it runs on real time rather than Options.Clock.
+const lockRetry = 10 * time.Millisecond
+
 // lockFile takes the store's advisory locks on canon: one on the sidecar
 // "<canon>.lock" and one on the file itself, or neither. Either held by
-// another store is ErrDBLocked. The two cover each other's blind spot: the
-// file's own lock still holds when the sidecar is deleted or renamed, the
-// sidecar's when the file is replaced under its name.
-func lockFile(canon string) (fileLock, error) {
+// another store is ErrDBLocked, unless opts.WaitForLock: then it waits for
+// both until ctx ends. The two cover each other's blind spot: the file's own
+// lock still holds when the sidecar is deleted or renamed, the sidecar's
+// when the file is replaced under its name.
+func lockFile(ctx context.Context, canon string, opts Options) (fileLock, error) {
 	l := fileLock{sidecar: flock.New(canon + ".lock"), file: flock.New(canon, flock.SetPermissions(0o644))}
+	logged := false
 	for _, f := range []*flock.Flock{l.sidecar, l.file} {
 		ok, err := f.TryLock()
+		if err == nil && !ok && opts.WaitForLock {
+			if !logged {
+				opts.Logger.InfoContext(ctx, "mqlite: file locked by another store; waiting for it (standby)", "path", canon)
+				logged = true
+			}
+			ok, err = f.TryLockContext(ctx, lockRetry)
+		}
 		if err == nil && !ok {
 			err = ErrDBLocked
 		}
@@ -240,6 +259,9 @@ func lockFile(canon string) (fileLock, error) {
 			}
 			return fileLock{}, err
 		}
+	}
+	if logged {
+		opts.Logger.InfoContext(ctx, "mqlite: file lock taken; recovering and serving on", "path", canon)
 	}
 	return l, nil
 }

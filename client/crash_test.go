@@ -14,7 +14,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/client"
-	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/internal/loadtest"
 )
 
 // TestBrokerCrash SIGKILLs a broker process mid-load, several times, and
@@ -41,10 +41,7 @@ func TestBrokerCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	completed := map[string]int{}
-	redelivered := 0 // deliveries after the first: what the kills cost
+	ledger := loadtest.New()
 	allAcked := make(chan struct{})
 	var wg, pwg sync.WaitGroup
 	for w := range producers {
@@ -53,78 +50,23 @@ func TestBrokerCrash(t *testing.T) {
 			defer pwg.Done()
 			c := newC()
 			defer c.Close()
-			for i := 0; i < perProducer; i += 10 {
-				msgs := make([]outbox.Message, 10)
-				for j := range msgs {
-					id := fmt.Sprintf("p%d-%d", w, i+j)
-					msgs[j] = outbox.Message{Body: []byte(id), MessageID: id}
-				}
-				res, err := c.SendBatch(ctx, "crash", msgs)
-				if err != nil {
-					t.Errorf("producer %d: %v", w, err)
-					return
-				}
-				mu.Lock()
-				for j, r := range res {
-					if r.Err == nil {
-						acked[msgs[j].MessageID] = true
-					}
-				}
-				mu.Unlock()
+			if err := ledger.Produce(ctx, c, "crash", fmt.Sprintf("p%d", w), perProducer, 10); err != nil {
+				t.Error(err)
 			}
 		}()
 	}
 	go func() { pwg.Wait(); close(allAcked) }()
 
 	done := make(chan struct{})
-	progress := make(chan struct{}, 1) // a consumer completed a batch
 	for range consumers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := newC()
 			defer c.Close()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				msgs, err := c.Receive(ctx, "crash", mqlite.ReceiveOptions{Max: 20, Wait: 200 * time.Millisecond})
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("receive: %v", err)
-					}
-					return
-				}
-				if len(msgs) == 0 {
-					continue
-				}
-				locks := make([]mqlite.Lock, len(msgs))
-				for i, m := range msgs {
-					locks[i] = m.Lock()
-				}
-				errs, err := c.CompleteBatch(ctx, locks)
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("complete: %v", err)
-					}
-					return
-				}
-				mu.Lock()
-				for i, m := range msgs {
-					if errs[i] == nil {
-						completed[string(m.Body)]++
-					}
-					if m.DeliveryCount > 1 {
-						redelivered++
-					}
-				}
-				mu.Unlock()
-				select {
-				case progress <- struct{}{}:
-				default:
-				}
+			err := ledger.Consume(ctx, c, "crash", mqlite.ReceiveOptions{Max: 20, Wait: 200 * time.Millisecond}, done)
+			if err != nil && ctx.Err() == nil {
+				t.Error(err)
 			}
 		}()
 	}
@@ -145,38 +87,15 @@ func TestBrokerCrash(t *testing.T) {
 	<-allAcked
 
 	// Every acknowledged send must be completed.
-	deadline := time.After(90 * time.Second)
-	for {
-		mu.Lock()
-		missing := 0
-		for id := range acked {
-			if completed[id] == 0 {
-				missing++
-			}
-		}
-		n := len(acked)
-		mu.Unlock()
-		if missing == 0 {
-			break
-		}
-		select {
-		case <-deadline:
-			close(done)
-			wg.Wait()
-			t.Fatalf("%d of %d acknowledged messages never completed", missing, n)
-		case <-progress:
-		}
-	}
+	missing := ledger.WaitCompleted(90 * time.Second)
 	close(done)
 	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	dups := 0
-	for _, c := range completed {
-		dups += c - 1
+	c := ledger.Counts()
+	if missing > 0 {
+		t.Fatalf("%d of %d acknowledged messages never completed", missing, c.Acked)
 	}
-	if len(acked) != producers*perProducer {
-		t.Errorf("%d sends acknowledged, want %d (the producers' retries should ride through)", len(acked), producers*perProducer)
+	if c.Acked != producers*perProducer {
+		t.Errorf("%d sends acknowledged, want %d (the producers' retries should ride through)", c.Acked, producers*perProducer)
 	}
-	t.Logf("%d kills; %d acknowledged sends all completed; %d duplicate completions, %d redeliveries", kills, len(acked), dups, redelivered)
+	t.Logf("%d kills; %d acknowledged sends all completed; %d duplicate completions, %d redeliveries", kills, c.Acked, c.Duplicates, c.Redelivered)
 }

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/loadtest"
 )
 
 // The broker as a process of its own, for the benchmarks (its resident
@@ -72,25 +72,8 @@ func startBroker(t testing.TB, path, addr string) *brokerProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokerProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envBrokerDB+"="+path, envBrokerAddr+"="+addr)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), procPrefix); ok {
-			go func() { _, _ = io.Copy(io.Discard, out) }() // ends when the process does
-			return &brokerProc{cmd: cmd, url: u}
-		}
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	t.Fatalf("broker process did not start on %s", path)
-	return nil
+	line := loadtest.StartProcess(t, cmd, procPrefix)
+	return &brokerProc{cmd: cmd, url: strings.TrimPrefix(line, procPrefix)}
 }
 
 // kill SIGKILLs the process and waits for it.

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/tracing"
 )
 
 // CompleteBatcher is a Source that can complete many deliveries in one
@@ -29,6 +32,7 @@ var errShortBatch = errors.New("consumer: CompleteBatch returned fewer results t
 type completion struct {
 	msg  mqlite.Message
 	took time.Duration
+	span trace.Span // the process span, ended here; nil when tracing is off
 }
 
 // complete is the completer goroutine: it completes what the workers hand
@@ -64,6 +68,7 @@ func (l *loop) complete(bc CompleteBatcher) {
 func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
+	sctx = settleParent(sctx, batch)
 	res, err := bc.CompleteBatch(sctx, locks)
 	if err == nil && len(res) != len(locks) {
 		err = errShortBatch
@@ -74,6 +79,9 @@ func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []mql
 			serr = res[i]
 		} else {
 			serr = l.src.Complete(sctx, locks[i])
+		}
+		if c.span != nil {
+			tracing.End(c.span, serr)
 		}
 		if serr != nil {
 			l.settleFailed(c.msg, "complete", serr)

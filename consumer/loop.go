@@ -11,7 +11,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/tracing"
 )
 
 // ErrDrainTimeout is the cause of a handler's ctx cancelled because Loop was
@@ -40,8 +43,9 @@ var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second
 //
 // ctx is cancelled when the lease cannot be kept (the cause matches
 // mqlite.ErrLockLost) and when Loop stops and DrainTimeout passes (the cause is
-// ErrDrainTimeout); ctx carries the values of Loop's ctx. Delivery is
-// at-least-once: make handlers idempotent.
+// ErrDrainTimeout); ctx carries the values of Loop's ctx and, when tracing
+// is on, the message's process span (see Loop). Delivery is at-least-once:
+// make handlers idempotent.
 type Handler func(ctx context.Context, msg mqlite.Message) error
 
 // LoopOptions configures Loop. The zero value is ready to use.
@@ -145,6 +149,12 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // backoff. When src is a CompleteBatcher (as *mqlite.Store is), the
 // completions of concurrent handlers share commits. Loop is safe to run
 // several times at once, on one queue or many.
+//
+// When tracing is on (src's TracerProvider, see TracerProviderSource),
+// each handler runs inside a "process <queue>" span of kind consumer,
+// child of the context the message was sent in (its traceparent property)
+// and carried by the handler's ctx; the settlement's span is its child. A
+// handler error sets the span's status to Error.
 func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopOptions) error {
 	if src == nil {
 		return invalid("nil Source")
@@ -266,8 +276,9 @@ type loop struct {
 // delivery is one held message.
 type delivery struct {
 	msg    mqlite.Message
-	ctx    context.Context // the handler's
+	ctx    context.Context // the handler's, before its process span
 	cancel context.CancelCauseFunc
+	span   trace.Span // the process span; nil when tracing is off
 
 	// Guarded by renewer.mu.
 	until   time.Time // the lease's end as last known
@@ -397,9 +408,13 @@ func (l *loop) handle(d *delivery) {
 		l.release(d)
 		return
 	}
+	ctx, span := l.startProcess(d)
 	start := time.Now()
-	err := l.call(d)
+	err := l.call(ctx, d)
 	handedOver = l.settle(d, err, time.Since(start))
+	if span != nil && !handedOver { // the completer ends a span handed over
+		tracing.End(span, err)
+	}
 }
 
 // settle settles d by its handler's outcome err. It reports whether d was
@@ -415,10 +430,13 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
+	if d.span != nil {
+		sctx = trace.ContextWithSpan(sctx, d.span) // the settle span is the process span's child
+	}
 	m := d.msg
 	switch {
 	case err == nil && l.completions != nil:
-		l.completions <- completion{msg: m, took: took} // never blocks: room for every slot
+		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
 		return true
 	case err == nil:
 		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {
@@ -468,7 +486,7 @@ func cut(s string, n int) string {
 }
 
 // call runs the handler, turning a panic into a *PanicError.
-func (l *loop) call(d *delivery) (err error) {
+func (l *loop) call(ctx context.Context, d *delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack := debug.Stack()
@@ -476,7 +494,7 @@ func (l *loop) call(d *delivery) (err error) {
 			l.log.Error("consumer: handler panicked", append(msgAttrs(d.msg), "panic", r, "stack", string(stack))...)
 		}
 	}()
-	return l.handler(d.ctx, d.msg)
+	return l.handler(ctx, d.msg)
 }
 
 func (l *loop) settleFailed(m mqlite.Message, op string, err error) {

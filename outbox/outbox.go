@@ -15,6 +15,19 @@
 //
 // Time comes from the Store's Clock, read inside the statement, so a test
 // that moves a fake clock moves the outbox too.
+//
+// # Tracing
+//
+// With a tracer provider set globally (otel.SetTracerProvider: SendOne has
+// no Store to ask for Options.TracerProvider), SendOne and SendBatch record
+// a "send <queue>" span of kind producer, child of ctx's span, and each
+// message takes that span's context along in its properties as W3C Trace
+// Context ("traceparent", and "tracestate" when there is one), unless the
+// caller set a traceparent property of its own or the two would take
+// Properties past mqlite.MaxPropertiesBytes. The trace context counts
+// against Options.MaxMessageBytes like any property (about 70 bytes).
+// Without a provider, tracing is off: nothing is recorded or added, and
+// the check costs no allocation.
 package outbox
 
 import (
@@ -28,6 +41,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/engine"
 	"github.com/mqlite/mqlite/internal/errs"
+	"github.com/mqlite/mqlite/internal/tracing"
 )
 
 // Execer is what SendOne and SendBatch need from the caller's transaction.
@@ -137,6 +151,18 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 	if queue == "" {
 		return nil, errs.Invalidf(errs.ErrInvalidQueueName, "empty name")
 	}
+	tr := tracing.Tracer(nil)
+	if tr == nil || len(msgs) == 0 {
+		return enqueue(ctx, tx, queue, msgs)
+	}
+	ctx, span := startSend(ctx, tr, queue, msgs)
+	res, err := enqueue(ctx, tx, queue, withTrace(ctx, msgs))
+	endSend(span, res, err)
+	return res, err
+}
+
+// enqueue is send after the span began.
+func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
 	out := make([]engine.OutMessage, len(msgs))
 	for i, m := range msgs {
 		om, err := convert(m)

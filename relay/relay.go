@@ -232,14 +232,17 @@ func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
 	if len(out) == 0 {
 		return errs
 	}
+	out, spans := r.startSpans(ctx, out)
 	res := r.sink.Send(ctx, out)
 	if len(res) != len(out) {
 		err := fmt.Errorf("relay: sink returned %d outcomes for %d messages", len(res), len(out))
+		endSpans(spans, nil, err)
 		for _, i := range idx {
 			errs[i] = err
 		}
 		return errs
 	}
+	endSpans(spans, res, nil)
 	for j, i := range idx {
 		errs[i] = res[j].handlerErr()
 	}

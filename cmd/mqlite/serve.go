@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,7 +19,7 @@ func serveCmd(g *globals) *cobra.Command {
 	var (
 		addr, cert, keyFile string
 		cfg                 broker.Config
-		debug               bool
+		debug, standby      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -38,10 +37,17 @@ browser tab).
 
 GET /metrics serves the Prometheus metrics of every queue (see
 docs/operations.md, "Metrics"). It needs an admin key over every queue,
-unless --public-metrics opens it to any caller that reaches --addr.`,
+unless --public-metrics opens it to any caller that reaches --addr.
+
+With --standby, serve listens at once but waits for the file while another
+process holds it: /healthz answers 200, /readyz and the API 503 (reason
+"standby"). When the primary stops or dies, the standby takes the file within
+milliseconds, recovers its leases and serves (docs/operations.md, "Hot
+standby").`,
 		Example: `  mqlite keys create --role admin --queue '*' --db app.db
   mqlite serve --db app.db --addr 127.0.0.1:7420
-  mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem`,
+  mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem
+  mqlite serve --db app.db --addr 127.0.0.1:7421 --standby`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.db == "" {
@@ -55,22 +61,34 @@ unless --public-metrics opens it to any caller that reaches --addr.`,
 				level = slog.LevelDebug
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-			st, err := mqlite.Open(cmd.Context(), g.db, mqlite.Options{Logger: cfg.Logger})
+			ctx := cmd.Context()
+			scheme := "http"
+			if cert != "" {
+				scheme = "https"
+			}
+			ln, err := net.Listen("tcp", addr)
 			if err != nil {
+				return err
+			}
+			opts := mqlite.Options{Logger: cfg.Logger, WaitForLock: standby}
+			var st *mqlite.Store
+			if standby {
+				fmt.Fprintf(g.stdout, "mqlite broker standby for %s on %s://%s\n", g.db, scheme, ln.Addr())
+				st, err = openStandby(ctx, ln.(*net.TCPListener), g.db, opts, cert, keyFile)
+			} else {
+				st, err = mqlite.Open(ctx, g.db, opts)
+			}
+			if err != nil {
+				err = errors.Join(err, ln.Close())
+				if standby && ctx.Err() != nil {
+					return nil // stopped while waiting
+				}
 				return err
 			}
 			cfg.Store = st
 			srv, err := broker.New(cfg)
 			if err != nil {
-				return errors.Join(usageError{err}, st.Close())
-			}
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return errors.Join(err, srv.Shutdown(context.Background()))
-			}
-			scheme := "http"
-			if cert != "" {
-				scheme = "https"
+				return errors.Join(usageError{err}, st.Close(), ln.Close())
 			}
 			// The first line ends with the URL (scripts read it there).
 			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
@@ -99,6 +117,7 @@ unless --public-metrics opens it to any caller that reaches --addr.`,
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", broker.DefaultDrainTimeout, "how long a shutdown waits for requests in flight")
 	f.BoolVar(&cfg.PublicMetrics, "public-metrics", false, "serve GET /metrics without an access key (for a Prometheus on a private network)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
+	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
 	return cmd
 }
 

@@ -34,6 +34,7 @@ const (
 	ReasonRole          = "wrong_role"
 	ReasonQueue         = "wrong_queue"
 	ReasonDraining      = "draining"
+	ReasonStandby       = "standby" // a hot standby waiting for the file
 	ReasonBusy          = "too_many_long_polls"
 	ReasonNoRoute       = "no_such_endpoint"
 	ReasonKeyNotFound   = "key_not_found"

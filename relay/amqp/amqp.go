@@ -26,6 +26,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/relay"
 )
 
@@ -205,6 +206,9 @@ func publishing(m mqlite.Message) amqp091.Publishing {
 			h[k] = v
 		}
 	}
+	delete(h, tracing.Traceparent) // passed on below, checked
+	delete(h, tracing.Tracestate)
+	relay.TraceContext(m, func(k, v string) { h[k] = v })
 	if m.Subject != "" {
 		h[relay.HeaderSubject] = m.Subject
 	}

@@ -80,13 +80,16 @@ func sink(t *testing.T, cfg relayamqp.Config) *relayamqp.Sink {
 // ends a delay, and the sink's own reconnect backoff spaces the attempts.
 var retryAtOnce = relay.Options{Backoff: consumer.Backoff{Initial: -1}}
 
+// traceparent is a valid W3C Trace Context parent.
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 	t.Parallel()
 	addr, ch, queue := broker(t)
 	b := relaytest.Open(t, mqlite.QueueOptions{})
 	seqs := relaytest.Send(t, b.Store,
-		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme", strings.Repeat("k", 300): "too long a name for AMQP"}},
-		outbox.Message{Body: []byte("b"), MessageID: "order-9", GroupID: "customer-1"})
+		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme", strings.Repeat("k", 300): "too long a name for AMQP", "traceparent": "malformed"}},
+		outbox.Message{Body: []byte("b"), MessageID: "order-9", GroupID: "customer-1", Properties: map[string]string{"traceparent": traceparent}})
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", RoutingKey: queue})
 	obs := relaytest.Relay(t, b.Store, s, retryAtOnce)
 	obs.WaitFor(t, "both deliveries", func(c relaytest.Counts) bool { return c.Completed == 2 })
@@ -104,10 +107,11 @@ func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 		first.Headers[relay.HeaderSeq] != strconv.FormatInt(seqs[0], 10) || first.DeliveryMode != amqp091.Persistent {
 		t.Fatalf("first message %+v", first)
 	}
-	if len(first.Headers) != 5 { // queue, seq, delivery count, subject, tenant; not the long name
+	if len(first.Headers) != 5 { // queue, seq, delivery count, subject, tenant; not the long name, not a malformed traceparent
 		t.Fatalf("headers %v", first.Headers)
 	}
-	if second := got["order-9"]; string(second.Body) != "b" || second.Headers[relay.HeaderGroupID] != "customer-1" {
+	if second := got["order-9"]; string(second.Body) != "b" || second.Headers[relay.HeaderGroupID] != "customer-1" ||
+		second.Headers["traceparent"] != traceparent { // W3C Trace Context, passed on
 		t.Fatalf("second message %+v", second)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/relay"
 )
 
@@ -182,6 +183,9 @@ func message(m mqlite.Message, subject string) *natsgo.Msg {
 			h[k] = []string{v}
 		}
 	}
+	delete(h, tracing.Traceparent) // passed on below, checked
+	delete(h, tracing.Tracestate)
+	relay.TraceContext(m, func(k, v string) { h[k] = []string{v} })
 	h[relay.HeaderQueue] = []string{m.Queue}
 	h[relay.HeaderSeq] = []string{strconv.FormatInt(m.Seq, 10)}
 	h[relay.HeaderDeliveryCount] = []string{strconv.Itoa(m.DeliveryCount)}

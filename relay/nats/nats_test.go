@@ -113,6 +113,9 @@ func startRelay(t testing.TB, b *testdb.Bundle, cfg relaynats.Config, opts relay
 	return relaytest.Relay(t, b.Store, sink, opts)
 }
 
+// traceparent is a valid W3C Trace Context parent.
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
 func TestPublishesWithIDHeadersAndSubject(t *testing.T) {
 	t.Parallel()
 	srv := embedded(t, t.TempDir(), 0)
@@ -120,8 +123,8 @@ func TestPublishesWithIDHeadersAndSubject(t *testing.T) {
 	s := stream(t, js, "EV")
 	b := relaytest.Open(t, mqlite.QueueOptions{})
 	seqs := relaytest.Send(t, b.Store,
-		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme", "Nats-Msg-Id": "forged"}},
-		outbox.Message{Body: []byte("b"), Subject: "paid", MessageID: "order-9", GroupID: "customer-1"},
+		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme", "Nats-Msg-Id": "forged", "traceparent": "malformed"}},
+		outbox.Message{Body: []byte("b"), Subject: "paid", MessageID: "order-9", GroupID: "customer-1", Properties: map[string]string{"traceparent": traceparent}},
 		outbox.Message{Body: []byte("c")}) // no subject: "EV." is no subject
 	obs := startRelay(t, b, relaynats.Config{JetStream: js, Subject: "EV.{{.Subject}}", AckTimeout: ackTimeout}, relay.Options{})
 	obs.WaitFor(t, "two deliveries and a dead letter", func(c relaytest.Counts) bool { return c.Completed == 2 && c.Rejected == 1 })
@@ -145,8 +148,13 @@ func TestPublishesWithIDHeadersAndSubject(t *testing.T) {
 			t.Fatalf("message %s: %+v", want.id, m)
 		}
 	}
-	if h := byID[fmt.Sprintf("%s:%d", relaytest.Queue, seqs[0])].Header; h.Get("tenant") != "acme" {
-		t.Fatalf("properties not carried: %v", h)
+	if h := byID[fmt.Sprintf("%s:%d", relaytest.Queue, seqs[0])].Header; h.Get("tenant") != "acme" || h.Get("traceparent") != "" {
+		t.Fatalf("properties not carried, or a malformed traceparent passed on: %v", h)
+	}
+	// The trace context travels as W3C Trace Context headers, names in
+	// lower case as the W3C spells them (NATS headers are case-sensitive).
+	if h := byID["order-9"].Header; h.Get("traceparent") != traceparent {
+		t.Fatalf("traceparent not passed on: %v", h)
 	}
 	dead, err := b.Store.PeekDeadLetters(ctx, relaytest.Queue, mqlite.PeekOptions{})
 	if err != nil {

@@ -252,6 +252,7 @@ func (s *Sink) request(ctx context.Context, m mqlite.Message) (*http.Request, er
 		}
 	}
 	h := req.Header
+	relay.TraceContext(m, h.Set) // traceparent, tracestate: W3C Trace Context
 	h.Set("Content-Type", ctype)
 	h.Set(relay.HeaderQueue, m.Queue)
 	h.Set(relay.HeaderSeq, strconv.FormatInt(m.Seq, 10))

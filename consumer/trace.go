@@ -1,0 +1,56 @@
+package consumer
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/tracing"
+)
+
+// TracerProviderSource is a Source that names the OpenTelemetry provider
+// its spans go to. *mqlite.Store is one (Options.TracerProvider). Loop and
+// the relay record their spans there too; a Source that is not one (the
+// broker's client) is traced by otel.GetTracerProvider().
+type TracerProviderSource interface {
+	// TracerProvider returns the provider of the Source's spans.
+	TracerProvider() trace.TracerProvider
+}
+
+var _ TracerProviderSource = (*mqlite.Store)(nil)
+
+// startProcess starts d's process span, when tracing is on, and returns the
+// handler's ctx: d.ctx with the span, or d.ctx itself.
+func (l *loop) startProcess(d *delivery) (context.Context, trace.Span) {
+	tr := tracing.Of(l.src)
+	if tr == nil {
+		return d.ctx, nil
+	}
+	ctx := d.ctx
+	if sc := tracing.Extract(d.msg.Properties); sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	ctx, d.span = tracing.Start(ctx, tr, trace.SpanKindConsumer, tracing.OpProcess, "process", l.queue,
+		trace.WithAttributes(tracing.MessageAttrs(d.msg.Seq, d.msg.MessageID, d.msg.DeliveryCount)...))
+	return ctx, d.span
+}
+
+// settleParent returns ctx for the CompleteBatch of batch: with the process
+// span of a lone message as the parent of the settle span, or, for several,
+// with links to each one's process span. Tracing off, ctx itself.
+func settleParent(ctx context.Context, batch []completion) context.Context {
+	if batch[0].span == nil {
+		return ctx
+	}
+	if len(batch) == 1 {
+		return trace.ContextWithSpan(ctx, batch[0].span)
+	}
+	links := make([]trace.Link, 0, len(batch))
+	for _, c := range batch {
+		if c.span != nil {
+			links = append(links, trace.Link{SpanContext: c.span.SpanContext()})
+		}
+	}
+	return tracing.WithLinks(ctx, links)
+}
