@@ -33,6 +33,17 @@ type kit struct {
 	n     atomic.Int64 // for unique bodies
 }
 
+// optional returns k's store as T, an interface the kit tests only where
+// the implementation has it (named what), or skips the subtest.
+func optional[T any](k *kit, what string) T {
+	k.t.Helper()
+	v, ok := k.st.(T)
+	if !ok {
+		k.t.Skip("the store is not a " + what)
+	}
+	return v
+}
+
 // skipWithout skips t when reason (a Features field) says the
 // implementation lacks what the subtest needs.
 func skipWithout(t *testing.T, reason string) {
@@ -248,11 +259,7 @@ func fenceOps() []settleOp {
 			return res[0].Err
 		}},
 		settleOp{"CompleteBatch", func(k *kit, l mqlite.Lock) error {
-			cb, ok := k.st.(consumer.CompleteBatcher)
-			if !ok {
-				k.t.Skip("the store is not a consumer.CompleteBatcher")
-			}
-			res, err := cb.CompleteBatch(k.ctx, []mqlite.Lock{l})
+			res, err := optional[consumer.CompleteBatcher](k, "consumer.CompleteBatcher").CompleteBatch(k.ctx, []mqlite.Lock{l})
 			if err != nil {
 				return err
 			}

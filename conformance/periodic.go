@@ -19,16 +19,6 @@ type Scheduler interface {
 	GetSchedule(ctx context.Context, name string) (mqlite.ScheduleInfo, error)
 }
 
-// scheduler returns k's Store as a Scheduler, or skips t.
-func (k *kit) scheduler() Scheduler {
-	k.t.Helper()
-	s, ok := k.st.(Scheduler)
-	if !ok {
-		k.t.Skip("the implementation is not a conformance.Scheduler")
-	}
-	return s
-}
-
 // wantPeriods receives from queue, waiting up to wait, and fails unless it
 // gets the messages of schedule name for the periods want, in order.
 func (k *kit) wantPeriods(queue, name string, wait time.Duration, want ...time.Time) {
@@ -50,7 +40,7 @@ var periodicTests = []subtest{
 	{"OncePerPeriod", func(t *testing.T, h Harness) {
 		skipWithout(t, h.Features.WithoutWallClock)
 		k := openWith(t, h, Config{WallClock: true})
-		sc := k.scheduler()
+		sc := optional[Scheduler](k, "conformance.Scheduler")
 		k.queue("q", mqlite.QueueOptions{DedupWindow: -1})
 		k.must(sc.CreateSchedule(k.ctx, "s", mqlite.ScheduleOptions{Target: "q", Every: time.Second}), "create schedule")
 		info, err := sc.GetSchedule(k.ctx, "s")
@@ -62,7 +52,7 @@ var periodicTests = []subtest{
 	{"RestartCatchesUpWithinBound", func(t *testing.T, h Harness) {
 		skipWithout(t, h.Features.WithoutRestart)
 		k := open(t, h)
-		sc := k.scheduler()
+		sc := optional[Scheduler](k, "conformance.Scheduler")
 		k.queue("q", mqlite.QueueOptions{DedupWindow: -1})
 		k.must(sc.CreateSchedule(k.ctx, "s", mqlite.ScheduleOptions{Target: "q", Every: time.Minute, CatchUp: 2}),
 			"create schedule")
@@ -71,7 +61,7 @@ var periodicTests = []subtest{
 		k.restart()
 		// One transaction sends the latest two; the receive wakes on it.
 		k.wantPeriods("q", "s", 10*time.Second, start.Add(4*time.Minute), start.Add(5*time.Minute))
-		info, err := k.scheduler().GetSchedule(k.ctx, "s")
+		info, err := optional[Scheduler](k, "conformance.Scheduler").GetSchedule(k.ctx, "s")
 		k.must(err, "get schedule")
 		if info.Fired != 2 || info.Skipped != 3 {
 			t.Fatalf("fired %d, skipped %d; want 2 and 3", info.Fired, info.Skipped)

@@ -9,22 +9,11 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// topics returns k's store as Topics, or skips the subtest when the
-// implementation has no topics.
-func (k *kit) topics() Topics {
-	k.t.Helper()
-	tp, ok := k.st.(Topics)
-	if !ok {
-		k.t.Skip("the store is not a conformance.Topics")
-	}
-	return tp
-}
-
 // topic creates topic name with the subscriptions subs (queue → options; a
 // zero LockDuration becomes lease) and returns the store's Topics.
 func (k *kit) topic(name string, subs map[string]mqlite.SubscriptionOptions) Topics {
 	k.t.Helper()
-	tp := k.topics()
+	tp := optional[Topics](k, "conformance.Topics")
 	k.must(tp.CreateTopic(k.ctx, name), "create topic")
 	for q, o := range subs {
 		if o.Queue.LockDuration == 0 {
