@@ -158,6 +158,14 @@ func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
 	return out.Keys, err
 }
 
+// WhoAmI returns the client's own key (never its secret) and the names of
+// the queues it covers, in name order: what the key may use.
+func (c *Client) WhoAmI(ctx context.Context) (Key, []string, error) {
+	var out wire.WhoAmIResponse
+	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/whoami", out: &out})
+	return out.Key, out.Queues, err
+}
+
 // RevokeKey revokes the key id; it is refused from then on.
 func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + url.PathEscape(id)})

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,6 +145,11 @@ func TestKeysOverClient(t *testing.T) {
 		t.Fatalf("key %+v", k)
 	}
 	pc := newClient(t, url, secret, tb.Clock)
+	me, queues, err := pc.WhoAmI(ctx)
+	must(t, err)
+	if me.ID != k.ID || me.Role != "producer" || !slices.Equal(queues, []string{"q"}) {
+		t.Fatalf("WhoAmI: %+v %v, want the producer key over q", me, queues)
+	}
 	_, err = pc.Send(ctx, "q", outbox.Message{Body: []byte("x")})
 	must(t, err)
 	if _, err := pc.Receive(ctx, "q", mqlite.ReceiveOptions{}); !errors.Is(err, client.ErrForbidden) {
@@ -157,5 +163,8 @@ func TestKeysOverClient(t *testing.T) {
 	must(t, ac.RevokeKey(ctx, k.ID))
 	if _, err := pc.Send(ctx, "q", outbox.Message{Body: []byte("y")}); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("revoked key: %v", err)
+	}
+	if _, _, err := pc.WhoAmI(ctx); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("WhoAmI with a revoked key: %v", err)
 	}
 }
