@@ -88,6 +88,10 @@ func dashboardData(t *testing.T, st *mqlite.Store) (orders, dead []int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	err = st.CreateSchedule(ctx, "nightly-report", mqlite.ScheduleOptions{Target: "orders", Cron: "0 3 * * *", Body: []byte("report")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 4 {
 		send("billing", outbox.Message{Body: fmt.Appendf(nil, "invoice %d", i+1)})
 	}
@@ -226,6 +230,12 @@ func TestDashboardChromium(t *testing.T) {
 	// Topics: the subscription and its filter.
 	p.do("topics view", chromedp.Click(chromedp.CSS(`#nav a[data-view="topics"]`)))
 	p.until("the topic's row", `document.getElementById('topics-body').textContent === 'eventsauditsubject starts order.'`)
+
+	// Schedules: the one schedule, its target, its cron and its next period.
+	p.do("schedules view", chromedp.Click(chromedp.CSS(`#nav a[data-view="schedules"]`)))
+	p.until("the schedule's row", `(() => { const r = document.querySelector('tr[data-schedule="nightly-report"]');
+		return r !== null && [...r.cells].map(c => c.textContent).slice(0, 3).join('|') === 'nightly-report|orders|cron 0 3 * * *'
+			&& r.cells[3].textContent !== '' && r.cells[5].textContent === '0'; })()`)
 
 	// Access keys: create one for orders (its secret shown once), then
 	// revoke it with two clicks.

@@ -91,7 +91,7 @@ function signOut(message) {
   state.countersSeen = false;
   delete document.body.dataset.role;
   // Leave nothing of the last key's data in the page.
-  for (const id of ["queues-body", "messages-body", "dlq-body", "topics-body", "keys-body", "key-secret-value", "message-detail", "dlq-status"]) {
+  for (const id of ["queues-body", "messages-body", "dlq-body", "topics-body", "schedules-body", "keys-body", "key-secret-value", "message-detail", "dlq-status"]) {
     $(id).replaceChildren();
   }
   $("key-secret").hidden = true;
@@ -120,6 +120,7 @@ const views = {
   messages: () => loadMessages(),
   "dead-letters": () => loadDeadLetters(),
   topics: () => loadTopics(),
+  schedules: () => loadSchedules(),
   keys: () => loadKeys(),
 };
 
@@ -333,6 +334,25 @@ $("dlq-purge").addEventListener("click", (ev) => arm(ev.currentTarget, "Click ag
   await loadDeadLetters();
   await poll();
 }));
+
+// --- schedules ----------------------------------------------------------------
+
+function fmtWhen(o) {
+  if (o.cron) return `cron ${o.cron}` + (o.time_zone ? ` (${o.time_zone})` : "");
+  const s = o.every_ms / 1000;
+  return s % 3600 === 0 ? `every ${s / 3600}h` : s % 60 === 0 ? `every ${s / 60}m` : `every ${s}s`;
+}
+
+async function loadSchedules() {
+  const res = await api.schedules();
+  const rows = res.schedules.map((sc) => el("tr", { "data-schedule": sc.name },
+    el("td", {}, sc.name), el("td", {}, sc.options.target), el("td", {}, fmtWhen(sc.options)),
+    el("td", {}, fmtTime(sc.next_at)), el("td", {}, fmtTime(sc.last_at)),
+    el("td", { class: "n" }, String(sc.fired)), el("td", { class: "n" }, String(sc.skipped)),
+    el("td", {}, sc.last_error || "")));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 8, class: "note" }, "No schedules.")));
+  $("schedules-body").replaceChildren(...rows);
+}
 
 // --- topics -------------------------------------------------------------------
 
