@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/tracing"
 )
 
 // DefaultMaxBatch is the default of BatchOptions.MaxBatch.
@@ -47,7 +48,10 @@ var errBatchResults = errors.New("consumer: batch handler returned the wrong num
 // Loop does. It holds up to Concurrency×MaxBatch messages in running
 // batches plus opts.Prefetch claimed ones waiting (Prefetch defaults to
 // MaxBatch here), and renews every held lease. Claiming, renewal, backoff,
-// dead letters, panics and shutdown are Loop's; see Loop.
+// dead letters, panics and shutdown are Loop's; see Loop. With tracing on,
+// each handler call runs in one "process <queue>" span, carried by its ctx
+// and linked to every message's sender (a batch of one is its sender's
+// child).
 func LoopBatch(ctx context.Context, src Source, queue string, handler BatchHandler, opts BatchOptions) error {
 	if src == nil {
 		return invalid("nil Source")
@@ -98,13 +102,18 @@ func (l *loop) handleBatch(first *delivery) {
 			}
 		})
 	}
+	hctx, span := l.startBatchProcess(bctx, ds)
 	start := time.Now()
-	errs := l.callBatch(bctx, msgs)
+	errs := l.callBatch(hctx, msgs)
 	took := time.Since(start)
 	for _, stop := range stops {
 		stop()
 	}
+	if span != nil {
+		tracing.End(span, batchError(errs))
+	}
 	for i, d := range ds {
+		d.span = span // the settle spans are the batch span's children
 		if !l.settle(d, errs[i], took) {
 			l.slots <- struct{}{}
 		}

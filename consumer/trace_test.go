@@ -118,3 +118,131 @@ func TestLoopProcessSpan(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopBatchProcessSpan: each batch handler call runs in one process
+// span that the handler's ctx carries: linked to every message's sender
+// for a batch (a lone message is its sender's child), with Error status
+// when a message of the batch failed; each settlement's span is its child.
+func TestLoopBatchProcessSpan(t *testing.T) {
+	t.Parallel()
+	rec := endSignal{tracetest.NewSpanRecorder(), make(chan string, 100)}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	senders := map[string]trace.SpanContext{} // body → its sender's span
+	for _, body := range []string{"a", "bad", "c"} {
+		sctx, send := tp.Tracer("test").Start(context.Background(), "sender "+body)
+		props := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(sctx, props)
+		if err := b.Store.Tx(sctx, func(tx *mqlite.Tx) error {
+			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body), Properties: props})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		send.End()
+		senders[body] = send.SpanContext()
+	}
+
+	type call struct {
+		span   trace.SpanContext
+		bodies []string
+	}
+	calls := make(chan call, 3)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- consumer.LoopBatch(ctx, b.Store, "q", func(ctx context.Context, msgs []mqlite.Message) []error {
+			c := call{span: trace.SpanContextFromContext(ctx)}
+			errs := make([]error, len(msgs))
+			for i, m := range msgs {
+				c.bodies = append(c.bodies, string(m.Body))
+				if string(m.Body) == "bad" {
+					errs[i] = errors.New("boom")
+				}
+			}
+			calls <- c
+			return errs
+		}, consumer.BatchOptions{MaxBatch: 3})
+	}()
+	var got []call
+	timeout := time.After(30 * time.Second)
+	for n := 0; n < 3; {
+		select {
+		case c := <-calls:
+			got = append(got, c)
+			n += len(c.bodies)
+		case err := <-done:
+			t.Fatalf("LoopBatch returned early: %v", err)
+		case <-timeout:
+			t.Fatalf("handled %d of 3 messages", n)
+		}
+	}
+	// Every settlement span ends before Loop returns.
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	process := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	var settles []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "process q":
+			process[s.SpanContext().SpanID()] = s
+		case "complete q", "abandon q":
+			settles = append(settles, s)
+		}
+	}
+	for _, c := range got {
+		p := process[c.span.SpanID()]
+		if p == nil {
+			t.Fatalf("the handler's ctx of %v carries span %s, not a process span", c.bodies, c.span.SpanID())
+		}
+		failed := false
+		for _, body := range c.bodies {
+			failed = failed || body == "bad"
+		}
+		if want := map[bool]codes.Code{false: codes.Unset, true: codes.Error}[failed]; p.Status().Code != want {
+			t.Errorf("batch %v: status %v, want %v", c.bodies, p.Status(), want)
+		}
+		if len(c.bodies) == 1 {
+			if par := p.Parent(); par.SpanID() != senders[c.bodies[0]].SpanID() || !par.IsRemote() {
+				t.Errorf("lone message %s: parent %v, want its sender (remote)", c.bodies[0], par)
+			}
+			continue
+		}
+		linked := map[trace.SpanID]bool{}
+		for _, l := range p.Links() {
+			linked[l.SpanContext.SpanID()] = true
+		}
+		for _, body := range c.bodies {
+			if !linked[senders[body].SpanID()] {
+				t.Errorf("batch %v: no link to the sender of %s", c.bodies, body)
+			}
+		}
+		if p.Parent().IsValid() {
+			t.Errorf("batch %v: parent %v, want none (links only)", c.bodies, p.Parent())
+		}
+	}
+	if len(settles) != 3 {
+		t.Fatalf("%d settlement spans, want 3", len(settles))
+	}
+	for _, s := range settles {
+		if process[s.Parent().SpanID()] == nil && !linksProcess(s, process) {
+			t.Errorf("%s: neither child of nor linked to a process span", s.Name())
+		}
+	}
+}
+
+// linksProcess reports whether s links to one of the process spans (a
+// CompleteBatch of several messages links to each one's span).
+func linksProcess(s sdktrace.ReadOnlySpan, process map[trace.SpanID]sdktrace.ReadOnlySpan) bool {
+	for _, l := range s.Links() {
+		if process[l.SpanContext.SpanID()] != nil {
+			return true
+		}
+	}
+	return false
+}
