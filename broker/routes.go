@@ -56,6 +56,7 @@ func (s *Server) routes() http.Handler {
 		{"DELETE /v1/keys/{id}", keys.Admin, "", s.revokeKey},
 		{"POST /v1/backup", keys.Admin, "", s.backup},
 		{"GET /v1/whoami", anyRole, "", s.whoami},
+		{"GET /v1/counts", keys.Consumer, "", s.counts},
 	}
 	mux := http.NewServeMux()
 	for _, e := range eps {
@@ -640,6 +641,24 @@ func (s *Server) whoami(r *http.Request) (result, error) {
 	for _, q := range qs {
 		if k.Scope.HasQueue(q.Name) {
 			out.Queues = append(out.Queues, q.Name)
+		}
+	}
+	return ok(out)
+}
+
+// counts answers the per-state counts and counters of every queue the key
+// covers, from Store.Metrics: no table is read, so a dashboard may poll it
+// however large the queues (Stats counts from the indexes).
+func (s *Server) counts(r *http.Request) (result, error) {
+	k := keyOf(r.Context())
+	all, err := s.st.Metrics(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	out := wire.CountsResponse{Queues: []wire.QueueCounts{}}
+	for _, m := range all {
+		if k.Scope.HasQueue(m.Queue) {
+			out.Queues = append(out.Queues, wire.FromMetrics(m))
 		}
 	}
 	return ok(out)

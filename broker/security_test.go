@@ -181,6 +181,8 @@ var routes = []route{
 	{"DELETE", "/v1/keys/0000000000000000", ``, keys.Admin, 403},
 	{"POST", "/v1/backup", `{"path":"/nonexistent/dir/b.db"}`, keys.Admin, 403},
 	{"GET", "/metrics", ``, keys.Admin, 403},
+	{"GET", "/v1/counts", ``, keys.Consumer, 200},
+	{"GET", "/v1/schedules", ``, keys.Admin, 200},
 }
 
 // wrongRole is a key whose role does not include r.

@@ -166,6 +166,19 @@ func (c *Client) WhoAmI(ctx context.Context) (Key, []string, error) {
 	return out.Key, out.Queues, err
 }
 
+// QueueCounts is one queue's counts as Client.Counts returns them.
+type QueueCounts = wire.QueueCounts
+
+// Counts returns the messages per state and the counters of every queue
+// the key covers, in queue name order, as the broker's Store.Metrics keeps
+// them: cheap however large the queues (Stats reads the indexes), but not
+// brought up to date first (a lapsed lease counts as locked until a sweep).
+func (c *Client) Counts(ctx context.Context) ([]QueueCounts, error) {
+	var out wire.CountsResponse
+	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/counts", out: &out})
+	return out.Queues, err
+}
+
 // RevokeKey revokes the key id; it is refused from then on.
 func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + url.PathEscape(id)})

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -166,5 +168,37 @@ func TestKeysOverClient(t *testing.T) {
 	}
 	if _, _, err := pc.WhoAmI(ctx); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("WhoAmI with a revoked key: %v", err)
+	}
+}
+
+// TestCountsOverClient: Counts answers every queue the key covers, and only
+// those, with the counts per state Stats reads and the counters since Open.
+func TestCountsOverClient(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	tb.Queue(t, "other", mqlite.QueueOptions{})
+	url, admin := serve(t, tb, broker.Config{})
+	ac := newClient(t, url, admin, tb.Clock)
+	for _, queue := range []string{"q", "q", "q", "other"} {
+		_, err := ac.Send(ctx, queue, outbox.Message{Body: []byte(fmt.Sprint(queue, rand.Int()))})
+		must(t, err)
+	}
+	_, err := ac.Receive(ctx, "q", mqlite.ReceiveOptions{})
+	must(t, err)
+	_, secret, err := ac.CreateKey(ctx, "consumer", []string{"q"})
+	must(t, err)
+	got, err := newClient(t, url, secret, tb.Clock).Counts(ctx)
+	must(t, err)
+	st, err := tb.Store.Stats(ctx, "q")
+	must(t, err)
+	if len(got) != 1 || got[0].Queue != "q" || got[0].Active != st.Active || got[0].Locked != st.Locked ||
+		got[0].Active != 2 || got[0].Locked != 1 || got[0].Counters.Sent != 3 || got[0].Counters.Received != 1 {
+		t.Fatalf("Counts with a key over q: %+v; Stats %+v", got, st)
+	}
+	all, err := ac.Counts(ctx)
+	must(t, err)
+	if len(all) != 2 || all[0].Queue != "other" || all[1].Queue != "q" {
+		t.Fatalf("Counts with an admin key: %+v, want other and q", all)
 	}
 }

@@ -160,13 +160,13 @@ async function poll() {
     if (state.who?.key.id !== who.key.id) return; // signed out meanwhile
     setQueues(who.queues);
     const now = performance.now();
-    // A queue deleted since the list was read answers 404: leave it out.
-    const stats = (q) => api.stats(q).catch((err) => { if (err.status === 404) return null; throw err; });
-    const results = await Promise.all(state.who.queues.map((q) => stats(q).then((s) => [q, s])));
+    // One request for every queue the key covers: the counts the store
+    // keeps in memory, cheap however large the queues.
+    const counts = await api.counts();
     if (state.who?.key.id !== who.key.id) return;
     let sent = 0, completed = 0, known = false;
-    for (const [q, s] of results) {
-      if (!s) continue;
+    for (const s of counts.queues) {
+      const q = s.queue;
       state.stats.set(q, s);
       if (s.counters) state.countersSeen = true;
       const r = state.rates.update(q, s.counters, now);

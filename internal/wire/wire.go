@@ -422,6 +422,30 @@ type Counters struct {
 	Redelivered  int64 `json:"redelivered"`
 }
 
+// QueueCounts is one queue's entry of GET /v1/counts: its messages per
+// state and its counters, as Store.Metrics keeps them (nothing read from
+// the file).
+type QueueCounts struct {
+	Queue        string   `json:"queue"`
+	Active       int64    `json:"active"`
+	Scheduled    int64    `json:"scheduled"`
+	Locked       int64    `json:"locked"`
+	Deferred     int64    `json:"deferred"`
+	DeadLettered int64    `json:"dead_lettered"`
+	Counters     Counters `json:"counters"`
+}
+
+// CountsResponse is the response of GET /v1/counts.
+type CountsResponse struct {
+	Queues []QueueCounts `json:"queues"`
+}
+
+// FromMetrics encodes the counts of m.
+func FromMetrics(m mqlite.QueueMetrics) QueueCounts {
+	return QueueCounts{Queue: m.Queue, Active: m.Active, Scheduled: m.Scheduled, Locked: m.Locked,
+		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Counters: Counters(m.Counters)}
+}
+
 // FromStats encodes s.
 func FromStats(s mqlite.QueueStats) Stats {
 	return Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
