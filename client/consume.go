@@ -52,13 +52,35 @@ func (c *Client) Complete(ctx context.Context, l mqlite.Lock) error {
 	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/complete"), in: lockOf(l)})
 }
 
-// batches groups locks by queue, keeping each lock's index.
-func batches(locks []mqlite.Lock) map[string][]int {
-	out := make(map[string][]int)
+// lockBatch sends locks to the batch endpoint op ("complete-batch",
+// "renew-batch"), one request per queue (one commit each), and hands each
+// lock's result, by the lock's index in locks, to each. err is the failure
+// of a whole request.
+func (c *Client) lockBatch(ctx context.Context, locks []mqlite.Lock, op string, each func(i int, r wire.ItemResult)) error {
+	byQueue := make(map[string][]int)
 	for i, l := range locks {
-		out[l.Queue] = append(out[l.Queue], i)
+		byQueue[l.Queue] = append(byQueue[l.Queue], i)
 	}
-	return out
+	for queue, idx := range byQueue {
+		if err := checkQueue(queue); err != nil {
+			return err
+		}
+		req := wire.LocksRequest{Locks: make([]wire.LockRequest, len(idx))}
+		for j, i := range idx {
+			req.Locks[j] = lockOf(locks[i])
+		}
+		var out wire.ResultsResponse
+		if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/"+op), in: req, out: &out}); err != nil {
+			return err
+		}
+		if len(out.Results) != len(idx) {
+			return fmt.Errorf("client: %s: %d results for %d locks", op, len(out.Results), len(idx))
+		}
+		for j, i := range idx {
+			each(i, out.Results[j])
+		}
+	}
+	return nil
 }
 
 // CompleteBatch completes several deliveries, one request per queue (one
@@ -66,24 +88,8 @@ func batches(locks []mqlite.Lock) map[string][]int {
 // whole request.
 func (c *Client) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	errs := make([]error, len(locks))
-	for queue, idx := range batches(locks) {
-		if err := checkQueue(queue); err != nil {
-			return nil, err
-		}
-		req := wire.LocksRequest{Locks: make([]wire.LockRequest, len(idx))}
-		for j, i := range idx {
-			req.Locks[j] = lockOf(locks[i])
-		}
-		var out wire.ResultsResponse
-		if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/complete-batch"), in: req, out: &out}); err != nil {
-			return nil, err
-		}
-		if len(out.Results) != len(idx) {
-			return nil, fmt.Errorf("client: complete-batch: %d results for %d locks", len(out.Results), len(idx))
-		}
-		for j, i := range idx {
-			errs[i] = out.Results[j].Error.Err()
-		}
+	if err := c.lockBatch(ctx, locks, "complete-batch", func(i int, r wire.ItemResult) { errs[i] = r.Error.Err() }); err != nil {
+		return nil, err
 	}
 	return errs, nil
 }
@@ -148,24 +154,11 @@ func (c *Client) Renew(ctx context.Context, l mqlite.Lock) (time.Time, error) {
 // RenewBatch renews several leases, one request per queue.
 func (c *Client) RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error) {
 	res := make([]mqlite.RenewResult, len(locks))
-	for queue, idx := range batches(locks) {
-		if err := checkQueue(queue); err != nil {
-			return nil, err
-		}
-		req := wire.LocksRequest{Locks: make([]wire.LockRequest, len(idx))}
-		for j, i := range idx {
-			req.Locks[j] = lockOf(locks[i])
-		}
-		var out wire.ResultsResponse
-		if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/renew-batch"), in: req, out: &out}); err != nil {
-			return nil, err
-		}
-		if len(out.Results) != len(idx) {
-			return nil, fmt.Errorf("client: renew-batch: %d results for %d locks", len(out.Results), len(idx))
-		}
-		for j, i := range idx {
-			res[i] = mqlite.RenewResult{LockedUntil: out.Results[j].LockedUntil, Err: out.Results[j].Error.Err()}
-		}
+	err := c.lockBatch(ctx, locks, "renew-batch", func(i int, r wire.ItemResult) {
+		res[i] = mqlite.RenewResult{LockedUntil: r.LockedUntil, Err: r.Error.Err()}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
