@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mqlite/mqlite/internal/testdb"
 )
 
 // BodySize is the size of every message body.
@@ -165,15 +167,12 @@ func drainRate(ctx context.Context, in Instance, bs [][]byte, batch int) (float6
 	return float64(len(bs)) / time.Since(start).Seconds(), nil
 }
 
-// walPerMessage is the growth of the -wal file per message sent. It is the
-// one measurement with automatic checkpoints off (on the instance's own
-// connection, for this instance only): with them on, SQLite rewrites the
-// WAL in place from its start after each checkpoint and the file's growth
-// says nothing. Throughput and latency are always measured with them on.
+// walPerMessage is the WAL each message sent writes, with the instance's
+// real settings (automatic checkpoints on): the frames its commits append,
+// counted from the wal-index header after every transaction (a checkpoint
+// that restarts the WAL from its start is seen by its salt), times the
+// frame size of the file's page size.
 func walPerMessage(ctx context.Context, in Instance, bs [][]byte, per int) (float64, error) {
-	if _, err := in.DB().ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
-		return 0, fmt.Errorf("autocheckpoint off: %w", err)
-	}
 	// One message first, so that the schema's first pages are not counted.
 	if err := in.Send(ctx, bs[:1]); err != nil {
 		return 0, err
@@ -182,26 +181,25 @@ func walPerMessage(ctx context.Context, in Instance, bs [][]byte, per int) (floa
 	if err := in.DB().QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
 		return 0, fmt.Errorf("database path: %w", err)
 	}
-	before, err := fileSize(path + "-wal")
+	var pageSize int64
+	if err := in.DB().QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		return 0, fmt.Errorf("page size: %w", err)
+	}
+	wal, err := testdb.OpenWALCounter(path)
 	if err != nil {
 		return 0, err
 	}
-	if err := sendAll(ctx, in, bs[1:], per); err != nil {
-		return 0, err
+	defer wal.Close()
+	for rest := bs[1:]; len(rest) > 0; {
+		n := min(per, len(rest))
+		if err := in.Send(ctx, rest[:n]); err != nil {
+			return 0, err
+		}
+		wal.Step()
+		rest = rest[n:]
 	}
-	after, err := fileSize(path + "-wal")
-	if err != nil {
-		return 0, err
-	}
-	return float64(after-before) / float64(len(bs)-1), nil
-}
-
-func fileSize(path string) (int64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, fmt.Errorf("wal size: %w", err)
-	}
-	return fi.Size(), nil
+	const frameHeader = 24
+	return float64(wal.Frames*(pageSize+frameHeader)) / float64(len(bs)-1), nil
 }
 
 // arrivals returns n Poisson arrival offsets at rate per second.

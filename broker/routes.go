@@ -401,14 +401,7 @@ func (s *Server) listQueues(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	k := keyOf(r.Context())
-	out := wire.QueuesResponse{Queues: []wire.QueueInfo{}}
-	for _, q := range qs {
-		if k.Scope.HasQueue(q.Name) {
-			out.Queues = append(out.Queues, wire.FromQueueInfo(q))
-		}
-	}
-	return ok(out)
+	return ok(wire.QueuesResponse{Queues: covered(r, qs, func(q mqlite.QueueInfo) string { return q.Name }, wire.FromQueueInfo)})
 }
 
 func (s *Server) createQueue(r *http.Request) (result, error) {
@@ -473,14 +466,7 @@ func (s *Server) listTopics(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	k := keyOf(r.Context())
-	out := wire.TopicsResponse{Topics: []wire.Topic{}}
-	for _, t := range ts {
-		if k.Scope.HasQueue(t.Name) {
-			out.Topics = append(out.Topics, wire.FromTopic(t))
-		}
-	}
-	return ok(out)
+	return ok(wire.TopicsResponse{Topics: covered(r, ts, func(t mqlite.TopicInfo) string { return t.Name }, wire.FromTopic)})
 }
 
 func (s *Server) createTopic(r *http.Request) (result, error) {
@@ -632,36 +618,37 @@ func (s *Server) revokeKey(r *http.Request) (result, error) {
 // of the queues it covers (the dashboard hides what the key may not use;
 // the endpoints refuse it anyway).
 func (s *Server) whoami(r *http.Request) (result, error) {
-	k := keyOf(r.Context())
 	qs, err := s.st.ListQueues(r.Context())
 	if err != nil {
 		return result{}, err
 	}
-	out := wire.WhoAmIResponse{Key: fromKey(k), Queues: []string{}}
-	for _, q := range qs {
-		if k.Scope.HasQueue(q.Name) {
-			out.Queues = append(out.Queues, q.Name)
-		}
-	}
-	return ok(out)
+	name := func(q mqlite.QueueInfo) string { return q.Name }
+	return ok(wire.WhoAmIResponse{Key: fromKey(keyOf(r.Context())), Queues: covered(r, qs, name, name)})
 }
 
 // counts answers the per-state counts and counters of every queue the key
 // covers, from Store.Metrics: no table is read, so a dashboard may poll it
 // however large the queues (Stats counts from the indexes).
 func (s *Server) counts(r *http.Request) (result, error) {
-	k := keyOf(r.Context())
 	all, err := s.st.Metrics(r.Context())
 	if err != nil {
 		return result{}, err
 	}
-	out := wire.CountsResponse{Queues: []wire.QueueCounts{}}
-	for _, m := range all {
-		if k.Scope.HasQueue(m.Queue) {
-			out.Queues = append(out.Queues, wire.FromMetrics(m))
+	return ok(wire.CountsResponse{Queues: covered(r, all, func(m mqlite.QueueMetrics) string { return m.Queue }, wire.FromMetrics)})
+}
+
+// covered returns conv of each of items whose queue (or topic) name the
+// request's key covers, in order; never nil, so that an empty list is [] in
+// JSON. Every listing answers only what the key may use.
+func covered[T, W any](r *http.Request, items []T, name func(T) string, conv func(T) W) []W {
+	k := keyOf(r.Context())
+	out := []W{}
+	for _, it := range items {
+		if k.Scope.HasQueue(name(it)) {
+			out = append(out, conv(it))
 		}
 	}
-	return ok(out)
+	return out
 }
 
 func (s *Server) backup(r *http.Request) (result, error) {

@@ -18,14 +18,8 @@ func (s *Server) listSchedules(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	k := keyOf(r.Context())
-	out := wire.SchedulesResponse{Schedules: []wire.Schedule{}}
-	for _, sc := range ss {
-		if k.Scope.HasQueue(sc.Options.Target) {
-			out.Schedules = append(out.Schedules, wire.FromSchedule(sc))
-		}
-	}
-	return ok(out)
+	target := func(sc mqlite.ScheduleInfo) string { return sc.Options.Target }
+	return ok(wire.SchedulesResponse{Schedules: covered(r, ss, target, wire.FromSchedule)})
 }
 
 func (s *Server) createSchedule(r *http.Request) (result, error) {

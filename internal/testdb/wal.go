@@ -2,6 +2,7 @@ package testdb
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -19,19 +20,32 @@ type WALCounter struct {
 	Frames int64
 }
 
-// NewWALCounter opens the -shm file of the database file path (the store
-// must be open in WAL mode) and reads its header.
+// NewWALCounter opens the counter of the database file path for a test
+// or benchmark and closes it when t ends.
 func NewWALCounter(t testing.TB, path string) *WALCounter {
 	t.Helper()
-	f, err := os.Open(path + "-shm")
+	c, err := OpenWALCounter(path)
 	if err != nil {
-		t.Fatalf("open shm: %v", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = f.Close() })
-	c := &WALCounter{f: f}
-	c.max, c.salt = c.read()
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// OpenWALCounter opens the -shm file of the database file path (it must be
+// open in WAL mode) and reads its header. Close releases the file.
+func OpenWALCounter(path string) (*WALCounter, error) {
+	f, err := os.Open(path + "-shm")
+	if err != nil {
+		return nil, fmt.Errorf("open shm: %w", err)
+	}
+	c := &WALCounter{f: f}
+	c.max, c.salt = c.read()
+	return c, nil
+}
+
+// Close closes the -shm file.
+func (c *WALCounter) Close() error { return c.f.Close() }
 
 // read returns mxFrame and the salts of the wal-index header (native byte
 // order, offsets 16 and 32 of the first copy of the header).
