@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -66,6 +67,12 @@ type Outcome struct {
 	// carries the far side's answer.
 	Reason      string
 	Description string
+	// Hold marks a failure that is the far side's and not the message's:
+	// nothing there takes the message (no stream, topic or queue matches
+	// it). The relay keeps the message, its lease renewed and its delivery
+	// count unchanged, and sends it again after Options.HoldBackoff's
+	// delay, until it goes through or Run stops. See Hold.
+	Hold bool
 }
 
 // Delivered is the outcome of a message the far side accepted: the relay
@@ -88,8 +95,24 @@ func Permanent(reason, description string) Outcome {
 	return Outcome{Err: errors.New(reason), Permanent: true, Reason: reason, Description: description}
 }
 
+// Hold is the outcome of a message that the far side has no place for
+// now, for a reason no retry of this message alone would cure and no dead
+// letter should record: no stream, topic or queue matches it (a cluster
+// being set up, a stream not created yet, a topic deleted by mistake). The
+// relay logs err once, keeps the message locked (LoopBatch renews its
+// lease, so it costs no delivery) and sends it again after
+// Options.HoldBackoff's delay, until it is delivered or Run stops. A
+// misconfigured far side thus holds the backlog back instead of pushing it
+// into the dead letters.
+func Hold(err error) Outcome {
+	if err == nil {
+		err = errors.New("relay: far side not ready")
+	}
+	return Outcome{Err: err, Hold: true}
+}
+
 // Delivered reports whether o is the outcome of a delivered message.
-func (o Outcome) Delivered() bool { return o.Err == nil && !o.Permanent }
+func (o Outcome) Delivered() bool { return o.Err == nil && !o.Permanent && !o.Hold }
 
 // handlerErr turns o into the result consumer.LoopBatch settles by.
 func (o Outcome) handlerErr() error {
@@ -136,6 +159,33 @@ type Options struct {
 	// Abandoned: to be retried; Rejected: dead-lettered), for metrics and
 	// logs. Defaults to none.
 	Observer consumer.Observer
+	// HoldBackoff spaces the attempts at messages the sink answered with
+	// Hold (the far side has no stream, topic or queue for them). Defaults
+	// to DefaultHoldBackoff.
+	HoldBackoff consumer.Backoff
+	// Gate, when set, is waited on before every Send: the relay sends a
+	// batch only once Gate.Wait returned for it. The replicate module's
+	// Replicator is one, so that nothing leaves the machine before it is
+	// replicated. Defaults to none.
+	Gate Gate
+}
+
+// DefaultHoldBackoff is Options.HoldBackoff's default: 1s doubling up to
+// 30s, so that a far side fixed by hand is noticed within half a minute.
+var DefaultHoldBackoff = consumer.Backoff{Initial: time.Second, Max: 30 * time.Second}
+
+// Gate holds the messages of a relay back until they may leave the
+// machine. It is an optional part of a Relay (Options.Gate), kept to one
+// method so that the root module needs to know nothing of what it waits
+// for: the replicate module's Replicator waits until the commits of the
+// messages are replicated, so that a failover to the replica can never
+// leave the far side holding an event whose business rows were lost.
+type Gate interface {
+	// Wait blocks until every message of msgs may be sent, or until ctx
+	// ends, and then returns ctx's error. It is called from several
+	// goroutines at once (Options.Concurrency), with messages the relay
+	// holds the leases of; errors other than ctx's retry the batch.
+	Wait(ctx context.Context, msgs []mqlite.Message) error
 }
 
 // Relay forwards the messages of one queue to a Sink, at least once: a
@@ -152,6 +202,11 @@ type Relay struct {
 	queue string
 	sink  Sink
 	opts  consumer.BatchOptions
+
+	gate        Gate
+	holdBackoff consumer.Backoff
+	log         *slog.Logger
+	holding     atomic.Bool // a Send is holding messages the far side has no place for
 
 	mu     sync.Mutex
 	groups map[string]struct{} // groups with a message in a Send
@@ -181,14 +236,19 @@ func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, er
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.HoldBackoff == (consumer.Backoff{}) {
+		opts.HoldBackoff = DefaultHoldBackoff
+	}
+	log := opts.Logger.With("relay", queue)
 	return &Relay{
 		src: src, queue: queue, sink: sink, groups: map[string]struct{}{},
+		gate: opts.Gate, holdBackoff: opts.HoldBackoff, log: log,
 		opts: consumer.BatchOptions{
 			LoopOptions: consumer.LoopOptions{
 				Concurrency:  opts.Concurrency,
 				Backoff:      opts.Backoff,
 				DrainTimeout: opts.DrainTimeout,
-				Logger:       opts.Logger.With("relay", queue),
+				Logger:       log,
 				Observer:     opts.Observer,
 			},
 			MaxBatch: opts.MaxBatch,
@@ -232,8 +292,16 @@ func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
 	if len(out) == 0 {
 		return errs
 	}
+	if r.gate != nil {
+		if err := r.gate.Wait(ctx, out); err != nil {
+			for _, i := range idx {
+				errs[i] = consumer.RetryAfter(fmt.Errorf("relay: gate: %w", err), 0)
+			}
+			return errs
+		}
+	}
 	out, spans := r.startSpans(ctx, out)
-	res := r.sink.Send(ctx, out)
+	res := r.sendHolding(ctx, out)
 	if len(res) != len(out) {
 		err := fmt.Errorf("relay: sink returned %d outcomes for %d messages", len(res), len(out))
 		endSpans(spans, nil, err)
@@ -247,6 +315,61 @@ func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
 		errs[i] = res[j].handlerErr()
 	}
 	return errs
+}
+
+// sendHolding sends msgs and sends again, after the hold backoff, those
+// the sink answered with Hold, until none is held or ctx ends (then the
+// held ones are retried the usual way). The first hold of a streak is
+// logged at ERROR, later ones at DEBUG; the first delivery after it at INFO.
+func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcome {
+	res := r.sink.Send(ctx, msgs)
+	if len(res) != len(msgs) {
+		return res
+	}
+	pending := make([]int, 0, len(msgs)) // indices of msgs held
+	for attempt := 1; ; attempt++ {
+		pending = pending[:0]
+		var cause error
+		for i, o := range res {
+			switch {
+			case o.Hold:
+				pending = append(pending, i)
+				cause = o.Err
+			case o.Delivered() && r.holding.CompareAndSwap(true, false):
+				r.log.Info("relay: the far side takes messages again")
+			}
+		}
+		if len(pending) == 0 {
+			return res
+		}
+		if r.holding.CompareAndSwap(false, true) {
+			r.log.Error("relay: the far side has no place for the messages; holding them (no delivery counted, nothing dead-lettered) until it has",
+				"err", cause, "held", len(pending))
+		} else {
+			r.log.Debug("relay: still holding", "err", cause, "held", len(pending))
+		}
+		t := time.NewTimer(r.holdBackoff.Delay(attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			for _, i := range pending {
+				res[i] = Retry(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ctx.Err()), 0)
+			}
+			return res
+		}
+		again := make([]mqlite.Message, len(pending))
+		for j, i := range pending {
+			again[j] = msgs[i]
+		}
+		out := r.sink.Send(ctx, again)
+		if len(out) != len(again) {
+			return out // the sink broke its promise: every message fails
+		}
+		for j, i := range pending {
+			res[i] = out[j]
+		}
+	}
 }
 
 // hold marks the groups of msgs in flight and returns those this call took

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,6 +145,92 @@ func TestNeverTwoOfAGroupInFlight(t *testing.T) {
 	close(release)
 	obs.WaitFor(t, "both deliveries", func(c relaytest.Counts) bool { return c.Completed == 2 })
 	relaytest.Empty(t, b.Store)
+}
+
+// TestHoldKeepsTheMessages: a sink whose far side has no place for the
+// messages (Hold) makes the relay keep them: no delivery is counted, no
+// message is abandoned or dead-lettered, the cause is logged once, and the
+// messages go out, on their first delivery, once the far side takes them.
+func TestHoldKeepsTheMessages(t *testing.T) {
+	t.Parallel()
+	const n, holds = 30, 5
+	b := relaytest.Open(t, mqlite.QueueOptions{MaxDeliveryCount: 2})
+	relaytest.Send(t, b.Store, relaytest.Bodies(n, 16, false)...)
+	var mu sync.Mutex
+	calls, counts := 0, map[int]int{}
+	logs := &relaytest.Logs{}
+	obs := start(t, b.Store, sinkFunc(func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		out := make([]relay.Outcome, len(msgs))
+		for i, m := range msgs {
+			if calls <= holds {
+				out[i] = relay.Hold(errors.New("nats: no stream matches subject"))
+				continue
+			}
+			counts[m.DeliveryCount]++
+		}
+		return out
+	}), relay.Options{Concurrency: 1, HoldBackoff: consumer.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}, Logger: logs.Logger()})
+	c := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
+	if c.Abandoned != 0 || c.Rejected != 0 {
+		t.Fatalf("counts %+v: a held message was abandoned or dead-lettered", c)
+	}
+	relaytest.Empty(t, b.Store)
+	mu.Lock()
+	defer mu.Unlock()
+	if counts[1] != n {
+		t.Fatalf("delivery counts %v, want all %d on their first delivery", counts, n)
+	}
+	if got := logs.Messages(); len(got) != 1 || !strings.Contains(got[0], "holding") {
+		t.Fatalf("logs %q, want one warning of the hold", got)
+	}
+}
+
+// gateFunc is a Gate from a function.
+type gateFunc func(ctx context.Context, msgs []mqlite.Message) error
+
+func (f gateFunc) Wait(ctx context.Context, msgs []mqlite.Message) error { return f(ctx, msgs) }
+
+// TestGateHoldsBatchesBack: nothing reaches the sink before the gate lets
+// its batch go.
+func TestGateHoldsBatchesBack(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	relaytest.Send(t, b.Store, relaytest.Bodies(n, 16, false)...)
+	open := make(chan struct{})
+	waited := make(chan struct{}, 1)
+	var opened atomic.Bool
+	obs := start(t, b.Store, sinkFunc(func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+		if !opened.Load() {
+			t.Errorf("the sink got %d messages before the gate opened", len(msgs))
+		}
+		return make([]relay.Outcome, len(msgs))
+	}), relay.Options{Gate: gateFunc(func(ctx context.Context, msgs []mqlite.Message) error {
+		select {
+		case waited <- struct{}{}:
+		default:
+		}
+		select {
+		case <-open:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})})
+	select {
+	case <-waited:
+	case <-time.After(relaytest.Timeout):
+		t.Fatal("the relay never waited on its gate")
+	}
+	if c := obs.Counts(); c.Completed != 0 {
+		t.Fatalf("counts %+v before the gate opened", c)
+	}
+	opened.Store(true)
+	close(open)
+	obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
 }
 
 func TestRunStopsAndReportsAMissingQueue(t *testing.T) {
