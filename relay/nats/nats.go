@@ -4,7 +4,11 @@
 // to relay.ID, the same on every retry, so that the stream drops a
 // duplicate that arrives inside its duplicate window. A message is reported
 // delivered only once its PubAck has come back; a publish error, a missing
-// PubAck (Config.AckTimeout) or a lost connection is retried.
+// PubAck (Config.AckTimeout) or a lost connection is retried. A publish
+// that no stream answers (no stream matches the subject) is held
+// (relay.Hold): the relay keeps the messages and tries again, so that a
+// stream created late, or deleted by mistake, costs no delivery and no
+// dead letter.
 //
 // The stream's duplicate window (StreamConfig.Duplicates, 2 minutes unless
 // set) must cover the relay's longest retry: a message whose PubAck was lost
@@ -153,11 +157,20 @@ func (s *Sink) await(ctx context.Context, f jetstream.PubAckFuture, timeout <-ch
 	}
 }
 
+// ErrNoStream is the cause of a hold: no stream answered for the
+// message's subject.
+var ErrNoStream = errors.New("nats: no stream answered for the subject (none matches it, or it has no leader)")
+
 // failed classifies a publish error: a message over the server's max
-// payload is dead-lettered, anything else is retried.
+// payload is dead-lettered; a publish that no stream answered is held
+// (relay.Hold: a stream not created yet, or deleted, must not push the
+// backlog into the dead letters); anything else is retried.
 func failed(err error) relay.Outcome {
-	if errors.Is(err, natsgo.ErrMaxPayload) {
+	switch {
+	case errors.Is(err, natsgo.ErrMaxPayload):
 		return relay.Permanent("nats: message too large", err.Error())
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsgo.ErrNoResponders):
+		return relay.Hold(fmt.Errorf("%w: %w", ErrNoStream, err))
 	}
 	return relay.Retry(fmt.Errorf("nats: publish: %w", err), 0)
 }

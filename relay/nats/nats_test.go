@@ -217,6 +217,71 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	t.Logf("%d messages, %d retried after the restart, each stored once", n, c.Abandoned)
 }
 
+// TestNoStreamHoldsTheMessages: a relay pointed at a server with no stream
+// for its subject says so once and keeps the messages (no delivery
+// counted, nothing dead-lettered, on a queue that dead-letters at the
+// second delivery); once the stream exists, every message goes out.
+func TestNoStreamHoldsTheMessages(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	srv := embedded(t, t.TempDir(), 0)
+	js := connect(t, srv.ClientURL())
+	b := relaytest.Open(t, mqlite.QueueOptions{MaxDeliveryCount: 2})
+	relaytest.Send(t, b.Store, relaytest.Bodies(n, 64, false)...)
+	logs := &relaytest.Logs{}
+	sink, err := relaynats.New(relaynats.Config{JetStream: js, Subject: "EV.x", AckTimeout: ackTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{}, 1)
+	obs := relaytest.Relay(t, b.Store, holdSpy{sink, held}, relay.Options{
+		Logger: logs.Logger(), HoldBackoff: consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+	})
+	for range 3 { // three rounds of holds with no stream
+		select {
+		case <-held:
+		case <-time.After(relaytest.Timeout):
+			t.Fatal("no hold")
+		}
+	}
+	s := stream(t, js, "EV")
+	c := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
+	if c.Abandoned != 0 || c.Rejected != 0 {
+		t.Fatalf("counts %+v: held messages were abandoned or dead-lettered", c)
+	}
+	relaytest.Empty(t, b.Store)
+	if got := ids(t, s); len(got) != n {
+		t.Fatalf("stream holds %d ids, want %d", len(got), n)
+	}
+	if got := logs.Messages(); len(got) != 1 {
+		t.Fatalf("logs %q, want the hold said once", got)
+	}
+}
+
+// holdSpy passes Sends to a sink and signals held (if it has room) after
+// a Send that held a message.
+type holdSpy struct {
+	relay.Sink
+	held chan struct{}
+}
+
+func (h holdSpy) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := h.Sink.Send(ctx, msgs)
+	for _, o := range out {
+		if o.Hold {
+			if !errors.Is(o.Err, relaynats.ErrNoStream) {
+				panic(fmt.Sprintf("hold for %v, want ErrNoStream", o.Err))
+			}
+			select {
+			case h.held <- struct{}{}:
+			default:
+			}
+			break
+		}
+	}
+	return out
+}
+
 func TestStandaloneServer(t *testing.T) {
 	t.Parallel()
 	addr := relaytest.Service(t, "nats-server", "127.0.0.1:4222")
