@@ -153,13 +153,15 @@ func Service(t testing.TB, name, addr string) string {
 // Observer counts the relay's outcomes and lets a test wait for a count.
 // It is safe for concurrent use.
 type Observer struct {
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every event
-	completed int
-	abandoned int
-	rejected  int
-	delays    []time.Duration
-	causes    []error
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every event
+	completed  int
+	times      []time.Time // of each completion, in order
+	abandoned  int
+	rejected   int
+	delays     []time.Duration
+	causes     []error
+	settleErrs []error
 }
 
 // NewObserver returns an Observer with no events.
@@ -177,7 +179,31 @@ func (o *Observer) event(f func()) {
 func (o *Observer) Received(string, int) {}
 
 // Completed counts a delivered message.
-func (o *Observer) Completed(mqlite.Message, time.Duration) { o.event(func() { o.completed++ }) }
+func (o *Observer) Completed(mqlite.Message, time.Duration) {
+	now := time.Now()
+	o.event(func() {
+		o.completed++
+		o.times = append(o.times, now)
+	})
+}
+
+// Stall returns the longest wait for a completion after from: from to the
+// first completion after it, or between two completions after it. It
+// measures how long a relay stood still around a failure at from.
+func (o *Observer) Stall(from time.Time) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var longest time.Duration
+	prev := from
+	for _, at := range o.times {
+		if at.Before(from) {
+			continue
+		}
+		longest = max(longest, at.Sub(prev))
+		prev = at
+	}
+	return longest
+}
 
 // Abandoned counts a message to be retried and keeps its delay and cause.
 func (o *Observer) Abandoned(_ mqlite.Message, _, delay time.Duration, cause error) {
@@ -191,17 +217,23 @@ func (o *Observer) Abandoned(_ mqlite.Message, _, delay time.Duration, cause err
 // Rejected counts a dead-lettered message.
 func (o *Observer) Rejected(mqlite.Message, time.Duration, error) { o.event(func() { o.rejected++ }) }
 
-// LockLost is not expected: the fake clock never ends a lease.
-func (o *Observer) LockLost(mqlite.Message, error) {}
+// LockLost is not expected: the fake clock never ends a lease. It is
+// counted as a settlement failure.
+func (o *Observer) LockLost(_ mqlite.Message, err error) { o.SettleFailed(mqlite.Message{}, err) }
 
-// SettleFailed is not expected.
-func (o *Observer) SettleFailed(mqlite.Message, error) {}
+// SettleFailed counts a settlement that failed and keeps its error: the
+// message stays locked, and with the fake clock its lease never ends, so
+// a test that waits for it then times out and shows why.
+func (o *Observer) SettleFailed(_ mqlite.Message, err error) {
+	o.event(func() { o.settleErrs = append(o.settleErrs, err) })
+}
 
 // Counts is a snapshot of an Observer.
 type Counts struct {
 	Completed, Abandoned, Rejected int
 	Delays                         []time.Duration
 	Causes                         []error
+	SettleErrs                     []error // settlements that failed (or lost their lock)
 }
 
 // Counts returns the counts so far.
@@ -214,7 +246,8 @@ func (o *Observer) Counts() Counts {
 func (o *Observer) snapshot() (Counts, <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return Counts{o.completed, o.abandoned, o.rejected, append([]time.Duration(nil), o.delays...), append([]error(nil), o.causes...)}, o.changed
+	return Counts{o.completed, o.abandoned, o.rejected, append([]time.Duration(nil), o.delays...),
+		append([]error(nil), o.causes...), append([]error(nil), o.settleErrs...)}, o.changed
 }
 
 // WaitFor blocks until cond holds for the counts, failing the test after
@@ -231,7 +264,8 @@ func (o *Observer) WaitFor(t testing.TB, what string, cond func(Counts) bool) Co
 		select {
 		case <-ch:
 		case <-timer.C:
-			t.Fatalf("timed out waiting for %s; counts %+v", what, c)
+			t.Fatalf("timed out waiting for %s; %d completed, %d abandoned, %d rejected; failed settlements: %v",
+				what, c.Completed, c.Abandoned, c.Rejected, c.SettleErrs)
 		}
 	}
 }
