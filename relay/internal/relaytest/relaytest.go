@@ -264,8 +264,9 @@ func (o *Observer) WaitFor(t testing.TB, what string, cond func(Counts) bool) Co
 		select {
 		case <-ch:
 		case <-timer.C:
-			t.Fatalf("timed out waiting for %s; %d completed, %d abandoned, %d rejected; failed settlements: %v",
-				what, c.Completed, c.Abandoned, c.Rejected, c.SettleErrs)
+			t.Fatalf("timed out waiting for %s; %d completed, %d abandoned (the last causes: %v), %d rejected; %d failed settlements (the last: %v)",
+				what, c.Completed, c.Abandoned, c.Causes[max(0, len(c.Causes)-3):], c.Rejected,
+				len(c.SettleErrs), c.SettleErrs[max(0, len(c.SettleErrs)-3):])
 		}
 	}
 }
