@@ -110,7 +110,9 @@ func TestLostMachinePrimary(t *testing.T) {
 // sinkFunc is a relay.Sink from a function.
 type sinkFunc func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome
 
-func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome { return f(ctx, msgs) }
+func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	return f(ctx, msgs)
+}
 
 func TestLostMachine(t *testing.T) {
 	t.Parallel()
