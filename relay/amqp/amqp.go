@@ -5,8 +5,9 @@
 // properties as headers (a property whose name is over 255 bytes stays
 // behind), on a channel in confirm mode. A message is
 // reported delivered only once the broker confirmed it; a nack, a missing
-// confirm (Config.ConfirmTimeout), a message returned as unroutable and a
-// dropped connection or channel are retried. After a drop the sink
+// confirm (Config.ConfirmTimeout) and a dropped connection or channel are
+// retried; a message returned as unroutable (no queue bound for it) is
+// held (relay.Hold) until a binding exists. After a drop the sink
 // reconnects on the next Send, with a backoff between attempts.
 //
 // RabbitMQ does not drop duplicates by itself: a message whose confirm was
@@ -46,8 +47,9 @@ var DefaultReconnect = consumer.Backoff{Initial: 100 * time.Millisecond, Max: 10
 var ErrInvalidConfig = errors.New("amqp: invalid config")
 
 // ErrReturned is the failure of a message the broker returned because no
-// queue was bound to take it (the mandatory flag). It is retried: a binding
-// may come.
+// queue was bound to take it (the mandatory flag). The message is held
+// (relay.Hold): no delivery is counted and nothing is dead-lettered while
+// the binding is missing, and it goes out once one exists.
 var ErrReturned = errors.New("amqp: message returned unroutable")
 
 // ErrClosed is returned for the messages of a Send after Close.
@@ -184,7 +186,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, c := range confirms {
 		if c != nil && c.Acked() {
 			if reply, ok := sess.returned(relay.ID(msgs[i])); ok {
-				out[i] = relay.Retry(fmt.Errorf("%w: %s", ErrReturned, reply), 0)
+				out[i] = relay.Hold(fmt.Errorf("%w: %s", ErrReturned, reply))
 			}
 		}
 	}

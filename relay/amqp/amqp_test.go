@@ -116,31 +116,99 @@ func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 	}
 }
 
-func TestUnroutableIsRetried(t *testing.T) {
+// TestUnroutableIsHeld: a message no queue is bound for is returned, and
+// the relay holds it (no delivery counted, logged once) until the test
+// binds a queue; then it goes through on its first delivery.
+func TestUnroutableIsHeld(t *testing.T) {
 	t.Parallel()
 	addr, ch, queue := broker(t)
-	b := relaytest.Open(t, mqlite.QueueOptions{})
+	b := relaytest.Open(t, mqlite.QueueOptions{MaxDeliveryCount: 2})
 	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a"), Subject: "missing"})
-	// The first attempts go to a routing key no queue is bound to; once
-	// the test binds one, the message goes through.
 	if err := ch.ExchangeDeclare(queue+"-x", "direct", false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ch.ExchangeDelete(queue+"-x", false, false) })
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", Exchange: queue + "-x", RoutingKey: "{{.Subject}}"})
-	obs := relaytest.Relay(t, b.Store, s, retryAtOnce)
-	c := obs.WaitFor(t, "a return", func(c relaytest.Counts) bool { return c.Abandoned >= 1 })
-	if !errors.Is(c.Causes[0], relayamqp.ErrReturned) {
-		t.Fatalf("cause %v, want ErrReturned", c.Causes[0])
+	held := make(chan error, 1)
+	logs := &relaytest.Logs{}
+	opts := retryAtOnce
+	opts.Logger = logs.Logger()
+	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
+	obs := relaytest.Relay(t, b.Store, holdSpy{s, held}, opts)
+	for range 3 {
+		select {
+		case err := <-held:
+			if !errors.Is(err, relayamqp.ErrReturned) {
+				t.Fatalf("held for %v, want ErrReturned", err)
+			}
+		case <-time.After(relaytest.Timeout):
+			t.Fatal("no hold")
+		}
 	}
 	if err := ch.QueueBind(queue, "missing", queue+"-x", false, nil); err != nil {
 		t.Fatal(err)
 	}
-	obs.WaitFor(t, "the delivery", func(c relaytest.Counts) bool { return c.Completed == 1 })
+	c := obs.WaitFor(t, "the delivery", func(c relaytest.Counts) bool { return c.Completed == 1 })
+	if c.Abandoned != 0 || c.Rejected != 0 {
+		t.Fatalf("%d abandoned, %d rejected: the held message was counted", c.Abandoned, c.Rejected)
+	}
 	relaytest.Empty(t, b.Store)
 	if ids, _ := drain(t, ch, queue); len(ids) != 1 {
 		t.Fatalf("queue holds %v", ids)
 	}
+	if got := logs.Messages(); len(got) != 1 {
+		t.Fatalf("logs %q, want the hold said once", got)
+	}
+}
+
+// holdSpy passes Sends to a sink and hands the cause of a hold to held
+// (if it has room).
+type holdSpy struct {
+	relay.Sink
+	held chan error
+}
+
+func (h holdSpy) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := h.Sink.Send(ctx, msgs)
+	for _, o := range out {
+		if o.Hold {
+			select {
+			case h.held <- o.Err:
+			default:
+			}
+			break
+		}
+	}
+	return out
+}
+
+// TestQuorumQueue relays into a quorum queue (x-queue-type: quorum), the
+// replicated queue type of a RabbitMQ cluster, with confirms and the
+// mandatory flag: every message arrives, each with its message-id.
+func TestQuorumQueue(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	addr, ch, _ := broker(t)
+	queue := fmt.Sprintf("mqlite-test-quorum-%d", time.Now().UnixNano())
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false) })
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	relaytest.Send(t, b.Store, relaytest.Bodies(n, 128, true)...)
+	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", RoutingKey: queue})
+	opts := retryAtOnce
+	opts.Concurrency = 8
+	obs := relaytest.Relay(t, b.Store, s, opts)
+	obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
+	relaytest.Empty(t, b.Store)
+	ids, total := drain(t, ch, queue)
+	for i := range n {
+		if ids[fmt.Sprintf("msg-%d", i)] == 0 {
+			t.Fatalf("msg-%d missing from the quorum queue", i)
+		}
+	}
+	t.Logf("%d messages into a quorum queue: %d stored (%d copies)", n, total, total-n)
 }
 
 func TestConnectionCutLosesNothing(t *testing.T) {
