@@ -31,3 +31,24 @@ func BenchmarkRelayJetStream(b *testing.B) {
 	b.ReportMetric(float64(b.N)/took.Seconds(), "msgs/s")
 	b.ReportMetric(float64(testdb.CPUTime()-cpu)/float64(b.N), "cpu-ns/msg")
 }
+
+// BenchmarkRelayJetStreamR3 is BenchmarkRelayJetStream into the R3 stream
+// of a three-node cluster in the same process (every message replicated to
+// two more servers before its PubAck), for the throughput "Scale out by
+// service" in docs/relay.md quotes beside the single server's.
+func BenchmarkRelayJetStreamR3(b *testing.B) {
+	c := newCluster(b)
+	js := connectCluster(b, c, nil)
+	clusterStream(b, c, js, "EV")
+	st := relaytest.Open(b, mqlite.QueueOptions{})
+	relaytest.Send(b, st.Store, relaytest.Bodies(b.N, 256, false)...)
+	b.ResetTimer()
+	cpu := testdb.CPUTime()
+	start := time.Now()
+	obs := startRelay(b, st, relaynats.Config{JetStream: js, Subject: "EV.x", AckTimeout: clusterAckTimeout}, relay.Options{Concurrency: 8})
+	obs.WaitFor(b, "every delivery", func(c relaytest.Counts) bool { return c.Completed == b.N })
+	took := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "msgs/s")
+	b.ReportMetric(float64(testdb.CPUTime()-cpu)/float64(b.N), "cpu-ns/msg")
+}
