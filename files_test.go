@@ -71,7 +71,7 @@ func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE messages (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO messages (text) VALUES ('mine')`); err != nil {
+	if _, err := db.Exec(`CREATE TABLE mqlite_messages (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO mqlite_messages (text) VALUES ('mine')`); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
