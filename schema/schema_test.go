@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/schema"
