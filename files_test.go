@@ -62,8 +62,8 @@ func TestDiskFullAndReadOnlyHaveSentinels(t *testing.T) {
 }
 
 // TestOpenLeavesAForeignFileUntouched: a plain SQLite file with a table of a
-// name mqlite uses is refused before anything is written: same bytes, no
-// WAL, no migration table.
+// name mqlite reserves (mqlite_…) is refused before anything is written:
+// same bytes, no WAL, no migration table.
 func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "app.db")

@@ -139,6 +139,9 @@ func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
 			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, unprefixedToken, Token, name, err)
 		}
+		if afterStep != nil {
+			afterStep(name)
+		}
 		return nil
 	}
 	if err := step("create the tables", part("tables")); err != nil {
@@ -177,6 +180,10 @@ func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
 	}
 	return step("write the guard", `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
+
+// afterStep, when set (by the crash test), is called after each step of the
+// upgrade, inside its transaction.
+var afterStep func(step string)
 
 // carrySequence makes the seqs of mqlite_messages go on after the highest
 // ever given in messages, deleted messages included. The copy gave
