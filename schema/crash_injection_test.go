@@ -2,5 +2,6 @@
 
 package schema_test
 
-// make crash kills the upgrade at many more random moments.
-func init() { migrationRandomKills = 60 }
+// make crash kills the upgrade after every step and at many more random
+// moments.
+func init() { migrationRandomKills, migrationStepKills = 60, 0 }

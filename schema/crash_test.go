@@ -34,8 +34,10 @@ const (
 )
 
 // migrationRandomKills is how many random-moment kills TestMigrationCrash
-// makes; make crash (build tag crash_injection) makes more.
-var migrationRandomKills = 2
+// makes, and migrationStepKills after how many of the upgrade's steps it
+// kills the child (0: after every one); make crash (build tag
+// crash_injection) kills after every step and at many more moments.
+var migrationRandomKills, migrationStepKills = 2, 6
 
 // TestMigrationCrashChild is the child process; it does nothing unless the
 // crash test started it.
@@ -156,7 +158,15 @@ func TestMigrationCrash(t *testing.T) {
 	if err := cmd.Wait(); err != nil || len(steps) < 10 {
 		t.Fatalf("the listing run: %v, steps %q", err, steps)
 	}
+	stepCount := len(steps)
 
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	if k := migrationStepKills; k > 0 && k < len(steps) {
+		// The first and the last step, and others at random.
+		rest := steps[1 : len(steps)-1]
+		rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+		steps = append([]string{steps[0], steps[len(steps)-1]}, rest[:k-2]...)
+	}
 	for i, step := range steps {
 		path := filepath.Join(dir, fmt.Sprintf("step-%d.db", i))
 		copyFile(t, fixture, path)
@@ -183,7 +193,6 @@ func TestMigrationCrash(t *testing.T) {
 	copyFile(t, fixture, big)
 	grow(t, big, 10_000)
 	wantBig := counts(t, big, "")
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	seen := map[string]int{}
 	for i := range migrationRandomKills {
 		path := filepath.Join(dir, fmt.Sprintf("random-%d.db", i))
@@ -194,7 +203,7 @@ func TestMigrationCrash(t *testing.T) {
 		}
 		// Kill after a random number of steps, or at a random point of the
 		// one in progress.
-		n := rng.IntN(len(steps) + 2)
+		n := rng.IntN(stepCount + 2)
 		for j := 0; j < n && out.Scan(); j++ {
 		}
 		_ = cmd.Process.Kill()
