@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -221,5 +222,38 @@ func TestSQLIsTheLayout(t *testing.T) {
 	}
 	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOperationsListsEveryObject: docs/operations.md lists exactly the
+// objects a fresh store adds to a file (sqlite_ names aside).
+func TestOperationsListsEveryObject(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger) \\|").FindAllStringSubmatch(string(doc), -1) {
+		listed[m[1]] = true
+	}
+	b := testdb.Open(t, mqlite.Options{})
+	rows, err := b.Store.DB().Query(`SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		if !listed[name] {
+			t.Errorf("docs/operations.md does not list %s", name)
+		}
+		delete(listed, name)
+	}
+	for name := range listed {
+		t.Errorf("docs/operations.md lists %s, which a store does not make", name)
 	}
 }
