@@ -16,6 +16,7 @@ import (
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/relay"
 	relayamqp "github.com/mqlite/mqlite/relay/amqp"
+	relaykafka "github.com/mqlite/mqlite/relay/kafka"
 	relaynats "github.com/mqlite/mqlite/relay/nats"
 	"github.com/mqlite/mqlite/relay/webhook"
 )
@@ -32,14 +33,16 @@ type relayFlags struct {
 	natsURL, subject  string
 	amqpURL, exchange string
 	routingKey        string
+	kafkaBrokers      []string
+	topic             string
 }
 
 func relayCmd(g *globals) *cobra.Command {
 	var f relayFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
-		Short: "forward a queue to a webhook, NATS JetStream or RabbitMQ",
-		Long: `relay forwards the queue's messages to a webhook, NATS JetStream or RabbitMQ, at
+		Short: "forward a queue to a webhook, NATS JetStream, RabbitMQ or Kafka",
+		Long: `relay forwards the queue's messages to a webhook, NATS JetStream, RabbitMQ or Kafka, at
 least once, each with its stable id, until SIGINT or SIGTERM, and logs each
 dead letter. It reads a local file (--db) or a broker (--url, --key: a consumer
 key on the queue is enough). Templates are Go text/templates over .Queue
@@ -61,7 +64,7 @@ key on the queue is enough). Templates are Go text/templates over .Queue
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.queue, "queue", "", "the `queue` to relay (required)")
-	fs.StringVar(&f.sink, "sink", "", "where to: webhook, nats or amqp (required)")
+	fs.StringVar(&f.sink, "sink", "", "where to: webhook, nats, amqp or kafka (required)")
 	fs.IntVar(&f.concurrency, "concurrency", relay.DefaultConcurrency, "sends at once")
 	fs.IntVar(&f.max, "batch", relay.DefaultMaxBatch, "messages per send at most")
 	fs.DurationVar(&f.drain, "drain", consumer.DefaultDrainTimeout, "how long sends in flight may finish on SIGINT/SIGTERM")
@@ -74,6 +77,8 @@ key on the queue is enough). Templates are Go text/templates over .Queue
 	fs.StringVar(&f.amqpURL, "amqp-url", "", "amqp: the broker `URL` (amqp://user:pass@host:5672/)")
 	fs.StringVar(&f.exchange, "exchange", "", "amqp: the `exchange` (empty: the default exchange)")
 	fs.StringVar(&f.routingKey, "routing-key", relayamqp.DefaultRoutingKey, "amqp: the routing key `template`")
+	fs.StringSliceVar(&f.kafkaBrokers, "kafka-brokers", nil, "kafka: the seed brokers, `host:port`, comma-separated or repeated")
+	fs.StringVar(&f.topic, "topic", relaykafka.DefaultTopic, "kafka: the topic `template`")
 	return cmd
 }
 
@@ -92,8 +97,12 @@ func (f *relayFlags) check() error {
 		if f.amqpURL == "" {
 			return usagef("--sink amqp needs --amqp-url")
 		}
+	case "kafka":
+		if len(f.kafkaBrokers) == 0 {
+			return usagef("--sink kafka needs --kafka-brokers")
+		}
 	default:
-		return usagef("--sink must be webhook, nats or amqp, not %q", f.sink)
+		return usagef("--sink must be webhook, nats, amqp or kafka, not %q", f.sink)
 	}
 	return nil
 }
@@ -155,6 +164,12 @@ func openSink(f relayFlags) (relay.Sink, func(), error) {
 			return nil, nil, err
 		}
 		return s, func() { _ = nc.Drain() }, nil
+	case "kafka":
+		s, err := relaykafka.New(relaykafka.Config{Brokers: f.kafkaBrokers, Topic: f.topic})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
 	default: // amqp, as check made sure
 		s, err := relayamqp.New(relayamqp.Config{URL: f.amqpURL, Exchange: f.exchange, RoutingKey: f.routingKey})
 		if err != nil {

@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/outbox"
+	relaykafka "github.com/mqlite/mqlite/relay/kafka"
 )
 
 // syncBuffer is a bytes.Buffer safe for the relay's and the test's
@@ -126,15 +130,75 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	}
 }
 
+// TestRelayCommandKafka: --sink kafka produces the queue's messages to the
+// topic (a kfake broker), each with its Mqlite-Id.
+func TestRelayCommandKafka(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	path := t.TempDir() + "/app.db"
+	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(ctx, "events", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
+		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "events", outbox.Message{Body: []byte("one"), MessageID: "order-1"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil { // the relay opens the file itself
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "kafka",
+			"--kafka-brokers", strings.Join(c.ListenAddrs(), ","), "--topic", "orders"}, &stdout, &stderr)
+	}()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
+	defer pcancel()
+	var recs []*kgo.Record
+	for len(recs) == 0 {
+		fs := cl.PollFetches(pctx)
+		if pctx.Err() != nil {
+			t.Fatalf("no record; stderr %s", stderr.String())
+		}
+		recs = append(recs, fs.Records()...)
+	}
+	if r := recs[0]; string(r.Value) != "one" || len(r.Headers) == 0 || r.Headers[0].Key != relaykafka.HeaderID || string(r.Headers[0].Value) != "order-1" {
+		t.Fatalf("record %+v", r)
+	}
+	cancel() // as SIGINT would
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
+	}
+}
+
 func TestRelayCommandUsage(t *testing.T) {
 	t.Parallel()
 	for name, args := range map[string][]string{
-		"no db":          {"relay", "--db", "", "--url", "", "--queue", "q", "--sink", "nats"},
-		"no queue":       {"relay", "--db", "x.db", "--sink", "nats"},
-		"unknown sink":   {"relay", "--db", "x.db", "--queue", "q", "--sink", "kafka"},
-		"webhook no url": {"relay", "--db", "x.db", "--queue", "q", "--sink", "webhook", "--secret", "whsec_x"},
-		"amqp no url":    {"relay", "--db", "x.db", "--queue", "q", "--sink", "amqp"},
-		"single dash":    {"relay", "-db", "x.db", "--queue", "q", "--sink", "nats"},
+		"no db":            {"relay", "--db", "", "--url", "", "--queue", "q", "--sink", "nats"},
+		"no queue":         {"relay", "--db", "x.db", "--sink", "nats"},
+		"unknown sink":     {"relay", "--db", "x.db", "--queue", "q", "--sink", "sqs"},
+		"kafka no brokers": {"relay", "--db", "x.db", "--queue", "q", "--sink", "kafka"},
+		"webhook no url":   {"relay", "--db", "x.db", "--queue", "q", "--sink", "webhook", "--secret", "whsec_x"},
+		"amqp no url":      {"relay", "--db", "x.db", "--queue", "q", "--sink", "amqp"},
+		"single dash":      {"relay", "-db", "x.db", "--queue", "q", "--sink", "nats"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
