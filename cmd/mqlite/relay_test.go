@@ -66,10 +66,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
-	t.Parallel()
-	path := t.TempDir() + "/app.db"
+// relayFile makes a store file with queue "events" holding msgs, closed
+// (the relay command opens the file itself), and returns its path.
+func relayFile(t *testing.T, msgs ...outbox.Message) string {
+	t.Helper()
 	ctx := context.Background()
+	path := t.TempDir() + "/app.db"
 	st, err := mqlite.Open(ctx, path, mqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +80,8 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
-		for _, b := range []string{"one", "two", "refused"} {
-			if _, err := outbox.SendOne(tx.Context(), tx.SQL(), "events", outbox.Message{Body: []byte(b)}); err != nil {
+		for _, m := range msgs {
+			if _, err := outbox.SendOne(tx.Context(), tx.SQL(), "events", m); err != nil {
 				return err
 			}
 		}
@@ -88,9 +90,16 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil { // the relay opens the file itself
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := relayFile(t, outbox.Message{Body: []byte("one")}, outbox.Message{Body: []byte("two")}, outbox.Message{Body: []byte("refused")})
 
 	got := make(chan string, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,24 +149,7 @@ func TestRelayCommandKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	path := t.TempDir() + "/app.db"
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateQueue(ctx, "events", mqlite.QueueOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "events", outbox.Message{Body: []byte("one"), MessageID: "order-1"})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil { // the relay opens the file itself
-		t.Fatal(err)
-	}
+	path := relayFile(t, outbox.Message{Body: []byte("one"), MessageID: "order-1"})
 	rctx, cancel := context.WithCancel(ctx)
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)

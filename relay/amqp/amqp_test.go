@@ -129,22 +129,13 @@ func TestUnroutableIsHeld(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ch.ExchangeDelete(queue+"-x", false, false) })
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", Exchange: queue + "-x", RoutingKey: "{{.Subject}}"})
-	held := make(chan error, 1)
 	logs := &relaytest.Logs{}
 	opts := retryAtOnce
 	opts.Logger = logs.Logger()
 	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
-	obs := relaytest.Relay(t, b.Store, holdSpy{s, held}, opts)
-	for range 3 {
-		select {
-		case err := <-held:
-			if !errors.Is(err, relayamqp.ErrReturned) {
-				t.Fatalf("held for %v, want ErrReturned", err)
-			}
-		case <-time.After(relaytest.Timeout):
-			t.Fatal("no hold")
-		}
-	}
+	spy := relaytest.HoldSpy{Sink: s, Held: make(chan error, 1)}
+	obs := relaytest.Relay(t, b.Store, spy, opts)
+	relaytest.WaitHolds(t, spy, 3, relayamqp.ErrReturned)
 	if err := ch.QueueBind(queue, "missing", queue+"-x", false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -159,27 +150,6 @@ func TestUnroutableIsHeld(t *testing.T) {
 	if got := logs.Messages(); len(got) != 1 {
 		t.Fatalf("logs %q, want the hold said once", got)
 	}
-}
-
-// holdSpy passes Sends to a sink and hands the cause of a hold to held
-// (if it has room).
-type holdSpy struct {
-	relay.Sink
-	held chan error
-}
-
-func (h holdSpy) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
-	out := h.Sink.Send(ctx, msgs)
-	for _, o := range out {
-		if o.Hold {
-			select {
-			case h.held <- o.Err:
-			default:
-			}
-			break
-		}
-	}
-	return out
 }
 
 // TestQuorumQueue relays into a quorum queue (x-queue-type: quorum), the

@@ -205,18 +205,12 @@ func TestNoTopicHoldsTheMessages(t *testing.T) {
 	b := relaytest.Open(t, mqlite.QueueOptions{MaxDeliveryCount: 2})
 	relaytest.Send(t, b.Store, relaytest.Bodies(n, 16, false)...)
 	logs := &relaytest.Logs{}
-	held := make(chan struct{}, 1)
-	obs := relaytest.Relay(t, b.Store, holdSpy{sink(t, relaykafka.Config{Brokers: c.ListenAddrs()}), held}, relay.Options{
+	spy := relaytest.HoldSpy{Sink: sink(t, relaykafka.Config{Brokers: c.ListenAddrs()}), Held: make(chan error, 1)}
+	obs := relaytest.Relay(t, b.Store, spy, relay.Options{
 		Logger: logs.Logger(), Backoff: consumer.Backoff{Initial: -1},
 		HoldBackoff: consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	})
-	for range 2 {
-		select {
-		case <-held:
-		case <-time.After(relaytest.Timeout):
-			t.Fatal("no hold")
-		}
-	}
+	relaytest.WaitHolds(t, spy, 2, relaykafka.ErrNoTopic)
 	createTopic(t, c.ListenAddrs(), "events")
 	cs := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
 	if cs.Abandoned != 0 || cs.Rejected != 0 {
@@ -249,27 +243,6 @@ func createTopic(t *testing.T, addrs []string, name string) {
 	if code := resp.Topics[0].ErrorCode; code != 0 {
 		t.Fatalf("create topic: error code %d", code)
 	}
-}
-
-// holdSpy passes Sends to a sink and signals held (if it has room) after
-// a Send that held a message for want of a topic.
-type holdSpy struct {
-	relay.Sink
-	held chan struct{}
-}
-
-func (h holdSpy) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
-	out := h.Sink.Send(ctx, msgs)
-	for _, o := range out {
-		if o.Hold && errors.Is(o.Err, relaykafka.ErrNoTopic) {
-			select {
-			case h.held <- struct{}{}:
-			default:
-			}
-			break
-		}
-	}
-	return out
 }
 
 func TestBadTopicIsDeadLettered(t *testing.T) {

@@ -72,26 +72,13 @@ func TestClusterRelayCrashWorker(t *testing.T) {
 		Concurrency: 8, HoldBackoff: relayHold,
 		Backoff:  consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger:   slog.New(slog.DiscardHandler),
-		Observer: emptyWatch{st: st, cancel: cancel},
+		Observer: relaytest.EmptyWatch{St: st, Cancel: cancel},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Run(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// emptyWatch stops the worker once a completion leaves the queue empty.
-type emptyWatch struct {
-	consumer.NopObserver
-	st     *mqlite.Store
-	cancel context.CancelFunc
-}
-
-func (e emptyWatch) Completed(mqlite.Message, time.Duration) {
-	if s, err := e.st.Stats(context.Background(), relaytest.Queue); err == nil && s.Total() == 0 {
-		e.cancel()
 	}
 }
 

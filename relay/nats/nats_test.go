@@ -233,17 +233,11 @@ func TestNoStreamHoldsTheMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := make(chan struct{}, 1)
-	obs := relaytest.Relay(t, b.Store, holdSpy{sink, held}, relay.Options{
+	spy := relaytest.HoldSpy{Sink: sink, Held: make(chan error, 1)}
+	obs := relaytest.Relay(t, b.Store, spy, relay.Options{
 		Logger: logs.Logger(), HoldBackoff: consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	})
-	for range 3 { // three rounds of holds with no stream
-		select {
-		case <-held:
-		case <-time.After(relaytest.Timeout):
-			t.Fatal("no hold")
-		}
-	}
+	relaytest.WaitHolds(t, spy, 3, relaynats.ErrNoStream) // three rounds of holds with no stream
 	s := stream(t, js, "EV")
 	c := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
 	if c.Abandoned != 0 || c.Rejected != 0 {
@@ -256,30 +250,6 @@ func TestNoStreamHoldsTheMessages(t *testing.T) {
 	if got := logs.Messages(); len(got) != 1 {
 		t.Fatalf("logs %q, want the hold said once", got)
 	}
-}
-
-// holdSpy passes Sends to a sink and signals held (if it has room) after
-// a Send that held a message.
-type holdSpy struct {
-	relay.Sink
-	held chan struct{}
-}
-
-func (h holdSpy) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
-	out := h.Sink.Send(ctx, msgs)
-	for _, o := range out {
-		if o.Hold {
-			if !errors.Is(o.Err, relaynats.ErrNoStream) {
-				panic(fmt.Sprintf("hold for %v, want ErrNoStream", o.Err))
-			}
-			select {
-			case h.held <- struct{}{}:
-			default:
-			}
-			break
-		}
-	}
-	return out
 }
 
 func TestStandaloneServer(t *testing.T) {

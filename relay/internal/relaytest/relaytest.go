@@ -308,3 +308,59 @@ func (l *Logs) Messages() []string {
 	defer l.mu.Unlock()
 	return append([]string(nil), l.msgs...)
 }
+
+// HoldSpy passes Sends to its Sink and hands the cause of a Send's first
+// held message to Held, when Held has room.
+type HoldSpy struct {
+	relay.Sink
+	Held chan error
+}
+
+// Send sends msgs through the Sink.
+func (h HoldSpy) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := h.Sink.Send(ctx, msgs)
+	for _, o := range out {
+		if o.Hold {
+			select {
+			case h.Held <- o.Err:
+			default:
+			}
+			break
+		}
+	}
+	return out
+}
+
+// WaitHolds waits for n holds of spy, each for a cause that matches want
+// (errors.Is), failing the test after Timeout.
+func WaitHolds(t testing.TB, spy HoldSpy, n int, want error) {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	for range n {
+		select {
+		case err := <-spy.Held:
+			if !errors.Is(err, want) {
+				t.Fatalf("held for %v, want %v", err, want)
+			}
+		case <-timer.C:
+			t.Fatal("timed out waiting for a hold")
+		}
+	}
+}
+
+// EmptyWatch is an Observer for a relay process of a crash test: it
+// cancels Cancel once a completion leaves Queue of St empty, so that the
+// process stops by itself.
+type EmptyWatch struct {
+	consumer.NopObserver
+	St     *mqlite.Store
+	Cancel context.CancelFunc
+}
+
+// Completed cancels when the queue is empty.
+func (e EmptyWatch) Completed(mqlite.Message, time.Duration) {
+	if s, err := e.St.Stats(context.Background(), Queue); err == nil && s.Total() == 0 {
+		e.Cancel()
+	}
+}
