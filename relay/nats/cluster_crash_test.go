@@ -4,7 +4,6 @@ package nats_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,20 +65,10 @@ func TestClusterRelayCrashWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r, err := relay.New(st, relaytest.Queue, sink, relay.Options{
+	relaytest.RunUntilEmpty(t, st, sink, relay.Options{
 		Concurrency: 8, HoldBackoff: relayHold,
-		Backoff:  consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
-		Logger:   slog.New(slog.DiscardHandler),
-		Observer: relaytest.EmptyWatch{St: st, Cancel: cancel},
+		Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestClusterRelayCrash(t *testing.T) {
@@ -102,14 +91,7 @@ func TestClusterRelayCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestClusterRelayCrashWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envClusterWorker+"="+path, envClusterURLs+"="+c.urls())
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill() }) // after a failure; a no-op once it exited
-		return cmd
+		return relaytest.StartWorker(t, "TestClusterRelayCrashWorker", envClusterWorker+"="+path, envClusterURLs+"="+c.urls())
 	}
 	stored := func() uint64 {
 		info, err := s.Info(context.Background())

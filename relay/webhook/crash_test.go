@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -64,20 +63,10 @@ func TestRelayCrashWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r, err := relay.New(st, relaytest.Queue, sink, relay.Options{
+	relaytest.RunUntilEmpty(t, st, sink, relay.Options{
 		MaxBatch: 20,
 		Backoff:  consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
-		Logger:   slog.New(slog.DiscardHandler),
-		Observer: relaytest.EmptyWatch{St: st, Cancel: cancel},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestRelayCrashSIGKILL(t *testing.T) {
@@ -117,14 +106,7 @@ func TestRelayCrashSIGKILL(t *testing.T) {
 	defer srv.Close()
 
 	start := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestRelayCrashWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envRelayWorker+"="+path, envRelayURL+"="+srv.URL)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill() }) // after a failure; a no-op once it exited
-		return cmd
+		return relaytest.StartWorker(t, "TestRelayCrashWorker", envRelayWorker+"="+path, envRelayURL+"="+srv.URL)
 	}
 	waitDistinct := func(n int) {
 		timeout := time.After(crashWait)

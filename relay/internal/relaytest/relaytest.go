@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -363,4 +365,37 @@ func (e EmptyWatch) Completed(mqlite.Message, time.Duration) {
 	if s, err := e.St.Stats(context.Background(), Queue); err == nil && s.Total() == 0 {
 		e.Cancel()
 	}
+}
+
+// RunUntilEmpty is the body of a crash test's relay process: it relays
+// Queue of st to sink with opts (its logs discarded) until the queue is
+// empty, failing the test on an error.
+func RunUntilEmpty(t testing.TB, st *mqlite.Store, sink relay.Sink, opts relay.Options) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.Observer = EmptyWatch{St: st, Cancel: cancel}
+	r, err := relay.New(st, Queue, sink, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartWorker starts this test binary again, running only the test named
+// worker, with env added to the environment and its output on stderr. The
+// test's cleanup kills it (a no-op once it exited).
+func StartWorker(t testing.TB, worker string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+worker+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd
 }
