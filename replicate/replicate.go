@@ -216,14 +216,8 @@ func (r *Replicator) WaitReplicated(ctx context.Context) error {
 	}
 	want := r.started + 1 // a shipment that starts after this call
 	r.mu.Unlock()
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	<-retry.C
+	retryDue := false
 	for {
-		select {
-		case r.kick <- struct{}{}:
-		default: // a shipment is asked for already
-		}
 		r.mu.Lock()
 		shipped, lastErr, changed, closed := r.shipped, r.lastErr, r.changed, r.closed
 		r.mu.Unlock()
@@ -233,17 +227,22 @@ func (r *Replicator) WaitReplicated(ctx context.Context) error {
 		case closed:
 			return ErrClosed
 		}
-		var wait <-chan time.Time
-		if lastErr != nil {
-			retry.Reset(r.cfg.Retry)
-			wait = retry.C
+		// After a failed shipment, ask again only once Retry has passed:
+		// the replica is not hammered while it is down.
+		var retry <-chan time.Time
+		if lastErr == nil || retryDue {
+			select {
+			case r.kick <- struct{}{}:
+			default: // a shipment is asked for already
+			}
+		}
+		if retryDue = false; lastErr != nil {
+			retry = time.After(r.cfg.Retry)
 		}
 		select {
 		case <-changed:
-			if !retry.Stop() && wait != nil {
-				<-retry.C
-			}
-		case <-wait:
+		case <-retry:
+			retryDue = true
 		case <-ctx.Done():
 			return errors.Join(ctx.Err(), lastErr)
 		}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/benbjohnson/litestream"
 	"github.com/benbjohnson/litestream/file"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/superfly/ltx"
 
 	"github.com/mqlite/mqlite"
@@ -169,6 +171,10 @@ func TestReplicaDownWaits(t *testing.T) {
 	if s := rep.Stats(); !errors.Is(s.LastErr, errReplicaDown) {
 		t.Fatalf("stats %+v, want the replica's error", s)
 	}
+	col := replicate.NewCollector(rep)
+	if got := testutil.ToFloat64(gauge(col, replicate.MetricFailing)); got != 1 {
+		t.Fatalf("%s = %v while the replica is down, want 1", replicate.MetricFailing, got)
+	}
 	if logs.count() != 1 {
 		t.Fatalf("%d error logs, want one for the streak", logs.count())
 	}
@@ -176,9 +182,42 @@ func TestReplicaDownWaits(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if got := testutil.ToFloat64(gauge(col, replicate.MetricFailing)); got != 0 {
+		t.Fatalf("%s = %v once the replica is back, want 0", replicate.MetricFailing, got)
+	}
+	if n, err := testutil.GatherAndCount(registry(col), replicate.MetricFailures); err != nil || n != 1 {
+		t.Fatalf("%s: %d series, %v", replicate.MetricFailures, n, err)
+	}
 	if got := fmt.Sprint(restored(t, dir)); got != "[a]" {
 		t.Fatalf("replica holds %s, want [a]", got)
 	}
+}
+
+// gauge returns the one metric named name that col collects.
+func gauge(col prometheus.Collector, name string) prometheus.Collector {
+	return &oneMetric{col, name}
+}
+
+type oneMetric struct {
+	prometheus.Collector
+	name string
+}
+
+func (o *oneMetric) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric, 8)
+	o.Collector.Collect(all)
+	close(all)
+	for m := range all {
+		if strings.Contains(m.Desc().String(), `"`+o.name+`"`) {
+			ch <- m
+		}
+	}
+}
+
+func registry(col prometheus.Collector) *prometheus.Registry {
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(col)
+	return r
 }
 
 // errorLog counts the records at ERROR of replicate's own logger (not
