@@ -1,5 +1,5 @@
 // Package relay forwards the messages of an mqlite queue to an external
-// system (a webhook, NATS JetStream, RabbitMQ), at least once and with a
+// system (a webhook, NATS JetStream, RabbitMQ, Kafka), at least once and with a
 // stable message id, so that the far side drops the duplicates.
 //
 // A Relay runs consumer.LoopBatch over a consumer.Source (the embedded
@@ -36,5 +36,8 @@
 //
 // The sinks live in sub-packages: relay/webhook (signed HTTP POSTs),
 // relay/nats (JetStream publishes) and relay/amqp (RabbitMQ with publisher
-// confirms). See docs/relay.md for running a relay and for the guarantees.
+// confirms), and relay/kafka, a module of its own (franz-go). A sink
+// answers Hold for a message the far side has no place for (no stream,
+// topic or queue): the relay keeps it without counting a delivery. See
+// docs/relay.md for running a relay and for the guarantees.
 package relay
