@@ -324,7 +324,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 			if tc.name == "meta leader" {
 				separateLeaders(t, c, js, "EV")
 			}
-			st := wallClockStore(t)
+			st := relaytest.OpenWallClock(t)
 			relaytest.Send(t, st, relaytest.Bodies(clusterN, 256, true)...)
 			// The relay's connection goes to the victim first, so that the
 			// shutdown also cuts the PubAcks in flight: those messages are
@@ -360,9 +360,8 @@ func TestClusterLeaderLoss(t *testing.T) {
 			})
 			elected := time.Since(killed)
 			c.start(victim) // the same ports and store
-			obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == clusterN })
+			relaytest.WaitEmpty(t, st, obs)
 			took := time.Since(start)
-			relaytest.Empty(t, st)
 			c.waitFor("the stream current on all three", func() bool { return current(js, "EV") })
 			exactlyOnce(t, s, clusterN)
 			if counted.lost.Load() < lostAcks {
@@ -373,26 +372,6 @@ func TestClusterLeaderLoss(t *testing.T) {
 				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), counted.sent.Load()-clusterN)
 		})
 	}
-}
-
-// wallClockStore opens a store on the wall clock with its reaper on and
-// creates relaytest.Queue with a lease of 10s. Three servers, the relay
-// and the store share the test's process, and on a busy machine a
-// settlement can pass its timeout: as in production, the lease then ends
-// and the message goes out again (the stream drops the copy), where the
-// fake clock of relaytest.Open would hold it for ever.
-func wallClockStore(t testing.TB) *mqlite.Store {
-	t.Helper()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"), mqlite.Options{ReaperInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	err = st.CreateQueue(ctx, relaytest.Queue, mqlite.QueueOptions{MaxDeliveryCount: mqlite.MaxDeliveryLimit, LockDuration: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // countingSink counts the messages handed to a sink, resends included.

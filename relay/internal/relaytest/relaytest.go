@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,57 @@ func Open(t testing.TB, qopts mqlite.QueueOptions) *testdb.Bundle {
 	}
 	b.Queue(t, Queue, qopts)
 	return b
+}
+
+// OpenWallClock opens a store on the wall clock, with its reaper on, and
+// creates Queue with a lease of 10s and MaxDeliveryLimit deliveries; the
+// test's cleanup closes it. It is for the tests that load the machine
+// (clusters, brokers, -race): there a settlement can pass its timeout,
+// and, as in production, the lease then ends and the message goes out
+// again, where the fake clock of Open would hold it for ever. Such tests
+// wait with WaitEmpty, since a completion that timed out after its commit
+// is never observed.
+func OpenWallClock(t testing.TB) *mqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"), mqlite.Options{ReaperInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	err = st.CreateQueue(ctx, Queue, mqlite.QueueOptions{MaxDeliveryCount: mqlite.MaxDeliveryLimit, LockDuration: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// WaitEmpty waits until Queue of st holds nothing, dead letters included,
+// checking after each of obs's events and every 100ms, and fails the test
+// after Timeout.
+func WaitEmpty(t testing.TB, st *mqlite.Store, obs *Observer) {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, ch := obs.snapshot()
+		s, err := st.Stats(context.Background(), Queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Total() == 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-timer.C:
+			t.Fatalf("timed out waiting for an empty queue: %+v; %d completed, %d abandoned, %d rejected, %d failed settlements",
+				s, c.Completed, c.Abandoned, c.Rejected, len(c.SettleErrs))
+		}
+	}
 }
 
 // Send commits msgs to Queue, in transactions of up to 500, and returns
