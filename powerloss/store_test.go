@@ -195,8 +195,8 @@ type ack struct {
 type storeTally struct {
 	cuts, torn, acked, lost, maxLost, holes, integrityOK, gone int
 	sidecars, orphans, replays, attempts, extraDeliveries      int
-	lostByCut                                                   []int
-	ackedPerSec                                                 []float64
+	lostByCut                                                  []int
+	ackedPerSec                                                []float64
 }
 
 // TestPowerLoss cuts the power under a store at random moments, many
