@@ -135,6 +135,7 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string // every complete line, closed at the worker's end
+	stdin  io.WriteCloser
 	stderr *tailBuffer
 	cut    <-chan struct{}
 }
@@ -154,7 +155,11 @@ func (r *rig) start(kind, name string, seed uint64, cycle int, full bool, env ..
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	p := &proc{t: r.t, cmd: cmd, lines: make(chan string, 1<<16), stderr: &tailBuffer{}, cut: r.fs.Done()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := &proc{t: r.t, cmd: cmd, lines: make(chan string, 1<<16), stdin: stdin, stderr: &tailBuffer{}, cut: r.fs.Done()}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -202,6 +207,26 @@ func (p *proc) expect(word string, keep func([]string)) []string {
 	}
 }
 
+// tell sends the worker a line on its stdin (see waitFor).
+func (p *proc) tell(line string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		p.t.Fatalf("tell worker %q: %v", line, err)
+	}
+}
+
+// waitFor blocks a worker until the harness tells it word.
+func waitFor(word string) error {
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("waiting for %q: %w", word, err)
+	}
+	if got := strings.TrimSpace(line); got != word {
+		return fmt.Errorf("told %q, waiting for %q", got, word)
+	}
+	return nil
+}
+
 // check fails the test on a worker that stopped before the power was cut.
 func (p *proc) check(f []string) {
 	p.t.Helper()
@@ -219,6 +244,7 @@ func (p *proc) check(f []string) {
 func (p *proc) kill(keep func([]string)) {
 	p.t.Helper()
 	_ = p.cmd.Process.Kill()
+	_ = p.stdin.Close()
 	for line := range p.lines {
 		f := strings.Fields(line)
 		p.check(f)
