@@ -181,28 +181,36 @@ func (r *rig) start(kind, name string, seed uint64, cycle int, full bool, env ..
 	return p
 }
 
+// next returns the fields of the worker's next line.
+func (p *proc) next() []string {
+	p.t.Helper()
+	timeout := time.NewTimer(2 * time.Minute)
+	defer timeout.Stop()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			p.t.Fatalf("worker ended: %v\n%s", p.cmd.Wait(), p.stderr)
+		}
+		f := strings.Fields(line)
+		p.check(f)
+		return f
+	case <-timeout.C:
+		p.t.Fatalf("worker silent for 2 minutes\n%s", p.stderr)
+		return nil
+	}
+}
+
 // expect waits for the worker's line that starts with word, and returns
 // its fields; lines before it are passed to keep.
 func (p *proc) expect(word string, keep func([]string)) []string {
 	p.t.Helper()
-	timeout := time.NewTimer(2 * time.Minute)
-	defer timeout.Stop()
 	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				p.t.Fatalf("worker ended before %q: %v\n%s", word, p.cmd.Wait(), p.stderr)
-			}
-			f := strings.Fields(line)
-			if len(f) > 0 && f[0] == word {
-				return f
-			}
-			p.check(f)
-			if keep != nil {
-				keep(f)
-			}
-		case <-timeout.C:
-			p.t.Fatalf("worker never said %q\n%s", word, p.stderr)
+		f := p.next()
+		if len(f) > 0 && f[0] == word {
+			return f
+		}
+		if keep != nil {
+			keep(f)
 		}
 	}
 }

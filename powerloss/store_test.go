@@ -57,7 +57,12 @@ func openOpts(full bool) mqlite.Options {
 // the store's one connection.
 func storeWorker(ctx context.Context, w workerEnv) error {
 	rng := rand.New(rand.NewPCG(w.seed, uint64(w.cycle)))
-	st, err := mqlite.Open(ctx, w.path, openOpts(w.full))
+	opts := openOpts(w.full)
+	if os.Getenv(envStandby) == "1" {
+		opts.WaitForLock = true
+		say("waiting")
+	}
+	st, err := mqlite.Open(ctx, w.path, opts)
 	if err != nil {
 		return fmt.Errorf("open: %w", err) // before the cut: a stale lock, a refused file
 	}
