@@ -265,7 +265,7 @@ func runStoreCuts(t *testing.T, full bool, cuts int) storeTally {
 		p.expect("ready", keep)
 		opts := &forgetfs.CutOptions{Tear: rng.IntN(2) == 0, Rand: rand.New(rand.NewPCG(seed, uint64(cycle)))}
 		began := time.Now()
-		r.fs.CutAfter(1+rng.IntN(3000), opts)
+		r.fs.CutAfter(1+rng.IntN(1500), opts)
 		r.waitCut(p)
 		lifetime := time.Since(began)
 		p.kill(keep)
