@@ -199,7 +199,9 @@ func TestPowerLossBackup(t *testing.T) {
 	if !whole.done {
 		t.Fatal("the backup without a cut did not finish")
 	}
-	checkBackup(t, whole.r, 0)
+	if !checkBackup(t, whole.r, 0) {
+		t.Fatal("Backup returned, and a cut after it took the destination")
+	}
 	absent, complete, leftovers := 0, 0, 0
 	steps := stepsToCut(whole.steps)
 	for _, step := range steps {
