@@ -230,7 +230,7 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 		return false
 	}
 	integrity(t, path)
-	st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), path, openOpts(false))
 	if err != nil {
 		t.Fatalf("step %d: the backup does not open: %v", step, err)
 	}
@@ -342,7 +342,7 @@ func TestPowerLossMigration(t *testing.T) {
 				default:
 					t.Fatalf("step %d: the file holds neither layout:\n%s", step, layout(t, path))
 				}
-				st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+				st, err := mqlite.Open(context.Background(), path, openOpts(false))
 				if err != nil {
 					t.Fatalf("step %d: open after the cut: %v", step, err)
 				}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -40,7 +41,8 @@ func openOpts(full bool) mqlite.Options {
 	}
 	// Leases long enough that none lapses in a worker's life, and no
 	// janitor: every receipt and attempt of a run stays to be replayed.
-	return mqlite.Options{Sync: sync, JanitorInterval: -1, RetentionInterval: -1, TTLInterval: -1, ScheduleInterval: -1}
+	return mqlite.Options{Sync: sync, JanitorInterval: -1, RetentionInterval: -1, TTLInterval: -1, ScheduleInterval: -1,
+		Logger: slog.New(slog.DiscardHandler)}
 }
 
 // storeWorker runs business+outbox sends, receives with an AttemptID,
