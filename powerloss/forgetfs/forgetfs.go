@@ -16,6 +16,11 @@
 // sectors of the next one, as a disk that lost power half-way through may
 // leave it.
 //
+// SQLite as mqlite opens it maps only the -shm file into memory (its
+// mmap_size is 0): the kernel writes those pages back as ordinary writes,
+// and nothing syncs them, so a cut takes them; SQLite rebuilds that index
+// from the WAL when the file is next opened.
+//
 // The mount's view when it starts, the backing folder as it is, counts as
 // synced. Only regular files are tracked: creating or removing folders,
 // symlinks and device nodes is refused (ENOTSUP), and so is O_TMPFILE.
@@ -42,6 +47,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/mqlite/mqlite"
 )
 
 // ErrUnavailable is the error of a Mount that FUSE cannot serve here (no
@@ -119,10 +126,12 @@ type undo struct {
 }
 
 // Mount mounts a forgetful view of cfg.Backing on cfg.Mountpoint. It fails
-// with ErrUnavailable when FUSE cannot mount here. Unmount it when done.
+// with ErrUnavailable when FUSE cannot mount here, and with
+// mqlite.ErrInvalidArgument without a Backing or a Mountpoint. Unmount it
+// when done.
 func Mount(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.Backing == "" || cfg.Mountpoint == "" {
-		return nil, errors.New("forgetfs: Backing and Mountpoint are required")
+		return nil, fmt.Errorf("forgetfs: %w: Backing and Mountpoint are required", mqlite.ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

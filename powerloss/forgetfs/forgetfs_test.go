@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/powerloss/forgetfs"
 	"github.com/mqlite/mqlite/powerloss/internal/fusetest"
 )
@@ -407,4 +408,15 @@ func TestTear(t *testing.T) {
 		t.Fatalf("24 seeds reached only %v", seen)
 	}
 	t.Logf("24 torn cuts: %v", seen)
+}
+
+// TestMountRefusesBadConfig: a Mount without its folders is an invalid
+// argument, and mounts nothing.
+func TestMountRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []forgetfs.Config{{}, {Backing: t.TempDir()}, {Mountpoint: t.TempDir()}} {
+		if _, err := forgetfs.Mount(context.Background(), cfg); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Fatalf("Mount(%+v): %v, want ErrInvalidArgument", cfg, err)
+		}
+	}
 }
