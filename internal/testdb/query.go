@@ -12,7 +12,7 @@ type Querier interface {
 }
 
 // Int runs query, which must return one integer, and fails the test on
-// error. Tests use it to count rows: Int(t, db, `SELECT count(*) FROM dedup`).
+// error. Tests use it to count rows: Int(t, db, `SELECT count(*) FROM mqlite_dedup`).
 func Int(t testing.TB, q Querier, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
