@@ -7,7 +7,6 @@ replace github.com/mqlite/mqlite => ..
 require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/mqlite/mqlite v0.0.0-00010101000000-000000000000
-	github.com/pressly/goose/v3 v3.30.0
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
@@ -23,6 +22,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/pressly/goose/v3 v3.30.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect

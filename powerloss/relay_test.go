@@ -120,7 +120,7 @@ func TestPowerLossRelay(t *testing.T) {
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(seed, 5))
 			r := newRig(t)
-			cuts := cutsWanted(4)
+			cuts := cutsWanted(3)
 			forwarded, completed, resent, inFlight, lostDone, phantoms, maxResend := 0, 0, 0, 0, 0, 0, 0
 			pending := map[int64]bool{} // forwarded, not completed in the file: may go again
 			phantom := map[int64]bool{} // forwarded, and the cut took the send

@@ -35,7 +35,7 @@ func TestPowerLossStandby(t *testing.T) {
 			var tally storeTally
 			sends := map[string]int64{}
 			var takeovers []time.Duration
-			cuts := cutsWanted(4)
+			cuts := cutsWanted(3)
 			for cycle := 1; cycle <= cuts; cycle++ {
 				r.powerOn()
 				var acks []ack

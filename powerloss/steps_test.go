@@ -12,11 +12,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/database"
-
 	"github.com/mqlite/mqlite/outbox"
-	"github.com/mqlite/mqlite/schema"
 )
 
 // The step tests cut the power at every step of one operation (Backup,
@@ -124,12 +120,12 @@ wait:
 	return run
 }
 
-// stepsToCut is every step in make crash, about a dozen spread over the
+// stepsToCut is every step in make crash, about ten spread over the
 // operation in make test.
 func stepsToCut(n int) []int {
 	stride := 1
 	if os.Getenv("MQLITE_POWERLOSS_CUTS") == "" {
-		stride = max(1, n/12)
+		stride = max(1, n/10)
 	}
 	var out []int
 	for i := 1; i <= n; i += stride {
@@ -148,13 +144,18 @@ func copyFiles(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -245,35 +246,18 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 	return true
 }
 
-// migrationTemplate is a file of the first layout: only 00001_init
-// applied, in WAL mode with mqlite's page size, as an mqlite of that
-// layout left it; with a queue and messages.
-func migrationTemplate(t *testing.T) string {
+// fixture is the file of the layout before the mqlite_ prefix (guard
+// token mqlite-schema-3), with a row of every kind, that the schema
+// package's upgrade test starts from (schema/testdata/v3/make.go made it).
+const fixture = "../schema/testdata/v3/store.db"
+
+// migrationTemplate is a folder holding a copy of the fixture, and the
+// number of messages in it.
+func migrationTemplate(t *testing.T) (string, int) {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, plDB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range []string{`PRAGMA page_size = 1024`, `PRAGMA journal_mode = WAL`} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := applyFirstMigration(context.Background(), db); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO queues VALUES ('pl', 'standard', 3, 60000, 0, 0, 0, 0, 0, 0, 1, 1)`); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 50 {
-		if _, err := db.Exec(`INSERT INTO `+tableMessages+` (queue, enqueued_at, content_key, body_len, body) VALUES ('pl', 1, randomblob(16), 10, ?)`,
-			fmt.Appendf(nil, "message %d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	copyFile(t, fixture, filepath.Join(dir, plDB))
+	return dir, rawCount(t, filepath.Join(dir, plDB), `SELECT count(*) FROM messages`)
 }
 
 // layout is a file's tables, indexes and triggers with their SQL, and
@@ -307,16 +291,17 @@ func layout(t *testing.T, path string) string {
 }
 
 // TestPowerLossMigration cuts the power at every step of an Open that
-// upgrades a file of the first layout: after each, the file passes
-// integrity_check and holds the old layout or the new one, nothing in
-// between, with its messages; Open then finishes the upgrade.
+// upgrades a file of the layout before the mqlite_ prefix (the schema
+// package's fixture): after each, the file passes integrity_check and
+// holds the old layout or the new one, nothing in between; Open then
+// finishes the upgrade with every message.
 func TestPowerLossMigration(t *testing.T) {
 	t.Parallel()
 	for _, full := range []bool{true, false} {
 		name := map[bool]string{true: "full", false: "normal"}[full]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			template := migrationTemplate(t)
+			template, messages := migrationTemplate(t)
 			old := layout(t, filepath.Join(template, plDB))
 			whole := runStep(t, template, "migrate", full, 0)
 			if !whole.done {
@@ -346,12 +331,13 @@ func TestPowerLossMigration(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d: open after the cut: %v", step, err)
 				}
-				stats, err := st.Stats(context.Background(), plQueue)
+				var n int
+				err = st.DB().QueryRow(`SELECT count(*) FROM ` + tableMessages).Scan(&n)
 				if err := errors.Join(err, st.Close()); err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
-				if stats.Active != 50 {
-					t.Fatalf("step %d: %d messages after the upgrade, want 50", step, stats.Active)
+				if n != messages {
+					t.Fatalf("step %d: %d messages after the upgrade, want %d", step, n, messages)
 				}
 				if layout(t, path) != upgraded {
 					t.Fatalf("step %d: Open after the cut left another layout", step)
@@ -361,20 +347,4 @@ func TestPowerLossMigration(t *testing.T) {
 				name, whole.steps, len(steps), outcomes["old"], outcomes["new"])
 		})
 	}
-}
-
-// applyFirstMigration applies 00001_init alone, as the mqlite of the first
-// layout did.
-func applyFirstMigration(ctx context.Context, db *sql.DB) error {
-	store, err := database.NewStore(database.DialectSQLite3, schema.VersionTable)
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectCustom, db, schema.Migrations(),
-		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		return err
-	}
-	_, err = p.UpTo(ctx, 1)
-	return err
 }

@@ -22,8 +22,8 @@ import (
 
 // The store's own tables the checks read (the application's are orders).
 const (
-	tableMessages = "messages"
-	tableAttempts = "receive_attempts"
+	tableMessages = "mqlite_messages"
+	tableAttempts = "mqlite_receive_attempts"
 )
 
 const (
@@ -221,7 +221,7 @@ func TestPowerLoss(t *testing.T) {
 		name := map[bool]string{true: "full", false: "normal"}[full]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			tally := runStoreCuts(t, full, cutsWanted(12))
+			tally := runStoreCuts(t, full, cutsWanted(10))
 			t.Logf("synchronous=%s: %d cuts (%d torn), %d acknowledged commits, %d lost (%d holes; most in one cut %d, per cut %v), integrity ok %d times (%d times the cut took the whole file), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
 				name, tally.cuts, tally.torn, tally.acked, tally.lost, tally.holes, tally.maxLost, tally.lostByCut,
 				tally.integrityOK, tally.gone, tally.orphans, tally.replays, tally.attempts, tally.extraDeliveries,
