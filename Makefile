@@ -38,7 +38,7 @@ bench:
 	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
-	cd powerloss && go test -run '^$$' -bench BenchmarkSyncMode -benchtime 3000x -count 3 .   # FULL beside NORMAL (docs/operations.md, "Power loss")
+	for i in 1 2 3; do (cd powerloss && go test -run '^$$' -bench BenchmarkSyncMode -benchtime 3000x .); done   # FULL beside NORMAL (docs/operations.md, "Power loss")
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done

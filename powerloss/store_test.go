@@ -222,8 +222,8 @@ func TestPowerLoss(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			tally := runStoreCuts(t, full, cutsWanted(10))
-			t.Logf("synchronous=%s: %d cuts (%d torn), %d acknowledged commits, %d lost (%d holes; most in one cut %d, per cut %v), integrity ok %d times (%d times the cut took the whole file), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
-				name, tally.cuts, tally.torn, tally.acked, tally.lost, tally.holes, tally.maxLost, tally.lostByCut,
+			t.Logf("synchronous=%s: %d cuts (%d torn), %d acknowledged commits, %d lost (%d holes; %d cuts lost some, most in one cut %d, median of those %.0f), integrity ok %d times (%d times the cut took the whole file), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
+				name, tally.cuts, tally.torn, tally.acked, tally.lost, tally.holes, len(lossy(tally.lostByCut)), tally.maxLost, median(lossy(tally.lostByCut)),
 				tally.integrityOK, tally.gone, tally.orphans, tally.replays, tally.attempts, tally.extraDeliveries,
 				tally.sidecars, median(tally.ackedPerSec))
 			if full && tally.lost > 0 {
@@ -526,4 +526,15 @@ func rawCount(t *testing.T, path, q string) int {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
+}
+
+// lossy is the losses of the cuts that lost something.
+func lossy(perCut []int) []float64 {
+	var out []float64
+	for _, n := range perCut {
+		if n > 0 {
+			out = append(out, float64(n))
+		}
+	}
+	return out
 }
