@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,37 @@ func cutsWanted(short int) int {
 		return n
 	}
 	return short
+}
+
+// syncModes runs fn as two parallel subtests, "full" and "normal", with
+// full telling which.
+func syncModes(t *testing.T, fn func(t *testing.T, name string, full bool)) {
+	for _, full := range []bool{true, false} {
+		name := syncName(full)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, name, full)
+		})
+	}
+}
+
+func syncName(full bool) string {
+	if full {
+		return "full"
+	}
+	return "normal"
+}
+
+// seeded returns the run's seed, logged (MQLITE_POWERLOSS_SEED replays
+// it), and a generator on it for stream.
+func seeded(t *testing.T, stream uint64) (uint64, *rand.Rand) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(envSeed); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (%s=%d replays it)", seed, envSeed, seed)
+	return seed, rand.New(rand.NewPCG(seed, stream))
 }
 
 // TestWorker is the worker process; it does nothing unless the harness

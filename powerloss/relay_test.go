@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -109,106 +108,97 @@ func relayWorker(ctx context.Context, w workerEnv) error {
 // away, are measured.
 func TestPowerLossRelay(t *testing.T) {
 	t.Parallel()
-	for _, full := range []bool{true, false} {
-		name := map[bool]string{true: "full", false: "normal"}[full]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			seed := uint64(time.Now().UnixNano())
-			if v := os.Getenv(envSeed); v != "" {
-				seed, _ = strconv.ParseUint(v, 10, 64)
-			}
-			t.Logf("seed %d", seed)
-			rng := rand.New(rand.NewPCG(seed, 5))
-			r := newRig(t)
-			cuts := cutsWanted(3)
-			forwarded, completed, resent, inFlight, lostDone, phantoms, maxResend := 0, 0, 0, 0, 0, 0, 0
-			pending := map[int64]bool{} // forwarded, not completed in the file: may go again
-			phantom := map[int64]bool{} // forwarded, and the cut took the send
-			everFwd := map[int64]bool{}
-			reused := 0
-			for cycle := 1; cycle <= cuts; cycle++ {
-				r.powerOn()
-				p := r.start("relay", plDB, seed+uint64(cycle), cycle, full)
-				fwd, done := map[int64]bool{}, map[int64]bool{}
-				again := 0
-				keep := func(f []string) {
-					if len(f) != 2 {
-						return
-					}
-					seq, _ := strconv.ParseInt(f[1], 10, 64)
-					switch f[0] {
-					case "fwd":
-						if !fwd[seq] && everFwd[seq] {
-							switch {
-							case pending[seq]:
-								again++
-							case phantom[seq]:
-								reused++ // a new message under the seq of one whose send the cut took
-							default:
-								t.Errorf("cut %d: seq %d forwarded again though its completion was in the file", cycle, seq)
-							}
-						}
-						fwd[seq], everFwd[seq] = true, true
-					case "done":
-						done[seq] = true
-					}
+	syncModes(t, func(t *testing.T, name string, full bool) {
+		seed, rng := seeded(t, 5)
+		r := newRig(t)
+		cuts := cutsWanted(3)
+		forwarded, completed, resent, inFlight, lostDone, phantoms, maxResend := 0, 0, 0, 0, 0, 0, 0
+		pending := map[int64]bool{} // forwarded, not completed in the file: may go again
+		phantom := map[int64]bool{} // forwarded, and the cut took the send
+		everFwd := map[int64]bool{}
+		reused := 0
+		for cycle := 1; cycle <= cuts; cycle++ {
+			r.powerOn()
+			p := r.start("relay", plDB, seed+uint64(cycle), cycle, full)
+			fwd, done := map[int64]bool{}, map[int64]bool{}
+			again := 0
+			keep := func(f []string) {
+				if len(f) != 2 {
+					return
 				}
-				p.expect("ready", keep)
-				r.fs.CutAfter(1+rng.IntN(600), &forgetfs.CutOptions{Tear: rng.IntN(2) == 0, Rand: rand.New(rand.NewPCG(seed, uint64(cycle)))})
-				r.waitCut(p)
-				p.kill(keep)
-				r.powerOff()
-				forwarded += len(fwd)
-				completed += len(done)
-				resent += again
+				seq, _ := strconv.ParseInt(f[1], 10, 64)
+				switch f[0] {
+				case "fwd":
+					if !fwd[seq] && everFwd[seq] {
+						switch {
+						case pending[seq]:
+							again++
+						case phantom[seq]:
+							reused++ // a new message under the seq of one whose send the cut took
+						default:
+							t.Errorf("cut %d: seq %d forwarded again though its completion was in the file", cycle, seq)
+						}
+					}
+					fwd[seq], everFwd[seq] = true, true
+				case "done":
+					done[seq] = true
+				}
+			}
+			p.expect("ready", keep)
+			r.fs.CutAfter(1+rng.IntN(600), &forgetfs.CutOptions{Tear: rng.IntN(2) == 0, Rand: rand.New(rand.NewPCG(seed, uint64(cycle)))})
+			r.waitCut(p)
+			p.kill(keep)
+			r.powerOff()
+			forwarded += len(fwd)
+			completed += len(done)
+			resent += again
 
-				// The file as the cut left it.
-				path := r.onDisk(plDB)
-				if !integrity(t, path) {
-					continue
-				}
-				high := int64(rawCount(t, path, `SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '`+tableMessages+`'`))
-				present := func(seq int64) bool {
-					return rawCount(t, path, fmt.Sprintf(`SELECT count(*) FROM %s WHERE id = %d`, tableMessages, seq)) == 1
-				}
-				// What may go again: forwarded in this run or pending from an
-				// earlier one, and not completed in the file.
-				inFlightNow := 0
-				for seq := range pending {
-					if !present(seq) {
-						delete(pending, seq)
-					}
-				}
-				for seq := range fwd {
-					switch {
-					case seq > high:
-						phantoms++ // its send was lost: the far side has a message the file never kept
-						phantom[seq] = true
-						delete(pending, seq)
-					case present(seq):
-						pending[seq] = true
-						inFlightNow++
-					}
-				}
-				for seq := range done {
-					if present(seq) {
-						lostDone++
-						if full {
-							t.Fatalf("cut %d: seq %d: the relay's acknowledged completion is gone under FULL", cycle, seq)
-						}
-					}
-				}
-				inFlight += inFlightNow
-				maxResend = max(maxResend, inFlightNow)
-				if full && inFlightNow > relayInFlight {
-					t.Fatalf("cut %d: %d forwarded messages to go again, more than the %d in flight", cycle, inFlightNow, relayInFlight)
-				}
-				if full && phantoms > 0 {
-					t.Fatalf("cut %d: the relay forwarded a message whose send the cut took away under FULL", cycle)
+			// The file as the cut left it.
+			path := r.onDisk(plDB)
+			if !integrity(t, path) {
+				continue
+			}
+			high := int64(rawCount(t, path, `SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '`+tableMessages+`'`))
+			present := func(seq int64) bool {
+				return rawCount(t, path, fmt.Sprintf(`SELECT count(*) FROM %s WHERE id = %d`, tableMessages, seq)) == 1
+			}
+			// What may go again: forwarded in this run or pending from an
+			// earlier one, and not completed in the file.
+			inFlightNow := 0
+			for seq := range pending {
+				if !present(seq) {
+					delete(pending, seq)
 				}
 			}
-			t.Logf("synchronous=%s: %d cuts; %d messages forwarded, %d completions acknowledged, %d of them lost; forwarded and not completed in the file at the cuts: %d (at most %d in one cut, bound %d); forwarded again after a cut: %d; forwarded though the cut took their send: %d (their seqs reused by %d later messages)",
-				name, cuts, forwarded, completed, lostDone, inFlight, maxResend, relayInFlight, resent, phantoms, reused)
-		})
-	}
+			for seq := range fwd {
+				switch {
+				case seq > high:
+					phantoms++ // its send was lost: the far side has a message the file never kept
+					phantom[seq] = true
+					delete(pending, seq)
+				case present(seq):
+					pending[seq] = true
+					inFlightNow++
+				}
+			}
+			for seq := range done {
+				if present(seq) {
+					lostDone++
+					if full {
+						t.Fatalf("cut %d: seq %d: the relay's acknowledged completion is gone under FULL", cycle, seq)
+					}
+				}
+			}
+			inFlight += inFlightNow
+			maxResend = max(maxResend, inFlightNow)
+			if full && inFlightNow > relayInFlight {
+				t.Fatalf("cut %d: %d forwarded messages to go again, more than the %d in flight", cycle, inFlightNow, relayInFlight)
+			}
+			if full && phantoms > 0 {
+				t.Fatalf("cut %d: the relay forwarded a message whose send the cut took away under FULL", cycle)
+			}
+		}
+		t.Logf("synchronous=%s: %d cuts; %d messages forwarded, %d completions acknowledged, %d of them lost; forwarded and not completed in the file at the cuts: %d (at most %d in one cut, bound %d); forwarded again after a cut: %d; forwarded though the cut took their send: %d (their seqs reused by %d later messages)",
+			name, cuts, forwarded, completed, lostDone, inFlight, maxResend, relayInFlight, resent, phantoms, reused)
+	})
 }

@@ -297,54 +297,50 @@ func layout(t *testing.T, path string) string {
 // finishes the upgrade with every message.
 func TestPowerLossMigration(t *testing.T) {
 	t.Parallel()
-	for _, full := range []bool{true, false} {
-		name := map[bool]string{true: "full", false: "normal"}[full]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			template, messages := migrationTemplate(t)
-			old := layout(t, filepath.Join(template, plDB))
-			whole := runStep(t, template, "migrate", full, 0)
-			if !whole.done {
-				t.Fatal("the migration without a cut did not finish")
+	syncModes(t, func(t *testing.T, name string, full bool) {
+		template, messages := migrationTemplate(t)
+		old := layout(t, filepath.Join(template, plDB))
+		whole := runStep(t, template, "migrate", full, 0)
+		if !whole.done {
+			t.Fatal("the migration without a cut did not finish")
+		}
+		upgraded := layout(t, whole.r.onDisk(plDB))
+		if upgraded == old {
+			t.Fatal("the migration changed nothing")
+		}
+		outcomes := map[string]int{}
+		steps := stepsToCut(whole.steps)
+		for _, step := range steps {
+			run := runStep(t, template, "migrate", full, step)
+			path := run.r.onDisk(plDB)
+			if !integrity(t, path) {
+				t.Fatalf("step %d: the file is gone", step)
 			}
-			upgraded := layout(t, whole.r.onDisk(plDB))
-			if upgraded == old {
-				t.Fatal("the migration changed nothing")
+			switch layout(t, path) {
+			case old:
+				outcomes["old"]++
+			case upgraded:
+				outcomes["new"]++
+			default:
+				t.Fatalf("step %d: the file holds neither layout:\n%s", step, layout(t, path))
 			}
-			outcomes := map[string]int{}
-			steps := stepsToCut(whole.steps)
-			for _, step := range steps {
-				run := runStep(t, template, "migrate", full, step)
-				path := run.r.onDisk(plDB)
-				if !integrity(t, path) {
-					t.Fatalf("step %d: the file is gone", step)
-				}
-				switch layout(t, path) {
-				case old:
-					outcomes["old"]++
-				case upgraded:
-					outcomes["new"]++
-				default:
-					t.Fatalf("step %d: the file holds neither layout:\n%s", step, layout(t, path))
-				}
-				st, err := mqlite.Open(context.Background(), path, openOpts(false))
-				if err != nil {
-					t.Fatalf("step %d: open after the cut: %v", step, err)
-				}
-				var n int
-				err = st.DB().QueryRow(`SELECT count(*) FROM ` + tableMessages).Scan(&n)
-				if err := errors.Join(err, st.Close()); err != nil {
-					t.Fatalf("step %d: %v", step, err)
-				}
-				if n != messages {
-					t.Fatalf("step %d: %d messages after the upgrade, want %d", step, n, messages)
-				}
-				if layout(t, path) != upgraded {
-					t.Fatalf("step %d: Open after the cut left another layout", step)
-				}
+			st, err := mqlite.Open(context.Background(), path, openOpts(false))
+			if err != nil {
+				t.Fatalf("step %d: open after the cut: %v", step, err)
 			}
-			t.Logf("synchronous=%s: an upgrading Open and Close take %d file operations; cut after %d of them: old layout %d times, new layout %d times, never in between",
-				name, whole.steps, len(steps), outcomes["old"], outcomes["new"])
-		})
-	}
+			var n int
+			err = st.DB().QueryRow(`SELECT count(*) FROM ` + tableMessages).Scan(&n)
+			if err := errors.Join(err, st.Close()); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if n != messages {
+				t.Fatalf("step %d: %d messages after the upgrade, want %d", step, n, messages)
+			}
+			if layout(t, path) != upgraded {
+				t.Fatalf("step %d: Open after the cut left another layout", step)
+			}
+		}
+		t.Logf("synchronous=%s: an upgrading Open and Close take %d file operations; cut after %d of them: old layout %d times, new layout %d times, never in between",
+			name, whole.steps, len(steps), outcomes["old"], outcomes["new"])
+	})
 }

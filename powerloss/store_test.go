@@ -217,20 +217,16 @@ type storeTally struct {
 // message is past MaxDeliveryCount.
 func TestPowerLoss(t *testing.T) {
 	t.Parallel()
-	for _, full := range []bool{true, false} {
-		name := map[bool]string{true: "full", false: "normal"}[full]
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			tally := runStoreCuts(t, full, cutsWanted(10))
-			t.Logf("synchronous=%s: %d cuts (%d torn), %d acknowledged commits, %d lost (%d holes; %d cuts lost some, most in one cut %d, median of those %.0f), integrity ok %d times (%d times the cut took the whole file), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
-				name, tally.cuts, tally.torn, tally.acked, tally.lost, tally.holes, len(lossy(tally.lostByCut)), tally.maxLost, median(lossy(tally.lostByCut)),
-				tally.integrityOK, tally.gone, tally.orphans, tally.replays, tally.attempts, tally.extraDeliveries,
-				tally.sidecars, median(tally.ackedPerSec))
-			if full && tally.lost > 0 {
-				t.Fatalf("synchronous=FULL lost %d acknowledged commits", tally.lost)
-			}
-		})
-	}
+	syncModes(t, func(t *testing.T, name string, full bool) {
+		tally := runStoreCuts(t, full, cutsWanted(10))
+		t.Logf("synchronous=%s: %d cuts (%d torn), %d acknowledged commits, %d lost (%d holes; %d cuts lost some, most in one cut %d, median of those %.0f), integrity ok %d times (%d times the cut took the whole file), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
+			name, tally.cuts, tally.torn, tally.acked, tally.lost, tally.holes, len(lossy(tally.lostByCut)), tally.maxLost, median(lossy(tally.lostByCut)),
+			tally.integrityOK, tally.gone, tally.orphans, tally.replays, tally.attempts, tally.extraDeliveries,
+			tally.sidecars, median(tally.ackedPerSec))
+		if full && tally.lost > 0 {
+			t.Fatalf("synchronous=FULL lost %d acknowledged commits", tally.lost)
+		}
+	})
 }
 
 func median(v []float64) float64 {
@@ -245,12 +241,7 @@ func median(v []float64) float64 {
 // runStoreCuts runs cuts cycles of: power on, a worker, a cut at a random
 // operation, the checks.
 func runStoreCuts(t *testing.T, full bool, cuts int) storeTally {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv(envSeed); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (%s=%d replays it)", seed, envSeed, seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	seed, rng := seeded(t, 7)
 	r := newRig(t)
 	var tally storeTally
 	sends := map[string]int64{} // every surviving acknowledged send: nonce -> seq
