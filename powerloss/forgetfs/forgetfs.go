@@ -287,11 +287,37 @@ func (f *FS) recordWrite(fd int, off, n int64) error {
 	u := undo{off: off, n: n, size: st.Size}
 	if end := min(off+n, st.Size); end > off {
 		u.old = make([]byte, end-off)
-		if _, err := syscall.Pread(fd, u.old, off); err != nil {
+		if err := readAt(fd, u.old, off); err != nil {
 			return err
 		}
 	}
 	f.push(st.Ino, u)
+	return nil
+}
+
+// readAt fills b from the file open as fd at off. A file opened write-only
+// is read through a second descriptor of the same inode, which works for an
+// unlinked file too.
+func readAt(fd int, b []byte, off int64) error {
+	for done := 0; done < len(b); {
+		n, err := syscall.Pread(fd, b[done:], off+int64(done))
+		if errors.Is(err, syscall.EBADF) {
+			r, oerr := os.Open("/proc/self/fd/" + strconv.Itoa(fd))
+			if oerr != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = r.ReadAt(b[done:], off+int64(done))
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("forgetfs: the file is shorter than its size")
+		}
+		done += n
+	}
 	return nil
 }
 
@@ -305,15 +331,8 @@ func (f *FS) recordTruncate(fd int, size int64) error {
 	u := undo{off: size, size: st.Size}
 	if size < st.Size {
 		u.old = make([]byte, st.Size-size)
-		for done := 0; done < len(u.old); {
-			n, err := syscall.Pread(fd, u.old[done:], size+int64(done))
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return fmt.Errorf("forgetfs: file shrank under a truncation")
-			}
-			done += n
+		if err := readAt(fd, u.old, size); err != nil {
+			return err
 		}
 	}
 	f.push(st.Ino, u)

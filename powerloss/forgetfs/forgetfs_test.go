@@ -166,6 +166,12 @@ func TestCutDropsExactlyWhatWasNotSynced(t *testing.T) {
 				e.writeAt(b, "y", 0)
 				e.sync(b)
 			}, map[string]string{"a": "hello", "b": "y"}},
+		{"a write-only file's overwrite and truncation are undone", map[string]string{"a": "hello"},
+			func(e *env) {
+				f := e.open("a", os.O_WRONLY)
+				e.writeAt(f, "J", 0)
+				e.must(f.Truncate(3))
+			}, map[string]string{"a": "hello"}},
 		{"unsynced truncations are undone", map[string]string{"a": "hello", "b": "hi"},
 			func(e *env) {
 				e.must(os.Truncate(e.path("a"), 2))
