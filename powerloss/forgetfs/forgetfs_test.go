@@ -58,6 +58,9 @@ func (e *env) open(name string, flag int) *os.File {
 		e.t.Fatal(err)
 	}
 	e.opened = append(e.opened, f)
+	// Closed before the unmount even when the test fails: a process that
+	// exits with a file open on the mount it serves waits on itself.
+	e.t.Cleanup(func() { _ = f.Close() })
 	return f
 }
 
