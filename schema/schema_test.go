@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -199,16 +200,10 @@ func TestSQLIsTheLayout(t *testing.T) {
 	if want := dumpSchema(t, fresh.Store.DB()); got != want {
 		t.Fatalf("schema.SQL() makes another layout than Open:\n--- SQL ---\n%s\n--- Open ---\n%s", got, want)
 	}
-	rows, err := db.Query(`SELECT name FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name string
-		_ = rows.Scan(&name)
+	for _, name := range testdb.Strings(t, db, `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
 		t.Errorf("object %q is not named mqlite_…", name)
 	}
-	if err := errors.Join(rows.Close(), db.Close()); err != nil {
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
@@ -221,5 +216,29 @@ func TestSQLIsTheLayout(t *testing.T) {
 	}
 	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOperationsListsEveryObject: docs/operations.md lists exactly the
+// objects a fresh store adds to a file (sqlite_ names aside).
+func TestOperationsListsEveryObject(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger) \\|").FindAllStringSubmatch(string(doc), -1) {
+		listed[m[1]] = true
+	}
+	b := testdb.Open(t, mqlite.Options{})
+	for _, name := range testdb.Strings(t, b.Store.DB(), `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
+		if !listed[name] {
+			t.Errorf("docs/operations.md does not list %s", name)
+		}
+		delete(listed, name)
+	}
+	for name := range listed {
+		t.Errorf("docs/operations.md lists %s, which a store does not make", name)
 	}
 }

@@ -152,6 +152,10 @@ func TestCreatingCommandsSaySoOnce(t *testing.T) {
 	if code != 0 || strings.Contains(stderr, "created") {
 		t.Fatalf("exit %d, stderr %q; want nothing said about an existing store", code, stderr)
 	}
+	out := mustCLI(t, nil, "", "queues", "create", "jobs", "--dedup-by-body", "--json", "--db", path)
+	if !strings.Contains(out, `"dedup_by_body": true`) {
+		t.Fatalf("queues create --dedup-by-body: %s", out)
+	}
 	// An application's own file gets the store beside its tables, which
 	// stay as they were.
 	app := appFile(t, true)
