@@ -228,3 +228,6 @@ func batchMax(v, def int) (int, error) {
 	}
 	return v, nil
 }
+
+// MaxDelay bounds how far ahead a message may be scheduled.
+const MaxDelay = 365 * 24 * time.Hour

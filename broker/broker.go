@@ -90,6 +90,11 @@ type Config struct {
 	// their traffic are the broker's business. The metrics never carry a
 	// message, a body or a key.
 	PublicMetrics bool
+	// MaxResponseBytes is the byte budget of an answer that carries
+	// messages.
+	MaxResponseBytes int64
+	// BackupDir is the folder remote backups go into.
+	BackupDir string
 }
 
 // ErrConfig matches every error of New about its Config.

@@ -164,6 +164,7 @@ var routes = []route{
 	{"GET", "/v1/queues/q/dead-letters", ``, keys.Admin, 403},
 	{"POST", "/v1/queues/q/dead-letters/redrive", `{}`, keys.Admin, 403},
 	{"POST", "/v1/queues/q/purge", `{"state":"active"}`, keys.Admin, 403},
+	{"POST", "/v1/queues/q/deliver-now", `{"seqs":[1]}`, keys.Admin, 403},
 	{"GET", "/v1/queues", ``, keys.Admin, 200},
 	{"POST", "/v1/queues", `{"name":"q2"}`, keys.Admin, 403},
 	{"GET", "/v1/queues/q", ``, keys.Admin, 403},
@@ -197,7 +198,7 @@ func wrongRole(r keys.Role) string {
 // key and a revoked key with 401, a key of the wrong role and a key of
 // another queue with 403, and lets the right key through.
 func TestEveryEndpointChecksTheKey(t *testing.T) {
-	f := start(t, broker.Config{})
+	f := start(t, broker.Config{BackupDir: t.TempDir()})
 	for _, r := range routes {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
 			body := []byte(r.body)
@@ -266,6 +267,9 @@ func TestBadBodies(t *testing.T) {
 				{"unknown field", `{"bogus":1}`, wire.ReasonMalformed, 400},
 				{"trailing data", r.body + `{}`, wire.ReasonMalformed, 400},
 				{"empty", ``, wire.ReasonMalformed, 400},
+				{"null", `null`, wire.ReasonMalformed, 400},
+				{"null with spaces", " null\n", wire.ReasonMalformed, 400},
+				{"a string", `"x"`, wire.ReasonMalformed, 400},
 				{"oversized", `{"x":"` + strings.Repeat("a", 8192) + `"}`, wire.ReasonBodyTooLarge, 413},
 			} {
 				st, e := f.do(t, r.method, r.path, admin, []byte(c.body))

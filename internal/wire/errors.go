@@ -40,6 +40,7 @@ const (
 	ReasonKeyNotFound   = "key_not_found"
 	ReasonTimeout       = "timeout"
 	ReasonInternal      = "internal"
+	ReasonBackupDisabled = "backup_disabled"
 )
 
 // Error is the body of every error response: {"error": {...}}.
