@@ -369,6 +369,9 @@ func (s *Server) redrive(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	if err := s.checkBatch(len(req.Seqs), "seqs"); err != nil {
+		return result{}, err
+	}
 	n, err := s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: req.Seqs})
 	if err != nil {
 		return result{}, err

@@ -30,7 +30,11 @@ func (s *Server) createSchedule(r *http.Request) (result, error) {
 	if err := require(r.Context(), keys.Admin, req.Options.Target); err != nil {
 		return result{}, err
 	}
-	if err := s.st.CreateSchedule(r.Context(), req.Name, req.Options.Options()); err != nil {
+	opts, err := req.Options.Options()
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.st.CreateSchedule(r.Context(), req.Name, opts); err != nil {
 		return result{}, err
 	}
 	sc, err := s.st.GetSchedule(r.Context(), req.Name)
@@ -70,7 +74,11 @@ func (s *Server) updateSchedule(r *http.Request) (result, error) {
 	if err := require(r.Context(), keys.Admin, req.Options.Target); err != nil {
 		return result{}, err
 	}
-	if err := s.st.UpdateSchedule(r.Context(), name, req.Options.Options()); err != nil {
+	opts, err := req.Options.Options()
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.st.UpdateSchedule(r.Context(), name, opts); err != nil {
 		return result{}, err
 	}
 	sc, err := s.st.GetSchedule(r.Context(), name)

@@ -36,7 +36,7 @@ func (c *Client) GetSchedule(ctx context.Context, name string) (mqlite.ScheduleI
 	if err := c.do(ctx, call{method: http.MethodGet, path: spath(name), out: &out}); err != nil {
 		return mqlite.ScheduleInfo{}, err
 	}
-	return out.ScheduleInfo(), nil
+	return out.ScheduleInfo()
 }
 
 // ListSchedules returns the schedules whose target the key covers, in name
@@ -48,7 +48,10 @@ func (c *Client) ListSchedules(ctx context.Context) ([]mqlite.ScheduleInfo, erro
 	}
 	res := make([]mqlite.ScheduleInfo, len(out.Schedules))
 	for i, s := range out.Schedules {
-		res[i] = s.ScheduleInfo()
+		var err error
+		if res[i], err = s.ScheduleInfo(); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
