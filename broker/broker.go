@@ -181,6 +181,11 @@ type Server struct {
 	cache   map[[32]byte]cachedKey
 
 	metricsHTTP http.Handler // GET /metrics, after its key check
+
+	// topics serialises the changes to the set of a topic's subscriptions
+	// made through the broker (the only writer of the file), so that a
+	// topic's deletion deletes the subscriptions its key check saw.
+	topics sync.Mutex
 }
 
 type cachedKey struct {

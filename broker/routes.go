@@ -124,6 +124,7 @@ func (s *Server) send(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	res[0] = coveredCopies(keyOf(r.Context()), res[0])
 	if res[0].Err != nil {
 		return result{}, res[0].Err // a single send's dedup conflict is 409
 	}
@@ -146,10 +147,32 @@ func (s *Server) sendBatch(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	k := keyOf(r.Context())
 	for _, x := range res {
-		out.Results = append(out.Results, wire.FromResult(x))
+		out.Results = append(out.Results, wire.FromResult(coveredCopies(k, x)))
 	}
 	return ok(out)
+}
+
+// coveredCopies is r with only the copies in queues k covers: a send to a
+// topic names no subscription queue outside the key's scope. Seq, Duplicate
+// and Err are then those of the first copy left (none: a send no covered
+// subscription took).
+func coveredCopies(k keys.Key, r outbox.Result) outbox.Result {
+	if k.Scope.AllQueues() || len(r.Copies) == 0 {
+		return r
+	}
+	out := outbox.Result{Copies: []outbox.Copy{}}
+	for _, c := range r.Copies {
+		if k.Scope.HasQueue(c.Queue) {
+			out.Copies = append(out.Copies, c)
+		}
+	}
+	if len(out.Copies) > 0 {
+		first := out.Copies[0]
+		out.Seq, out.Duplicate, out.Err = first.Seq, first.Duplicate, first.Err
+	}
+	return out
 }
 
 func (s *Server) receive(r *http.Request) (result, error) {
@@ -469,7 +492,28 @@ func (s *Server) listTopics(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.TopicsResponse{Topics: covered(r, ts, func(t mqlite.TopicInfo) string { return t.Name }, wire.FromTopic)})
+	k := keyOf(r.Context())
+	conv := func(t mqlite.TopicInfo) wire.Topic { return coveredTopic(k, t) }
+	return ok(wire.TopicsResponse{Topics: covered(r, ts, func(t mqlite.TopicInfo) string { return t.Name }, conv)})
+}
+
+// coveredTopic is t on the wire with only the subscriptions whose queue k
+// covers: a key learns nothing of the queues outside its scope.
+func coveredTopic(k keys.Key, t mqlite.TopicInfo) wire.Topic {
+	subs := t.Subscriptions
+	t.Subscriptions = nil
+	for _, sub := range subs {
+		if k.Scope.HasQueue(sub.Queue) {
+			t.Subscriptions = append(t.Subscriptions, sub)
+		}
+	}
+	return wire.FromTopic(t)
+}
+
+// topicAnswer reads the topic name for the answer of a call on it.
+func (s *Server) topicAnswer(r *http.Request, name string) (wire.Topic, error) {
+	t, err := s.st.GetTopic(r.Context(), name)
+	return coveredTopic(keyOf(r.Context()), t), err
 }
 
 func (s *Server) createTopic(r *http.Request) (result, error) {
@@ -483,23 +527,41 @@ func (s *Server) createTopic(r *http.Request) (result, error) {
 	if err := s.st.CreateTopic(r.Context(), req.Name); err != nil {
 		return result{}, err
 	}
-	t, err := s.st.GetTopic(r.Context(), req.Name)
+	t, err := s.topicAnswer(r, req.Name)
 	if err != nil {
 		return result{}, err
 	}
-	return created(wire.FromTopic(t))
+	return created(t)
 }
 
 func (s *Server) getTopic(r *http.Request) (result, error) {
-	t, err := s.st.GetTopic(r.Context(), r.PathValue("topic"))
+	t, err := s.topicAnswer(r, r.PathValue("topic"))
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.FromTopic(t))
+	return ok(t)
 }
 
+// deleteTopic deletes the topic with its subscription queues, all of which
+// the key must cover: otherwise nothing is deleted (403). topics holds the
+// check and the deletion together, so that no subscription the check did
+// not see is deleted with the topic.
 func (s *Server) deleteTopic(r *http.Request) (result, error) {
-	if err := s.st.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+	s.topics.Lock()
+	defer s.topics.Unlock()
+	name := r.PathValue("topic")
+	t, err := s.st.GetTopic(r.Context(), name)
+	if err != nil {
+		return result{}, err
+	}
+	k := keyOf(r.Context())
+	for _, sub := range t.Subscriptions {
+		if !k.Scope.HasQueue(sub.Queue) {
+			return result{}, &apiError{wire.CodeForbidden, wire.ReasonQueue,
+				fmt.Sprintf("key %s does not cover every subscription queue of %q", k.ID, name)}
+		}
+	}
+	if err := s.st.DeleteTopic(r.Context(), name); err != nil {
 		return result{}, err
 	}
 	return noContent()
@@ -518,35 +580,47 @@ func (s *Server) createSubscription(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	topic := r.PathValue("topic")
+	s.topics.Lock()
 	err = s.st.CreateSubscription(r.Context(), topic, req.Queue, mqlite.SubscriptionOptions{Filter: req.Filter.Filter(), Queue: qo})
+	s.topics.Unlock()
 	if err != nil {
 		return result{}, err
 	}
-	t, err := s.st.GetTopic(r.Context(), topic)
+	t, err := s.topicAnswer(r, topic)
 	if err != nil {
 		return result{}, err
 	}
-	return created(wire.FromTopic(t))
+	return created(t)
 }
+
+// The routes of one subscription check the topic; these check the queue,
+// which the call changes or deletes.
 
 func (s *Server) updateSubscription(r *http.Request) (result, error) {
 	req, err := decode[wire.UpdateSubscriptionRequest](r.Body)
 	if err != nil {
 		return result{}, err
 	}
-	topic := r.PathValue("topic")
-	if err := s.st.UpdateSubscription(r.Context(), topic, r.PathValue("queue"), req.Filter.Filter()); err != nil {
+	topic, queue := r.PathValue("topic"), r.PathValue("queue")
+	if err := require(r.Context(), keys.Admin, queue); err != nil {
 		return result{}, err
 	}
-	t, err := s.st.GetTopic(r.Context(), topic)
+	if err := s.st.UpdateSubscription(r.Context(), topic, queue, req.Filter.Filter()); err != nil {
+		return result{}, err
+	}
+	t, err := s.topicAnswer(r, topic)
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.FromTopic(t))
+	return ok(t)
 }
 
 func (s *Server) deleteSubscription(r *http.Request) (result, error) {
-	if err := s.st.DeleteSubscription(r.Context(), r.PathValue("topic"), r.PathValue("queue")); err != nil {
+	queue := r.PathValue("queue")
+	if err := require(r.Context(), keys.Admin, queue); err != nil {
+		return result{}, err
+	}
+	if err := s.st.DeleteSubscription(r.Context(), r.PathValue("topic"), queue); err != nil {
 		return result{}, err
 	}
 	return noContent()

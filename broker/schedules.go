@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/mqlite/mqlite"
@@ -11,7 +12,7 @@ import (
 
 // A schedule is reached through its target: an admin key scoped to some
 // queues sees, creates, changes and deletes the schedules that send into
-// them, and no others.
+// them, and no others: the others answer as names that do not exist.
 
 func (s *Server) listSchedules(r *http.Request) (result, error) {
 	ss, err := s.st.ListSchedules(r.Context())
@@ -45,13 +46,18 @@ func (s *Server) createSchedule(r *http.Request) (result, error) {
 }
 
 // scheduleInScope reads the schedule of the request's path and checks that
-// the key covers its target.
+// the key covers its target. One the key does not cover is not found, with
+// the very answer of a name that does not exist: a key learns nothing of
+// the schedules outside its scope.
 func (s *Server) scheduleInScope(ctx context.Context, name string) (mqlite.ScheduleInfo, error) {
 	sc, err := s.st.GetSchedule(ctx, name)
 	if err != nil {
 		return sc, err
 	}
-	return sc, require(ctx, keys.Admin, sc.Options.Target)
+	if !keyOf(ctx).Scope.HasQueue(sc.Options.Target) {
+		return mqlite.ScheduleInfo{}, fmt.Errorf("%w: %q", mqlite.ErrScheduleNotFound, name)
+	}
+	return sc, nil
 }
 
 func (s *Server) getSchedule(r *http.Request) (result, error) {
