@@ -186,6 +186,8 @@ type Server struct {
 	// made through the broker (the only writer of the file), so that a
 	// topic's deletion deletes the subscriptions its key check saw.
 	topics sync.Mutex
+
+	waiting waiters // the waiting receives, by key, for revocations
 }
 
 type cachedKey struct {

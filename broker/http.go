@@ -223,7 +223,7 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			}
 			k, err := s.authenticate(r.Context(), token)
 			if errors.Is(err, keys.ErrUnauthorized) {
-				return &apiError{wire.CodeUnauthorized, wire.ReasonBadKey, "unknown or revoked access key"}
+				return errRevokedKey()
 			}
 			if err != nil {
 				return err
@@ -262,6 +262,11 @@ func (s *Server) wrap(e endpoint) http.Handler {
 		s.log.Debug("broker: request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 			"key", keyID, "took", time.Since(start))
 	})
+}
+
+// errRevokedKey is the answer to a key that is unknown or revoked.
+func errRevokedKey() error {
+	return &apiError{wire.CodeUnauthorized, wire.ReasonBadKey, "unknown or revoked access key"}
 }
 
 // bearer returns the token of an Authorization header value of the Bearer

@@ -197,14 +197,28 @@ func (s *Server) receive(r *http.Request) (result, error) {
 		default:
 			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
 		}
-		// A shutdown ends the wait: the receive answers with nothing.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(s.drain, cancel)
+		// A shutdown ends the wait: the receive answers with nothing. A
+		// revocation of its key ends it too, with 401.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(s.drain, func() { cancel(nil) })
 		defer stop()
+		remove, ok := s.waiting.add(keyOf(ctx).ID, cancel)
+		if !ok {
+			return result{}, errRevokedKey()
+		}
+		defer remove()
 	}
 	msgs, err := s.st.Receive(ctx, r.PathValue("queue"), opts)
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		// Revoked while it waited: what the claim took as the revocation
+		// began goes back at once, and the key gets nothing.
+		for _, m := range msgs {
+			_ = s.st.Abandon(context.WithoutCancel(ctx), m.Lock(), 0)
+		}
+		return result{}, errRevokedKey()
+	}
 	if err != nil {
 		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
 			return ok(wire.MessagesResponse{Messages: []wire.OutMessage{}})
@@ -680,8 +694,12 @@ func (s *Server) revokeKey(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	id := r.PathValue("id")
+	s.waiting.revoke(id) // its waiting receives end now, before anything is sent after
 	err := keys.Revoke(r.Context(), s.st, id)
 	s.forget(id)
+	if err != nil {
+		s.waiting.unrevoke(id)
+	}
 	if errors.Is(err, keys.ErrNotFound) {
 		return result{}, &apiError{wire.CodeNotFound, wire.ReasonKeyNotFound, err.Error()}
 	}
