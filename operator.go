@@ -16,6 +16,11 @@ type PeekOptions struct {
 	// Max is how many messages to return at most. Defaults to 100; at most
 	// 1000.
 	Max int
+	// MaxBytes, when positive, ends the page before the sizes of its
+	// messages (body and metadata) add up past it; the first message comes
+	// whatever its size. The next page starts after the last message
+	// returned. Zero means no bound.
+	MaxBytes int64
 }
 
 func (o *PeekOptions) validate() error {
@@ -25,6 +30,9 @@ func (o *PeekOptions) validate() error {
 	}
 	if o.FromSeq < 0 {
 		return invalidf(ErrInvalidArgument, "negative FromSeq")
+	}
+	if o.MaxBytes < 0 {
+		return invalidf(ErrInvalidArgument, "negative MaxBytes")
 	}
 	return nil
 }
@@ -58,7 +66,7 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, read p
 			return err
 		}
 		var err error
-		rows, err = read(ctx, tx, engine.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max})
+		rows, err = read(ctx, tx, engine.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max, MaxBytes: opts.MaxBytes})
 		return err
 	})
 	if err != nil {

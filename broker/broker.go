@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -48,6 +49,7 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultKeyCacheTTL       = 2 * time.Second
 	DefaultDrainTimeout      = 30 * time.Second
+	DefaultMaxResponseBytes  = 4 << 20
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -91,9 +93,19 @@ type Config struct {
 	// message, a body or a key.
 	PublicMetrics bool
 	// MaxResponseBytes is the byte budget of an answer that carries
-	// messages.
+	// messages (receive, peek, the dead-letter listing): it stops adding
+	// messages before their sizes (body and metadata, as the store's
+	// MaxMessageBytes counts them) add up past the budget, and always
+	// carries one, however large. A request may ask for less (max_bytes),
+	// never for more. It bounds the broker's memory for one answer: the
+	// rows read, then their JSON (base64 bodies, a third larger). Defaults
+	// to 4 MiB; -1 turns the budget off (Max alone bounds an answer).
 	MaxResponseBytes int64
-	// BackupDir is the folder remote backups go into.
+	// BackupDir is the folder POST /v1/backup writes into: a request names
+	// a plain file in it, never a path. It must exist when New is called.
+	// Empty (the default) turns remote backups off: the endpoint answers
+	// 403 (backup_disabled). Backups are written 0600; they hold every
+	// body and key hash.
 	BackupDir string
 }
 
@@ -128,6 +140,12 @@ func (c *Config) fill() error {
 	if c.MaxBodyBytes < 0 || c.MaxBatch < 0 || c.MaxLongPolls < 0 {
 		return fmt.Errorf("%w: MaxBodyBytes, MaxBatch and MaxLongPolls must be positive", ErrConfig)
 	}
+	switch {
+	case c.MaxResponseBytes == 0:
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	case c.MaxResponseBytes < -1:
+		return fmt.Errorf("%w: MaxResponseBytes must be positive or -1", ErrConfig)
+	}
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = DefaultKeyCacheTTL
 	}
@@ -155,6 +173,12 @@ func (c *Config) fill() error {
 	}
 	if c.WriteTimeout <= c.MaxWait {
 		return fmt.Errorf("%w: WriteTimeout (%v) must exceed MaxWait (%v)", ErrConfig, c.WriteTimeout, c.MaxWait)
+	}
+	if c.BackupDir != "" {
+		fi, err := os.Stat(c.BackupDir)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: BackupDir %q is not a folder (%v)", ErrConfig, c.BackupDir, err)
+		}
 	}
 	return nil
 }

@@ -241,6 +241,22 @@ func TestAnswersStayWithinTheByteBudget(t *testing.T) {
 	if st := f.call(t, "POST", "/v1/queues/q/receive", admin, `{"max":10,"max_bytes":1}`, &got); st != 200 || len(got.Messages) != 1 {
 		t.Fatalf("receive max_bytes 1: %d, %d messages, want 1 (always one)", st, len(got.Messages))
 	}
+	// A schedule carries its message's body: the listing comes in pages.
+	for _, name := range []string{"a", "b", "c"} {
+		err := f.tb.Store.CreateSchedule(ctx, name, mqlite.ScheduleOptions{Target: "q", Every: time.Hour, Body: make([]byte, size)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list wire.SchedulesResponse
+	if st := f.call(t, "GET", "/v1/schedules", admin, "", &list); st != 200 || len(list.Schedules) != 2 || list.NextAfter != "b" {
+		t.Fatalf("schedules: %d, %d of them, next after %q; want 2 and b", st, len(list.Schedules), list.NextAfter)
+	}
+	list = wire.SchedulesResponse{}
+	if st := f.call(t, "GET", "/v1/schedules?after=b", admin, "", &list); st != 200 || len(list.Schedules) != 1 ||
+		list.Schedules[0].Name != "c" || list.NextAfter != "" {
+		t.Fatalf("schedules after b: %d, %d of them, next after %q; want c and no more", st, len(list.Schedules), list.NextAfter)
+	}
 }
 
 // TestRevocationEndsWaitingReceives (issue 22, item 4): revoking a key

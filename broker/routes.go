@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -185,6 +187,9 @@ func (s *Server) receive(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	opts.Wait = min(opts.Wait, s.cfg.MaxWait)
+	if opts.MaxBytes, err = s.budget(opts.MaxBytes); err != nil {
+		return result{}, err
+	}
 	ctx := r.Context()
 	if opts.Wait > 0 {
 		if s.drain.Err() != nil {
@@ -355,8 +360,24 @@ func (s *Server) renewBatch(r *http.Request) (result, error) {
 	return ok(out)
 }
 
-// peekOptions reads from_seq and max from the query string.
-func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
+// budget is the byte budget of an answer whose request asked for asked
+// (0: nothing): Config.MaxResponseBytes, or less if asked.
+func (s *Server) budget(asked int64) (int64, error) {
+	limit := s.cfg.MaxResponseBytes
+	switch {
+	case asked < 0:
+		return 0, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative max_bytes"}
+	case limit < 0: // off
+		return asked, nil
+	case asked > 0:
+		return min(asked, limit), nil
+	}
+	return limit, nil
+}
+
+// peekOptions reads from_seq, max and max_bytes from the query string; the
+// answer's byte budget applies.
+func (s *Server) peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
 	var opts mqlite.PeekOptions
 	q := r.URL.Query()
 	for _, f := range []struct {
@@ -365,6 +386,7 @@ func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
 	}{
 		{"from_seq", func(v int64) { opts.FromSeq = v }},
 		{"max", func(v int64) { opts.Max = int(min(v, 1<<30)) }},
+		{"max_bytes", func(v int64) { opts.MaxBytes = v }},
 	} {
 		if v := q.Get(f.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -374,11 +396,13 @@ func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
 			f.set(n)
 		}
 	}
-	return opts, nil
+	var err error
+	opts.MaxBytes, err = s.budget(opts.MaxBytes)
+	return opts, err
 }
 
 func (s *Server) peek(r *http.Request) (result, error) {
-	opts, err := peekOptions(r)
+	opts, err := s.peekOptions(r)
 	if err != nil {
 		return result{}, err
 	}
@@ -390,7 +414,7 @@ func (s *Server) peek(r *http.Request) (result, error) {
 }
 
 func (s *Server) deadLetters(r *http.Request) (result, error) {
-	opts, err := peekOptions(r)
+	opts, err := s.peekOptions(r)
 	if err != nil {
 		return result{}, err
 	}
@@ -746,6 +770,9 @@ func covered[T, W any](r *http.Request, items []T, name func(T) string, conv fun
 	return out
 }
 
+// backup writes a backup into Config.BackupDir, under the plain file name
+// the request gives. The host's paths and errors stay off the wire (an
+// error's cause goes to the log): a key learns nothing of the host's files.
 func (s *Server) backup(r *http.Request) (result, error) {
 	req, err := decode[wire.BackupRequest](r.Body)
 	if err != nil {
@@ -754,11 +781,24 @@ func (s *Server) backup(r *http.Request) (result, error) {
 	if err := requireAll(r.Context()); err != nil {
 		return result{}, err
 	}
-	if req.Path == "" {
-		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "path is required"}
+	if s.cfg.BackupDir == "" {
+		return result{}, &apiError{wire.CodeForbidden, wire.ReasonBackupDisabled,
+			"remote backups are off: start the broker with a backup folder (mqlite serve --backup-dir)"}
 	}
-	if err := s.st.Backup(r.Context(), req.Path); err != nil {
+	name := req.Path
+	if !filepath.IsLocal(name) || name != filepath.Base(name) || name == "." || strings.ContainsAny(name, `/\`) {
+		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument,
+			Detail: fmt.Sprintf("path %s: want a plain file name in the broker's backup folder", wire.Quote(name))}
+	}
+	err = s.st.Backup(r.Context(), filepath.Join(s.cfg.BackupDir, name))
+	switch {
+	case err == nil:
+		return ok(req)
+	case errors.Is(err, mqlite.ErrDestinationExists):
+		return result{}, fmt.Errorf("%w: %s", mqlite.ErrDestinationExists, wire.Quote(name))
+	case errors.Is(err, mqlite.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return result{}, err
 	}
-	return ok(req)
+	s.log.Error("broker: backup failed", "name", name, "dir", s.cfg.BackupDir, "err", err)
+	return result{}, &apiError{wire.CodeInternal, wire.ReasonInternal, "backup failed; the broker's log says why"}
 }

@@ -14,13 +14,35 @@ import (
 // queues sees, creates, changes and deletes the schedules that send into
 // them, and no others: the others answer as names that do not exist.
 
+// listSchedules answers the schedules the key covers, in name order, after
+// the name in the query's "after", within the answer's byte budget (a
+// schedule carries its message's body): when the budget cuts the list,
+// next_after names the last one answered, for the next page.
 func (s *Server) listSchedules(r *http.Request) (result, error) {
+	budget, err := s.budget(0)
+	if err != nil {
+		return result{}, err
+	}
+	after := r.URL.Query().Get("after")
 	ss, err := s.st.ListSchedules(r.Context())
 	if err != nil {
 		return result{}, err
 	}
 	target := func(sc mqlite.ScheduleInfo) string { return sc.Options.Target }
-	return ok(wire.SchedulesResponse{Schedules: covered(r, ss, target, wire.FromSchedule)})
+	out := wire.SchedulesResponse{Schedules: []wire.Schedule{}}
+	var total int64
+	for _, sc := range covered(r, ss, target, wire.FromSchedule) {
+		if sc.Name <= after && after != "" {
+			continue
+		}
+		total += sc.Size()
+		if budget > 0 && total > budget && len(out.Schedules) > 0 {
+			out.NextAfter = out.Schedules[len(out.Schedules)-1].Name
+			break
+		}
+		out.Schedules = append(out.Schedules, sc)
+	}
+	return ok(out)
 }
 
 func (s *Server) createSchedule(r *http.Request) (result, error) {

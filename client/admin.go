@@ -184,10 +184,13 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + url.PathEscape(id)})
 }
 
-// Backup writes a backup of the store to path on the broker's host, as
-// Store.Backup; path must not exist.
-func (c *Client) Backup(ctx context.Context, path string) error {
-	return c.do(ctx, call{method: http.MethodPost, path: "/v1/backup", in: wire.BackupRequest{Path: path}})
+// Backup writes a backup of the store, as Store.Backup, into the broker's
+// backup folder (mqlite serve --backup-dir) under name, a plain file name
+// that must not exist there (mqlite.ErrDestinationExists). A path is
+// mqlite.ErrInvalidArgument; a broker started without a backup folder
+// refuses with ErrForbidden. Needs an admin key over every queue.
+func (c *Client) Backup(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodPost, path: "/v1/backup", in: wire.BackupRequest{Path: name}})
 }
 
 // Ready reports whether the broker is ready (GET /readyz); no key needed.

@@ -96,6 +96,15 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek of 100: %d messages, %v; want 3 (the budget)", len(peeked), err)
 	}
+	for i := range 5 {
+		err := c.CreateSchedule(ctx, fmt.Sprint("s", i), mqlite.ScheduleOptions{Target: "q", Every: time.Hour, Body: make([]byte, 1000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ss, err := c.ListSchedules(ctx); err != nil || len(ss) != 5 {
+		t.Fatalf("ListSchedules: %d, %v; want the 5 of every page", len(ss), err)
+	}
 	got, err := c.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 10})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("receive of 10: %d messages, %v; want 3 (the budget)", len(got), err)

@@ -99,7 +99,20 @@ func (s Schedule) ScheduleInfo() (mqlite.ScheduleInfo, error) {
 		Fired: s.Fired, Skipped: s.Skipped, LastError: s.LastError, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}, err
 }
 
-// SchedulesResponse is the response of the schedule listing.
+// Size is what the schedule counts against an answer's byte budget: its
+// message's body and metadata.
+func (s Schedule) Size() int64 {
+	n := len(s.Options.Body) + len(s.Options.GroupID) + len(s.Options.Subject)
+	for k, v := range s.Options.Properties {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
+
+// SchedulesResponse is the response of the schedule listing: one page.
+// NextAfter, when set, is the last name of a page the byte budget cut:
+// the next page is the listing with after=NextAfter.
 type SchedulesResponse struct {
 	Schedules []Schedule `json:"schedules"`
+	NextAfter string     `json:"next_after,omitempty"`
 }
