@@ -20,6 +20,13 @@ const (
 	MaxPropertiesBytes = engine.MaxPropertiesBytes
 )
 
+// MaxDelay bounds how far ahead of the store's now a message may be made
+// due: a send's DeliverAt (ErrInvalidMessage past it) and Abandon's delay
+// (ErrInvalidArgument past it) are at most 365 days away, and the broker
+// answers 400 past the same bound. A message parked until then is made due
+// at once by Store.DeliverNow.
+const MaxDelay = engine.MaxDelay
+
 // Lock identifies one delivery of one message: what every settlement and
 // renewal presents.
 type Lock struct {

@@ -239,6 +239,3 @@ func batchMax(v, def int) (int, error) {
 	}
 	return v, nil
 }
-
-// MaxDelay bounds how far ahead a message may be scheduled.
-const MaxDelay = 365 * 24 * time.Hour

@@ -91,6 +91,8 @@ func FuzzDecodeRedrive(f *testing.F) { fuzzDecoder(f, func(wire.RedriveRequest) 
 
 func FuzzDecodePurge(f *testing.F) { fuzzDecoder(f, func(wire.PurgeRequest) {}) }
 
+func FuzzDecodeDeliverNow(f *testing.F) { fuzzDecoder(f, func(wire.DeliverNowRequest) {}) }
+
 func FuzzDecodeCreateQueue(f *testing.F) {
 	fuzzDecoder(f, func(r wire.CreateQueueRequest) { _, _ = r.Options.Options() })
 }

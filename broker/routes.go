@@ -36,6 +36,7 @@ func (s *Server) routes() http.Handler {
 		{"GET " + q + "/dead-letters", keys.Admin, "queue", s.deadLetters},
 		{"POST " + q + "/dead-letters/redrive", keys.Admin, "queue", s.redrive},
 		{"POST " + q + "/purge", keys.Admin, "queue", s.purge},
+		{"POST " + q + "/deliver-now", keys.Admin, "queue", s.deliverNow},
 		{"GET /v1/queues", keys.Admin, "", s.listQueues},
 		{"POST /v1/queues", keys.Admin, "", s.createQueue},
 		{"GET " + q, keys.Admin, "queue", s.getQueue},
@@ -434,6 +435,21 @@ func (s *Server) redrive(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	n, err := s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: req.Seqs})
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.CountResponse{Count: n})
+}
+
+func (s *Server) deliverNow(r *http.Request) (result, error) {
+	req, err := decode[wire.DeliverNowRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.checkBatch(len(req.Seqs), "seqs"); err != nil {
+		return result{}, err
+	}
+	n, err := s.st.DeliverNow(r.Context(), r.PathValue("queue"), mqlite.DeliverNowOptions{Seqs: req.Seqs})
 	if err != nil {
 		return result{}, err
 	}

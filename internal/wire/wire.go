@@ -298,12 +298,18 @@ type RedriveRequest struct {
 	Seqs []int64 `json:"seqs,omitempty"`
 }
 
+// DeliverNowRequest is the body of deliver-now; no seqs means every
+// scheduled message of the queue.
+type DeliverNowRequest struct {
+	Seqs []int64 `json:"seqs,omitempty"`
+}
+
 // PurgeRequest is the body of purge.
 type PurgeRequest struct {
 	State string `json:"state"`
 }
 
-// CountResponse is the response of redrive and purge.
+// CountResponse is the response of redrive, deliver-now and purge.
 type CountResponse struct {
 	Count int `json:"count"`
 }
