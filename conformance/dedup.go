@@ -101,6 +101,24 @@ var dedupTests = []subtest{
 			t.Fatal("the new message reused the seq")
 		}
 	}},
+	// A batched send honours the window's end exactly as a single send:
+	// a resend after it is a new message (issue 22).
+	{"WindowPassesInABatch", func(t *testing.T, h Harness) {
+		k := open(t, h)
+		k.queue("q", mqlite.QueueOptions{DedupWindow: time.Minute})
+		m := outbox.Message{Body: []byte("b"), MessageID: "id"}
+		seq := k.wantNew(k.sendOne("q", m), "first send")
+		k.advance(time.Minute - time.Millisecond)
+		res, err := k.sendAll("q", m, outbox.Message{})
+		k.must(err, "batch inside the window")
+		k.wantDuplicate(res[0], seq, "batch resend inside the window")
+		k.advance(2 * time.Millisecond)
+		res, err = k.sendAll("q", m, outbox.Message{})
+		k.must(err, "batch after the window")
+		if k.wantNew(res[0], "batch resend after the window") == seq {
+			t.Fatal("the new message reused the seq")
+		}
+	}},
 	{"Disabled", func(t *testing.T, h Harness) {
 		k := open(t, h)
 		k.queue("q", mqlite.QueueOptions{DedupWindow: -1})
