@@ -29,7 +29,8 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
-	go test -run '^$$' -bench BenchmarkBroker -benchtime 50000x ./client/
+	go test -run '^$$' -bench 'BenchmarkBroker$$' -benchtime 50000x ./client/
+	go test -run '^$$' -bench BenchmarkBrokerPeekRSS -benchtime 1x -timeout 30m ./client/
 	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
