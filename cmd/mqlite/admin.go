@@ -429,8 +429,10 @@ func backupCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use: "backup DEST", Short: "write a consistent copy of the store to a new file", Args: exactArgs(1, "DEST"),
 		Long: `backup writes a consistent copy of the store to DEST, which must not exist.
-Through a broker (--url) DEST is a path on the broker's host.`,
-		Example: `  mqlite backup app-2026-01-02.db --db app.db`,
+Through a broker (--url) DEST is a plain file name in the folder the broker
+was started with (mqlite serve --backup-dir); without one the broker refuses.`,
+		Example: `  mqlite backup app-2026-01-02.db --db app.db
+  mqlite backup app-2026-01-02.db --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				bar := g.bar(-1, "backing up")
