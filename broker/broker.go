@@ -8,7 +8,15 @@
 // docs/operations.md, "Dashboard"). Every /v1 endpoint needs an access key
 // ("Authorization: Bearer mqlite_..."), made with `mqlite keys create` or
 // POST /v1/keys: none, unknown or revoked is 401; a key whose role or queues
-// do not cover the request is 403. Keys are never logged.
+// do not cover the request is 403. A key must cover every queue a request
+// reads, changes or deletes (a topic's subscription queues included), and
+// learns nothing of the names it does not cover: listings, topic answers
+// and a send's copies leave them out, and a schedule outside its scope is
+// not found. Keys are never logged; revoking one ends its waiting receives.
+//
+// A request body is exactly one JSON object of valid UTF-8. An answer that
+// carries messages stops adding them at Config.MaxResponseBytes, one at
+// least. Remote backups go only into Config.BackupDir.
 //
 // Receive long-polls: it calls Store.Receive with the request's wait, capped
 // by Config.MaxWait, so a commit or a due moment in the store wakes it at
