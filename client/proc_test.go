@@ -27,7 +27,7 @@ import (
 const (
 	envBrokerDB     = "MQLITE_BROKER_PROC_DB"
 	envBrokerAddr   = "MQLITE_BROKER_PROC_ADDR"
-	envBrokerBudget = "MQLITE_BROKER_PROC_MAX_RESPONSE" // broker.Config.MaxResponseBytes
+	envBrokerBudget = "MQLITE_BROKER_PROC_MAX_RESPONSE"  // broker.Config.MaxResponseBytes
 	envBrokerWrite  = "MQLITE_BROKER_PROC_WRITE_TIMEOUT" // broker.Config.WriteTimeout
 	procPrefix      = "BROKER "
 )
