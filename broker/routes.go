@@ -431,14 +431,9 @@ func (s *Server) redrive(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	if err := s.checkBatch(len(req.Seqs), "seqs"); err != nil {
-		return result{}, err
-	}
-	n, err := s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: req.Seqs})
-	if err != nil {
-		return result{}, err
-	}
-	return ok(wire.CountResponse{Count: n})
+	return s.countSeqs(req.Seqs, func(seqs []int64) (int, error) {
+		return s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: seqs})
+	})
 }
 
 func (s *Server) deliverNow(r *http.Request) (result, error) {
@@ -446,10 +441,18 @@ func (s *Server) deliverNow(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	if err := s.checkBatch(len(req.Seqs), "seqs"); err != nil {
+	return s.countSeqs(req.Seqs, func(seqs []int64) (int, error) {
+		return s.st.DeliverNow(r.Context(), r.PathValue("queue"), mqlite.DeliverNowOptions{Seqs: seqs})
+	})
+}
+
+// countSeqs runs an operator call on the seqs of a request, bounded like
+// every batch, and answers how many messages it changed.
+func (s *Server) countSeqs(seqs []int64, call func([]int64) (int, error)) (result, error) {
+	if err := s.checkBatch(len(seqs), "seqs"); err != nil {
 		return result{}, err
 	}
-	n, err := s.st.DeliverNow(r.Context(), r.PathValue("queue"), mqlite.DeliverNowOptions{Seqs: req.Seqs})
+	n, err := call(seqs)
 	if err != nil {
 		return result{}, err
 	}
