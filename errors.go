@@ -14,9 +14,22 @@ var (
 	// share it between processes.
 	ErrDBLocked = errors.New("mqlite: database is locked by another store")
 	// ErrSchemaVersionMismatch is returned by Open for a file written by an
-	// incompatible mqlite, or for a SQLite file that is not an mqlite store
-	// and has tables of the same names. The file is left untouched.
+	// incompatible mqlite (a newer one, say), or for a SQLite file that is
+	// not an mqlite store but holds an object whose name begins with
+	// "mqlite_", a name mqlite reserves. The file is left untouched.
 	ErrSchemaVersionMismatch = errors.New("mqlite: schema version mismatch")
+	// ErrNoStore is returned by Open with Options.ExistingOnly when the path
+	// holds no mqlite store: no file at all, or a SQLite file without
+	// mqlite's schema. Nothing is created or written.
+	ErrNoStore = errors.New("mqlite: no store")
+	// ErrMigrationNeeded is returned by Open with Options.ExistingOnly when
+	// the store's layout is older than this binary's: migrate it (Migrate,
+	// `mqlite migrate`, or Open without ExistingOnly). Nothing is written.
+	ErrMigrationNeeded = errors.New("mqlite: the store needs a migration")
+	// ErrMigration is returned by Open and Migrate when a migration failed.
+	// It rolled back whole: the file keeps its earlier layout. The error
+	// says which step failed and why.
+	ErrMigration = errors.New("mqlite: migration failed")
 	// ErrClosed is returned by calls on a closed Store, and by a
 	// transaction that tried to commit after Close began (it rolled back).
 	ErrClosed = errors.New("mqlite: store is closed")
@@ -131,6 +144,7 @@ func invalidf(kind error, format string, args ...any) error {
 // The packages below the root wrap the root's sentinels (see internal/errs).
 func init() {
 	errs.ErrDBLocked, errs.ErrSchemaVersionMismatch, errs.ErrClosed = ErrDBLocked, ErrSchemaVersionMismatch, ErrClosed
+	errs.ErrNoStore, errs.ErrMigrationNeeded, errs.ErrMigration = ErrNoStore, ErrMigrationNeeded, ErrMigration
 	errs.ErrInvalidArgument, errs.ErrInvalidQueueName = ErrInvalidArgument, ErrInvalidQueueName
 	errs.ErrInvalidMaxDelivery, errs.ErrInvalidLockDuration = ErrInvalidMaxDelivery, ErrInvalidLockDuration
 	errs.ErrInvalidDedupWindow, errs.ErrInvalidTTL = ErrInvalidDedupWindow, ErrInvalidTTL

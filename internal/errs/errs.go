@@ -16,6 +16,9 @@ import (
 var (
 	ErrDBLocked              error
 	ErrSchemaVersionMismatch error
+	ErrNoStore               error
+	ErrMigrationNeeded       error
+	ErrMigration             error
 	ErrClosed                error
 	ErrInvalidArgument       error
 	ErrInvalidQueueName      error
