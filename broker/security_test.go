@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,28 +21,10 @@ import (
 
 var ctx = context.Background()
 
-// syncBuffer is a log sink safe for the handler goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type fixture struct {
 	tb   *testdb.Bundle
 	url  string
-	log  *syncBuffer
+	log  *testdb.Buffer
 	keys map[string]string // name → secret
 	ids  map[string]string // name → key id
 }
@@ -59,7 +40,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 	if err := tb.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{tb: tb, log: &syncBuffer{}, keys: map[string]string{}, ids: map[string]string{}}
+	f := &fixture{tb: tb, log: &testdb.Buffer{}, keys: map[string]string{}, ids: map[string]string{}}
 	for name, sc := range map[string]keys.Scope{
 		"admin":    {Role: keys.Admin, Queues: []string{"*"}},
 		"producer": {Role: keys.Producer, Queues: []string{"*"}},

@@ -5,28 +5,10 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/mqlite/mqlite/internal/testdb"
 )
-
-// lockedBuffer is an io.Writer safe for the command's goroutine and the
-// test's.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serveUntilServing runs `mqlite serve args...` in this process until it
 // returns, or until it prints that it serves (then it is stopped). It
@@ -36,7 +18,7 @@ func serveUntilServing(t *testing.T, args ...string) (code int, served bool, std
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	var errBuf lockedBuffer
+	var errBuf testdb.Buffer
 	done := make(chan int, 1)
 	go func() {
 		c := run(ctx, append([]string{"serve", "--db", filepath.Join(t.TempDir(), "s.db")}, args...), pw, &errBuf)
