@@ -9,11 +9,16 @@ test:
 race: test
 
 # The failure tests: SIGKILL crash injection (of a store's process, and of a
-# broker under client load: TestBrokerCrash), and the integrity sweep at its
-# full size under the race detector (make test runs it smaller under -race).
+# broker under client load: TestBrokerCrash), the integrity sweep at its
+# full size under the race detector (make test runs it smaller under -race),
+# and power loss (powerloss/, its own module; make test runs it short, under
+# -race): 100 cuts per scenario and synchronous setting, and every step of a
+# Backup and of an upgrade, without -race: the workers are that test binary,
+# and SQLite under the race detector runs ten times slower.
 crash:
 	MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...
 	cd watermill && go test -race -tags stress -count=1 -timeout 25m -run 'TestPubSubStress' ./...
+	cd powerloss && MQLITE_POWERLOSS_CUTS=100 go test -count=1 -timeout 30m -v -run 'TestPowerLoss' .
 
 # Each benchmark with the work size docs/benchmark.md reports. Send and drain
 # run three times over, so that mqlite and the raw baseline alternate.
@@ -34,6 +39,7 @@ bench:
 	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
+	for i in 1 2 3; do (cd powerloss && go test -run '^$$' -bench BenchmarkSyncMode -benchtime 3000x .); done   # FULL beside NORMAL (docs/operations.md, "Power loss")
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done
