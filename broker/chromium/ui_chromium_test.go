@@ -1,4 +1,4 @@
-package broker_test
+package chromium_test
 
 import (
 	"context"
