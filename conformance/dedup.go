@@ -40,8 +40,8 @@ func (k *kit) wantDuplicate(r outbox.Result, seq int64, what string) {
 // dedupTests: a resend with the same MessageID (or the same body, when
 // there is none) inside the queue's DedupWindow returns the original seq
 // and inserts nothing; the same id with another body is
-// ErrDuplicateConflict; a MessageID never meets a content key (seed §7,
-// issue 8 item 5).
+// ErrDuplicateConflict; a MessageID never meets a content key
+// (docs/conformance.md, "De-duplication").
 var dedupTests = []subtest{
 	{"ResendReturnsOriginal", func(t *testing.T, h Harness) {
 		k := open(t, h)

@@ -10,7 +10,7 @@ import (
 
 // lifecycleTests: closing an implementation while a transaction runs
 // either waits for it or fails it; nothing commits half-way or after the
-// implementation let go of its data (issue 8, item 9).
+// implementation let go of its data (docs/conformance.md, "Sending").
 var lifecycleTests = []subtest{
 	{"CloseDuringTransaction", func(t *testing.T, h Harness) {
 		skipWithout(t, h.Features.WithoutRestart)
