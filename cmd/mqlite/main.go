@@ -8,8 +8,8 @@
 //
 // The commands are serve, send, receive, peek, dlq (list, redrive, purge),
 // queues (list, create, update, delete), topics (list, create, delete),
-// subscriptions (create, update, delete), stats, keys (create, list,
-// revoke), backup, relay and demo. Run "mqlite <command> --help" for a command's
+// subscriptions (create, update, delete), schedules (list, create, update,
+// delete), stats, keys (create, list, revoke), backup, relay and demo. Run "mqlite <command> --help" for a command's
 // flags and an example.
 //
 // --db, --url and --key may also come from MQLITE_DB, MQLITE_URL and
