@@ -10,9 +10,22 @@ var (
 	// share it between processes.
 	ErrDBLocked = sentinel("mqlite: database is locked by another store")
 	// ErrSchemaVersionMismatch is returned by Open for a file written by an
-	// incompatible mqlite, or for a SQLite file that is not an mqlite store
-	// and has tables of the same names. The file is left untouched.
+	// incompatible mqlite (a newer one, say), or for a SQLite file that is
+	// not an mqlite store but holds an object whose name begins with
+	// "mqlite_", a name mqlite reserves. The file is left untouched.
 	ErrSchemaVersionMismatch = sentinel("mqlite: schema version mismatch")
+	// ErrNoStore is returned by Open with Options.ExistingOnly when the path
+	// holds no mqlite store: no file at all, or a SQLite file without
+	// mqlite's schema. Nothing is created or written.
+	ErrNoStore = sentinel("mqlite: no store")
+	// ErrMigrationNeeded is returned by Open with Options.ExistingOnly when
+	// the store's layout is older than this binary's: migrate it (Migrate,
+	// `mqlite migrate`, or Open without ExistingOnly). Nothing is written.
+	ErrMigrationNeeded = sentinel("mqlite: the store needs a migration")
+	// ErrMigration is returned by Open and Migrate when a migration failed.
+	// It rolled back whole: the file keeps its earlier layout. The error
+	// says which step failed and why.
+	ErrMigration = sentinel("mqlite: migration failed")
 	// ErrClosed is returned by calls on a closed Store, and by a
 	// transaction that tried to commit after Close began (it rolled back).
 	ErrClosed = sentinel("mqlite: store is closed")

@@ -62,8 +62,8 @@ func TestDiskFullAndReadOnlyHaveSentinels(t *testing.T) {
 }
 
 // TestOpenLeavesAForeignFileUntouched: a plain SQLite file with a table of a
-// name mqlite uses is refused before anything is written: same bytes, no
-// WAL, no migration table.
+// name mqlite reserves (mqlite_…) is refused before anything is written:
+// same bytes, no WAL, no migration table.
 func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "app.db")
@@ -71,7 +71,7 @@ func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE messages (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO messages (text) VALUES ('mine')`); err != nil {
+	if _, err := db.Exec(`CREATE TABLE mqlite_messages (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO mqlite_messages (text) VALUES ('mine')`); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

@@ -490,7 +490,7 @@ func (w *integrity) redrive() {
 		for _, seq := range seqs {
 			var state string
 			var count int64
-			qerr := w.st.DB().QueryRowContext(w.ctx, `SELECT state, delivery_count FROM messages WHERE id = ?`, seq).Scan(&state, &count)
+			qerr := w.st.DB().QueryRowContext(w.ctx, `SELECT state, delivery_count FROM mqlite_messages WHERE id = ?`, seq).Scan(&state, &count)
 			w.t.Logf("seq %d: file says %s after %d deliveries (%v); model %+v", seq, state, count, qerr, *w.msgs[seq])
 		}
 		w.t.Fatalf("redrive %v: %d %v", seqs, n, err)

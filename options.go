@@ -65,6 +65,16 @@ type Options struct {
 	// (a deadline, or a cancel on shutdown); there is no separate timeout.
 	// Defaults to false: fail at once. See docs/operations.md, "Hot standby".
 	WaitForLock bool
+	// ExistingOnly makes Open neither create nor migrate: the file must
+	// hold a store in this binary's layout. A missing file, or a SQLite file
+	// without mqlite's schema, is ErrNoStore, and nothing is created or
+	// written (no file, no lock file, the same bytes); a store of an older
+	// layout is ErrMigrationNeeded, untouched. For an application that
+	// migrates on its own terms (Migrate, `mqlite migrate`, or the SQL of
+	// `mqlite schema`), and for tools that only read. Defaults to false:
+	// Open creates the store in a file that has none and migrates an older
+	// one.
+	ExistingOnly bool
 
 	// The background loops: each runs one sweep on the store's connection
 	// every interval, with "now" read from Clock. A sweep that finds nothing

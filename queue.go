@@ -78,10 +78,17 @@ type QueueOptions struct {
 	// LockDuration is the lease of a peek-lock delivery. Defaults to 30s;
 	// 100ms to 24h.
 	LockDuration time.Duration
-	// DedupWindow is how long a MessageID (or the body's SHA-256 when there
-	// is none) is remembered to collapse resends. Defaults to 10 minutes;
-	// at most 7 days; -1 turns de-duplication off.
+	// DedupWindow is how long a MessageID (and, with DedupByBody, the body
+	// of a message sent without one) is remembered to collapse resends.
+	// Defaults to 10 minutes; at most 7 days; -1 turns de-duplication off.
 	DedupWindow time.Duration
+	// DedupByBody deduplicates messages sent without a MessageID by their
+	// body (its SHA-256): inside DedupWindow, a second send of the same
+	// body writes nothing and returns the first one's seq. Off by default:
+	// without a MessageID every send is a new message, and only a
+	// MessageID is remembered. A queue from a file made before this option
+	// existed has it on, as it then behaved.
+	DedupByBody bool
 	// Ordering is Standard (the default) or FIFO.
 	Ordering Ordering
 	// DefaultTTL is the time to live of a message sent without one.
@@ -116,7 +123,7 @@ func resolveQueue(name string, o QueueOptions) (engine.Queue, error) {
 	if err := validateQueueName(name); err != nil {
 		return engine.Queue{}, err
 	}
-	q := engine.Queue{Name: name, DeadLetterOnExpire: o.DeadLetterOnExpire}
+	q := engine.Queue{Name: name, DeadLetterOnExpire: o.DeadLetterOnExpire, DedupByBody: o.DedupByBody}
 	switch {
 	case o.MaxDeliveryCount == 0:
 		q.MaxDeliveryCount = DefaultMaxDeliveryCount
@@ -195,6 +202,7 @@ func queueOptions(q engine.Queue) QueueOptions {
 		DedupWindow:        time.Duration(q.DedupWindowMS) * time.Millisecond,
 		DefaultTTL:         time.Duration(q.DefaultTTLMS) * time.Millisecond,
 		DeadLetterOnExpire: q.DeadLetterOnExpire,
+		DedupByBody:        q.DedupByBody,
 		DLQ: DLQRetention{
 			MaxAge:   time.Duration(q.DLQMaxAgeMS) * time.Millisecond,
 			MaxCount: int(q.DLQMaxCount),

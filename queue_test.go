@@ -110,13 +110,13 @@ func TestQueueCRUD(t *testing.T) {
 		t.Fatalf("ListQueues after delete = %s, want orders", got)
 	}
 	db := st.DB()
-	if n := testdb.Int(t, db, `SELECT count(*) FROM messages WHERE queue = 'events'`); n != 0 {
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE queue = 'events'`); n != 0 {
 		t.Errorf("%d messages of the deleted queue remain", n)
 	}
-	if n := testdb.Int(t, db, `SELECT count(*) FROM dedup WHERE queue = 'events'`); n != 0 {
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_dedup WHERE queue = 'events'`); n != 0 {
 		t.Errorf("%d dedup rows of the deleted queue remain", n)
 	}
-	if n := testdb.Int(t, db, `SELECT count(*) FROM messages WHERE queue = 'orders'`); n != 1 {
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE queue = 'orders'`); n != 1 {
 		t.Errorf("orders holds %d messages, want 1", n)
 	}
 }

@@ -63,7 +63,7 @@ func TestAttemptReplayIsTheSameRequest(t *testing.T) {
 // and a body sent without one are two different keys.
 func TestMessageIDNeverMeetsAContentKey(t *testing.T) {
 	b := sweepSetup(t)
-	b.Queue(t, "q", mqlite.QueueOptions{})
+	b.Queue(t, "q", mqlite.QueueOptions{DedupByBody: true})
 	sum := sha256.Sum256([]byte("B"))
 	// The spelling the content key once had.
 	b.send("q", outbox.Message{Body: []byte("other"), MessageID: "sha256:" + hex.EncodeToString(sum[:])})

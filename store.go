@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,6 +34,8 @@ type Store struct {
 	queues  queueCache
 	loops   loops
 	tally   tally // the counts of Metrics
+
+	migration Migration // what open did to the file's layout
 
 	scheduleWake chan struct{} // a schedule changed (see scheduleLoop)
 
@@ -78,6 +81,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	if opts.ExistingOnly {
+		if err := probe(ctx, canon); err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
 	lock, err := lockFile(ctx, canon, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -117,20 +125,100 @@ func (s *Store) open(ctx context.Context) error {
 		return err
 	}
 	s.db, s.release = db, release
-	fresh, err := schema.Check(ctx, db)
+	state, err := schema.Check(ctx, db)
 	if err != nil {
 		return err
 	}
-	if err := s.eng.Prepare(ctx, db, fresh); err != nil {
+	if err := s.opts.refuse(state); err != nil {
+		return err
+	}
+	if s.migration.From, err = schema.Version(ctx, db); err != nil {
+		return err
+	}
+	if err := s.eng.Prepare(ctx, db, state == schema.Fresh); err != nil {
 		return err
 	}
 	if err := schema.Apply(ctx, db); err != nil {
 		return err
 	}
+	s.migration.To = schema.Latest
 	if err := s.recover(ctx); err != nil {
 		return err
 	}
 	return s.tally.seed(ctx, db)
+}
+
+// refuse returns the error of a file that Options.ExistingOnly does not let
+// Open create or migrate.
+func (o Options) refuse(state schema.State) error {
+	switch {
+	case !o.ExistingOnly:
+		return nil
+	case state == schema.Fresh:
+		return fmt.Errorf("%w: the file has no mqlite schema", ErrNoStore)
+	case state == schema.Outdated:
+		return fmt.Errorf("%w: the store's layout is older than this binary's (%s)", ErrMigrationNeeded, schema.Token)
+	}
+	return nil
+}
+
+// probe checks, before Open takes any lock, that path holds a store that
+// Options.ExistingOnly lets Open use, without creating or writing anything:
+// a missing file is ErrNoStore with no file left behind, and a SQLite file
+// without mqlite's schema is ErrNoStore with its bytes untouched. The
+// connection is read-write but query-only, so that on close SQLite removes
+// the -wal and -shm files it made for a file in WAL mode; a read-only one
+// would leave them.
+func probe(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: no file at %s", ErrNoStore, path)
+		}
+		return err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=query_only(1)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	state, err := schema.Check(ctx, db)
+	if err != nil {
+		return err
+	}
+	return Options{ExistingOnly: true}.refuse(state)
+}
+
+// Migration is what Open did to the file's layout, in goose versions of
+// package schema: From is the version the file had (0 for a file without a
+// store), To the version it has now. From == To: it was up to date.
+type Migration struct {
+	From, To int64
+}
+
+// Created reports whether Open created the store: the file held none.
+func (m Migration) Created() bool { return m.From == 0 }
+
+// Migration returns what Open did to the file's layout: created the store,
+// upgraded it, or nothing.
+func (s *Store) Migration() Migration { return s.migration }
+
+// Migrate brings the store at path to this binary's layout, creating it
+// when the file holds none, and reports what it did. It is Open followed by
+// Close, with opts (ExistingOnly must be false), so it takes the file's lock
+// (ErrDBLocked while a store has the file open) and runs the crash recovery
+// as Open does. An upgrade runs in one transaction: on failure (ErrMigration,
+// with the step) or a crash the file keeps its earlier layout.
+func Migrate(ctx context.Context, path string, opts Options) (Migration, error) {
+	if opts.ExistingOnly {
+		return Migration{}, invalidf(ErrInvalidArgument, "Migrate with Options.ExistingOnly")
+	}
+	opts.ReaperInterval, opts.SchedulerInterval, opts.TTLInterval = -1, -1, -1
+	opts.JanitorInterval, opts.RetentionInterval, opts.ScheduleInterval = -1, -1, -1
+	st, err := Open(ctx, path, opts)
+	if err != nil {
+		return Migration{}, err
+	}
+	return st.migration, st.Close()
 }
 
 // canonicalPath resolves path to an absolute path with every symlink

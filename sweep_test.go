@@ -228,9 +228,9 @@ func TestSweepTTL(t *testing.T) {
 // has passed, not before.
 func TestSweepJanitor(t *testing.T) {
 	b := sweepSetup(t)
-	b.Queue(t, "q", mqlite.QueueOptions{DedupWindow: time.Hour})
+	b.Queue(t, "q", mqlite.QueueOptions{DedupWindow: time.Hour, DedupByBody: true})
 	db := b.Store.DB()
-	count := func(table string) int64 { return testdb.Int(t, db, `SELECT count(*) FROM `+table) }
+	count := func(table string) int64 { return testdb.Int(t, db, `SELECT count(*) FROM mqlite_`+table) }
 	b.send("q", body("1"), body("2"))
 	msgs, err := b.Store.Receive(context.Background(), "q", mqlite.ReceiveOptions{Max: 1, AttemptID: "att"})
 	if err != nil || len(msgs) != 1 {
@@ -458,7 +458,7 @@ func TestLoopErrorsAreLoggedAndLoopsGoOn(t *testing.T) {
 	}
 	defer st.Close()
 	// Break the janitor's statement: its table is gone.
-	if _, err := st.DB().Exec(`DROP TABLE receive_attempts`); err != nil {
+	if _, err := st.DB().Exec(`DROP TABLE mqlite_receive_attempts`); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(10 * time.Second)
@@ -648,7 +648,7 @@ func TestClaimSkipsTheProbeOnlyWhenNothingIsDue(t *testing.T) {
 	now := b.Clock.Now().UnixMilli()
 	if err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
 		_, err := tx.SQL().ExecContext(tx.Context(),
-			`UPDATE messages SET state = 'scheduled', visible_at = ? WHERE id = ?`, now, seqs[1])
+			`UPDATE mqlite_messages SET state = 'scheduled', visible_at = ? WHERE id = ?`, now, seqs[1])
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -659,7 +659,7 @@ func TestClaimSkipsTheProbeOnlyWhenNothingIsDue(t *testing.T) {
 	// A rolled-back transaction that took c out leaves it claimable.
 	rollback := errors.New("roll back")
 	if err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		if _, err := tx.SQL().ExecContext(tx.Context(), `DELETE FROM messages WHERE id = ?`, seqs[2]); err != nil {
+		if _, err := tx.SQL().ExecContext(tx.Context(), `DELETE FROM mqlite_messages WHERE id = ?`, seqs[2]); err != nil {
 			return err
 		}
 		return rollback

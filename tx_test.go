@@ -21,12 +21,13 @@ func txBundle(t *testing.T) *testdb.Bundle {
 	return b
 }
 
-// writeBoth inserts one business row and one message in tx.
+// writeBoth inserts one business row and one message (with its dedup row)
+// in tx.
 func writeBoth(tx *mqlite.Tx) error {
 	if _, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO biz (v) VALUES ('x')`); err != nil {
 		return err
 	}
-	_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x")})
+	_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x"), MessageID: "x"})
 	return err
 }
 
@@ -117,7 +118,7 @@ func TestTx(t *testing.T) {
 				t.Errorf("Tx error %q carries more than %q", err, tc.wantErr)
 			}
 			db := b.Store.DB()
-			for _, table := range []string{"biz", "messages", "dedup"} {
+			for _, table := range []string{"biz", "mqlite_messages", "mqlite_dedup"} {
 				if got := testdb.Int(t, db, `SELECT count(*) FROM `+table); got != tc.wantRows {
 					t.Errorf("%s rows = %d, want %d", table, got, tc.wantRows)
 				}

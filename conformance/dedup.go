@@ -37,11 +37,12 @@ func (k *kit) wantDuplicate(r outbox.Result, seq int64, what string) {
 	}
 }
 
-// dedupTests: a resend with the same MessageID (or the same body, when
-// there is none) inside the queue's DedupWindow returns the original seq
-// and inserts nothing; the same id with another body is
-// ErrDuplicateConflict; a MessageID never meets a content key
-// (docs/conformance.md, "De-duplication").
+// dedupTests: a resend with the same MessageID (or, on a queue with
+// DedupByBody, the same body when there is none) inside the queue's
+// DedupWindow returns the original seq and inserts nothing; without
+// DedupByBody every send without a MessageID is a new message; the same id
+// with another body is ErrDuplicateConflict; a MessageID never meets a
+// content key.
 var dedupTests = []subtest{
 	{"ResendReturnsOriginal", func(t *testing.T, h Harness) {
 		k := open(t, h)
@@ -57,12 +58,36 @@ var dedupTests = []subtest{
 			t.Fatalf("%d messages, want 1", s.Total())
 		}
 	}},
-	{"ContentKeyWithoutMessageID", func(t *testing.T, h Harness) {
+	// By default a body is no key: the same body sent twice, alone or in
+	// one batch, is two messages, as an outbox's two events are.
+	{"BodyIsNoKeyByDefault", func(t *testing.T, h Harness) {
 		k := open(t, h)
 		k.queue("q", mqlite.QueueOptions{})
 		m := outbox.Message{Body: []byte("same body")}
+		a := k.wantNew(k.sendOne("q", m), "first send")
+		b := k.wantNew(k.sendOne("q", m), "same body again")
+		res, err := k.sendAll("q", m, m)
+		k.must(err, "batch of the same body")
+		k.expect("q", max10, a, b, k.wantNew(res[0], "batch slot 0"), k.wantNew(res[1], "batch slot 1"))
+	}},
+	{"ContentKeyWithDedupByBody", func(t *testing.T, h Harness) {
+		k := open(t, h)
+		k.queue("q", mqlite.QueueOptions{DedupByBody: true})
+		m := outbox.Message{Body: []byte("same body")}
 		seq := k.wantNew(k.sendOne("q", m), "first send")
 		k.wantDuplicate(k.sendOne("q", m), seq, "same body again")
+		res, err := k.sendAll("q", m, outbox.Message{Body: []byte("new body")}, outbox.Message{Body: []byte("new body")})
+		k.must(err, "batch")
+		k.wantDuplicate(res[0], seq, "batch slot 0")
+		other := k.wantNew(res[1], "batch slot 1")
+		k.wantDuplicate(res[2], other, "batch slot 2, the body of slot 1")
+		// Turned off, bodies are no keys any more; turned on again, the
+		// keys written while on are still there.
+		k.update("q", mqlite.QueueOptions{})
+		third := k.wantNew(k.sendOne("q", m), "same body with DedupByBody off")
+		k.update("q", mqlite.QueueOptions{DedupByBody: true})
+		k.wantDuplicate(k.sendOne("q", m), seq, "same body with DedupByBody on again")
+		k.expect("q", max10, seq, other, third)
 	}},
 	{"ConflictKeepsOriginal", func(t *testing.T, h Harness) {
 		k := open(t, h)
@@ -112,7 +137,7 @@ var dedupTests = []subtest{
 	// with it, in either order.
 	{"MessageIDNeverMeetsContentKey", func(t *testing.T, h Harness) {
 		k := open(t, h)
-		k.queue("q", mqlite.QueueOptions{})
+		k.queue("q", mqlite.QueueOptions{DedupByBody: true})
 		body := []byte("the body")
 		sum := sha256.Sum256(body)
 		for _, id := range []string{"sha256:" + hex.EncodeToString(sum[:]), hex.EncodeToString(sum[:])} {

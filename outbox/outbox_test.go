@@ -45,7 +45,7 @@ func readMessage(t *testing.T, q testdb.Querier, seq int64) stored {
 	var props sql.NullString
 	err := q.QueryRowContext(context.Background(), `SELECT queue, state, held, visible_at, expires_at,
 		enqueued_at, message_id, group_id, subject, properties, content_key, body, delivery_count, locked_until
-		FROM messages WHERE id = ?`, seq).Scan(&m.Queue, &m.State, &m.Held, &m.VisibleAt, &m.ExpiresAt,
+		FROM mqlite_messages WHERE id = ?`, seq).Scan(&m.Queue, &m.State, &m.Held, &m.VisibleAt, &m.ExpiresAt,
 		&m.EnqueuedAt, &m.MessageID, &m.GroupID, &m.Subject, &props, &m.BodyHash, &m.Body,
 		&m.DeliveryCount, &m.Locked)
 	if err != nil {
@@ -79,8 +79,8 @@ func some(s string) sql.NullString { return sql.NullString{String: s, Valid: tru
 func counts(t *testing.T, q testdb.Querier) [2]int64 {
 	t.Helper()
 	return [2]int64{
-		testdb.Int(t, q, `SELECT count(*) FROM messages`),
-		testdb.Int(t, q, `SELECT count(*) FROM dedup`),
+		testdb.Int(t, q, `SELECT count(*) FROM mqlite_messages`),
+		testdb.Int(t, q, `SELECT count(*) FROM mqlite_dedup`),
 	}
 }
 
@@ -128,7 +128,7 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 		queue   mqlite.QueueOptions
 		msg     outbox.Message
 		want    stored
-		wantKey string
+		wantKey string // "": no dedup row
 	}{
 		{
 			name: "every field, scheduled",
@@ -140,7 +140,13 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 			wantKey: "m-1",
 		},
 		{
-			name:    "body only",
+			name: "body only: no dedup key",
+			msg:  outbox.Message{Body: []byte("plain")},
+			want: stored{State: "active", VisibleAt: now, BodyHash: hashOf("plain"), Body: []byte("plain")},
+		},
+		{
+			name:    "body only, on a queue that deduplicates bodies",
+			queue:   mqlite.QueueOptions{DedupByBody: true},
 			msg:     outbox.Message{Body: []byte("plain")},
 			want:    stored{State: "active", VisibleAt: now, BodyHash: hashOf("plain"), Body: []byte("plain")},
 			wantKey: string(hashOf("plain")), // a BLOB: no MessageID can equal it
@@ -219,8 +225,14 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 				var dseq, expires int64
 				var dhash []byte
 				var keyType string
-				err := b.Store.DB().QueryRow(`SELECT key, typeof(key), seq, coalesce(content_key, key), expires_at FROM dedup WHERE queue = 'q' AND seq = ?`, seq).
+				err := b.Store.DB().QueryRow(`SELECT key, typeof(key), seq, coalesce(content_key, key), expires_at FROM mqlite_dedup WHERE queue = 'q' AND seq = ?`, seq).
 					Scan(&key, &keyType, &dseq, &dhash, &expires)
+				if tc.wantKey == "" {
+					if !errors.Is(err, sql.ErrNoRows) {
+						t.Fatalf("dedup row of a message without a key: %v, want none", err)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatalf("dedup row: %v", err)
 				}
@@ -277,8 +289,8 @@ func TestSendRollbackLeavesNothing(t *testing.T) {
 		if _, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", msgs); err != nil {
 			return err
 		}
-		if got := counts(t, tx.SQL()); got != [2]int64{2, 2} {
-			t.Errorf("inside the transaction: %v rows, want 2 messages and 2 dedup rows", got)
+		if got := counts(t, tx.SQL()); got != [2]int64{2, 1} {
+			t.Errorf("inside the transaction: %v rows, want 2 messages and 1 dedup row (b has no MessageID)", got)
 		}
 		return errBoom
 	})
@@ -326,7 +338,7 @@ func TestDedupReplay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := testdb.Open(t, mqlite.Options{})
-			b.Queue(t, "q", mqlite.QueueOptions{})
+			b.Queue(t, "q", mqlite.QueueOptions{DedupByBody: tc.msg.MessageID == ""})
 			st := b.Store
 			first := sendOne(t, st, "q", tc.msg)
 
@@ -362,7 +374,7 @@ func TestDedupReplay(t *testing.T) {
 func TestDedupDifferentBodyWithoutIDIsNew(t *testing.T) {
 	t.Parallel()
 	b := testdb.Open(t, mqlite.Options{})
-	b.Queue(t, "q", mqlite.QueueOptions{})
+	b.Queue(t, "q", mqlite.QueueOptions{DedupByBody: true})
 	a := sendOne(t, b.Store, "q", outbox.Message{Body: []byte("a")})
 	c := sendOne(t, b.Store, "q", outbox.Message{Body: []byte("c")})
 	if a == c {
@@ -430,7 +442,7 @@ func TestDedupWindowPasses(t *testing.T) {
 				t.Fatalf("after the window the same id returned the original seq %d", first)
 			}
 			// The dedup row now points at the new message, for a new window.
-			if got := testdb.Int(t, b.Store.DB(), `SELECT seq FROM dedup WHERE key = 'id'`); got != second {
+			if got := testdb.Int(t, b.Store.DB(), `SELECT seq FROM mqlite_dedup WHERE key = 'id'`); got != second {
 				t.Fatalf("dedup row points at %d, want %d", got, second)
 			}
 			if seq := sendOne(t, b.Store, "q", tc.second); seq != second {
@@ -614,7 +626,7 @@ func TestSendBadInput(t *testing.T) {
 			b := testdb.Open(t, mqlite.Options{})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			st := b.Store
-			sendOne(t, st, "q", outbox.Message{Body: []byte("already there")})
+			sendOne(t, st, "q", outbox.Message{Body: []byte("already there"), MessageID: "there"})
 			before := counts(t, st.DB())
 
 			tx, err := st.DB().BeginTx(ctx, nil)
@@ -629,7 +641,7 @@ func TestSendBadInput(t *testing.T) {
 				t.Fatalf("the refused send wrote rows: %v, before %v", got, before)
 			}
 			// The transaction is still usable and commits what follows.
-			if _, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("after")}); err != nil {
+			if _, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("after"), MessageID: "after"}); err != nil {
 				t.Fatalf("send after the refused one: %v", err)
 			}
 			if err := tx.Commit(); err != nil {
@@ -761,7 +773,7 @@ func TestSendWithSQLXAndConn(t *testing.T) {
 	}
 
 	var bodies []string
-	if err := xdb.SelectContext(ctx, &bodies, `SELECT CAST(body AS TEXT) FROM messages ORDER BY id`); err != nil {
+	if err := xdb.SelectContext(ctx, &bodies, `SELECT CAST(body AS TEXT) FROM mqlite_messages ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
 	want := "via *sqlx.Tx,via tx.Tx,b1,b2,via conn,c1,c2"

@@ -1,21 +1,23 @@
-// Package schema owns mqlite's on-disk layout: the embedded goose migrations,
-// the guard token that names the layout, and Apply, which brings a file up to
-// date or refuses it.
+// Package schema owns mqlite's on-disk layout: the DDL (layout.sql), the
+// goose migrations that bring a file to it, the guard token that names it,
+// and Apply, which brings a file up to date or refuses it.
 //
-// The complete DDL is pinned by testdata/schema.golden.sql. A file carrying a
-// guard token other than [Token] was written by an incompatible mqlite and is
-// refused with mqlite.ErrSchemaVersionMismatch before anything is written.
+// Every object a store adds to a file is named mqlite_… (SQLite's own
+// sqlite_sequence aside), so a store can share the application's file with
+// tables of any other name. The complete DDL is pinned by
+// testdata/schema.golden.sql. A file carrying a guard token this binary does
+// not know was written by an incompatible mqlite and is refused with
+// mqlite.ErrSchemaVersionMismatch before anything is written.
 package schema
 
 import (
 	"context"
 	"database/sql"
-	"embed"
+	_ "embed" // layout.sql
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"regexp"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
@@ -24,22 +26,218 @@ import (
 )
 
 // Token names the table layout this binary reads and writes. An incompatible
-// change to the layout must change it.
-const Token = "mqlite-schema-3"
+// change to the layout must change it, so that an older binary refuses the
+// file instead of misreading it.
+const Token = "mqlite-schema-4"
+
+// unprefixedToken is the guard token of the layout before every name took
+// the mqlite_ prefix; migration 3 upgrades it in place.
+const unprefixedToken = "mqlite-schema-3"
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
-//go:embed migrations/*.sql
-var migrations embed.FS
+// Latest is the goose version of a file in this binary's layout.
+const Latest = 3
 
-// Migrations returns the embedded migration files.
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err) // the embed pattern above guarantees the folder exists
+// Prefix begins the name of every object mqlite adds to a file.
+const Prefix = "mqlite_"
+
+//go:embed layout.sql
+var layout string
+
+// part returns the part of layout.sql that begins with the line
+// "-- mqlite: <name>" and ends at the next such line.
+func part(name string) string {
+	const mark = "-- mqlite: "
+	_, rest, ok := strings.Cut(layout, mark+name+"\n")
+	if !ok {
+		panic("schema: layout.sql has no part " + name) // the embedded file is fixed at build time
 	}
-	return sub
+	if i := strings.Index(rest, mark); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// versionTableSQL is the DDL goose runs for its version table on SQLite; the
+// golden test checks that SQL agrees with what goose writes.
+const versionTableSQL = `CREATE TABLE ` + VersionTable + ` (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		version_id INTEGER NOT NULL,
+		is_applied INTEGER NOT NULL,
+		tstamp TIMESTAMP DEFAULT (datetime('now'))
+	)`
+
+// SQL returns, as one script in one transaction, everything a new store adds
+// to a file: goose's version table with the versions this binary applies,
+// and the layout. It is what `mqlite schema` prints, so a DBA can read it,
+// or run it on their own terms, after which Open finds the store up to date.
+func SQL() string {
+	var b strings.Builder
+	b.WriteString("-- Everything mqlite adds to a file, as of layout " + Token + ".\nBEGIN;\n\n")
+	b.WriteString("-- goose's record of the migrations applied.\n" + versionTableSQL + ";\n")
+	b.WriteString("INSERT INTO " + VersionTable + " (version_id, is_applied) VALUES (0, 1)")
+	for v := 1; v <= Latest; v++ {
+		fmt.Fprintf(&b, ", (%d, 1)", v)
+	}
+	b.WriteString(";\n\n")
+	b.WriteString(strings.TrimSpace(layout))
+	b.WriteString("\n\nCOMMIT;\n")
+	return b.String()
+}
+
+// migrations are the goose migrations, each in its own transaction. A new
+// file runs all three: the first creates the layout, the other two find
+// nothing to do. A file made before the mqlite_ prefix has recorded versions
+// 1 and 2 (which then created the unprefixed layout) and runs only the
+// third, which upgrades it in one transaction.
+func migrations() []*goose.Migration {
+	return []*goose.Migration{
+		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
+		goose.NewGoMigration(2, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }}, nil),
+		goose.NewGoMigration(3, &goose.GoFunc{RunTx: upgradeUnprefixed}, nil),
+	}
+}
+
+// create writes the whole layout into a file that has none.
+func create(ctx context.Context, tx *sql.Tx) error {
+	for _, p := range []string{"guard", "tables", "indexes and triggers"} {
+		if _, err := tx.ExecContext(ctx, part(p)); err != nil {
+			return fmt.Errorf("%w: create the layout, %s: %w", errs.ErrMigration, p, err)
+		}
+	}
+	return nil
+}
+
+// unprefixedTables are the tables of the unprefixed layout, in the order
+// they are copied; each becomes mqlite_<name> with the same columns (the
+// queues gain dedup_by_body).
+var unprefixedTables = []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts",
+	"receive_attempts", "topics", "subscriptions", "access_keys", "schedules"}
+
+// upgradeUnprefixed moves a file of the unprefixed layout to the prefixed
+// one, in the migration's one transaction: a failure at any step, or a
+// SIGKILL, leaves the old layout whole. Every row is copied as it is, so
+// messages keep their seq, state, lease and token; the sequence of seqs goes
+// on where it was. Every queue that existed keeps deduplicating bodies, as
+// it did, so an upgrade changes no behaviour under a running application.
+// On a file that migration 1 created, it finds the new token and does
+// nothing.
+func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
+	var token string
+	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
+		return fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
+	}
+	if token == Token {
+		return nil
+	}
+	if token != unprefixedToken {
+		return fmt.Errorf("%w: upgrade: file has %q", errs.ErrSchemaVersionMismatch, token)
+	}
+	step := func(name, query string, args ...any) error {
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, unprefixedToken, Token, name, err)
+		}
+		if afterStep != nil {
+			afterStep(name)
+		}
+		return nil
+	}
+	if err := step("create the tables", part("tables")); err != nil {
+		return err
+	}
+	for _, t := range unprefixedTables {
+		cols, err := columns(ctx, tx, t)
+		if errors.Is(err, errNoTable) && t == "schedules" {
+			continue // a file made before schedules existed (version 1)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: upgrade from %s to %s, columns of %s: %w", errs.ErrMigration, unprefixedToken, Token, t, err)
+		}
+		into, from := cols, cols
+		if t == "queues" {
+			into, from = cols+", dedup_by_body", cols+", 1"
+		}
+		if err := step("copy "+t, `INSERT INTO `+Prefix+t+` (`+into+`) SELECT `+from+` FROM `+t); err != nil {
+			return err
+		}
+		if err := sameCount(ctx, tx, t); err != nil {
+			return err
+		}
+	}
+	if err := carrySequence(step); err != nil {
+		return err
+	}
+	for _, t := range unprefixedTables {
+		// A table leaves with its indexes and triggers; no trigger fires.
+		if err := step("drop "+t, `DROP TABLE IF EXISTS `+t); err != nil {
+			return err
+		}
+	}
+	if err := step("create the indexes and triggers", part("indexes and triggers")); err != nil {
+		return err
+	}
+	return step("write the guard", `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+}
+
+// afterStep, when set (by the crash test), is called after each step of the
+// upgrade, inside its transaction.
+var afterStep func(step string)
+
+// carrySequence makes the seqs of mqlite_messages go on after the highest
+// ever given in messages, deleted messages included. The copy gave
+// mqlite_messages a sequence row if it copied a message; sqlite_sequence has
+// no key, so the row is updated or inserted, never doubled.
+func carrySequence(step func(name, query string, args ...any) error) error {
+	if err := step("carry the message sequence", `UPDATE sqlite_sequence
+		SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))
+		WHERE name = 'mqlite_messages'`); err != nil {
+		return err
+	}
+	return step("carry the message sequence", `INSERT INTO sqlite_sequence (name, seq)
+		SELECT 'mqlite_messages', seq FROM sqlite_sequence WHERE name = 'messages'
+		AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'mqlite_messages')`)
+}
+
+// errNoTable is the error of columns for a table the file does not have.
+var errNoTable = errors.New("no such table")
+
+// columns lists the columns of table t, comma-separated.
+func columns(ctx context.Context, tx *sql.Tx, t string) (string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, t)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return "", err
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(cols) == 0 {
+		return "", errNoTable
+	}
+	return strings.Join(cols, ", "), nil
+}
+
+// sameCount checks that the copy of table t holds as many rows as t.
+func sameCount(ctx context.Context, tx *sql.Tx, t string) error {
+	var old, copied int64
+	err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM `+t+`), (SELECT count(*) FROM `+Prefix+t+`)`).Scan(&old, &copied)
+	if err == nil && old != copied {
+		err = fmt.Errorf("%d rows, copied %d", old, copied)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: upgrade: check the copy of %s: %w", errs.ErrMigration, t, err)
+	}
+	return nil
 }
 
 // GuardToken reads the guard token of the file behind db. It returns "" and
@@ -65,79 +263,115 @@ func GuardToken(ctx context.Context, db *sql.DB) (string, error) {
 	return token, nil
 }
 
-// Check returns ErrSchemaVersionMismatch when the file carries a guard token
-// other than Token, or carries none (it is not an mqlite store) but holds a
-// table, index or trigger of one of the names the migrations create: mqlite
-// would fail half-way through or, worse, use a foreign table. It only reads,
-// so a refused file is left byte-identical. fresh reports a file with no
-// guard: new, or the application's own database, which mqlite may share.
-func Check(ctx context.Context, db *sql.DB) (fresh bool, err error) {
+// State is what Check found in a file.
+type State int
+
+const (
+	// Current is a store in this binary's layout, up to date.
+	Current State = iota
+	// Fresh is a file without a store: new, or the application's own
+	// database, which mqlite may share.
+	Fresh
+	// Outdated is a store in an earlier layout that Apply upgrades, or a
+	// store of this layout with migrations left to record.
+	Outdated
+)
+
+// Check tells what the file behind db holds, or returns
+// ErrSchemaVersionMismatch when mqlite cannot use it: a guard token this
+// binary does not know (a newer or foreign mqlite), or, in a file that is not
+// yet a store of this layout, an object whose name begins with mqlite_ that
+// the store would not have made (another program's, or a clash waiting to
+// happen half-way through a migration). It only reads, so a refused file is
+// left byte-identical.
+func Check(ctx context.Context, db *sql.DB) (State, error) {
 	token, err := GuardToken(ctx, db)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	if token == "" {
-		return true, checkNoClash(ctx, db)
+	switch token {
+	case "":
+		// goose's table alone is a creation cut short before its first
+		// migration committed.
+		return Fresh, refuseForeign(ctx, db, VersionTable)
+	case unprefixedToken:
+		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
+	case Token:
+		v, err := version(ctx, db)
+		if err != nil {
+			return 0, err
+		}
+		if v < Latest {
+			return Outdated, nil
+		}
+		return Current, nil
 	}
-	if token != Token {
-		return false, fmt.Errorf("%w: file has %q, this binary needs %q",
-			errs.ErrSchemaVersionMismatch, token, Token)
+	return 0, fmt.Errorf("%w: file has %q, this binary needs %q",
+		errs.ErrSchemaVersionMismatch, token, Token)
+}
+
+// version reads the highest migration the file has applied.
+func version(ctx context.Context, db *sql.DB) (int64, error) {
+	var v sql.NullInt64
+	err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+VersionTable+` WHERE is_applied`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read the migrations applied: %w", err)
 	}
-	return false, nil
+	return v.Int64, nil
+}
+
+// Version returns the highest migration applied to the file behind db: 0 for
+// a file without a store, Latest for one in this binary's layout.
+func Version(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`,
+		VersionTable).Scan(&n); err != nil || n == 0 {
+		return 0, err
+	}
+	return version(ctx, db)
+}
+
+// refuseForeign returns ErrSchemaVersionMismatch when the file holds an
+// object named mqlite_… (in any case: SQLite's names are case-insensitive)
+// other than those allowed.
+func refuseForeign(ctx context.Context, db *sql.DB, allowed ...string) error {
+	var clash string
+	err := db.QueryRowContext(ctx, `SELECT name FROM sqlite_schema
+		WHERE name LIKE 'mqlite\_%' ESCAPE '\' AND lower(name) NOT IN (SELECT value FROM json_each(?))
+		ORDER BY name LIMIT 1`, jsonList(allowed)).Scan(&clash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look for clashing objects: %w", err)
+	}
+	return fmt.Errorf("%w: the file is not an mqlite store of this layout but already has an object named %q (mqlite reserves every name that begins with %q)",
+		errs.ErrSchemaVersionMismatch, clash, Prefix)
+}
+
+func jsonList(v []string) string {
+	b, _ := json.Marshal(v) // strings only
+	return string(b)
 }
 
 // Apply runs every pending migration on db. Call Check first: Apply assumes
-// the file is either new or carries Token.
+// the file is new, in the unprefixed layout, or carries Token. A migration
+// that fails rolls back whole; the error says which step.
 func Apply(ctx context.Context, db *sql.DB) error {
 	store, err := database.NewStore(database.DialectSQLite3, VersionTable)
 	if err != nil {
 		return fmt.Errorf("migration store: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectCustom, db, Migrations(),
-		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(goose.DialectCustom, db, nil,
+		goose.WithStore(store), goose.WithDisableGlobalRegistry(true), goose.WithGoMigrations(migrations()...))
 	if err != nil {
 		return fmt.Errorf("migration provider: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
+		if !errors.Is(err, errs.ErrMigration) && !errors.Is(err, errs.ErrSchemaVersionMismatch) {
+			err = fmt.Errorf("%w: %w", errs.ErrMigration, err)
+		}
 		return fmt.Errorf("apply migrations: %w", err)
 	}
 	return nil
-}
-
-// createdName finds the name of each object a migration creates.
-var createdName = regexp.MustCompile(`(?m)^CREATE (?:TABLE|INDEX|TRIGGER) (\w+)`)
-
-// checkNoClash refuses a file without a guard that already holds an object
-// of a name the migrations create.
-func checkNoClash(ctx context.Context, db *sql.DB) error {
-	names := []any{VersionTable}
-	err := fs.WalkDir(Migrations(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		text, err := fs.ReadFile(Migrations(), path)
-		for _, m := range createdName.FindAllSubmatch(text, -1) {
-			names = append(names, string(m[1]))
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read migrations: %w", err)
-	}
-	var clash string
-	err = db.QueryRowContext(ctx, `SELECT name FROM sqlite_schema WHERE name IN (SELECT value FROM json_each(?)) LIMIT 1`,
-		jsonList(names)).Scan(&clash)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil
-	case err != nil:
-		return fmt.Errorf("look for clashing tables: %w", err)
-	}
-	return fmt.Errorf("%w: the file is not an mqlite store but already has an object named %q",
-		errs.ErrSchemaVersionMismatch, clash)
-}
-
-func jsonList(v []any) string {
-	b, _ := json.Marshal(v) // strings only
-	return string(b)
 }

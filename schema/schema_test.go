@@ -7,12 +7,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/database"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/testdb"
@@ -86,34 +83,45 @@ func TestGoldenDDL(t *testing.T) {
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	apply := func(t *testing.T, db *sql.DB) {
+		if err := schema.Apply(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := func(query string) func(t *testing.T, db *sql.DB) {
+		return func(t *testing.T, db *sql.DB) {
+			if _, err := db.Exec(query); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	then := func(fs ...func(t *testing.T, db *sql.DB)) func(t *testing.T, db *sql.DB) {
+		return func(t *testing.T, db *sql.DB) {
+			for _, f := range fs {
+				f(t, db)
+			}
+		}
+	}
 	tests := []struct {
-		name      string
-		prepare   func(t *testing.T, db *sql.DB)
-		wantFresh bool
-		wantErr   error
+		name    string
+		prepare func(t *testing.T, db *sql.DB)
+		want    schema.State
+		wantErr error
 	}{
-		{"new file", func(*testing.T, *sql.DB) {}, true, nil},
-		{"current token", func(t *testing.T, db *sql.DB) {
-			if err := schema.Apply(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-		}, false, nil},
-		{"other token", func(t *testing.T, db *sql.DB) {
-			if err := schema.Apply(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-0'`); err != nil {
-				t.Fatal(err)
-			}
-		}, false, mqlite.ErrSchemaVersionMismatch},
-		{"guard table without a token", func(t *testing.T, db *sql.DB) {
-			if err := schema.Apply(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.Exec(`DELETE FROM mqlite_guard`); err != nil {
-				t.Fatal(err)
-			}
-		}, false, mqlite.ErrSchemaVersionMismatch},
+		{"new file", func(*testing.T, *sql.DB) {}, schema.Fresh, nil},
+		{"the application's own tables of the unprefixed names",
+			exec(`CREATE TABLE messages (id INTEGER PRIMARY KEY); CREATE TABLE queues (x); CREATE INDEX idx_msg_active ON messages (id)`),
+			schema.Fresh, nil},
+		{"goose's table alone: a creation cut short",
+			exec(`CREATE TABLE mqlite_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, version_id INTEGER NOT NULL, is_applied INTEGER NOT NULL, tstamp TIMESTAMP)`),
+			schema.Fresh, nil},
+		{"a foreign mqlite_ table", exec(`CREATE TABLE mqlite_messages (id INTEGER PRIMARY KEY)`), 0, mqlite.ErrSchemaVersionMismatch},
+		{"a foreign MQLITE_ view", exec(`CREATE VIEW MQLITE_VIEW AS SELECT 1`), 0, mqlite.ErrSchemaVersionMismatch},
+		{"current token", apply, schema.Current, nil},
+		{"migrations left to record", then(apply, exec(`DELETE FROM mqlite_migrations WHERE version_id = 3`)), schema.Outdated, nil},
+		{"unprefixed layout", then(apply, exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-3'`)), 0, mqlite.ErrSchemaVersionMismatch},
+		{"other token", then(apply, exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-0'`)), 0, mqlite.ErrSchemaVersionMismatch},
+		{"guard table without a token", then(apply, exec(`DELETE FROM mqlite_guard`)), 0, mqlite.ErrSchemaVersionMismatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,15 +129,15 @@ func TestCheck(t *testing.T) {
 			db := plainDB(t)
 			tc.prepare(t, db)
 			before := dumpSchema(t, db)
-			fresh, err := schema.Check(ctx, db)
+			state, err := schema.Check(ctx, db)
 			if tc.wantErr == nil && err != nil {
 				t.Fatalf("Check: %v", err)
 			}
 			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Check: %v, want %v", err, tc.wantErr)
 			}
-			if fresh != tc.wantFresh {
-				t.Fatalf("fresh = %v, want %v", fresh, tc.wantFresh)
+			if err == nil && state != tc.want {
+				t.Fatalf("state = %v, want %v", state, tc.want)
 			}
 			if after := dumpSchema(t, db); after != before {
 				t.Fatal("Check changed the schema")
@@ -145,14 +153,14 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 	if err := schema.Apply(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO queues VALUES ('q', 'standard', 1, 1, 0, 0, 0, 0, 0, 0, 1, 1)`); err != nil {
+	if _, err := db.Exec(`INSERT INTO mqlite_queues VALUES ('q', 'standard', 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0)`); err != nil {
 		t.Fatal(err)
 	}
 	state := func() string {
 		var versions, queues int
 		var token string
 		err := db.QueryRow(`SELECT (SELECT count(*) FROM `+schema.VersionTable+`),
-			(SELECT count(*) FROM queues), (SELECT token FROM mqlite_guard)`).Scan(&versions, &queues, &token)
+			(SELECT count(*) FROM mqlite_queues), (SELECT token FROM mqlite_guard)`).Scan(&versions, &queues, &token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,50 +178,67 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 	}
 }
 
-// TestUpgradeFromInit: a file written when 00001_init was the last
-// migration (by the binary before schedules) opens as it is: the guard
-// token is unchanged, goose applies 00002_schedules, the queues and
-// messages stay, and schedules work.
-func TestUpgradeFromInit(t *testing.T) {
+// TestSQLIsTheLayout: the script `mqlite schema` prints makes, run by hand
+// on an empty file, exactly the objects of a fresh store, all named
+// mqlite_… but sqlite_sequence, and a store opens on it as up to date.
+func TestSQLIsTheLayout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
+	path := filepath.Join(t.TempDir(), "by-hand.db")
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := database.NewStore(database.DialectSQLite3, schema.VersionTable)
-	if err != nil {
+	if _, err := db.Exec(`PRAGMA page_size = 1024; PRAGMA journal_mode = WAL`); err != nil {
 		t.Fatal(err)
 	}
-	p, err := goose.NewProvider(goose.DialectCustom, db, schema.Migrations(),
-		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
+	if _, err := db.Exec(schema.SQL()); err != nil {
+		t.Fatalf("run schema.SQL(): %v", err)
 	}
-	if _, err := p.UpTo(ctx, 1); err != nil {
-		t.Fatal(err)
+	got := dumpSchema(t, db)
+	fresh := testdb.Open(t, mqlite.Options{})
+	if want := dumpSchema(t, fresh.Store.DB()); got != want {
+		t.Fatalf("schema.SQL() makes another layout than Open:\n--- SQL ---\n%s\n--- Open ---\n%s", got, want)
 	}
-	if _, err := db.Exec(`INSERT INTO queues VALUES ('q', 'standard', 1, 1000, 0, 0, 0, 0, 0, 0, 1, 1)`); err != nil {
-		t.Fatal(err)
+	for _, name := range testdb.Strings(t, db, `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
+		t.Errorf("object %q is not named mqlite_…", name)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ScheduleInterval: -1})
+	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
 	if err != nil {
-		t.Fatalf("open a file of the previous schema: %v", err)
+		t.Fatalf("open the store made by hand: %v", err)
 	}
 	defer st.Close()
-	if _, err := st.GetQueue(ctx, "q"); err != nil {
-		t.Fatalf("the old queue is gone: %v", err)
+	if m := st.Migration(); m.From != schema.Latest || m.To != schema.Latest {
+		t.Fatalf("Migration() = %+v, want up to date at %d", m, schema.Latest)
 	}
-	if err := st.CreateSchedule(ctx, "s", mqlite.ScheduleOptions{Target: "q", Every: time.Hour}); err != nil {
-		t.Fatalf("CreateSchedule on the upgraded file: %v", err)
+	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	var versions int
-	if err := st.DB().QueryRow(`SELECT max(version_id) FROM ` + schema.VersionTable).Scan(&versions); err != nil || versions != 2 {
-		t.Fatalf("goose version %d (%v), want 2", versions, err)
+}
+
+// TestOperationsListsEveryObject: docs/operations.md lists exactly the
+// objects a fresh store adds to a file (sqlite_ names aside).
+func TestOperationsListsEveryObject(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger) \\|").FindAllStringSubmatch(string(doc), -1) {
+		listed[m[1]] = true
+	}
+	b := testdb.Open(t, mqlite.Options{})
+	for _, name := range testdb.Strings(t, b.Store.DB(), `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
+		if !listed[name] {
+			t.Errorf("docs/operations.md does not list %s", name)
+		}
+		delete(listed, name)
+	}
+	for name := range listed {
+		t.Errorf("docs/operations.md lists %s, which a store does not make", name)
 	}
 }

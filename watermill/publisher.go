@@ -26,7 +26,8 @@ type PublisherConfig struct {
 	// missing queue fails with an error matching mqlite.ErrQueueNotFound.
 	AutoCreateQueues bool
 	// QueueOptions are the options of the queues that AutoCreateQueues
-	// creates. Defaults to mqlite's queue defaults.
+	// creates. Defaults to mqlite's queue defaults. DedupByBody changes
+	// nothing here: every message carries its UUID as its MessageID.
 	QueueOptions mqlite.QueueOptions
 }
 

@@ -42,6 +42,8 @@ type SubscriberConfig struct {
 	AutoCreateQueues bool
 	// QueueOptions are the options of the queues that SubscribeInitialize
 	// and AutoCreateQueues create. Defaults to mqlite's queue defaults.
+	// DedupByBody changes nothing for Watermill's publishers: every message
+	// carries its UUID as its MessageID.
 	QueueOptions mqlite.QueueOptions
 	// ConsumerGroup makes every Subscribe read one subscription of an mqlite
 	// topic (Store.CreateTopic) instead of a queue: Subscribe(ctx, "orders")

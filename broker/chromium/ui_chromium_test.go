@@ -39,13 +39,14 @@ func chromium(t *testing.T) string {
 }
 
 // dashboardData fills a store for the dashboard: "orders" with messages in
-// every state but dead-lettered, "billing" with dead letters, "empty", and
+// every state but dead-lettered, "billing" with dead letters (and body
+// deduplication), "empty", and
 // topic "events" whose subscription "audit" takes subjects "order.*".
 // It returns the seqs of the orders and of billing's dead letters.
 func dashboardData(t *testing.T, st *mqlite.Store) (orders, dead []int64) {
 	t.Helper()
 	for _, q := range []string{"orders", "billing", "empty"} {
-		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{}); err != nil {
+		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{DedupByBody: q == "billing"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,6 +177,9 @@ func TestDashboardChromium(t *testing.T) {
 	p.do("open /ui", chromedp.Navigate(p.url+"/ui"))
 	p.signIn(admin)
 	checkCounts(t, p.ctx, st, "audit", "billing", "empty", "orders")
+	// What each queue deduplicates: billing its bodies too.
+	p.until("the dedup column", `document.querySelector('#queues-body td[data-queue="billing"][data-option="dedup"]')?.textContent === "message id or body, 10m"
+		&& document.querySelector('#queues-body td[data-queue="orders"][data-option="dedup"]')?.textContent === "message id, 10m"`)
 
 	// The message browser: peek orders, open the fourth order (active).
 	sel := fmt.Sprintf(`#messages-body tr[data-seq="%d"]`, orders[3])

@@ -44,6 +44,7 @@ const q = (name) => "/v1/queues/" + encodeURIComponent(name);
 export const api = {
   whoami: () => call("GET", "/v1/whoami"),
   counts: () => call("GET", "/v1/counts"),
+  queues: () => call("GET", "/v1/queues"),
   peek: (queue, fromSeq, max) => call("GET", `${q(queue)}/messages?from_seq=${fromSeq}&max=${max}`),
   deadLetters: (queue, fromSeq, max) => call("GET", `${q(queue)}/dead-letters?from_seq=${fromSeq}&max=${max}`),
   redrive: (queue, seqs) => call("POST", q(queue) + "/dead-letters/redrive", seqs ? { seqs } : {}),

@@ -27,6 +27,7 @@ function el(tag, attrs, ...children) {
 const state = {
   who: null,          // the whoami response
   stats: new Map(),   // queue → last stats
+  options: new Map(), // queue → its options (admin keys only)
   rates: new Rates(),
   rate: new Map(),    // queue → {sent, completed} or null
   series: new Series(60),
@@ -164,6 +165,10 @@ async function poll() {
     // keeps in memory, cheap however large the queues.
     const counts = await api.counts();
     if (state.who?.key.id !== who.key.id) return;
+    if (who.key.role === "admin") {
+      const list = await api.queues();
+      state.options = new Map(list.queues.map((q) => [q.name, q.options]));
+    }
     let sent = 0, completed = 0, known = false;
     for (const s of counts.queues) {
       const q = s.queue;
@@ -191,12 +196,23 @@ function renderQueues() {
       ...states.map(cell),
       el("td", { class: "n", "data-queue": q, "data-state": "total" }, total),
       el("td", { class: "n", "data-queue": q, "data-rate": "sent" }, fmtRate(r ? r.sent : null)),
-      el("td", { class: "n", "data-queue": q, "data-rate": "completed" }, fmtRate(r ? r.completed : null)));
+      el("td", { class: "n", "data-queue": q, "data-rate": "completed" }, fmtRate(r ? r.completed : null)),
+      el("td", { "data-queue": q, "data-option": "dedup" }, fmtDedup(state.options.get(q))));
   });
   $("queues-body").replaceChildren(...rows);
   draw($("chart"), state.series);
   $("chart-note").textContent = state.countersSeen ? "" :
     "This broker reports no counters: rates and the chart stay empty.";
+}
+
+// fmtDedup says what a queue deduplicates, and for how long: "" when the
+// key may not read the queue's options.
+function fmtDedup(o) {
+  if (!o) return "";
+  if (o.dedup_window_ms === -1) return "off";
+  const key = o.dedup_by_body ? "message id or body" : "message id";
+  const s = o.dedup_window_ms / 1000;
+  return `${key}, ${s % 3600 === 0 ? `${s / 3600}h` : s % 60 === 0 ? `${s / 60}m` : `${s}s`}`;
 }
 
 // fresh starts a load of name and returns a check that stays true until

@@ -42,17 +42,18 @@ func queueFlags(f *pflag.FlagSet, o *mqlite.QueueOptions, fifo *bool) {
 	f.BoolVar(fifo, "fifo", false, "a FIFO queue: one message at a time, in order")
 	f.DurationVar(&o.DefaultTTL, "ttl", 0, "the time to live of messages sent without one (default none)")
 	f.BoolVar(&o.DeadLetterOnExpire, "dead-letter-on-expire", false, "dead-letter expired messages instead of deleting them")
+	f.BoolVar(&o.DedupByBody, "dedup-by-body", false, "deduplicate messages sent without a message id by their body, inside the dedup window")
 	f.DurationVar(&o.DLQ.MaxAge, "dlq-max-age", 0, "how long dead letters are kept (default 14 days)")
 	f.IntVar(&o.DLQ.MaxCount, "dlq-max-count", 0, "how many dead letters are kept (default 100000; -1 no bound)")
 	f.Int64Var(&o.DLQ.MaxBytes, "dlq-max-bytes", 0, "how many bytes of dead letters are kept (default 256 MiB; -1 no bound)")
 }
 
 func printQueues(w io.Writer, qs []mqlite.QueueInfo) {
-	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tCREATED")
+	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tDEDUP BY BODY\tCREATED")
 	for _, q := range qs {
 		o := q.Options
-		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
-			q.CreatedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%v\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
+			o.DedupByBody, q.CreatedAt.Format(time.RFC3339))
 	}
 }
 
@@ -83,7 +84,11 @@ func queuesCmd(g *globals) *cobra.Command {
 				if fifo {
 					o.Ordering = mqlite.FIFO
 				}
-				return g.with(cmd.Context(), func(b backend) error {
+				with := g.withCreate
+				if update {
+					with = g.with
+				}
+				return with(cmd.Context(), func(b backend) error {
 					var err error
 					if update {
 						err = b.UpdateQueue(cmd.Context(), args[0], o)
@@ -178,7 +183,7 @@ func topicsCmd(g *globals) *cobra.Command {
 		Use: "create NAME", Short: "create a topic", Args: exactArgs(1, "NAME"),
 		Example: `  mqlite topics create events --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.withCreate(cmd.Context(), func(b backend) error {
 				if err := b.CreateTopic(cmd.Context(), args[0]); err != nil {
 					return err
 				}
@@ -380,7 +385,7 @@ and topics by name; "*" is all of them.`,
 			if role == "" || len(queues) == 0 {
 				return usagef("keys create needs --role and --queue")
 			}
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.withCreate(cmd.Context(), func(b backend) error {
 				k, secret, err := b.CreateKey(cmd.Context(), role, queues)
 				if err != nil {
 					return err

@@ -100,18 +100,29 @@ func (l local) ListKeys(ctx context.Context) ([]client.Key, error) {
 // RevokeKey revokes a key in the file.
 func (l local) RevokeKey(ctx context.Context, id string) error { return keys.Revoke(ctx, l.Store, id) }
 
+// openMode says whether a command may create or migrate a store.
+type openMode int
+
+const (
+	// existingStore opens a store in this binary's layout and never
+	// creates or migrates one: the mode of every command that only reads,
+	// and of those that change what a store holds.
+	existingStore openMode = iota
+	// createStore creates the store in a file that has none, or migrates
+	// an older one, and says so on stderr: the mode of the commands that
+	// make a queue, a topic or a key, which a store without one needs first.
+	createStore
+)
+
 // open returns the backend the global flags name.
-func (g *globals) open(ctx context.Context) (backend, error) {
+func (g *globals) open(ctx context.Context, mode openMode) (backend, error) {
 	switch {
 	case g.url != "" && g.db != "":
 		return nil, usagef("give --db or --url, not both")
 	case g.url != "":
 		return client.New(client.Config{URL: g.url, Key: g.key})
 	case g.db != "":
-		st, err := mqlite.Open(ctx, g.db, mqlite.Options{})
-		if errors.Is(err, mqlite.ErrDBLocked) {
-			return nil, fmt.Errorf("%w (is a broker serving it? use --url)", err)
-		}
+		st, err := g.openStore(ctx, mode, mqlite.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -120,9 +131,49 @@ func (g *globals) open(ctx context.Context) (backend, error) {
 	return nil, usagef("no store: give --db FILE or --url URL (or MQLITE_DB / MQLITE_URL)")
 }
 
-// with opens the backend, runs fn and closes it.
-func (g *globals) with(ctx context.Context, fn func(b backend) error) (err error) {
-	b, err := g.open(ctx)
+// openStore opens the store at --db with opts in mode, and explains the
+// refusals a user can act on.
+func (g *globals) openStore(ctx context.Context, mode openMode, opts mqlite.Options) (*mqlite.Store, error) {
+	opts.ExistingOnly = mode == existingStore
+	st, err := mqlite.Open(ctx, g.db, opts)
+	switch {
+	case errors.Is(err, mqlite.ErrDBLocked):
+		return nil, fmt.Errorf("%w (is a broker serving it? use --url)", err)
+	case errors.Is(err, mqlite.ErrNoStore):
+		return nil, fmt.Errorf("no store at %s (%w); commands that create one: queues create, topics create, keys create, migrate, serve", g.db, err)
+	case errors.Is(err, mqlite.ErrMigrationNeeded):
+		return nil, fmt.Errorf("the store at %s has an older layout (%w); upgrade it with: mqlite migrate --db %s", g.db, err, g.db)
+	case err != nil:
+		return nil, err
+	}
+	g.announce(st)
+	return st, nil
+}
+
+// announce says on stderr what Open did to the file's layout, if anything.
+func (g *globals) announce(st *mqlite.Store) {
+	switch m := st.Migration(); {
+	case m.Created():
+		fmt.Fprintf(g.stderr, "created a new store at %s\n", g.db)
+	case m.From != m.To:
+		fmt.Fprintf(g.stderr, "migrated the store at %s from version %d to %d\n", g.db, m.From, m.To)
+	}
+}
+
+// with opens an existing store (never creating or migrating one), runs fn
+// and closes it.
+func (g *globals) with(ctx context.Context, fn func(b backend) error) error {
+	return g.withMode(ctx, existingStore, fn)
+}
+
+// withCreate is with for the commands that make something: the store is
+// created, or migrated, when it must be.
+func (g *globals) withCreate(ctx context.Context, fn func(b backend) error) error {
+	return g.withMode(ctx, createStore, fn)
+}
+
+func (g *globals) withMode(ctx context.Context, mode openMode, fn func(b backend) error) (err error) {
+	b, err := g.open(ctx, mode)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,17 @@ func binary(t *testing.T) string {
 // cli runs the binary with env and args; it returns stdout and the exit code.
 func cli(t *testing.T, env []string, stdin string, args ...string) (string, int) {
 	t.Helper()
+	stdout, stderr, code := cliErr(t, env, stdin, args...)
+	if code != 0 {
+		t.Logf("mqlite %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+	}
+	return stdout, code
+}
+
+// cliErr runs the binary with env and args; it returns stdout, stderr and
+// the exit code.
+func cliErr(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -54,10 +65,7 @@ func cli(t *testing.T, env []string, stdin string, args ...string) (string, int)
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	if code != 0 {
-		t.Logf("mqlite %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
-	}
-	return stdout.String(), code
+	return stdout.String(), stderr.String(), code
 }
 
 // must runs the binary and fails unless it exits 0.

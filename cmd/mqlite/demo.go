@@ -199,7 +199,7 @@ func report(ctx context.Context, w io.Writer, db *sql.DB, declinedID int64) erro
 		messages += n
 		_, err := fmt.Fprintf(tw, "  %s\t%d\n", state, n)
 		return err
-	}, `SELECT state, count(*) FROM messages WHERE queue = ? GROUP BY state ORDER BY state`, demoQueue)
+	}, `SELECT state, count(*) FROM mqlite_messages WHERE queue = ? GROUP BY state ORDER BY state`, demoQueue)
 	if err != nil {
 		return fmt.Errorf("count messages: %w", err)
 	}
@@ -214,7 +214,7 @@ func report(ctx context.Context, w io.Writer, db *sql.DB, declinedID int64) erro
 		_, err := fmt.Fprintf(tw, "  %d\t%s\t%s\n", seq, subject, body)
 		return err
 	}, `SELECT id, coalesce(subject, ''), CAST(body AS TEXT) FROM
-		(SELECT * FROM messages WHERE queue = ? ORDER BY id DESC LIMIT 5) ORDER BY id`, demoQueue)
+		(SELECT * FROM mqlite_messages WHERE queue = ? ORDER BY id DESC LIMIT 5) ORDER BY id`, demoQueue)
 	if err != nil {
 		return fmt.Errorf("list messages: %w", err)
 	}
@@ -225,7 +225,7 @@ func report(ctx context.Context, w io.Writer, db *sql.DB, declinedID int64) erro
 	var orders, declinedRows, declinedEvents int64
 	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM orders),
 		(SELECT count(*) FROM orders WHERE id = ?1),
-		(SELECT count(*) FROM messages WHERE queue = ?2 AND message_id = 'order-' || ?1)`,
+		(SELECT count(*) FROM mqlite_messages WHERE queue = ?2 AND message_id = 'order-' || ?1)`,
 		declinedID, demoQueue).Scan(&orders, &declinedRows, &declinedEvents)
 	if err != nil {
 		return fmt.Errorf("count orders: %w", err)

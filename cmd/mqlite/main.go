@@ -9,8 +9,14 @@
 // The commands are serve, send, receive, peek, dlq (list, redrive, purge),
 // queues (list, create, update, delete), topics (list, create, delete),
 // subscriptions (create, update, delete), schedules (list, create, update,
-// delete), stats, keys (create, list, revoke), backup, relay and demo. Run "mqlite <command> --help" for a command's
-// flags and an example.
+// delete), stats, keys (create, list, revoke), backup, relay, demo, schema
+// and migrate. Run "mqlite <command> --help" for a command's flags and an
+// example.
+//
+// Only queues create, topics create, keys create, serve and migrate create a
+// store in a file that has none (saying so on stderr), or migrate an older
+// one; every other command opens an existing store and never writes a file
+// it was asked to read.
 //
 // --db, --url and --key may also come from MQLITE_DB, MQLITE_URL and
 // MQLITE_KEY. Output is for people unless --json is given. The exit code is
@@ -101,7 +107,8 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 	pf.StringVar(&g.key, "key", os.Getenv("MQLITE_KEY"), "the access `key` for --url (env MQLITE_KEY)")
 	pf.BoolVar(&g.json, "json", false, "print JSON, for scripts")
 	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), dlqCmd(g), queuesCmd(g),
-		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g))
+		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g),
+		schemaCmd(g), migrateCmd(g))
 	return root
 }
 

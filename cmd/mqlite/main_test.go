@@ -131,13 +131,13 @@ func TestDemoRunsTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM messages WHERE queue = 'orders'`); n != 2 {
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_messages WHERE queue = 'orders'`); n != 2 {
 		t.Errorf("%d messages, want the 2 dead-lettered tea orders", n)
 	}
 	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders`); n != 6 {
 		t.Errorf("%d orders, want 6", n)
 	}
-	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders o JOIN messages m ON m.message_id = 'order-' || o.id
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM orders o JOIN mqlite_messages m ON m.message_id = 'order-' || o.id
 		WHERE o.item = 'tea' AND m.state = 'dead_lettered'`); n != 2 {
 		t.Errorf("%d tea orders with their dead-lettered event, want 2", n)
 	}

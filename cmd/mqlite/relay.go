@@ -52,7 +52,7 @@ key on the queue is enough). Templates are Go text/templates over .Queue
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(g.stderr, nil))
-			b, err := g.open(cmd.Context())
+			b, err := g.open(cmd.Context(), existingStore)
 			if err != nil {
 				return err
 			}

@@ -75,8 +75,11 @@ standby").`,
 			if standby {
 				fmt.Fprintf(g.stdout, "mqlite broker standby for %s on %s://%s\n", g.db, scheme, ln.Addr())
 				st, err = openStandby(ctx, ln.(*net.TCPListener), g.db, opts, cert, keyFile)
+				if err == nil {
+					g.announce(st)
+				}
 			} else {
-				st, err = mqlite.Open(ctx, g.db, opts)
+				st, err = g.openStore(ctx, createStore, opts)
 			}
 			if err != nil {
 				err = errors.Join(err, ln.Close())

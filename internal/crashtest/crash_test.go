@@ -355,7 +355,7 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 		t.Fatal(err)
 	}
 	orphans := map[int64]int{}
-	rows, err := raw.QueryContext(ctx, `SELECT id, delivery_count FROM messages WHERE state = 'locked'`)
+	rows, err := raw.QueryContext(ctx, `SELECT id, delivery_count FROM mqlite_messages WHERE state = 'locked'`)
 	if err != nil {
 		_ = raw.Close()
 		if strings.Contains(err.Error(), "no such table") {
@@ -399,13 +399,13 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 
 	// Recovery: no lease survives Open; each orphan is back to active, or
 	// dead-lettered at the delivery limit.
-	if n := count(`SELECT count(*) FROM messages WHERE state = 'locked'`); n != 0 {
+	if n := count(`SELECT count(*) FROM mqlite_messages WHERE state = 'locked'`); n != 0 {
 		t.Fatalf("kill %d: %d leases survived recovery", kill, n)
 	}
 	for id, dc := range orphans {
 		var state, reason string
 		var got int
-		err := db.QueryRowContext(ctx, `SELECT state, coalesce(dead_letter_reason, ''), delivery_count FROM messages WHERE id = ?`, id).
+		err := db.QueryRowContext(ctx, `SELECT state, coalesce(dead_letter_reason, ''), delivery_count FROM mqlite_messages WHERE id = ?`, id).
 			Scan(&state, &reason, &got)
 		if err != nil {
 			t.Fatalf("kill %d: orphan %d: %v", kill, id, err)
@@ -418,22 +418,22 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 			t.Fatalf("kill %d: orphan %d on delivery %d recovered as %s (%q, count %d), want %s", kill, id, dc, state, reason, got, want)
 		}
 	}
-	if n := count(`SELECT coalesce(max(delivery_count), 0) FROM messages`); n > crashMax {
+	if n := count(`SELECT coalesce(max(delivery_count), 0) FROM mqlite_messages`); n > crashMax {
 		t.Fatalf("kill %d: a message was delivered %d times, max %d", kill, n, crashMax)
 	}
 
 	// Business rows and messages agree one for one: a message has its
 	// order, and an order without its message was handled (completed).
-	if n := count(`SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.seq = m.id)`); n != 0 {
+	if n := count(`SELECT count(*) FROM mqlite_messages m WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.seq = m.id)`); n != 0 {
 		t.Fatalf("kill %d: %d messages without their business row", kill, n)
 	}
-	if n := count(`SELECT count(*) FROM orders o WHERE o.handled = 0 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = o.seq)`); n != 0 {
+	if n := count(`SELECT count(*) FROM orders o WHERE o.handled = 0 AND NOT EXISTS (SELECT 1 FROM mqlite_messages m WHERE m.id = o.seq)`); n != 0 {
 		t.Fatalf("kill %d: %d business rows lost their unhandled message", kill, n)
 	}
 	if n := count(`SELECT count(*) FROM orders WHERE nonce LIKE '` + rolledPrefix + `%'`); n != 0 {
 		t.Fatalf("kill %d: %d rolled-back business rows exist", kill, n)
 	}
-	rows, err = db.QueryContext(ctx, `SELECT o.nonce, o.seq, o.body_hash, m.body FROM orders o LEFT JOIN messages m ON m.id = o.seq`)
+	rows, err = db.QueryContext(ctx, `SELECT o.nonce, o.seq, o.body_hash, m.body FROM orders o LEFT JOIN mqlite_messages m ON m.id = o.seq`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ type Row struct {
 // from message_bodies by its rowid.
 const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''),
-	coalesce(body, (SELECT mb.body FROM message_bodies mb WHERE mb.id = messages.id)),
+	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at`
 
@@ -74,11 +74,11 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 	AND (m.expires_at = 0 OR m.expires_at > ?2)
 	AND m.delivery_count < ?3
 	AND (m.group_id IS NULL OR NOT (
-	     EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_locked
+	     EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_locked
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'locked' AND b.id < m.id)
-	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_deferred
+	  OR EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_deferred
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
-	  OR EXISTS (SELECT 1 FROM messages b INDEXED BY idx_msg_group_scheduled
+	  OR EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_scheduled
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))`
 
 // noToken is the lock_token of a message that holds no lease, as SQL: 32
@@ -97,21 +97,21 @@ const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lowe
 // oldest ?5 claimable messages and locks them. A group contributes at most
 // its front: every later member is held, so one statement can never hand
 // out two messages of a group.
-const claimSQL = `UPDATE messages ` + lockSet + `
-	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+const claimSQL = `UPDATE mqlite_messages ` + lockSet + `
+	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
 // claimOneSQL is claimSQL for a single message: the head is found by a
 // scalar subquery instead of an IN list, which saves SQLite a temporary
 // table on the most common call.
-const claimOneSQL = `UPDATE messages ` + lockSet + `
-	WHERE id = (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+const claimOneSQL = `UPDATE mqlite_messages ` + lockSet + `
+	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
 // claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
-const claimDeleteSQL = `DELETE FROM messages
-	WHERE id IN (SELECT m.id FROM messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+const claimDeleteSQL = `DELETE FROM mqlite_messages
+	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
 // promoteDueSQL makes the queue's due scheduled messages active. The
@@ -175,7 +175,7 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record attempt: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO receive_attempts
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_receive_attempts
 			(queue, attempt_id, request, result, expires_at) VALUES (?, ?, ?, ?, ?)`,
 			q.Name, r.AttemptID, r.request(), blob, r.Now+ReceiptTTLMS); err != nil {
 			return nil, fmt.Errorf("record attempt: %w", err)
@@ -194,7 +194,7 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 func replay(ctx context.Context, tx DBTX, r ClaimRequest) (out []Row, found bool, err error) {
 	var req string
 	var blob []byte
-	err = tx.QueryRowContext(ctx, `SELECT request, result FROM receive_attempts
+	err = tx.QueryRowContext(ctx, `SELECT request, result FROM mqlite_receive_attempts
 		WHERE queue = ? AND attempt_id = ? AND expires_at > ?`, r.Queue.Name, r.AttemptID, r.Now).Scan(&req, &blob)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
@@ -229,7 +229,7 @@ func replay(ctx context.Context, tx DBTX, r ClaimRequest) (out []Row, found bool
 // stillHeldSQL finds which of the deliveries in the JSON array ?1 still hold
 // their lease: the row locked under the same token, the lease running.
 const stillHeldSQL = `SELECT m.id, m.locked_until FROM json_each(?1) l
-	CROSS JOIN messages m ON m.id = l.value ->> 's'
+	CROSS JOIN mqlite_messages m ON m.id = l.value ->> 's'
 	WHERE m.queue = ?2 AND m.lock_token = l.value ->> 't' AND m.state = 'locked' AND m.locked_until > ?3`
 
 // stillHeld returns the lease end of each of rows that is still held.
@@ -299,8 +299,8 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 // pays for the two updates only when one of them has work, and learns how
 // long nothing will be due.
 const dueProbeSQL = `SELECT
-	(SELECT min(visible_at) FROM messages WHERE queue = ?1 AND state = 'scheduled'),
-	(SELECT min(locked_until) FROM messages WHERE queue = ?1 AND state = 'locked')`
+	(SELECT min(visible_at) FROM mqlite_messages WHERE queue = ?1 AND state = 'scheduled'),
+	(SELECT min(locked_until) FROM mqlite_messages WHERE queue = ?1 AND state = 'locked')`
 
 // MakeClaimable promotes the queue's due scheduled messages and reaps its
 // expired leases. It writes nothing when nothing is due.
@@ -347,9 +347,9 @@ func makeClaimable(ctx context.Context, tx DBTX, q Queue, now int64, bounds *Due
 
 // nextDueSQL reads the earliest due moment of the queue: two index seeks.
 const nextDueSQL = `SELECT min(at) FROM (
-	SELECT min(visible_at) AS at FROM messages WHERE queue = ?1 AND state = 'scheduled'
+	SELECT min(visible_at) AS at FROM mqlite_messages WHERE queue = ?1 AND state = 'scheduled'
 	UNION ALL
-	SELECT min(locked_until) FROM messages WHERE queue = ?1 AND state = 'locked')`
+	SELECT min(locked_until) FROM mqlite_messages WHERE queue = ?1 AND state = 'locked')`
 
 // NextDue returns the earliest moment after now at which a message of the
 // queue becomes claimable without a new send (a scheduled message falls due
@@ -367,7 +367,7 @@ func NextDue(ctx context.Context, db DBTX, queue string) (int64, error) {
 
 // ClaimDeferred locks the deferred message seq of the queue.
 func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Row, error) {
-	c, err := scanRow(tx.QueryRowContext(ctx, `UPDATE messages `+lockSet+`
+	c, err := scanRow(tx.QueryRowContext(ctx, `UPDATE mqlite_messages `+lockSet+`
 		WHERE id = ?5 AND queue = ?1 AND state = 'deferred' AND delivery_count < ?3
 		  AND (expires_at = 0 OR expires_at > ?2)
 		RETURNING `+returning, q.Name, now, q.MaxDeliveryCount, q.LockDurationMS, seq))
@@ -389,7 +389,7 @@ var ErrSpentDeferred = errors.New("deferred message had no delivery left and was
 // on its last allowed delivery: handing it out again would exceed the limit,
 // and nothing else would ever move it.
 func spendDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) error {
-	res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 'dead_lettered',
+	res, err := tx.ExecContext(ctx, `UPDATE mqlite_messages SET state = 'dead_lettered',
 		dead_letter_reason = '`+ReasonMaxDelivery+`',
 		dead_letter_desc = 'deferred on the last allowed delivery', dead_lettered_at = ?3
 		WHERE id = ?2 AND queue = ?1 AND state = 'deferred' AND delivery_count >= ?4`,
@@ -423,7 +423,7 @@ func PeekDeadLetters(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error)
 }
 
 func peek(ctx context.Context, db DBTX, r PeekRequest, cond string) ([]Row, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+returning+` FROM messages
+	rows, err := db.QueryContext(ctx, `SELECT `+returning+` FROM mqlite_messages
 		WHERE queue = ? AND id >= ? AND `+cond+` ORDER BY id LIMIT ?`, r.Queue, r.FromSeq, r.Max)
 	if err != nil {
 		return nil, fmt.Errorf("peek: %w", err)

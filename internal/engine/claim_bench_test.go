@@ -196,11 +196,11 @@ func BenchmarkClaimCost(b *testing.B) {
 	}{
 		{"empty", ``},
 		{"backlog=200k", `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
-			INSERT INTO messages (queue, state, visible_at, locked_until, lock_token, enqueued_at, content_key, body_len, body)
+			INSERT INTO mqlite_messages (queue, state, visible_at, locked_until, lock_token, enqueued_at, content_key, body_len, body)
 			SELECT 'q', CASE i % 3 WHEN 0 THEN 'locked' WHEN 1 THEN 'scheduled' ELSE 'dead_lettered' END,
 			       ?1, ?1, 'tok', 0, x'00', 256, zeroblob(256) FROM n`},
 		{"blocked-group=20k", `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
-			INSERT INTO messages (queue, state, held, locked_until, lock_token, enqueued_at, group_id, content_key, body_len, body)
+			INSERT INTO mqlite_messages (queue, state, held, locked_until, lock_token, enqueued_at, group_id, content_key, body_len, body)
 			SELECT 'q', CASE i WHEN 1 THEN 'locked' ELSE 'active' END, i > 1, ?1, 'tok', 0, 'g', x'00', 256, zeroblob(256) FROM n`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

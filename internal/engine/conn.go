@@ -198,9 +198,9 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3)}
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
 			switch d.TableName {
-			case "messages":
+			case "mqlite_messages":
 				m.write(&d)
-			case "queues":
+			case "mqlite_queues":
 				queueHook(&d, &cfg)
 			}
 		})

@@ -17,7 +17,7 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 		return 0, nil
 	}
 	var count int64
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM messages
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM mqlite_messages
 		WHERE queue = ?1 AND state = 'dead_lettered'`, q.Name).Scan(&count); err != nil {
 		return 0, fmt.Errorf("retention %s: %w", q.Name, err)
 	}
@@ -36,7 +36,7 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 	}
 	if q.DLQMaxAgeMS > 0 {
 		for {
-			n, err := run(`DELETE FROM messages WHERE id IN (SELECT id FROM messages
+			n, err := run(`DELETE FROM mqlite_messages WHERE id IN (SELECT id FROM mqlite_messages
 				WHERE queue = ?1 AND state = 'dead_lettered' AND dead_lettered_at + ?2 <= ?3 LIMIT ?4)`,
 				q.Name, q.DLQMaxAgeMS, now, SweepBatch)
 			if err != nil {
@@ -50,7 +50,7 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 	}
 	if q.DLQMaxCount > 0 {
 		for count > q.DLQMaxCount {
-			n, err := run(`DELETE FROM messages WHERE id IN (SELECT id FROM messages
+			n, err := run(`DELETE FROM mqlite_messages WHERE id IN (SELECT id FROM mqlite_messages
 				WHERE queue = ?1 AND state = 'dead_lettered' ORDER BY id LIMIT ?2)`,
 				q.Name, min(count-q.DLQMaxCount, SweepBatch))
 			if err != nil {
@@ -65,9 +65,9 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 	if q.DLQMaxBytes > 0 && count > 0 {
 		// Keep the newest dead letters whose bodies fit in the bound; the
 		// running sum from the newest marks where the oldest start.
-		if _, err := run(`DELETE FROM messages WHERE id IN (
+		if _, err := run(`DELETE FROM mqlite_messages WHERE id IN (
 			SELECT id FROM (SELECT id, sum(body_len) OVER (ORDER BY id DESC) AS kept
-			                  FROM messages WHERE queue = ?1 AND state = 'dead_lettered')
+			                  FROM mqlite_messages WHERE queue = ?1 AND state = 'dead_lettered')
 			 WHERE kept > ?2)`, q.Name, q.DLQMaxBytes); err != nil {
 			return total, err
 		}
@@ -80,11 +80,11 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 // of them when seqs is empty. A message whose time to live has passed comes
 // back without one (it would expire again at once). Grouped messages rejoin
 // their group in order behind any member in flight (triggers
-// trg_group_rejoin and trg_group_handover). It returns how many
+// mqlite_group_rejoin and mqlite_group_handover). It returns how many
 // messages came back; seqs that are not dead letters of the queue are
 // skipped.
 func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error) {
-	const set = `UPDATE messages SET state = 'active', delivery_count = 0, visible_at = ?2,
+	const set = `UPDATE mqlite_messages SET state = 'active', delivery_count = 0, visible_at = ?2,
 		expires_at = CASE WHEN expires_at > 0 AND expires_at <= ?2 THEN 0 ELSE expires_at END,
 		dead_letter_reason = NULL, dead_letter_desc = NULL, dead_lettered_at = 0,
 		lock_token = ` + noToken + `, locked_until = 0
@@ -110,8 +110,8 @@ func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64
 // PurgeBatch deletes up to SweepBatch messages of the queue in state and
 // returns how many it deleted; the caller repeats it until it deletes fewer.
 func PurgeBatch(ctx context.Context, db DBTX, queue, state string) (int64, error) {
-	res, err := db.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
-		SELECT id FROM messages WHERE queue = ?1 AND state = ?2 ORDER BY id LIMIT ?3)`, queue, state, SweepBatch)
+	res, err := db.ExecContext(ctx, `DELETE FROM mqlite_messages WHERE id IN (
+		SELECT id FROM mqlite_messages WHERE queue = ?1 AND state = ?2 ORDER BY id LIMIT ?3)`, queue, state, SweepBatch)
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
@@ -132,7 +132,7 @@ type StateStats struct {
 // index holds body_len, and every index holds the rowid).
 func statsPart(state, index, where string) string {
 	return `SELECT '` + state + `' AS state, count(*) AS n, coalesce(sum(body_len), 0) AS bytes, min(id) AS first
-	FROM messages INDEXED BY ` + index + ` WHERE queue = ?1 AND ` + where
+	FROM mqlite_messages INDEXED BY ` + index + ` WHERE queue = ?1 AND ` + where
 }
 
 // statsSQL reads a queue's Stats from its partial indexes: for each state
@@ -142,15 +142,15 @@ func statsPart(state, index, where string) string {
 // index of its own; they are counted through the queue's live grouped
 // messages. It reads nothing outside the queue, and no body.
 var statsSQL = `WITH per AS (
-	` + statsPart("active", "idx_msg_active", `state = 'active' AND held = 0`) + `
-	UNION ALL ` + statsPart("active", "idx_msg_group_live",
+	` + statsPart("active", "mqlite_msg_active", `state = 'active' AND held = 0`) + `
+	UNION ALL ` + statsPart("active", "mqlite_msg_group_live",
 	`state <> 'dead_lettered' AND group_id IS NOT NULL AND state = 'active' AND held = 1`) + `
-	UNION ALL ` + statsPart("locked", "idx_msg_locked", `state = 'locked'`) + `
-	UNION ALL ` + statsPart("scheduled", "idx_msg_scheduled", `state = 'scheduled'`) + `
-	UNION ALL ` + statsPart("deferred", "idx_msg_deferred", `state = 'deferred'`) + `
-	UNION ALL ` + statsPart("dead_lettered", "idx_msg_dead", `state = 'dead_lettered'`) + `)
-SELECT state, n, bytes, coalesce((SELECT enqueued_at FROM messages WHERE id = per.first), 0),
-	CASE state WHEN 'dead_lettered' THEN coalesce((SELECT min(dead_lettered_at) FROM messages INDEXED BY idx_msg_dead
+	UNION ALL ` + statsPart("locked", "mqlite_msg_locked", `state = 'locked'`) + `
+	UNION ALL ` + statsPart("scheduled", "mqlite_msg_scheduled", `state = 'scheduled'`) + `
+	UNION ALL ` + statsPart("deferred", "mqlite_msg_deferred", `state = 'deferred'`) + `
+	UNION ALL ` + statsPart("dead_lettered", "mqlite_msg_dead", `state = 'dead_lettered'`) + `)
+SELECT state, n, bytes, coalesce((SELECT enqueued_at FROM mqlite_messages WHERE id = per.first), 0),
+	CASE state WHEN 'dead_lettered' THEN coalesce((SELECT min(dead_lettered_at) FROM mqlite_messages INDEXED BY mqlite_msg_dead
 		WHERE queue = ?1 AND state = 'dead_lettered'), 0) ELSE 0 END
 FROM per WHERE n > 0`
 

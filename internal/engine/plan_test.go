@@ -68,14 +68,14 @@ func TestClaimPlanPinning(t *testing.T) {
 		want  []string
 	}{
 		{"claim", claimSQL, claimArgs, []string{
-			"SEARCH m USING INDEX idx_msg_active (queue=?)",
-			"SEARCH b USING INDEX idx_msg_group_locked (queue=? AND group_id=? AND id<?)",
-			"SEARCH b USING INDEX idx_msg_group_deferred (queue=? AND group_id=? AND id<?)",
-			"SEARCH b USING INDEX idx_msg_group_scheduled (queue=? AND group_id=? AND id<?)",
+			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
+			"SEARCH b USING INDEX mqlite_msg_group_locked (queue=? AND group_id=? AND id<?)",
+			"SEARCH b USING INDEX mqlite_msg_group_deferred (queue=? AND group_id=? AND id<?)",
+			"SEARCH b USING INDEX mqlite_msg_group_scheduled (queue=? AND group_id=? AND id<?)",
 		}},
 		{"claim one", claimOneSQL, claimArgs, []string{
-			"SEARCH m USING INDEX idx_msg_active (queue=?)",
-			"SEARCH b USING INDEX idx_msg_group_locked (queue=? AND group_id=? AND id<?)",
+			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
+			"SEARCH b USING INDEX mqlite_msg_group_locked (queue=? AND group_id=? AND id<?)",
 		}},
 		{"still held", stillHeldSQL, []any{`[{"q":"q","s":1,"t":"x"}]`, "q", 1}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
@@ -84,67 +84,67 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
 		{"next due", nextDueSQL, []any{"q"}, []string{
-			"SEARCH messages USING INDEX idx_msg_scheduled (queue=?)",
-			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_scheduled (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_locked (queue=?)",
 		}},
 		{"due probe", dueProbeSQL, []any{"q"}, []string{
-			"SEARCH messages USING INDEX idx_msg_scheduled (queue=?)",
-			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_scheduled (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_locked (queue=?)",
 		}},
 		{"claim and delete", claimDeleteSQL, claimArgs, []string{
-			"SEARCH m USING INDEX idx_msg_active (queue=?)",
+			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
 		}},
 		{"promote due", promoteDueSQL, []any{"q", 1}, []string{
-			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_scheduled (queue=? AND visible_at<?)",
 		}},
 		{"reap expired", reapExpiredSQL, []any{"q", 1, 10}, []string{
-			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_locked (queue=? AND locked_until<?)",
 		}},
 		// The sweeps over every queue seek their partial index per queue
 		// (or by deadline), so an idle sweep costs a few index seeks.
 		{"reap all", reapAllSQL, []any{1, 10}, []string{
-			"SEARCH messages USING INDEX idx_msg_locked (queue=? AND locked_until<?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_locked (queue=? AND locked_until<?)",
 		}},
 		{"promote all", promoteAllSQL, []any{1, 10}, []string{
-			"SEARCH messages USING INDEX idx_msg_scheduled (queue=? AND visible_at<?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_scheduled (queue=? AND visible_at<?)",
 		}},
 		{"recover", recoverSQL, []any{1}, []string{
-			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_locked (queue=?)",
 		}},
 		{"expire delete", expireDeleteSQL, []any{1, 10}, []string{
-			"SEARCH messages USING INDEX idx_msg_ttl (expires_at>? AND expires_at<?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_ttl (expires_at>? AND expires_at<?)",
 		}},
 		{"expire dead-letter", expireDeadLetterSQL, []any{1, 10}, []string{
-			"SEARCH messages USING INDEX idx_msg_ttl (expires_at>? AND expires_at<?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_ttl (expires_at>? AND expires_at<?)",
 		}},
 		{"stats", statsSQL, []any{"q"}, []string{
-			"SEARCH messages USING INDEX idx_msg_active (queue=?)",
-			"SEARCH messages USING INDEX idx_msg_group_live (queue=? AND group_id>?)",
-			"SEARCH messages USING INDEX idx_msg_locked (queue=?)",
-			"SEARCH messages USING INDEX idx_msg_scheduled (queue=?)",
-			"SEARCH messages USING INDEX idx_msg_deferred (queue=?)",
-			"SEARCH messages USING INDEX idx_msg_dead (queue=?)",
-			"SEARCH messages USING INTEGER PRIMARY KEY (rowid=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_active (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_group_live (queue=? AND group_id>?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_locked (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_scheduled (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_deferred (queue=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_dead (queue=?)",
+			"SEARCH mqlite_messages USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
 		// The janitor deletes in short batches found by index (receipts: the
 		// first rows of the table in key order, a bounded read).
 		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{
-			"SEARCH receive_attempts USING INDEX idx_attempts_expires (expires_at<?)",
+			"SEARCH mqlite_receive_attempts USING INDEX mqlite_attempts_expires (expires_at<?)",
 		}},
 		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10}, []string{
-			"SEARCH dedup USING PRIMARY KEY ((queue,key)>(?,?))",
+			"SEARCH mqlite_dedup USING PRIMARY KEY ((queue,key)>(?,?))",
 		}},
 		{"janitor dedup last", dedupExpireLastSQL, []any{1, "", 0}, []string{
-			"SEARCH dedup USING PRIMARY KEY ((queue,key)>(?,?))",
+			"SEARCH mqlite_dedup USING PRIMARY KEY ((queue,key)>(?,?))",
 		}},
 		{"janitor dedup delete", dedupExpireSQL, []any{1, "", 0, "q", "k"}, []string{
-			"SEARCH dedup USING PRIMARY KEY ((queue,key)>(?,?) AND (queue,key)<(?,?))",
+			"SEARCH mqlite_dedup USING PRIMARY KEY ((queue,key)>(?,?) AND (queue,key)<(?,?))",
 		}},
 		{"dedup lookup of a chunk", chunkSQLs[4][1], []any{"q", "a", "b", "c", "d"}, []string{
-			"SEARCH dedup USING PRIMARY KEY (queue=? AND key=?)",
+			"SEARCH mqlite_dedup USING PRIMARY KEY (queue=? AND key=?)",
 		}},
-		{"dead letters by count", `SELECT count(*) FROM messages WHERE queue = ?1 AND state = 'dead_lettered'`,
-			[]any{"q"}, []string{"SEARCH messages USING INDEX idx_msg_dead (queue=?)"}},
+		{"dead letters by count", `SELECT count(*) FROM mqlite_messages WHERE queue = ?1 AND state = 'dead_lettered'`,
+			[]any{"q"}, []string{"SEARCH mqlite_messages USING INDEX mqlite_msg_dead (queue=?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := explain(t, db, tc.query, tc.args...)

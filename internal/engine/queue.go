@@ -21,12 +21,14 @@ type Queue struct {
 	DLQMaxAgeMS        int64 // 0 = unbounded
 	DLQMaxCount        int64 // 0 = unbounded
 	DLQMaxBytes        int64 // 0 = unbounded
+	DedupByBody        bool
 	CreatedAt          int64
 	UpdatedAt          int64
 }
 
 const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
-	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at, updated_at`
+	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body,
+	created_at, updated_at`
 
 func ordering(fifo bool) string {
 	if fifo {
@@ -44,12 +46,12 @@ func CreateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 		}
 		return fmt.Errorf("%w: %q is a topic", errs.ErrQueueExists, q.Name)
 	}
-	res, err := db.ExecContext(ctx, `INSERT INTO queues (name, ordering, max_delivery_count,
+	res, err := db.ExecContext(ctx, `INSERT INTO mqlite_queues (name, ordering, max_delivery_count,
 		lock_duration_ms, dedup_window_ms, default_ttl_ms, dead_letter_on_ttl,
-		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
 		q.Name, ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
-		q.DefaultTTLMS, q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, now)
+		q.DefaultTTLMS, q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, q.DedupByBody, now, now)
 	if err != nil {
 		return fmt.Errorf("create queue: %w", err)
 	}
@@ -70,19 +72,19 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 	if cur.FIFO != q.FIFO {
 		var n int
 		if err := db.QueryRowContext(ctx,
-			`SELECT count(*) FROM (SELECT 1 FROM messages WHERE queue = ? LIMIT 1)`, q.Name).Scan(&n); err != nil {
+			`SELECT count(*) FROM (SELECT 1 FROM mqlite_messages WHERE queue = ? LIMIT 1)`, q.Name).Scan(&n); err != nil {
 			return fmt.Errorf("update queue: %w", err)
 		}
 		if n > 0 {
 			return errs.Invalidf(errs.ErrInvalidOrdering, "ordering of a queue that holds messages cannot change")
 		}
 	}
-	_, err = db.ExecContext(ctx, `UPDATE queues SET ordering = ?, max_delivery_count = ?,
+	_, err = db.ExecContext(ctx, `UPDATE mqlite_queues SET ordering = ?, max_delivery_count = ?,
 		lock_duration_ms = ?, dedup_window_ms = ?, default_ttl_ms = ?, dead_letter_on_ttl = ?,
-		dlq_max_age_ms = ?, dlq_max_count = ?, dlq_max_bytes = ?, updated_at = ?
+		dlq_max_age_ms = ?, dlq_max_count = ?, dlq_max_bytes = ?, dedup_by_body = ?, updated_at = ?
 		WHERE name = ?`,
 		ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
-		q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, now, q.Name)
+		q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, q.DedupByBody, now, q.Name)
 	if err != nil {
 		return fmt.Errorf("update queue: %w", err)
 	}
@@ -96,12 +98,12 @@ func DeleteQueue(ctx context.Context, db DBTX, name string) error {
 		return err
 	}
 	for _, stmt := range []string{
-		`DELETE FROM messages WHERE queue = ?`,
-		`DELETE FROM dedup WHERE queue = ?`,
-		`DELETE FROM settlement_receipts WHERE queue = ?`,
-		`DELETE FROM receive_attempts WHERE queue = ?`,
-		`DELETE FROM subscriptions WHERE queue = ?`,
-		`DELETE FROM queues WHERE name = ?`,
+		`DELETE FROM mqlite_messages WHERE queue = ?`,
+		`DELETE FROM mqlite_dedup WHERE queue = ?`,
+		`DELETE FROM mqlite_settlement_receipts WHERE queue = ?`,
+		`DELETE FROM mqlite_receive_attempts WHERE queue = ?`,
+		`DELETE FROM mqlite_subscriptions WHERE queue = ?`,
+		`DELETE FROM mqlite_queues WHERE name = ?`,
 	} {
 		if _, err := db.ExecContext(ctx, stmt, name); err != nil {
 			return fmt.Errorf("delete queue: %w", err)
@@ -112,7 +114,7 @@ func DeleteQueue(ctx context.Context, db DBTX, name string) error {
 
 // GetQueue reads one queue; a missing one is errs.ErrQueueNotFound.
 func GetQueue(ctx context.Context, db DBTX, name string) (Queue, error) {
-	q, err := scanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM queues WHERE name = ?`, name))
+	q, err := scanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM mqlite_queues WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Queue{}, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
 	}
@@ -124,7 +126,7 @@ func GetQueue(ctx context.Context, db DBTX, name string) (Queue, error) {
 
 // ListQueues returns every queue in name order.
 func ListQueues(ctx context.Context, db DBTX) ([]Queue, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+queueColumns+` FROM queues ORDER BY name`)
+	rows, err := db.QueryContext(ctx, `SELECT `+queueColumns+` FROM mqlite_queues ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
@@ -146,6 +148,6 @@ func scanQueue(s scanner) (Queue, error) {
 	var q Queue
 	err := s.Scan(&q.Name, &q.FIFO, &q.MaxDeliveryCount, &q.LockDurationMS, &q.DedupWindowMS,
 		&q.DefaultTTLMS, &q.DeadLetterOnExpire, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
-		&q.CreatedAt, &q.UpdatedAt)
+		&q.DedupByBody, &q.CreatedAt, &q.UpdatedAt)
 	return q, err
 }

@@ -66,7 +66,7 @@ func CreateSchedule(ctx context.Context, db DBTX, r Schedule, now int64) error {
 	if err := targetExists(ctx, db, r.Target); err != nil {
 		return err
 	}
-	res, err := db.ExecContext(ctx, `INSERT INTO schedules (`+scheduleColumns+`)
+	res, err := db.ExecContext(ctx, `INSERT INTO mqlite_schedules (`+scheduleColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, '', 0, 0, ?, ?) ON CONFLICT (name) DO NOTHING`,
 		r.Name, r.Target, r.Cron, r.TimeZone, r.IntervalMS, r.AnchorAt, r.CatchUp, r.Body, r.GroupID,
 		r.Subject, r.Properties, r.TTLMS, r.NextAt, now, now)
@@ -85,7 +85,7 @@ func UpdateSchedule(ctx context.Context, db DBTX, r Schedule, now int64) error {
 	if err := targetExists(ctx, db, r.Target); err != nil {
 		return err
 	}
-	res, err := db.ExecContext(ctx, `UPDATE schedules SET target = ?, cron = ?, time_zone = ?,
+	res, err := db.ExecContext(ctx, `UPDATE mqlite_schedules SET target = ?, cron = ?, time_zone = ?,
 		interval_ms = ?, anchor_at = ?, catch_up = ?, body = ?, group_id = ?, subject = ?, properties = ?,
 		ttl_ms = ?, next_at = ?, last_error = '', updated_at = ? WHERE name = ?`,
 		r.Target, r.Cron, r.TimeZone, r.IntervalMS, r.AnchorAt, r.CatchUp, r.Body, r.GroupID, r.Subject,
@@ -102,7 +102,7 @@ func UpdateSchedule(ctx context.Context, db DBTX, r Schedule, now int64) error {
 // DeleteSchedule removes a schedule; a missing one is errs.ErrScheduleNotFound.
 // The messages it already enqueued stay.
 func DeleteSchedule(ctx context.Context, db DBTX, name string) error {
-	res, err := db.ExecContext(ctx, `DELETE FROM schedules WHERE name = ?`, name)
+	res, err := db.ExecContext(ctx, `DELETE FROM mqlite_schedules WHERE name = ?`, name)
 	if err != nil {
 		return fmt.Errorf("delete schedule: %w", err)
 	}
@@ -114,7 +114,7 @@ func DeleteSchedule(ctx context.Context, db DBTX, name string) error {
 
 // GetSchedule reads one schedule; a missing one is errs.ErrScheduleNotFound.
 func GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error) {
-	r, err := scanSchedule(db.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE name = ?`, name))
+	r, err := scanSchedule(db.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM mqlite_schedules WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Schedule{}, fmt.Errorf("%w: %q", errs.ErrScheduleNotFound, name)
 	}
@@ -126,13 +126,13 @@ func GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error) {
 
 // ListSchedules returns every schedule in name order.
 func ListSchedules(ctx context.Context, db DBTX) ([]Schedule, error) {
-	return querySchedules(ctx, db, `SELECT `+scheduleColumns+` FROM schedules ORDER BY name`)
+	return querySchedules(ctx, db, `SELECT `+scheduleColumns+` FROM mqlite_schedules ORDER BY name`)
 }
 
 // DueSchedules returns up to limit schedules whose next period has begun by
-// now, earliest first (idx_schedules_next).
+// now, earliest first (mqlite_schedules_next).
 func DueSchedules(ctx context.Context, db DBTX, now int64, limit int) ([]Schedule, error) {
-	return querySchedules(ctx, db, `SELECT `+scheduleColumns+` FROM schedules
+	return querySchedules(ctx, db, `SELECT `+scheduleColumns+` FROM mqlite_schedules
 		WHERE next_at <= ? ORDER BY next_at LIMIT ?`, now, limit)
 }
 
@@ -166,7 +166,7 @@ type Advance struct {
 // transaction that enqueued the periods' messages: the two commit together,
 // which is what makes a period fire once.
 func AdvanceSchedule(ctx context.Context, db DBTX, name string, a Advance) error {
-	_, err := db.ExecContext(ctx, `UPDATE schedules SET next_at = ?, last_at = max(last_at, ?),
+	_, err := db.ExecContext(ctx, `UPDATE mqlite_schedules SET next_at = ?, last_at = max(last_at, ?),
 		fired = fired + ?, skipped = skipped + ?, last_error = ? WHERE name = ?`,
 		a.NextAt, a.LastAt, a.Fired, a.Skipped, a.LastError, name)
 	if err != nil {
@@ -179,7 +179,7 @@ func AdvanceSchedule(ctx context.Context, db DBTX, name string, a Advance) error
 // when there is none.
 func NextScheduleAt(ctx context.Context, db DBTX) (int64, error) {
 	var next sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT min(next_at) FROM schedules`).Scan(&next); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT min(next_at) FROM mqlite_schedules`).Scan(&next); err != nil {
 		return 0, fmt.Errorf("next schedule: %w", err)
 	}
 	return next.Int64, nil

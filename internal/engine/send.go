@@ -61,33 +61,37 @@ func contentKey(body []byte) []byte {
 }
 
 // insertMessage enqueues one message in a single statement: it reads the
-// queue, computes the group hold, checks size and dedup, and inserts. The
-// trigger trg_dedup_record writes the dedup row in the same statement. When
+// queue, computes the group hold, checks size and dedup, and inserts. A
+// message without a MessageID (?2) on a queue without dedup_by_body has no
+// dedup key: it is looked up nowhere. The
+// trigger mqlite_dedup_record writes the dedup row in the same statement. When
 // no row is inserted, diagnose says why. "now" is the store's clock, read
 // through mqlite_now() in a scalar subquery, which SQLite evaluates once per
 // statement. ?9 is the body, NULL for a body kept in message_bodies.
-const insertMessage = `INSERT INTO messages (queue, state, held, visible_at, expires_at, enqueued_at,
+const insertMessage = `INSERT INTO mqlite_messages (queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, group_id, subject, properties, content_key, body_len, body)
 SELECT q.name,
 	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
 	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
-		SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state <> 'dead_lettered'
+		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.state <> 'dead_lettered'
 		   AND b.group_id = coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END)),
 	max(?5, (SELECT mqlite_now())),
 	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6
 	     WHEN q.default_ttl_ms > 0 THEN (SELECT mqlite_now()) + q.default_ttl_ms
 	     ELSE 0 END,
 	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?12, ?9
-FROM queues q
+FROM mqlite_queues q
 WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
-  AND NOT EXISTS (SELECT 1 FROM dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now()))`
+  AND (?2 IS NULL AND q.dedup_by_body = 0
+       OR NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now())))`
 
 // insertBody writes the body of a message whose row keeps none.
-const insertBody = `INSERT INTO message_bodies (id, body) VALUES (?, ?)`
+const insertBody = `INSERT INTO mqlite_message_bodies (id, body) VALUES (?, ?)`
 
 // dedupKey is the dedup key of a message: its MessageID as TEXT, or its
 // content key (contentKey) as a BLOB when it has none. The two kinds never meet:
 // SQLite never finds a TEXT equal to a BLOB (the dedup table's key is ANY).
+// Whether a content key counts depends on the queue (dedup_by_body).
 func dedupKey(messageID string, hash []byte) any {
 	if messageID != "" {
 		return messageID
@@ -195,6 +199,7 @@ type target struct {
 	topic    bool  // the name is a topic
 	fifo     bool  // a queue with FIFO ordering
 	windowMS int64 // the queue's dedup window; 0 = off
+	byBody   bool  // the queue deduplicates messages without a MessageID by body
 }
 
 // precheck returns the error that stops a whole batch (an unknown target or
@@ -203,11 +208,12 @@ func precheck(ctx context.Context, db DBTX, name string, msgs []OutMessage) (tar
 	var t target
 	var queue bool
 	var maxBytes int64
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1),
-		EXISTS (SELECT 1 FROM topics WHERE name = ?1), mqlite_max_message_bytes(),
-		coalesce((SELECT ordering = 'fifo' FROM queues WHERE name = ?1), 0),
-		coalesce((SELECT dedup_window_ms FROM queues WHERE name = ?1), 0)`, name).
-		Scan(&queue, &t.topic, &maxBytes, &t.fifo, &t.windowMS); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM mqlite_queues WHERE name = ?1),
+		EXISTS (SELECT 1 FROM mqlite_topics WHERE name = ?1), mqlite_max_message_bytes(),
+		coalesce((SELECT ordering = 'fifo' FROM mqlite_queues WHERE name = ?1), 0),
+		coalesce((SELECT dedup_window_ms FROM mqlite_queues WHERE name = ?1), 0),
+		coalesce((SELECT dedup_by_body FROM mqlite_queues WHERE name = ?1), 0)`, name).
+		Scan(&queue, &t.topic, &maxBytes, &t.fifo, &t.windowMS, &t.byBody); err != nil {
 		return t, interpret("send", err)
 	}
 	if !queue && !t.topic {
@@ -233,9 +239,9 @@ func diagnose(ctx context.Context, db DBTX, queue string, key any, ckey []byte, 
 	var seq sql.NullInt64
 	var origKey []byte
 	err := db.QueryRowContext(ctx, `SELECT
-		EXISTS (SELECT 1 FROM queues WHERE name = ?1), mqlite_max_message_bytes(),
-		(SELECT seq FROM dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
-		(SELECT content_key FROM dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now())`,
+		EXISTS (SELECT 1 FROM mqlite_queues WHERE name = ?1), mqlite_max_message_bytes(),
+		(SELECT seq FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
+		(SELECT content_key FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now())`,
 		queue, key).Scan(&exists, &maxBytes, &seq, &origKey)
 	if err != nil {
 		return SendResult{}, interpret("send", err)
@@ -283,7 +289,7 @@ func interpret(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, errs.ErrClosed)
 	case strings.Contains(msg, "no such function: mqlite_"):
 		return fmt.Errorf("%s: %w", op, errs.ErrNotAStore)
-	case strings.Contains(msg, "no such table: queues"), strings.Contains(msg, "no such table: messages"):
+	case strings.Contains(msg, "no such table: mqlite_queues"), strings.Contains(msg, "no such table: mqlite_messages"):
 		return fmt.Errorf("%s: %w: the database has no mqlite schema", op, errs.ErrNotAStore)
 	}
 	return fmt.Errorf("%s: %w", op, err)

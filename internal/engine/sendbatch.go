@@ -23,17 +23,17 @@ const rowParams = 7
 // come here: no group hold to compute, no second table to write.
 func chunkSQL(n int) (insertSQL, lookupSQL string) {
 	var ins, look strings.Builder
-	ins.WriteString(`INSERT INTO messages (queue, state, held, visible_at, expires_at, enqueued_at,
+	ins.WriteString(`INSERT INTO mqlite_messages (queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, subject, properties, content_key, body_len, body)
 SELECT ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END, 0,
 	max(column1, (SELECT mqlite_now())),
 	CASE WHEN column2 > 0 THEN (SELECT mqlite_now()) + column2
-	     WHEN (SELECT default_ttl_ms FROM queues WHERE name = ?1) > 0
-	     THEN (SELECT mqlite_now()) + (SELECT default_ttl_ms FROM queues WHERE name = ?1)
+	     WHEN (SELECT default_ttl_ms FROM mqlite_queues WHERE name = ?1) > 0
+	     THEN (SELECT mqlite_now()) + (SELECT default_ttl_ms FROM mqlite_queues WHERE name = ?1)
 	     ELSE 0 END,
 	(SELECT mqlite_now()), column3, column4, column5, column6, length(column7), column7
 FROM (VALUES `)
-	look.WriteString(`SELECT key, seq, content_key FROM dedup
+	look.WriteString(`SELECT key, seq, content_key FROM mqlite_dedup
 	WHERE queue = ?1 AND expires_at > mqlite_now() AND key IN (`)
 	// The rows' parameters are anonymous: SQLite numbers them 2, 3, ... in
 	// text order after ?1. Numbered ones (?2 ... ?897) would each be looked
@@ -91,7 +91,7 @@ type pending struct {
 	slot int
 	m    OutMessage
 	ckey []byte
-	key  any
+	key  any // the dedup key; nil for a message that has none
 }
 
 // sendBatch enqueues a batch of two or more messages into the queue name
@@ -116,7 +116,11 @@ func sendBatch(ctx context.Context, db DBTX, name string, t target, msgs []OutMe
 	for i, m := range msgs {
 		ckey := contentKey(m.Body)
 		if batchable(t, m) {
-			run = append(run, pending{slot: i, m: m, ckey: ckey, key: dedupKey(m.MessageID, ckey)})
+			p := pending{slot: i, m: m, ckey: ckey}
+			if m.MessageID != "" || t.byBody {
+				p.key = dedupKey(m.MessageID, ckey)
+			}
+			run = append(run, p)
 			continue
 		}
 		if err := flush(); err != nil {
@@ -135,7 +139,8 @@ func sendBatch(ctx context.Context, db DBTX, name string, t target, msgs []OutMe
 }
 
 // sendChunk writes one chunk (a power of two in size): it looks its keys up
-// in the dedup window, answers the duplicates and conflicts (with the
+// in the dedup window (a slot without a key binds NULL, which matches
+// nothing), answers the duplicates and conflicts (with the
 // window, also those among the chunk's own slots: a later slot with an
 // earlier slot's key is its duplicate), and inserts the rest in one
 // statement.
@@ -147,7 +152,11 @@ func sendChunk(ctx context.Context, db DBTX, name string, t target, chunk []pend
 		ckey []byte
 	}
 	found := map[string]seen{}
-	if t.windowMS > 0 {
+	keyed := false
+	for _, p := range chunk {
+		keyed = keyed || p.key != nil
+	}
+	if t.windowMS > 0 && keyed {
 		args := make([]any, 1+len(chunk))
 		args[0] = name
 		for i, p := range chunk {
@@ -173,7 +182,7 @@ func sendChunk(ctx context.Context, db DBTX, name string, t target, chunk []pend
 	fresh := make([]pending, 0, len(chunk))
 	var later []pending // slots that repeat a key of this chunk
 	for _, p := range chunk {
-		if t.windowMS > 0 {
+		if t.windowMS > 0 && p.key != nil {
 			k := keyOf(p.key)
 			if s, ok := found[k]; ok {
 				if s.seq == 0 {

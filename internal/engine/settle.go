@@ -51,13 +51,13 @@ func (s Settlement) receiptArgs() string {
 const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > ?4`
 
 var settleSQL = map[Op]string{
-	OpComplete: `DELETE FROM messages WHERE ` + fence,
-	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM queues WHERE name = ?2)`, Now: "?4",
+	OpComplete: `DELETE FROM mqlite_messages WHERE ` + fence,
+	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM mqlite_queues WHERE name = ?2)`, Now: "?4",
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
 		Set: ", visible_at = ?4 + ?5", Where: fence}.sql(),
-	OpReject: `UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
+	OpReject: `UPDATE mqlite_messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
 		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
-	OpDefer: `UPDATE messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
+	OpDefer: `UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 }
 
 // Settle applies s inside tx and writes its receipt there. When the fence
@@ -91,7 +91,7 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
 		}
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM settlement_receipts
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM mqlite_settlement_receipts
 			WHERE seq = ?2 AND lock_token = unhex(?3) AND operation = ?4 AND args = ?5 AND queue = ?1 AND expires_at > ?6`,
 			s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -102,7 +102,7 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 		}
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO settlement_receipts
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_settlement_receipts
 		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
 		s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now+ReceiptTTLMS); err != nil {
 		return fmt.Errorf("%s: write receipt: %w", s.Op, err)
@@ -136,8 +136,8 @@ type RenewRequest struct {
 // returns the new expiry. It never revives an expired lease.
 func Renew(ctx context.Context, tx DBTX, r RenewRequest) (int64, error) {
 	var until int64
-	err := tx.QueryRowContext(ctx, `UPDATE messages
-		SET locked_until = ?4 + (SELECT lock_duration_ms FROM queues WHERE name = ?2)
+	err := tx.QueryRowContext(ctx, `UPDATE mqlite_messages
+		SET locked_until = ?4 + (SELECT lock_duration_ms FROM mqlite_queues WHERE name = ?2)
 		WHERE `+fence+` RETURNING locked_until`, r.Seq, r.Queue, r.Token, r.Now).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("renew %s/%d: %w", r.Queue, r.Seq, errs.ErrLockLost)
@@ -168,9 +168,9 @@ const completeChunk = 128
 // array again for every field it read.
 func completeSQL(n int) (deleteSQL, receiptSQL string) {
 	var del, rec strings.Builder
-	del.WriteString(`DELETE FROM messages WHERE id IN (
+	del.WriteString(`DELETE FROM mqlite_messages WHERE id IN (
 	SELECT m.id FROM (VALUES `)
-	rec.WriteString(`INSERT OR REPLACE INTO settlement_receipts
+	rec.WriteString(`INSERT OR REPLACE INTO mqlite_settlement_receipts
 	(queue, seq, lock_token, operation, args, expires_at)
 	SELECT column1, column2, unhex(column3), 'complete', '', column4 FROM (VALUES `)
 	for i := range n {
@@ -181,7 +181,7 @@ func completeSQL(n int) (deleteSQL, receiptSQL string) {
 		del.WriteString("(?, ?, ?)")
 		rec.WriteString("(?, ?, ?, ?)")
 	}
-	del.WriteString(`) l CROSS JOIN messages m ON m.id = l.column1
+	del.WriteString(`) l CROSS JOIN mqlite_messages m ON m.id = l.column1
 	 WHERE m.queue = l.column2 AND m.lock_token = l.column3
 	   AND m.state = 'locked' AND m.locked_until > ?)
 	RETURNING id`)

@@ -27,7 +27,7 @@ const (
 
 // rowMaxDelivery is the delivery limit of the row being updated, for the
 // statements that span queues.
-const rowMaxDelivery = `(SELECT max_delivery_count FROM queues WHERE name = messages.queue)`
+const rowMaxDelivery = `(SELECT max_delivery_count FROM mqlite_queues WHERE name = mqlite_messages.queue)`
 
 // release describes an UPDATE that ends deliveries: each row goes back to
 // Back, or to the dead letters (reason ReasonMaxDelivery) when the delivery
@@ -45,7 +45,7 @@ type release struct {
 // sql returns the UPDATE statement.
 func (r release) sql() string {
 	last := `delivery_count >= ` + r.MaxDelivery
-	return `UPDATE messages SET
+	return `UPDATE mqlite_messages SET
 	state = CASE WHEN ` + last + ` THEN 'dead_lettered' ELSE ` + r.Back + ` END,
 	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + ReasonMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + r.Desc + `' END,
@@ -56,22 +56,22 @@ func (r release) sql() string {
 
 // promoteSQL builds the UPDATE that makes due scheduled messages active.
 func promoteSQL(where string) string {
-	return `UPDATE messages SET state = 'active' WHERE ` + where
+	return `UPDATE mqlite_messages SET state = 'active' WHERE ` + where
 }
 
 // everyQueue scopes a sweep to the rows of every queue through the queue
 // column, so that the planner seeks the sweep's partial index (queue, ...)
 // once per queue instead of scanning it.
-const everyQueue = `queue IN (SELECT name FROM queues)`
+const everyQueue = `queue IN (SELECT name FROM mqlite_queues)`
 
 // The sweeps over every queue: ?1 is now, ?2 the batch size.
 var (
 	// reapAllSQL is reapExpiredSQL over every queue, one batch.
 	reapAllSQL = release{MaxDelivery: rowMaxDelivery, Now: "?1", Desc: descLeaseExpired, Back: "'active'",
-		Where: `id IN (SELECT id FROM messages WHERE ` + everyQueue + ` AND state = 'locked' AND locked_until <= ?1 LIMIT ?2)`}.sql()
+		Where: `id IN (SELECT id FROM mqlite_messages WHERE ` + everyQueue + ` AND state = 'locked' AND locked_until <= ?1 LIMIT ?2)`}.sql()
 	// promoteAllSQL is promoteDueSQL over every queue, one batch.
 	promoteAllSQL = promoteSQL(
-		`id IN (SELECT id FROM messages WHERE ` + everyQueue + ` AND state = 'scheduled' AND visible_at <= ?1 LIMIT ?2)`)
+		`id IN (SELECT id FROM mqlite_messages WHERE ` + everyQueue + ` AND state = 'scheduled' AND visible_at <= ?1 LIMIT ?2)`)
 	// recoverSQL releases every lease, expired or not: at Open each one is an
 	// orphan of a process that has ended (the file lock proves no other
 	// process holds the file). ?1 is now; there is no batch.
@@ -83,19 +83,19 @@ var (
 // that nobody holds (locked messages wait for their lease to end), on the
 // queues that dead-letter expired messages (dl = 1) or not (dl = 0).
 func expiredTTL(dl int) string {
-	return fmt.Sprintf(`id IN (SELECT id FROM messages
+	return fmt.Sprintf(`id IN (SELECT id FROM mqlite_messages
 		WHERE expires_at > 0 AND expires_at <= ?1 AND state IN ('active', 'scheduled', 'deferred')
-		  AND (SELECT dead_letter_on_ttl FROM queues WHERE name = messages.queue) = %d LIMIT ?2)`, dl)
+		  AND (SELECT dead_letter_on_ttl FROM mqlite_queues WHERE name = mqlite_messages.queue) = %d LIMIT ?2)`, dl)
 }
 
 // The TTL sweep: ?1 is now, ?2 the batch size.
 var (
 	// expireDeleteSQL removes expired messages of the queues that do not
 	// keep them.
-	expireDeleteSQL = `DELETE FROM messages WHERE ` + expiredTTL(0)
+	expireDeleteSQL = `DELETE FROM mqlite_messages WHERE ` + expiredTTL(0)
 	// expireDeadLetterSQL dead-letters expired messages of the queues with
 	// dead_letter_on_ttl.
-	expireDeadLetterSQL = `UPDATE messages SET state = 'dead_lettered',
+	expireDeadLetterSQL = `UPDATE mqlite_messages SET state = 'dead_lettered',
 		dead_letter_reason = '` + ReasonTTL + `', dead_letter_desc = '` + descTTL + `',
 		dead_lettered_at = ?1, lock_token = ` + noToken + `, locked_until = 0
 		WHERE ` + expiredTTL(1)
@@ -112,28 +112,28 @@ var janitorSQL = []string{
 	// order and deletes the expired among them. A batch that deletes none
 	// ends the sweep; receipts of long-held deliveries that have not
 	// expired yet stay at the front until they do (at most ReceiptTTLMS).
-	`DELETE FROM settlement_receipts WHERE (seq, lock_token, operation, args) IN (
-		SELECT seq, lock_token, operation, args FROM settlement_receipts ORDER BY seq LIMIT ?2)
+	`DELETE FROM mqlite_settlement_receipts WHERE (seq, lock_token, operation, args) IN (
+		SELECT seq, lock_token, operation, args FROM mqlite_settlement_receipts ORDER BY seq LIMIT ?2)
 	   AND expires_at <= ?1`,
-	`DELETE FROM receive_attempts WHERE (queue, attempt_id) IN (
-		SELECT queue, attempt_id FROM receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+	`DELETE FROM mqlite_receive_attempts WHERE (queue, attempt_id) IN (
+		SELECT queue, attempt_id FROM mqlite_receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
 }
 
 // dedupChunkEndSQL finds where the chunk of dedup keys that starts at the
 // cursor (?1, ?2) ends: the key ?3 (SweepBatch) places further in key
 // order, which opens the next chunk. No row: the rest of the table is the
 // last chunk.
-const dedupChunkEndSQL = `SELECT queue, key FROM dedup
+const dedupChunkEndSQL = `SELECT queue, key FROM mqlite_dedup
 	WHERE (queue, key) >= (?1, ?2) ORDER BY queue, key LIMIT 1 OFFSET ?3`
 
 // dedupExpireSQL deletes the expired keys of one chunk, from (?2, ?3) to
 // (?4, ?5) exclusive; ?1 is now.
-const dedupExpireSQL = `DELETE FROM dedup
+const dedupExpireSQL = `DELETE FROM mqlite_dedup
 	WHERE (queue, key) >= (?2, ?3) AND (queue, key) < (?4, ?5) AND expires_at <= ?1`
 
 // dedupExpireLastSQL deletes the expired keys from (?2, ?3) on: the last
 // chunk.
-const dedupExpireLastSQL = `DELETE FROM dedup WHERE (queue, key) >= (?2, ?3) AND expires_at <= ?1`
+const dedupExpireLastSQL = `DELETE FROM mqlite_dedup WHERE (queue, key) >= (?2, ?3) AND expires_at <= ?1`
 
 // expireDedup walks the dedup keys in key order, one chunk of SweepBatch
 // keys per statement, and deletes the expired ones. Keys in key order share

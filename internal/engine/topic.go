@@ -78,15 +78,15 @@ type Subscription struct {
 // namespace, so that a send's target is never ambiguous.
 func nameTaken(ctx context.Context, db DBTX, name string) (bool, error) {
 	var taken bool
-	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1)
-		OR EXISTS (SELECT 1 FROM topics WHERE name = ?1)`, name).Scan(&taken)
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM mqlite_queues WHERE name = ?1)
+		OR EXISTS (SELECT 1 FROM mqlite_topics WHERE name = ?1)`, name).Scan(&taken)
 	return taken, err
 }
 
 // isTopic reports whether name is a topic.
 func isTopic(ctx context.Context, db DBTX, name string) (bool, error) {
 	var ok bool
-	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM topics WHERE name = ?)`, name).Scan(&ok)
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM mqlite_topics WHERE name = ?)`, name).Scan(&ok)
 	if err != nil {
 		return false, interpret("send", err)
 	}
@@ -103,7 +103,7 @@ func CreateTopic(ctx context.Context, db DBTX, name string, now int64) error {
 	if taken {
 		return fmt.Errorf("%w: %q is a queue or a topic", errs.ErrTopicExists, name)
 	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO topics (name, created_at) VALUES (?, ?)`, name, now); err != nil {
+	if _, err := db.ExecContext(ctx, `INSERT INTO mqlite_topics (name, created_at) VALUES (?, ?)`, name, now); err != nil {
 		return fmt.Errorf("create topic: %w", err)
 	}
 	return nil
@@ -120,7 +120,7 @@ func DeleteTopic(ctx context.Context, db DBTX, name string) error {
 			return err
 		}
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM topics WHERE name = ?`, name); err != nil {
+	if _, err := db.ExecContext(ctx, `DELETE FROM mqlite_topics WHERE name = ?`, name); err != nil {
 		return fmt.Errorf("delete topic: %w", err)
 	}
 	return nil
@@ -130,7 +130,7 @@ func DeleteTopic(ctx context.Context, db DBTX, name string) error {
 // errs.ErrTopicNotFound.
 func GetTopic(ctx context.Context, db DBTX, name string) (Topic, error) {
 	t := Topic{Name: name}
-	err := db.QueryRowContext(ctx, `SELECT created_at FROM topics WHERE name = ?`, name).Scan(&t.CreatedAt)
+	err := db.QueryRowContext(ctx, `SELECT created_at FROM mqlite_topics WHERE name = ?`, name).Scan(&t.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Topic{}, fmt.Errorf("%w: %q", errs.ErrTopicNotFound, name)
 	}
@@ -143,7 +143,7 @@ func GetTopic(ctx context.Context, db DBTX, name string) (Topic, error) {
 
 // ListTopics returns every topic, with its subscriptions, in name order.
 func ListTopics(ctx context.Context, db DBTX) ([]Topic, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name, created_at FROM topics ORDER BY name`)
+	rows, err := db.QueryContext(ctx, `SELECT name, created_at FROM mqlite_topics ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
@@ -169,7 +169,7 @@ func ListTopics(ctx context.Context, db DBTX) ([]Topic, error) {
 
 // subscriptions reads the subscriptions of topic in queue order.
 func subscriptions(ctx context.Context, db DBTX, topic string) ([]Subscription, error) {
-	rows, err := db.QueryContext(ctx, `SELECT queue, filter, created_at FROM subscriptions
+	rows, err := db.QueryContext(ctx, `SELECT queue, filter, created_at FROM mqlite_subscriptions
 		WHERE topic = ? ORDER BY queue`, topic)
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions of %s: %w", topic, err)
@@ -204,7 +204,7 @@ func CreateSubscription(ctx context.Context, db DBTX, topic string, q Queue, f F
 	if err != nil {
 		return fmt.Errorf("create subscription: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO subscriptions (topic, queue, filter, created_at)
+	if _, err := db.ExecContext(ctx, `INSERT INTO mqlite_subscriptions (topic, queue, filter, created_at)
 		VALUES (?, ?, ?, ?)`, topic, q.Name, string(blob), now); err != nil {
 		return fmt.Errorf("create subscription: %w", err)
 	}
@@ -218,7 +218,7 @@ func UpdateSubscription(ctx context.Context, db DBTX, topic, queue string, f Fil
 	if err != nil {
 		return fmt.Errorf("update subscription: %w", err)
 	}
-	res, err := db.ExecContext(ctx, `UPDATE subscriptions SET filter = ? WHERE topic = ? AND queue = ?`,
+	res, err := db.ExecContext(ctx, `UPDATE mqlite_subscriptions SET filter = ? WHERE topic = ? AND queue = ?`,
 		string(blob), topic, queue)
 	if err != nil {
 		return fmt.Errorf("update subscription: %w", err)
@@ -232,7 +232,7 @@ func UpdateSubscription(ctx context.Context, db DBTX, topic, queue string, f Fil
 // DeleteSubscription removes a subscription and its queue with everything
 // in it; the topic's other subscriptions are untouched.
 func DeleteSubscription(ctx context.Context, db DBTX, topic, queue string) error {
-	res, err := db.ExecContext(ctx, `DELETE FROM subscriptions WHERE topic = ? AND queue = ?`, topic, queue)
+	res, err := db.ExecContext(ctx, `DELETE FROM mqlite_subscriptions WHERE topic = ? AND queue = ?`, topic, queue)
 	if err != nil {
 		return fmt.Errorf("delete subscription: %w", err)
 	}

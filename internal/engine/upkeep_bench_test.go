@@ -103,7 +103,7 @@ const bigQueue = 1_000_000
 func fillRaw(b *testing.B, db *sql.DB, queue string, n int) {
 	b.Helper()
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
-		INSERT INTO messages (queue, enqueued_at, content_key, body_len, body)
+		INSERT INTO mqlite_messages (queue, enqueued_at, content_key, body_len, body)
 		SELECT ?1, i, x'00', 16, zeroblob(16) FROM n`, queue, n); err != nil {
 		b.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func BenchmarkJanitor(b *testing.B) {
 		tb := testdb.Open(b, mqlite.Options{})
 		tb.Queue(b, "q", mqlite.QueueOptions{})
 		if _, err := tb.Store.DB().Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-			INSERT INTO dedup (queue, key, seq, expires_at) SELECT 'q', randomblob(16), i, 1 FROM n`, bigQueue); err != nil {
+			INSERT INTO mqlite_dedup (queue, key, seq, expires_at) SELECT 'q', randomblob(16), i, 1 FROM n`, bigQueue); err != nil {
 			b.Fatal(err)
 		}
 		wal := testdb.NewWALCounter(b, tb.Path)

@@ -54,7 +54,7 @@ func TestStateChangeKeepsLargeBody(t *testing.T) {
 	if err := tb.Store.Complete(bctx, msgs[0].Lock()); err != nil {
 		t.Fatal(err)
 	}
-	if n := testdb.Int(t, tb.Store.DB(), `SELECT count(*) FROM message_bodies`); n != 0 {
+	if n := testdb.Int(t, tb.Store.DB(), `SELECT count(*) FROM mqlite_message_bodies`); n != 0 {
 		t.Fatalf("%d bodies left after the message was completed", n)
 	}
 }
@@ -69,7 +69,7 @@ func TestJanitorWalksDedupInChunks(t *testing.T) {
 	// 3,000 keys over two queues, content keys and MessageIDs, every
 	// other one expired at 10.
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
-		INSERT INTO dedup (queue, key, seq, expires_at)
+		INSERT INTO mqlite_dedup (queue, key, seq, expires_at)
 		SELECT CASE WHEN i % 3 = 0 THEN 'a' ELSE 'b' END,
 		       CASE WHEN i % 5 = 0 THEN 'id-' || i ELSE randomblob(16) END, i,
 		       CASE WHEN i % 2 = 0 THEN 10 ELSE 1000 END FROM n`); err != nil {
@@ -82,10 +82,10 @@ func TestJanitorWalksDedupInChunks(t *testing.T) {
 	if n != 1500 {
 		t.Fatalf("janitor deleted %d keys, want the 1,500 expired", n)
 	}
-	if left := testdb.Int(t, db, `SELECT count(*) FROM dedup WHERE expires_at <= 10`); left != 0 {
+	if left := testdb.Int(t, db, `SELECT count(*) FROM mqlite_dedup WHERE expires_at <= 10`); left != 0 {
 		t.Fatalf("%d expired keys left", left)
 	}
-	if kept := testdb.Int(t, db, `SELECT count(*) FROM dedup`); kept != 1500 {
+	if kept := testdb.Int(t, db, `SELECT count(*) FROM mqlite_dedup`); kept != 1500 {
 		t.Fatalf("%d keys kept, want 1,500", kept)
 	}
 }

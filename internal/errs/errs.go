@@ -24,6 +24,9 @@ func (e Sentinel) Error() string { return string(e) }
 const (
 	ErrDBLocked              Sentinel = "mqlite: database is locked by another store"
 	ErrSchemaVersionMismatch Sentinel = "mqlite: schema version mismatch"
+	ErrNoStore               Sentinel = "mqlite: no store"
+	ErrMigrationNeeded       Sentinel = "mqlite: the store needs a migration"
+	ErrMigration             Sentinel = "mqlite: migration failed"
 	ErrClosed                Sentinel = "mqlite: store is closed"
 	ErrInvalidArgument       Sentinel = "mqlite: invalid argument"
 	ErrInvalidQueueName      Sentinel = "mqlite: invalid queue name"

@@ -126,7 +126,7 @@ func Create(ctx context.Context, st *mqlite.Store, scope Scope) (Key, string, er
 	now := st.Clock().Now().UTC().Truncate(time.Millisecond)
 	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
 		_, err := tx.SQL().ExecContext(tx.Context(),
-			`INSERT INTO access_keys (id, secret_hash, scopes, created_at) VALUES (?, ?, ?, ?)`,
+			`INSERT INTO mqlite_access_keys (id, secret_hash, scopes, created_at) VALUES (?, ?, ?, ?)`,
 			id, hash[:], string(scopes), now.UnixMilli())
 		return err
 	})
@@ -141,7 +141,7 @@ func List(ctx context.Context, st *mqlite.Store) ([]Key, error) {
 	var out []Key
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
 		rows, err := tx.SQL().QueryContext(tx.Context(),
-			`SELECT id, scopes, created_at, revoked_at FROM access_keys ORDER BY created_at, id`)
+			`SELECT id, scopes, created_at, revoked_at FROM mqlite_access_keys ORDER BY created_at, id`)
 		if err != nil {
 			return err
 		}
@@ -176,7 +176,7 @@ func Revoke(ctx context.Context, st *mqlite.Store, id string) error {
 	now := st.Clock().Now().UnixMilli()
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
 		res, err := tx.SQL().ExecContext(tx.Context(),
-			`UPDATE access_keys SET revoked_at = CASE WHEN revoked_at = 0 THEN ? ELSE revoked_at END WHERE id = ?`,
+			`UPDATE mqlite_access_keys SET revoked_at = CASE WHEN revoked_at = 0 THEN ? ELSE revoked_at END WHERE id = ?`,
 			max(now, 1), id)
 		if err != nil {
 			return err
@@ -227,7 +227,7 @@ func Authenticate(ctx context.Context, st *mqlite.Store, token string) (Key, err
 	var created, revoked int64
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
 		return tx.SQL().QueryRowContext(tx.Context(),
-			`SELECT secret_hash, scopes, created_at, revoked_at FROM access_keys WHERE id = ?`, id).
+			`SELECT secret_hash, scopes, created_at, revoked_at FROM mqlite_access_keys WHERE id = ?`, id).
 			Scan(&stored, &scopes, &created, &revoked)
 	})
 	got := sha256.Sum256([]byte(secret))

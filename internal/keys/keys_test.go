@@ -28,7 +28,7 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 		t.Fatalf("secret %q for id %s", secret, k.ID)
 	}
 	// Only a hash is stored: the secret's text is nowhere in the table.
-	if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM access_keys WHERE instr(secret_hash, ?) > 0 OR instr(scopes, ?) > 0`,
+	if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_access_keys WHERE instr(secret_hash, ?) > 0 OR instr(scopes, ?) > 0`,
 		secret[len(secret)-43:], secret[len(secret)-43:]); n != 0 {
 		t.Fatal("the secret is stored in clear")
 	}

@@ -63,6 +63,12 @@ type Bundle struct {
 // through RunSweeps), which is deterministic.
 func Open(t testing.TB, opts mqlite.Options) *Bundle {
 	t.Helper()
+	return OpenPath(t, filepath.Join(t.TempDir(), "mq.db"), opts)
+}
+
+// OpenPath is Open on the file at path, which may exist already.
+func OpenPath(t testing.TB, path string, opts mqlite.Options) *Bundle {
+	t.Helper()
 	clock := NewClock()
 	opts.Clock = clock
 	if opts.ReaperInterval == 0 && opts.SchedulerInterval == 0 && opts.TTLInterval == 0 &&
@@ -70,7 +76,6 @@ func Open(t testing.TB, opts mqlite.Options) *Bundle {
 		opts.ReaperInterval, opts.SchedulerInterval, opts.TTLInterval = -1, -1, -1
 		opts.JanitorInterval, opts.RetentionInterval, opts.ScheduleInterval = -1, -1, -1
 	}
-	path := filepath.Join(t.TempDir(), "mq.db")
 	st, err := mqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)

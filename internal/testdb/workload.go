@@ -11,8 +11,8 @@ import (
 )
 
 // WorkloadQueue is the options of the queue MetricsWorkload runs on: two
-// deliveries at most, a one-second lease.
-var WorkloadQueue = mqlite.QueueOptions{MaxDeliveryCount: 2, LockDuration: time.Second}
+// deliveries at most, a one-second lease, bodies deduplicated.
+var WorkloadQueue = mqlite.QueueOptions{MaxDeliveryCount: 2, LockDuration: time.Second, DedupByBody: true}
 
 // Workload is what MetricsWorkload leaves on its queue.
 type Workload struct {
@@ -22,7 +22,7 @@ type Workload struct {
 
 // MetricsWorkload runs a known sequence on queue (empty, created with
 // WorkloadQueue), sending with send and moving clock (the store's) past one
-// lease: five sends and a resend the dedup window collapses; a complete and
+// lease: five sends and a resend of a body the dedup window collapses; a complete and
 // its replay; an abandon, then an abandon of the redelivery on its last
 // allowed delivery (dead-lettered); a reject; a lease lost (its late
 // Complete refused) and the message redelivered and completed. It returns

@@ -323,6 +323,7 @@ type QueueOptions struct {
 	Ordering           string `json:"ordering,omitempty"`
 	DefaultTTLMS       int64  `json:"default_ttl_ms,omitempty"`
 	DeadLetterOnExpire bool   `json:"dead_letter_on_expire,omitempty"`
+	DedupByBody        bool   `json:"dedup_by_body,omitempty"`
 	DLQ                DLQ    `json:"dlq,omitzero"`
 }
 
@@ -337,16 +338,16 @@ func optDur(ms int64) time.Duration {
 func FromQueueOptions(o mqlite.QueueOptions) QueueOptions {
 	return QueueOptions{MaxDeliveryCount: o.MaxDeliveryCount, LockDurationMS: DurMS(o.LockDuration),
 		DedupWindowMS: DurMS(o.DedupWindow), Ordering: o.Ordering.String(), DefaultTTLMS: DurMS(o.DefaultTTL),
-		DeadLetterOnExpire: o.DeadLetterOnExpire,
-		DLQ:                DLQ{MaxAgeMS: DurMS(o.DLQ.MaxAge), MaxCount: o.DLQ.MaxCount, MaxBytes: o.DLQ.MaxBytes}}
+		DeadLetterOnExpire: o.DeadLetterOnExpire, DedupByBody: o.DedupByBody,
+		DLQ: DLQ{MaxAgeMS: DurMS(o.DLQ.MaxAge), MaxCount: o.DLQ.MaxCount, MaxBytes: o.DLQ.MaxBytes}}
 }
 
 // Options decodes o; an unknown ordering is mqlite.ErrInvalidOrdering.
 func (o QueueOptions) Options() (mqlite.QueueOptions, error) {
 	out := mqlite.QueueOptions{MaxDeliveryCount: o.MaxDeliveryCount, LockDuration: optDur(o.LockDurationMS),
 		DedupWindow: optDur(o.DedupWindowMS), DefaultTTL: optDur(o.DefaultTTLMS),
-		DeadLetterOnExpire: o.DeadLetterOnExpire,
-		DLQ:                mqlite.DLQRetention{MaxAge: optDur(o.DLQ.MaxAgeMS), MaxCount: o.DLQ.MaxCount, MaxBytes: o.DLQ.MaxBytes}}
+		DeadLetterOnExpire: o.DeadLetterOnExpire, DedupByBody: o.DedupByBody,
+		DLQ: mqlite.DLQRetention{MaxAge: optDur(o.DLQ.MaxAgeMS), MaxCount: o.DLQ.MaxCount, MaxBytes: o.DLQ.MaxBytes}}
 	switch o.Ordering {
 	case "", "standard":
 	case "fifo":

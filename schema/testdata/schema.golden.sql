@@ -1,51 +1,51 @@
 -- The whole DDL of a fresh mqlite file, as sqlite_schema holds it after Open.
 -- Generated: go test ./schema -update. Do not edit by hand.
 
--- index idx_attempts_expires
-CREATE INDEX idx_attempts_expires ON receive_attempts (expires_at);
+-- index mqlite_attempts_expires
+CREATE INDEX mqlite_attempts_expires ON mqlite_receive_attempts (expires_at);
 
--- index idx_msg_active
-CREATE INDEX idx_msg_active ON messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
+-- index mqlite_msg_active
+CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
--- index idx_msg_dead
-CREATE INDEX idx_msg_dead ON messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
+-- index mqlite_msg_dead
+CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
 
--- index idx_msg_deferred
-CREATE INDEX idx_msg_deferred ON messages (queue, id, body_len) WHERE state = 'deferred';
+-- index mqlite_msg_deferred
+CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE state = 'deferred';
 
--- index idx_msg_group_deferred
-CREATE INDEX idx_msg_group_deferred ON messages (queue, group_id, id)
+-- index mqlite_msg_group_deferred
+CREATE INDEX mqlite_msg_group_deferred ON mqlite_messages (queue, group_id, id)
     WHERE state = 'deferred' AND group_id IS NOT NULL;
 
--- index idx_msg_group_live
-CREATE INDEX idx_msg_group_live ON messages (queue, group_id, id)
+-- index mqlite_msg_group_live
+CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
     WHERE state <> 'dead_lettered' AND group_id IS NOT NULL;
 
--- index idx_msg_group_locked
-CREATE INDEX idx_msg_group_locked ON messages (queue, group_id, id)
+-- index mqlite_msg_group_locked
+CREATE INDEX mqlite_msg_group_locked ON mqlite_messages (queue, group_id, id)
     WHERE state = 'locked' AND group_id IS NOT NULL;
 
--- index idx_msg_group_scheduled
-CREATE INDEX idx_msg_group_scheduled ON messages (queue, group_id, id)
+-- index mqlite_msg_group_scheduled
+CREATE INDEX mqlite_msg_group_scheduled ON mqlite_messages (queue, group_id, id)
     WHERE state = 'scheduled' AND group_id IS NOT NULL;
 
--- index idx_msg_locked
-CREATE INDEX idx_msg_locked ON messages (queue, locked_until, body_len) WHERE state = 'locked';
+-- index mqlite_msg_locked
+CREATE INDEX mqlite_msg_locked ON mqlite_messages (queue, locked_until, body_len) WHERE state = 'locked';
 
--- index idx_msg_scheduled
-CREATE INDEX idx_msg_scheduled ON messages (queue, visible_at, body_len) WHERE state = 'scheduled';
+-- index mqlite_msg_scheduled
+CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_len) WHERE state = 'scheduled';
 
--- index idx_msg_ttl
-CREATE INDEX idx_msg_ttl ON messages (expires_at) WHERE expires_at > 0;
+-- index mqlite_msg_ttl
+CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
 
--- index idx_schedules_next
-CREATE INDEX idx_schedules_next ON schedules (next_at);
+-- index mqlite_schedules_next
+CREATE INDEX mqlite_schedules_next ON mqlite_schedules (next_at);
 
--- index idx_subscription_queue
-CREATE UNIQUE INDEX idx_subscription_queue ON subscriptions (queue);
+-- index mqlite_subscription_queue
+CREATE UNIQUE INDEX mqlite_subscription_queue ON mqlite_subscriptions (queue);
 
--- table access_keys
-CREATE TABLE access_keys (
+-- table mqlite_access_keys
+CREATE TABLE mqlite_access_keys (
     id          TEXT    PRIMARY KEY,
     secret_hash BLOB    NOT NULL,
     scopes      TEXT    NOT NULL,
@@ -53,8 +53,8 @@ CREATE TABLE access_keys (
     revoked_at  INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
--- table dedup
-CREATE TABLE dedup (
+-- table mqlite_dedup
+CREATE TABLE mqlite_dedup (
     queue       TEXT    NOT NULL,
     key         ANY     NOT NULL,
     seq         INTEGER NOT NULL,
@@ -63,16 +63,22 @@ CREATE TABLE dedup (
     PRIMARY KEY (queue, key)
 ) STRICT, WITHOUT ROWID;
 
--- table message_bodies
-CREATE TABLE message_bodies (
+-- table mqlite_guard
+CREATE TABLE mqlite_guard (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    token TEXT    NOT NULL
+) STRICT;
+
+-- table mqlite_message_bodies
+CREATE TABLE mqlite_message_bodies (
     id   INTEGER PRIMARY KEY,
     body BLOB    NOT NULL
 ) STRICT;
 
--- table messages
-CREATE TABLE messages (
+-- table mqlite_messages
+CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY AUTOINCREMENT,
-    queue              TEXT    NOT NULL REFERENCES queues (name),
+    queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
     state              TEXT    NOT NULL DEFAULT 'active'
                            CHECK (state IN ('active', 'locked', 'deferred',
                                             'scheduled', 'completed', 'dead_lettered')),
@@ -95,12 +101,6 @@ CREATE TABLE messages (
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
--- table mqlite_guard
-CREATE TABLE mqlite_guard (
-    id    INTEGER PRIMARY KEY CHECK (id = 1),
-    token TEXT    NOT NULL
-) STRICT;
-
 -- table mqlite_migrations
 CREATE TABLE mqlite_migrations (
 		id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -109,8 +109,8 @@ CREATE TABLE mqlite_migrations (
 		tstamp TIMESTAMP DEFAULT (datetime('now'))
 	);
 
--- table queues
-CREATE TABLE queues (
+-- table mqlite_queues
+CREATE TABLE mqlite_queues (
     name               TEXT    PRIMARY KEY,
     ordering           TEXT    NOT NULL CHECK (ordering IN ('standard', 'fifo')),
     max_delivery_count INTEGER NOT NULL CHECK (max_delivery_count > 0),
@@ -122,11 +122,12 @@ CREATE TABLE queues (
     dlq_max_count      INTEGER NOT NULL CHECK (dlq_max_count >= 0),
     dlq_max_bytes      INTEGER NOT NULL CHECK (dlq_max_bytes >= 0),
     created_at         INTEGER NOT NULL,
-    updated_at         INTEGER NOT NULL
+    updated_at         INTEGER NOT NULL,
+    dedup_by_body      INTEGER NOT NULL CHECK (dedup_by_body IN (0, 1))
 ) STRICT;
 
--- table receive_attempts
-CREATE TABLE receive_attempts (
+-- table mqlite_receive_attempts
+CREATE TABLE mqlite_receive_attempts (
     queue      TEXT    NOT NULL,
     attempt_id TEXT    NOT NULL,
     request    TEXT    NOT NULL,
@@ -135,8 +136,8 @@ CREATE TABLE receive_attempts (
     PRIMARY KEY (queue, attempt_id)
 ) STRICT, WITHOUT ROWID;
 
--- table schedules
-CREATE TABLE schedules (
+-- table mqlite_schedules
+CREATE TABLE mqlite_schedules (
     name        TEXT    PRIMARY KEY,
     target      TEXT    NOT NULL,
     cron        TEXT    NOT NULL,
@@ -159,8 +160,8 @@ CREATE TABLE schedules (
     CHECK ((cron = '') <> (interval_ms = 0))
 ) STRICT;
 
--- table settlement_receipts
-CREATE TABLE settlement_receipts (
+-- table mqlite_settlement_receipts
+CREATE TABLE mqlite_settlement_receipts (
     seq        INTEGER NOT NULL,
     lock_token BLOB    NOT NULL,
     operation  TEXT    NOT NULL,
@@ -170,96 +171,97 @@ CREATE TABLE settlement_receipts (
     PRIMARY KEY (seq, lock_token, operation, args)
 ) STRICT, WITHOUT ROWID;
 
--- table sqlite_sequence
-CREATE TABLE sqlite_sequence(name,seq);
-
--- table subscriptions
-CREATE TABLE subscriptions (
-    topic      TEXT    NOT NULL REFERENCES topics (name),
-    queue      TEXT    NOT NULL REFERENCES queues (name),
+-- table mqlite_subscriptions
+CREATE TABLE mqlite_subscriptions (
+    topic      TEXT    NOT NULL REFERENCES mqlite_topics (name),
+    queue      TEXT    NOT NULL REFERENCES mqlite_queues (name),
     filter     TEXT    NOT NULL,
     created_at INTEGER NOT NULL,
     PRIMARY KEY (topic, queue)
 ) STRICT, WITHOUT ROWID;
 
--- table topics
-CREATE TABLE topics (
+-- table mqlite_topics
+CREATE TABLE mqlite_topics (
     name       TEXT    PRIMARY KEY,
     created_at INTEGER NOT NULL
 ) STRICT;
 
--- trigger trg_body_delete
-CREATE TRIGGER trg_body_delete AFTER DELETE ON messages
+-- table sqlite_sequence
+CREATE TABLE sqlite_sequence(name,seq);
+
+-- trigger mqlite_body_delete
+CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
 WHEN OLD.body IS NULL
 BEGIN
-    DELETE FROM message_bodies WHERE id = OLD.id;
+    DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
 END;
 
--- trigger trg_dedup_record
-CREATE TRIGGER trg_dedup_record AFTER INSERT ON messages
+-- trigger mqlite_dedup_record
+CREATE TRIGGER mqlite_dedup_record AFTER INSERT ON mqlite_messages
 BEGIN
-    INSERT OR REPLACE INTO dedup (queue, key, seq, content_key, expires_at)
+    INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
     SELECT NEW.queue, coalesce(NEW.message_id, NEW.content_key),
            NEW.id, CASE WHEN NEW.message_id IS NOT NULL THEN NEW.content_key END,
            NEW.enqueued_at + q.dedup_window_ms
-      FROM queues q
-     WHERE q.name = NEW.queue AND q.dedup_window_ms > 0;
+      FROM mqlite_queues q
+     WHERE q.name = NEW.queue AND q.dedup_window_ms > 0
+       AND (NEW.message_id IS NOT NULL OR q.dedup_by_body = 1);
 END;
 
--- trigger trg_group_handover
-CREATE TRIGGER trg_group_handover AFTER UPDATE OF state ON messages
+-- trigger mqlite_group_handover
+CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
 WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
  AND OLD.state IN ('locked', 'scheduled', 'deferred')
 BEGIN
-    UPDATE messages SET held = 0
-     WHERE id = (SELECT b.id FROM messages b
+    UPDATE mqlite_messages SET held = 0
+     WHERE id = (SELECT b.id FROM mqlite_messages b
                   WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
                     AND b.state <> 'dead_lettered' AND b.id < NEW.id
                   ORDER BY b.id LIMIT 1);
-    UPDATE messages SET held = 1
+    UPDATE mqlite_messages SET held = 1
      WHERE id = NEW.id AND EXISTS (
-           SELECT 1 FROM messages b
+           SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state <> 'dead_lettered' AND b.id < NEW.id);
 END;
 
--- trigger trg_group_rejoin
-CREATE TRIGGER trg_group_rejoin AFTER UPDATE OF state ON messages
+-- trigger mqlite_group_rejoin
+CREATE TRIGGER mqlite_group_rejoin AFTER UPDATE OF state ON mqlite_messages
 WHEN NEW.group_id IS NOT NULL
  AND OLD.state = 'dead_lettered' AND NEW.state <> 'dead_lettered'
 BEGIN
-    UPDATE messages SET held = EXISTS (
-           SELECT 1 FROM messages b
+    UPDATE mqlite_messages SET held = EXISTS (
+           SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state <> 'dead_lettered' AND b.id <> NEW.id
               AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
      WHERE id = NEW.id;
-    UPDATE messages SET held = 1
+    UPDATE mqlite_messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
        AND state <> 'dead_lettered' AND id > NEW.id AND held = 0
-       AND (SELECT held FROM messages WHERE id = NEW.id) = 0;
+       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
 END;
 
--- trigger trg_group_release_on_dead_letter
-CREATE TRIGGER trg_group_release_on_dead_letter AFTER UPDATE OF state ON messages
+-- trigger mqlite_group_release_on_dead_letter
+CREATE TRIGGER mqlite_group_release_on_dead_letter AFTER UPDATE OF state ON mqlite_messages
 WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
  AND NEW.state = 'dead_lettered' AND OLD.state <> 'dead_lettered'
 BEGIN
-    UPDATE messages SET held = 0
+    UPDATE mqlite_messages SET held = 0
      WHERE held = 1 AND id = (
-           SELECT b.id FROM messages b
+           SELECT b.id FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state <> 'dead_lettered'
             ORDER BY b.id LIMIT 1);
 END;
 
--- trigger trg_group_release_on_delete
-CREATE TRIGGER trg_group_release_on_delete AFTER DELETE ON messages
+-- trigger mqlite_group_release_on_delete
+CREATE TRIGGER mqlite_group_release_on_delete AFTER DELETE ON mqlite_messages
 WHEN OLD.group_id IS NOT NULL AND OLD.held = 0 AND OLD.state <> 'dead_lettered'
 BEGIN
-    UPDATE messages SET held = 0
+    UPDATE mqlite_messages SET held = 0
      WHERE held = 1 AND id = (
-           SELECT b.id FROM messages b
+           SELECT b.id FROM mqlite_messages b
             WHERE b.queue = OLD.queue AND b.group_id = OLD.group_id
               AND b.state <> 'dead_lettered'
             ORDER BY b.id LIMIT 1);

@@ -1,0 +1,7 @@
+//go:build crash_injection
+
+package schema_test
+
+// make crash kills the upgrade after every step and at many more random
+// moments.
+func init() { migrationRandomKills, migrationStepKills = 60, 0 }

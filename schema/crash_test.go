@@ -1,0 +1,241 @@
+package schema_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/schema"
+)
+
+// The migration crash test: a child process (this test binary, re-run as
+// TestMigrationCrashChild) upgrades a copy of the unprefixed fixture and
+// SIGKILLs itself after a chosen step of the upgrade, inside its one
+// transaction; or the parent kills it at a random moment while it upgrades
+// a larger file. Each time, the file the dead process left must hold the old
+// layout whole or the new one whole, never a mix, and then upgrade with
+// every row there.
+
+const (
+	envMigrateChild = "MQLITE_MIGRATE_CHILD" // the file to upgrade; set only in the child
+	envMigrateKill  = "MQLITE_MIGRATE_KILL"  // the step after which the child kills itself
+	stepPrefix      = "STEP "
+)
+
+// migrationRandomKills is how many random-moment kills TestMigrationCrash
+// makes, and migrationStepKills after how many of the upgrade's steps it
+// kills the child (0: after every one); make crash (build tag
+// crash_injection) kills after every step and at many more moments.
+var migrationRandomKills, migrationStepKills = 2, 6
+
+// TestMigrationCrashChild is the child process; it does nothing unless the
+// crash test started it.
+func TestMigrationCrashChild(t *testing.T) {
+	path := os.Getenv(envMigrateChild)
+	if path == "" {
+		t.Skip("runs only as the migration crash test's child process")
+	}
+	kill := os.Getenv(envMigrateKill)
+	schema.SetAfterStep(func(step string) {
+		fmt.Printf("%s%s\n", stepPrefix, step)
+		if step == kill {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	})
+	fmt.Println("started")
+	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil {
+		t.Fatalf("child migrate: %v", err)
+	}
+	fmt.Println("migrated")
+}
+
+// startChild starts the child on path, killing itself after step ("" for
+// never), and returns it with its stdout.
+func startChild(t *testing.T, path, step string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMigrationCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envMigrateChild+"="+path, envMigrateKill+"="+step)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(out)
+}
+
+// layoutOf says which layout the file holds, failing on a mix.
+func layoutOf(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	token, err := schema.GuardToken(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := testdb.Int(t, db, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN
+		('queues', 'messages', 'message_bodies', 'dedup', 'settlement_receipts', 'receive_attempts',
+		 'topics', 'subscriptions', 'access_keys', 'schedules')`)
+	prefixed := testdb.Int(t, db, `SELECT count(*) FROM sqlite_schema WHERE name LIKE 'mqlite\_%' ESCAPE '\'
+		AND name NOT IN ('mqlite_guard', 'mqlite_migrations')`)
+	var check string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check after the kill: %q, %v", check, err)
+	}
+	switch {
+	case token == "mqlite-schema-3" && old == 10 && prefixed == 0:
+		return "old"
+	case token == schema.Token && old == 0 && prefixed > 20:
+		return "new"
+	}
+	t.Fatalf("a mix of layouts: token %q, %d old tables, %d prefixed objects", token, old, prefixed)
+	return ""
+}
+
+// counts reads the rows of the tables that hold messages, by layout.
+func counts(t *testing.T, path, prefix string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var b strings.Builder
+	for _, table := range []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts", "schedules"} {
+		fmt.Fprintf(&b, "%s=%d ", table, testdb.Int(t, db, `SELECT count(*) FROM `+prefix+table))
+	}
+	return b.String()
+}
+
+// copyFile copies src to a new file dst.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigrationCrash kills the upgrade after every one of its steps, and at
+// random moments of the upgrade of a larger file: the old layout or the new
+// one every time, then an upgrade that loses nothing.
+func TestMigrationCrash(t *testing.T) {
+	t.Parallel()
+	fixture, _ := copyFixture(t)
+	want := counts(t, fixture, "")
+	dir := t.TempDir()
+
+	// A run without a kill lists the steps.
+	listed := filepath.Join(dir, "list.db")
+	copyFile(t, fixture, listed)
+	cmd, out := startChild(t, listed, "")
+	var steps []string
+	for out.Scan() {
+		if s, ok := strings.CutPrefix(out.Text(), stepPrefix); ok {
+			steps = append(steps, s)
+		}
+	}
+	if err := cmd.Wait(); err != nil || len(steps) < 10 {
+		t.Fatalf("the listing run: %v, steps %q", err, steps)
+	}
+	stepCount := len(steps)
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	if k := migrationStepKills; k > 0 && k < len(steps) {
+		// The first and the last step, and others at random.
+		rest := steps[1 : len(steps)-1]
+		rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+		steps = append([]string{steps[0], steps[len(steps)-1]}, rest[:k-2]...)
+	}
+	for i, step := range steps {
+		path := filepath.Join(dir, fmt.Sprintf("step-%d.db", i))
+		copyFile(t, fixture, path)
+		cmd, out := startChild(t, path, step)
+		for out.Scan() {
+		}
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("the child survived step %q", step)
+		}
+		if got := layoutOf(t, path); got != "old" {
+			t.Fatalf("killed after %q, inside the transaction: the file holds the %s layout, want the old one", step, got)
+		}
+		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil || m.From != 2 {
+			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)
+		}
+		if got := counts(t, path, "mqlite_"); got != want {
+			t.Fatalf("after the kill at %q and the upgrade: %s, want %s", step, got, want)
+		}
+	}
+
+	// Random moments, on a file large enough for the upgrade to take a
+	// while: before it began, inside it, or after it committed.
+	big := filepath.Join(dir, "big.db")
+	copyFile(t, fixture, big)
+	grow(t, big, 10_000)
+	wantBig := counts(t, big, "")
+	seen := map[string]int{}
+	for i := range migrationRandomKills {
+		path := filepath.Join(dir, fmt.Sprintf("random-%d.db", i))
+		copyFile(t, big, path)
+		cmd, out := startChild(t, path, "")
+		if !out.Scan() || out.Text() != "started" {
+			t.Fatalf("the child did not start: %q", out.Text())
+		}
+		// Kill after a random number of steps, or at a random point of the
+		// one in progress.
+		n := rng.IntN(stepCount + 2)
+		for j := 0; j < n && out.Scan(); j++ {
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		got := layoutOf(t, path)
+		seen[got]++
+		if _, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil {
+			t.Fatalf("upgrade after a random kill: %v", err)
+		}
+		if got := counts(t, path, "mqlite_"); got != wantBig {
+			t.Fatalf("after a random kill and the upgrade: %s, want %s", got, wantBig)
+		}
+	}
+	t.Logf("%d kills after a step (old layout each time), %d at random moments: %v", len(steps), migrationRandomKills, seen)
+}
+
+// grow adds n messages, with their dedup rows, to the unprefixed file.
+func grow(t *testing.T, path string, n int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = db.Exec(`WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
+		INSERT INTO messages (queue, enqueued_at, message_id, content_key, body_len, body)
+		SELECT 'nodedup', 1, 'grown-' || i, randomblob(16), 200, randomblob(200) FROM k`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO dedup (queue, key, seq, content_key, expires_at)
+		SELECT 'nodedup', message_id, id, content_key, 1 FROM messages WHERE message_id LIKE 'grown-%'`); err != nil {
+		t.Fatal(err)
+	}
+}

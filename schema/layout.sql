@@ -1,0 +1,296 @@
+-- mqlite's layout: every object a store adds to a file, all named mqlite_...
+-- (SQLite adds sqlite_sequence, for the AUTOINCREMENT of mqlite_messages, and
+-- goose the migrations table mqlite_migrations). Three parts, each begun by a
+-- line "-- mqlite: <part>": the guard, the tables, then the indexes and
+-- triggers. The upgrade from the unprefixed layout keeps its guard, creates
+-- the tables, copies the rows, and only then creates the indexes and
+-- triggers, so that no trigger fires on a copied row and each index is built
+-- once.
+
+-- mqlite: guard
+
+-- The guard row names the layout this binary understands. A file whose token
+-- differs is refused by Open (mqlite.ErrSchemaVersionMismatch) and never touched.
+CREATE TABLE mqlite_guard (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    token TEXT    NOT NULL
+) STRICT;
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-4');
+
+-- mqlite: tables
+
+-- A queue and its options. dedup_by_body = 1 deduplicates a message sent
+-- without a MessageID by its content key (QueueOptions.DedupByBody).
+CREATE TABLE mqlite_queues (
+    name               TEXT    PRIMARY KEY,
+    ordering           TEXT    NOT NULL CHECK (ordering IN ('standard', 'fifo')),
+    max_delivery_count INTEGER NOT NULL CHECK (max_delivery_count > 0),
+    lock_duration_ms   INTEGER NOT NULL CHECK (lock_duration_ms > 0),
+    dedup_window_ms    INTEGER NOT NULL CHECK (dedup_window_ms >= 0),
+    default_ttl_ms     INTEGER NOT NULL CHECK (default_ttl_ms >= 0),
+    dead_letter_on_ttl INTEGER NOT NULL CHECK (dead_letter_on_ttl IN (0, 1)),
+    dlq_max_age_ms     INTEGER NOT NULL CHECK (dlq_max_age_ms >= 0),
+    dlq_max_count      INTEGER NOT NULL CHECK (dlq_max_count >= 0),
+    dlq_max_bytes      INTEGER NOT NULL CHECK (dlq_max_bytes >= 0),
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL,
+    dedup_by_body      INTEGER NOT NULL CHECK (dedup_by_body IN (0, 1))
+) STRICT;
+
+-- A message is a row and its state is a column. id is the sequence number:
+-- AUTOINCREMENT keeps it strictly increasing and never reused.
+-- held = 1 marks a grouped message behind an earlier live message of its group
+-- (live: any state but dead_lettered); the triggers below keep it exact, so the
+-- claim index holds only messages that could be handed out.
+-- The first six columns are what the connection's pre-update hook reads.
+-- body holds a small body in the row; a large one (body IS NULL) lives in
+-- mqlite_message_bodies, so that a claim, renewal or settlement, which
+-- rewrites the row, never rewrites it. content_key is the first 16 bytes of
+-- the body's SHA-256: what tells two bodies apart under one MessageID, and the
+-- dedup key of a message without one on a queue with dedup_by_body. A message that holds no lease has
+-- 32 dashes for lock_token, the length of a token and never one (tokens are
+-- hex): a claim then rewrites the row at the same size, where a NULL growing
+-- to 32 bytes split the row's full 1 KiB page on almost every claim.
+CREATE TABLE mqlite_messages (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
+    state              TEXT    NOT NULL DEFAULT 'active'
+                           CHECK (state IN ('active', 'locked', 'deferred',
+                                            'scheduled', 'completed', 'dead_lettered')),
+    held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
+    visible_at         INTEGER NOT NULL DEFAULT 0,
+    locked_until       INTEGER NOT NULL DEFAULT 0,
+    lock_token         TEXT    NOT NULL DEFAULT '--------------------------------',
+    delivery_count     INTEGER NOT NULL DEFAULT 0,
+    expires_at         INTEGER NOT NULL DEFAULT 0,
+    enqueued_at        INTEGER NOT NULL,
+    message_id         TEXT,
+    group_id           TEXT,
+    subject            TEXT,
+    properties         TEXT,
+    content_key        BLOB    NOT NULL,
+    body_len           INTEGER NOT NULL,
+    body               BLOB,
+    dead_letter_reason TEXT,
+    dead_letter_desc   TEXT,
+    dead_lettered_at   INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- The bodies too large to keep in their message's row, written once.
+CREATE TABLE mqlite_message_bodies (
+    id   INTEGER PRIMARY KEY,
+    body BLOB    NOT NULL
+) STRICT;
+
+-- Producer de-duplication: one row per (queue, key) inside the queue's window.
+-- key is the MessageID (TEXT) or, for a message without one on a queue with
+-- dedup_by_body, the content key (the first 16 bytes of the body's SHA-256, a
+-- BLOB). The column is ANY so that the
+-- two kinds keep their storage class: a TEXT never equals a BLOB, so a
+-- MessageID can never meet a content key. content_key tells a resend under a
+-- MessageID from a conflict; for a content key it is the key itself (NULL).
+CREATE TABLE mqlite_dedup (
+    queue       TEXT    NOT NULL,
+    key         ANY     NOT NULL,
+    seq         INTEGER NOT NULL,
+    content_key BLOB,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (queue, key)
+) STRICT, WITHOUT ROWID;
+
+-- A settlement that succeeded, keyed by the whole request, so that the exact
+-- same request retried is answered with success and nothing else is. seq
+-- leads the key: receipts are written in about seq order, so they append
+-- instead of landing on random pages, and the janitor finds the oldest
+-- first. lock_token is the token's 16 bytes (the hex the caller holds,
+-- decoded).
+CREATE TABLE mqlite_settlement_receipts (
+    seq        INTEGER NOT NULL,
+    lock_token BLOB    NOT NULL,
+    operation  TEXT    NOT NULL,
+    args       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (seq, lock_token, operation, args)
+) STRICT, WITHOUT ROWID;
+
+-- What a Receive tagged with an attempt id claimed, so a retry replays it.
+-- request holds the options of the Receive: a retry must repeat them.
+CREATE TABLE mqlite_receive_attempts (
+    queue      TEXT    NOT NULL,
+    attempt_id TEXT    NOT NULL,
+    request    TEXT    NOT NULL,
+    result     BLOB    NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, attempt_id)
+) STRICT, WITHOUT ROWID;
+
+-- Topics fan a send out to their subscriptions. A topic and a queue never
+-- share a name, so a send's target is never ambiguous.
+CREATE TABLE mqlite_topics (
+    name       TEXT    PRIMARY KEY,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- A subscription is an ordinary queue that gets a copy of every message of
+-- its topic that passes its filter (JSON; '{}' takes everything).
+CREATE TABLE mqlite_subscriptions (
+    topic      TEXT    NOT NULL REFERENCES mqlite_topics (name),
+    queue      TEXT    NOT NULL REFERENCES mqlite_queues (name),
+    filter     TEXT    NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (topic, queue)
+) STRICT, WITHOUT ROWID;
+
+-- Keys for the HTTP broker; only a hash of the secret is kept.
+CREATE TABLE mqlite_access_keys (
+    id          TEXT    PRIMARY KEY,
+    secret_hash BLOB    NOT NULL,
+    scopes      TEXT    NOT NULL,
+    created_at  INTEGER NOT NULL,
+    revoked_at  INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- A schedule enqueues one message into target (a queue or a topic) per
+-- period. Its periods are the activations of cron (a robfig/cron spec in
+-- time_zone) or, when cron is '', anchor_at + k * interval_ms. next_at is the
+-- start of the first period not yet fired, last_at that of the last one fired
+-- (0 for none): the firing transaction enqueues a period's message and moves
+-- next_at past it together, so a period fires once whatever process holds the
+-- file. The message's MessageID is 'schedule/<name>/<period start in ms>'.
+CREATE TABLE mqlite_schedules (
+    name        TEXT    PRIMARY KEY,
+    target      TEXT    NOT NULL,
+    cron        TEXT    NOT NULL,
+    time_zone   TEXT    NOT NULL,
+    interval_ms INTEGER NOT NULL CHECK (interval_ms >= 0),
+    anchor_at   INTEGER NOT NULL,
+    catch_up    INTEGER NOT NULL CHECK (catch_up > 0),
+    body        BLOB    NOT NULL,
+    group_id    TEXT    NOT NULL,
+    subject     TEXT    NOT NULL,
+    properties  TEXT    NOT NULL,
+    ttl_ms      INTEGER NOT NULL CHECK (ttl_ms >= 0),
+    next_at     INTEGER NOT NULL,
+    last_at     INTEGER NOT NULL,
+    last_error  TEXT    NOT NULL,
+    fired       INTEGER NOT NULL,
+    skipped     INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    CHECK ((cron = '') <> (interval_ms = 0))
+) STRICT;
+
+-- mqlite: indexes and triggers
+
+-- A message leaves with its body.
+CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
+WHEN OLD.body IS NULL
+BEGIN
+    DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
+END;
+
+-- The claim seeks this index: only claimable rows live in it. body_len
+-- rides along in this index and the four below so that Stats sums a
+-- queue's bytes from the indexes alone, never from the rows.
+CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
+-- Sweeps: expired leases, due scheduled messages, dead letters, TTL deadlines.
+CREATE INDEX mqlite_msg_locked ON mqlite_messages (queue, locked_until, body_len) WHERE state = 'locked';
+CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_len) WHERE state = 'scheduled';
+CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
+CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE state = 'deferred';
+CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
+-- Group probes: one index per blocking state, and one over the live members.
+CREATE INDEX mqlite_msg_group_locked ON mqlite_messages (queue, group_id, id)
+    WHERE state = 'locked' AND group_id IS NOT NULL;
+CREATE INDEX mqlite_msg_group_deferred ON mqlite_messages (queue, group_id, id)
+    WHERE state = 'deferred' AND group_id IS NOT NULL;
+CREATE INDEX mqlite_msg_group_scheduled ON mqlite_messages (queue, group_id, id)
+    WHERE state = 'scheduled' AND group_id IS NOT NULL;
+CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
+    WHERE state <> 'dead_lettered' AND group_id IS NOT NULL;
+
+-- The live front of a group left (deleted, or dead-lettered): release the next one.
+CREATE TRIGGER mqlite_group_release_on_delete AFTER DELETE ON mqlite_messages
+WHEN OLD.group_id IS NOT NULL AND OLD.held = 0 AND OLD.state <> 'dead_lettered'
+BEGIN
+    UPDATE mqlite_messages SET held = 0
+     WHERE held = 1 AND id = (
+           SELECT b.id FROM mqlite_messages b
+            WHERE b.queue = OLD.queue AND b.group_id = OLD.group_id
+              AND b.state <> 'dead_lettered'
+            ORDER BY b.id LIMIT 1);
+END;
+
+CREATE TRIGGER mqlite_group_release_on_dead_letter AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
+ AND NEW.state = 'dead_lettered' AND OLD.state <> 'dead_lettered'
+BEGIN
+    UPDATE mqlite_messages SET held = 0
+     WHERE held = 1 AND id = (
+           SELECT b.id FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state <> 'dead_lettered'
+            ORDER BY b.id LIMIT 1);
+END;
+
+-- A redriven message rejoins its group in id order, but never overtakes a
+-- member in flight: while the group's front (held = 0) is locked, deferred or
+-- scheduled, the redriven message waits behind it (held = 1), and becomes the
+-- front when that one leaves or comes back to active (mqlite_group_handover).
+-- Before an active front, or in a group with no live member, it takes its
+-- place in id order at once.
+CREATE TRIGGER mqlite_group_rejoin AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL
+ AND OLD.state = 'dead_lettered' AND NEW.state <> 'dead_lettered'
+BEGIN
+    UPDATE mqlite_messages SET held = EXISTS (
+           SELECT 1 FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state <> 'dead_lettered' AND b.id <> NEW.id
+              AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
+     WHERE id = NEW.id;
+    UPDATE mqlite_messages SET held = 1
+     WHERE queue = NEW.queue AND group_id = NEW.group_id
+       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0
+       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
+END;
+
+-- A front back to active (abandoned, reaped, promoted) hands the front over to
+-- an earlier member redriven while it was in flight: the group goes on in id
+-- order.
+CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
+ AND OLD.state IN ('locked', 'scheduled', 'deferred')
+BEGIN
+    UPDATE mqlite_messages SET held = 0
+     WHERE id = (SELECT b.id FROM mqlite_messages b
+                  WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+                    AND b.state <> 'dead_lettered' AND b.id < NEW.id
+                  ORDER BY b.id LIMIT 1);
+    UPDATE mqlite_messages SET held = 1
+     WHERE id = NEW.id AND EXISTS (
+           SELECT 1 FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state <> 'dead_lettered' AND b.id < NEW.id);
+END;
+
+-- Every committed message with a dedup key (a MessageID, or a body on a queue
+-- with dedup_by_body) of a queue with a window leaves its dedup row in the
+-- same statement, so the row cannot exist without the message or the reverse.
+CREATE TRIGGER mqlite_dedup_record AFTER INSERT ON mqlite_messages
+BEGIN
+    INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
+    SELECT NEW.queue, coalesce(NEW.message_id, NEW.content_key),
+           NEW.id, CASE WHEN NEW.message_id IS NOT NULL THEN NEW.content_key END,
+           NEW.enqueued_at + q.dedup_window_ms
+      FROM mqlite_queues q
+     WHERE q.name = NEW.queue AND q.dedup_window_ms > 0
+       AND (NEW.message_id IS NOT NULL OR q.dedup_by_body = 1);
+END;
+
+-- The janitor deletes expired attempts oldest first; a queue is a
+-- subscription of one topic at most; the schedule loop finds the next period.
+CREATE INDEX mqlite_attempts_expires ON mqlite_receive_attempts (expires_at);
+CREATE UNIQUE INDEX mqlite_subscription_queue ON mqlite_subscriptions (queue);
+CREATE INDEX mqlite_schedules_next ON mqlite_schedules (next_at);

@@ -1,0 +1,352 @@
+package schema_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/schema"
+)
+
+// fixtureDir holds a file of the unprefixed layout (mqlite-schema-3) with a
+// row of every kind, made by make.go there with the code of that layout.
+const fixtureDir = "testdata/v3"
+
+// unprefixed are the tables of that layout.
+var unprefixed = []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts",
+	"receive_attempts", "topics", "subscriptions", "access_keys", "schedules"}
+
+// fixtureExpect is what make.go wrote beside the file.
+type fixtureExpect struct {
+	T0                                      time.Time
+	LockedOrder, LockedFIFO, CompletedOrder mqlite.Lock
+	AttemptID                               string
+	AttemptSeq, DeferredSeq                 int64
+	AdminKey, RevokedKey                    string
+}
+
+// copyFixture copies the fixture's file into a new folder and returns its
+// path and what make.go recorded.
+func copyFixture(t *testing.T) (string, fixtureExpect) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir, "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "old.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var exp fixtureExpect
+	j, err := os.ReadFile(filepath.Join(fixtureDir, "expect.json"))
+	if err == nil {
+		err = json.Unmarshal(j, &exp)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, exp
+}
+
+// rowsOf returns every row of table, each as the SQL literals of cols joined
+// by "|", sorted: a text that two tables with the same rows share.
+func rowsOf(t *testing.T, db *sql.DB, table string, cols []string) []string {
+	t.Helper()
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = "quote(" + c + ")"
+	}
+	out := testdb.Strings(t, db, `SELECT `+strings.Join(quoted, ` || '|' || `)+` FROM `+table)
+	slices.Sort(out)
+	return out
+}
+
+// columnsOf returns the columns of table.
+func columnsOf(t *testing.T, db *sql.DB, table string) []string {
+	t.Helper()
+	return testdb.Strings(t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+}
+
+// snapshot is every row of the unprefixed file's tables and its message
+// sequence, read with plain database/sql.
+type snapshot struct {
+	cols map[string][]string
+	rows map[string][]string
+	seq  int64
+}
+
+func snapshotUnprefixed(t *testing.T, path string) snapshot {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := snapshot{cols: map[string][]string{}, rows: map[string][]string{}}
+	for _, table := range unprefixed {
+		s.cols[table] = columnsOf(t, db, table)
+		s.rows[table] = rowsOf(t, db, table, s.cols[table])
+		if len(s.rows[table]) == 0 {
+			t.Fatalf("the fixture's %s is empty: it must hold a row of every kind", table)
+		}
+	}
+	s.seq = testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = 'messages'`)
+	return s
+}
+
+// TestUpgradeFromUnprefixed upgrades the committed file of the unprefixed
+// layout with today's migrations: the layout becomes exactly a fresh
+// store's, and every row of every table comes through unchanged, leases and
+// tokens included. Then a store opens on it (its recovery releases the
+// leases the fixture's process left, as after any crash) and keeps every
+// promise it had made about the rows: receipts, attempts, dedup, groups,
+// dead letters, schedules, keys, seqs.
+func TestUpgradeFromUnprefixed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, exp := copyFixture(t)
+	before := snapshotUnprefixed(t, path)
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	if state, err := schema.Check(ctx, db); err != nil || state != schema.Outdated {
+		t.Fatalf("Check: %v, %v, want Outdated", state, err)
+	}
+	if err := schema.Apply(ctx, db); err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	fresh := testdb.Open(t, mqlite.Options{})
+	if got, want := dumpSchema(t, db), dumpSchema(t, fresh.Store.DB()); got != want {
+		t.Fatalf("the upgraded layout differs from a fresh one:\n--- upgraded ---\n%s\n--- fresh ---\n%s", got, want)
+	}
+	if tok, err := schema.GuardToken(ctx, db); err != nil || tok != schema.Token {
+		t.Fatalf("guard %q (%v), want %q: an older binary must refuse the file", tok, err, schema.Token)
+	}
+	for _, table := range unprefixed {
+		got := rowsOf(t, db, "mqlite_"+table, before.cols[table])
+		if !slices.Equal(got, before.rows[table]) {
+			t.Errorf("mqlite_%s:\n got  %q\n want %q", table, got, before.rows[table])
+		}
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE dedup_by_body = 0`); n != 0 {
+		t.Errorf("%d queues lost body deduplication in the upgrade", n)
+	}
+	if seq := testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`); seq != before.seq {
+		t.Errorf("message sequence %d, want %d", seq, before.seq)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM sqlite_sequence WHERE name NOT IN ('mqlite_messages', 'mqlite_migrations')`); n != 0 {
+		t.Errorf("%d sequence rows of dropped tables left", n)
+	}
+	var check string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check: %q, %v", check, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := mqlite.Open(ctx, path, mqlite.Options{Clock: atClock(exp.T0), ExistingOnly: true,
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1,
+		RetentionInterval: -1, ScheduleInterval: -1})
+	if err != nil {
+		t.Fatalf("open the upgraded file: %v", err)
+	}
+	defer st.Close()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("replay a completion from its receipt", st.Complete(ctx, exp.CompletedOrder))
+	if err := st.Complete(ctx, exp.LockedOrder); !errors.Is(err, mqlite.ErrLockLost) {
+		t.Fatalf("complete a lease of the dead process: %v, want ErrLockLost (recovery released it)", err)
+	}
+	// The attempt is recorded: its replay claims nothing new (its message
+	// was released by the recovery), where a new attempt would claim one.
+	got, err := st.Receive(ctx, "audit", mqlite.ReceiveOptions{AttemptID: exp.AttemptID})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("attempt replay gave %d messages (%v), want none", len(got), err)
+	}
+	send := func(queue string, m outbox.Message) outbox.Result {
+		t.Helper()
+		var res []outbox.Result
+		must("send", st.Tx(ctx, func(tx *mqlite.Tx) error {
+			var err error
+			res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, []outbox.Message{m})
+			return err
+		}))
+		return res[0]
+	}
+	if r := send("orders", outbox.Message{Body: []byte(`{"n":2}`), MessageID: "order-2"}); !r.Duplicate || r.Seq != 2 {
+		t.Errorf("resend by MessageID: %+v, want a duplicate of seq 2", r)
+	}
+	if r := send("orders", outbox.Message{Body: []byte(`{"n":7}`)}); !r.Duplicate || r.Seq != 7 {
+		t.Errorf("resend of a body on an upgraded queue: %+v, want a duplicate of seq 7 (the queue keeps body dedup)", r)
+	}
+	if r := send("orders", outbox.Message{Body: []byte("new")}); r.Duplicate || r.Seq != before.seq+1 {
+		t.Errorf("new message: %+v, want seq %d: seqs go on, never reused", r, before.seq+1)
+	}
+	dead, err := st.PeekDeadLetters(ctx, "orders", mqlite.PeekOptions{})
+	must("peek dead letters", err)
+	if len(dead) != 1 || dead[0].DeadLetterReason != "bad-order" || dead[0].DeadLetterDescription != "the order has no lines" {
+		t.Errorf("dead letters %+v", dead)
+	}
+	d, err := st.ReceiveDeferred(ctx, "orders", exp.DeferredSeq)
+	must("receive the deferred message", err)
+	must("complete it", st.Complete(ctx, d.Lock()))
+	// FIFO: g1's front, released by the recovery, comes first, then the
+	// rest of g1 in order once it is completed (the group triggers); g2's
+	// front is deferred and g3's scheduled, so they give nothing.
+	ms, err := st.Receive(ctx, "fifo", mqlite.ReceiveOptions{Max: 10})
+	if err != nil || len(ms) != 1 || ms[0].Seq != exp.LockedFIFO.Seq || ms[0].DeliveryCount != 2 {
+		t.Fatalf("fifo gave %+v (%v), want g1's front alone, on its second delivery", ms, err)
+	}
+	must("complete g1's front", st.Complete(ctx, ms[0].Lock()))
+	ms, err = st.Receive(ctx, "fifo", mqlite.ReceiveOptions{Max: 10})
+	if err != nil || len(ms) != 1 || string(ms[0].Body) != "g1-2" {
+		t.Fatalf("fifo gave %d messages (%v), want g1-2 alone", len(ms), err)
+	}
+	info, err := st.GetSchedule(ctx, "tick")
+	must("get schedule", err)
+	if info.Fired != 2 || !info.LastAt.Equal(exp.T0.Add(-30*time.Second)) {
+		t.Errorf("schedule tick: fired %d, last %v", info.Fired, info.LastAt)
+	}
+	if _, err := keys.Authenticate(ctx, st, exp.AdminKey); err != nil {
+		t.Errorf("the admin key made before the upgrade: %v", err)
+	}
+	if _, err := keys.Authenticate(ctx, st, exp.RevokedKey); !errors.Is(err, keys.ErrUnauthorized) {
+		t.Errorf("the key revoked before the upgrade: %v, want ErrUnauthorized", err)
+	}
+	m, err := st.Metrics(ctx)
+	must("metrics", err)
+	if len(m) != 5 {
+		t.Errorf("metrics of %d queues, want 5", len(m))
+	}
+
+	// A queue made after the upgrade does not deduplicate bodies.
+	must("create a queue", st.CreateQueue(ctx, "new", mqlite.QueueOptions{}))
+	if a, b := send("new", outbox.Message{Body: []byte("same")}), send("new", outbox.Message{Body: []byte("same")}); b.Duplicate || a.Seq == b.Seq {
+		t.Errorf("the same body twice on a new queue: %+v then %+v, want two messages", a, b)
+	}
+}
+
+// atClock is a fixed clock.
+type atClock time.Time
+
+func (c atClock) Now() time.Time { return time.Time(c) }
+
+// TestUpgradeFromBeforeSchedules: a file of the unprefixed layout made
+// before schedules existed (goose version 1, no schedules table) upgrades
+// too, and schedules work on it.
+func TestUpgradeFromBeforeSchedules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, _ := copyFixture(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE schedules; DELETE FROM ` + schema.VersionTable + ` WHERE version_id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := mqlite.Open(ctx, path, mqlite.Options{ScheduleInterval: -1})
+	if err != nil {
+		t.Fatalf("open a version-1 file: %v", err)
+	}
+	defer st.Close()
+	if m := st.Migration(); m.From != 1 || m.To != schema.Latest {
+		t.Fatalf("Migration() = %+v", m)
+	}
+	if _, err := st.GetQueue(ctx, "orders"); err != nil {
+		t.Fatalf("the old queue is gone: %v", err)
+	}
+	if err := st.CreateSchedule(ctx, "s", mqlite.ScheduleOptions{Target: "orders", Every: time.Hour}); err != nil {
+		t.Fatalf("CreateSchedule on the upgraded file: %v", err)
+	}
+}
+
+// TestUpgradeFailsWhole: a step of the upgrade that fails (here, a table of
+// the old layout is missing) rolls the whole upgrade back, says which step,
+// and leaves the file as it was.
+func TestUpgradeFailsWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, _ := copyFixture(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE receive_attempts`); err != nil {
+		t.Fatal(err)
+	}
+	before := dumpSchema(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mqlite.Open(ctx, path, mqlite.Options{})
+	if !errors.Is(err, mqlite.ErrMigration) || !strings.Contains(err.Error(), "receive_attempts") {
+		t.Fatalf("Open: %v, want ErrMigration naming receive_attempts", err)
+	}
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if after := dumpSchema(t, db); after != before {
+		t.Fatalf("a failed upgrade changed the layout:\n%s", after)
+	}
+	if n := testdb.Int(t, db, `SELECT max(version_id) FROM `+schema.VersionTable); n != 2 {
+		t.Fatalf("goose version %d after a failed upgrade, want 2", n)
+	}
+}
+
+// TestExistingOnlyRefusesTheUnprefixedLayout: with Options.ExistingOnly an
+// older layout is ErrMigrationNeeded and is not touched; Migrate upgrades it
+// and says so.
+func TestExistingOnlyRefusesTheUnprefixedLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path, _ := copyFixture(t)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true}); !errors.Is(err, mqlite.ErrMigrationNeeded) {
+		t.Fatalf("Open(ExistingOnly): %v, want ErrMigrationNeeded", err)
+	}
+	if now, _ := os.ReadFile(path); string(now) != string(orig) {
+		t.Fatal("a refused open changed the file")
+	}
+	m, err := mqlite.Migrate(ctx, path, mqlite.Options{})
+	if err != nil || m.From != 2 || m.To != schema.Latest {
+		t.Fatalf("Migrate: %+v, %v", m, err)
+	}
+	if m, err = mqlite.Migrate(ctx, path, mqlite.Options{}); err != nil || m.From != schema.Latest {
+		t.Fatalf("Migrate again: %+v, %v, want up to date", m, err)
+	}
+	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
+	if err != nil {
+		t.Fatalf("Open(ExistingOnly) after Migrate: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
