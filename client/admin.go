@@ -166,15 +166,10 @@ func (c *Client) CreateKey(ctx context.Context, role string, queues []string) (K
 // ListKeys returns every access key, revoked ones included.
 func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
 	var out wire.KeysResponse
-	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", out: &out})
-	if err != nil {
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", out: &out}); err != nil {
 		return nil, err
 	}
-	ks := make([]Key, len(out.Keys))
-	for i, k := range out.Keys {
-		ks[i] = Key(k)
-	}
-	return ks, nil
+	return convert(out.Keys, func(k wire.Key) Key { return Key(k) }), nil
 }
 
 // WhoAmI returns the client's own key (never its secret) and the names of
@@ -203,16 +198,22 @@ type QueueCounts struct {
 // brought up to date first (a lapsed lease counts as locked until a sweep).
 func (c *Client) Counts(ctx context.Context) ([]QueueCounts, error) {
 	var out wire.CountsResponse
-	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/counts", out: &out})
-	if err != nil {
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/counts", out: &out}); err != nil {
 		return nil, err
 	}
-	qs := make([]QueueCounts, len(out.Queues))
-	for i, q := range out.Queues {
-		qs[i] = QueueCounts{Queue: q.Queue, Active: q.Active, Scheduled: q.Scheduled, Locked: q.Locked,
+	return convert(out.Queues, func(q wire.QueueCounts) QueueCounts {
+		return QueueCounts{Queue: q.Queue, Active: q.Active, Scheduled: q.Scheduled, Locked: q.Locked,
 			Deferred: q.Deferred, DeadLettered: q.DeadLettered, Counters: mqlite.QueueCounters(q.Counters)}
+	}), nil
+}
+
+// convert returns f of every element of in, in order.
+func convert[W, C any](in []W, f func(W) C) []C {
+	out := make([]C, len(in))
+	for i, w := range in {
+		out[i] = f(w)
 	}
-	return qs, nil
+	return out
 }
 
 // RevokeKey revokes the key id; it is refused from then on.
