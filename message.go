@@ -12,12 +12,12 @@ import (
 // fields together) is also bounded by Options.MaxMessageBytes
 // (ErrMessageTooLarge).
 const (
-	MaxMessageIDLen = engine.MaxMessageIDLen // bytes of MessageID
-	MaxGroupIDLen   = engine.MaxGroupIDLen   // bytes of GroupID
-	MaxSubjectLen   = engine.MaxSubjectLen
+	MaxMessageIDLen = 256  // bytes of MessageID
+	MaxGroupIDLen   = 256  // bytes of GroupID
+	MaxSubjectLen   = 1024 // bytes of Subject
 	// MaxPropertiesBytes bounds the Properties of a message: the sum of
 	// the lengths of its keys and values.
-	MaxPropertiesBytes = engine.MaxPropertiesBytes
+	MaxPropertiesBytes = 64 << 10
 )
 
 // MaxDelay bounds how far ahead of the store's now a message may be made

@@ -117,12 +117,20 @@ type Config struct {
 	BackupDir string
 }
 
-// ErrConfig matches every error of New about its Config.
+// ErrConfig matches every error of New about its Config, as does
+// mqlite.ErrInvalidArgument (errors.As gives an *mqlite.InvalidArgumentError
+// whose Kind is ErrConfig).
 var ErrConfig = errors.New("broker: invalid config")
+
+// configErr returns the error of a bad Config: ErrConfig and
+// mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
+func configErr(format string, args ...any) error {
+	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+}
 
 func (c *Config) fill() error {
 	if c.Store == nil {
-		return fmt.Errorf("%w: Store is required", ErrConfig)
+		return configErr("Store is required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -132,7 +140,7 @@ func (c *Config) fill() error {
 			*d = v
 		}
 		if *d < 0 {
-			return fmt.Errorf("%w: %s must be positive", ErrConfig, name)
+			return configErr("%s must be positive", name)
 		}
 		return nil
 	}
@@ -146,7 +154,7 @@ func (c *Config) fill() error {
 		c.MaxLongPolls = DefaultMaxLongPolls
 	}
 	if c.MaxBodyBytes < 0 || c.MaxBatch < 0 || c.MaxLongPolls < 0 {
-		return fmt.Errorf("%w: MaxBodyBytes, MaxBatch and MaxLongPolls must be positive", ErrConfig)
+		return configErr("MaxBodyBytes, MaxBatch and MaxLongPolls must be positive")
 	}
 	switch {
 	case c.MaxResponseBytes == 0:
@@ -158,7 +166,7 @@ func (c *Config) fill() error {
 		c.KeyCacheTTL = DefaultKeyCacheTTL
 	}
 	if c.KeyCacheTTL < -1 {
-		return fmt.Errorf("%w: KeyCacheTTL must be positive or -1", ErrConfig)
+		return configErr("KeyCacheTTL must be positive or -1")
 	}
 	for _, d := range []struct {
 		p    *time.Duration
@@ -180,7 +188,7 @@ func (c *Config) fill() error {
 		}
 	}
 	if c.WriteTimeout <= c.MaxWait {
-		return fmt.Errorf("%w: WriteTimeout (%v) must exceed MaxWait (%v)", ErrConfig, c.WriteTimeout, c.MaxWait)
+		return configErr("WriteTimeout (%v) must exceed MaxWait (%v)", c.WriteTimeout, c.MaxWait)
 	}
 	if c.BackupDir != "" {
 		fi, err := os.Stat(c.BackupDir)

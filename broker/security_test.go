@@ -7,13 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/brokertest"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -66,25 +65,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 // serve runs a broker with cfg on httptest, its handler wrapped by wrap
 // when not nil, shuts it down when the test ends, and returns its URL.
 func serve(t *testing.T, cfg broker.Config, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	srv, err := broker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := srv.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Error(err)
-		}
-		ts.Close()
-	})
-	return ts.URL
+	return brokertest.Serve(t, cfg, wrap)
 }
 
 // do sends one request and returns the status and the decoded error body.

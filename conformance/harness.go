@@ -83,7 +83,7 @@ type Instance struct {
 type SendFunc func(queue string, msgs ...outbox.Message) ([]outbox.Result, error)
 
 // Clock is a fake clock the kit moves. Implementations must be safe for
-// concurrent use; internal/testdb's Clock is one.
+// concurrent use.
 type Clock interface {
 	mqlite.Clock
 	// Advance moves the clock forward by d.

@@ -10,10 +10,10 @@ import (
 
 // lifecycleTests: closing an implementation while a transaction runs
 // fences it: once Close has begun, the transaction's statements fail with
-// ErrClosed and its commit fails, and nothing of it is stored (issue 8,
-// item 9). The subtest pins that one outcome: the transaction goes on
-// sending until a send fails, which proves Close has begun, and then asks
-// to commit.
+// ErrClosed and its commit fails, and nothing of it is stored
+// (docs/conformance.md, "Sending"). The subtest pins that one outcome: the
+// transaction goes on sending until a send fails, which proves Close has
+// begun, and then asks to commit.
 var lifecycleTests = []subtest{
 	{"CloseDuringTransaction", func(t *testing.T, h Harness) {
 		skipWithout(t, h.Features.WithoutRestart)

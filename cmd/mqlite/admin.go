@@ -390,7 +390,7 @@ and topics by name; "*" is all of them.`,
 				if err != nil {
 					return err
 				}
-				return g.emit(wire.CreateKeyResponse{Key: k, Secret: secret}, func(w io.Writer) {
+				return g.emit(wire.CreateKeyResponse{Key: wire.Key(k), Secret: secret}, func(w io.Writer) {
 					fmt.Fprintf(w, "key %s (%s on %s)\n%s\nThis secret is shown once: store it now.\n", k.ID, k.Role, strings.Join(k.Queues, ","), secret)
 				})
 			})
@@ -407,10 +407,11 @@ and topics by name; "*" is all of them.`,
 				if err != nil {
 					return err
 				}
-				if ks == nil {
-					ks = []client.Key{}
+				out := wire.KeysResponse{Keys: make([]wire.Key, len(ks))}
+				for i, k := range ks {
+					out.Keys[i] = wire.Key(k)
 				}
-				return g.emit(wire.KeysResponse{Keys: ks}, func(w io.Writer) { printKeys(w, ks) })
+				return g.emit(out, func(w io.Writer) { printKeys(w, ks) })
 			})
 		},
 	}

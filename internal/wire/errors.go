@@ -10,8 +10,8 @@ import (
 )
 
 // Stable error codes: the coarse class of an error, one per HTTP status
-// family, as issue 14 lists them. A client branches on Code; Reason names
-// the exact cause.
+// family, as docs/api-reference-broker.md lists them. A client branches on
+// Code; Reason names the exact cause.
 const (
 	CodeLockLost     = "lock_lost"
 	CodeNotFound     = "not_found"
