@@ -156,10 +156,7 @@ func Mount(ctx context.Context, cfg Config) (*FS, error) {
 	f := &FS{backing: backing, grave: grave, files: map[uint64]*undos{}, dirs: map[uint64]map[string]uint64{},
 		cutDone: make(chan struct{})}
 	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, f: f}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
+	root.RootNode = &node{LoopbackNode: &fs.LoopbackNode{RootData: root}, f: f} // its children: node.WrapChild
 	zero := time.Duration(0)
 	server, err := fs.Mount(cfg.Mountpoint, root.RootNode, &fs.Options{
 		// No kernel caching of names or attributes: after a cut and a

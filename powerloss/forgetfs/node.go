@@ -15,8 +15,14 @@ import (
 // methods take precedence over the file handle's, so no write reaches the
 // folder around them.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	f *FS
+}
+
+// WrapChild makes every node the loopback creates (by lookup, create or
+// link) a node of this file system.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), f: n.f}
 }
 
 var (
@@ -39,6 +45,7 @@ var (
 	_ fs.NodeSymlinker      = (*node)(nil)
 	_ fs.NodeMknoder        = (*node)(nil)
 	_ fs.NodeTmpfiler       = (*node)(nil)
+	_ fs.NodeWrapChilder    = (*node)(nil)
 )
 
 // path is the node's path in the backing folder.
@@ -365,8 +372,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fh fs.FileHandl
 // dirHandle is an open folder: a listing, and fsync of its names.
 type dirHandle struct {
 	fs.DirStream
-	n    *node
-	next uint64
+	n *node
 }
 
 var (
