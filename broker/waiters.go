@@ -11,7 +11,7 @@ import (
 var errRevoked = errors.New("broker: the access key was revoked")
 
 // waiters are the receives waiting now, by key id, so that a revocation
-// ends the waits of its key at once (issue 22, item 4): a key revoked while
+// ends the waits of its key at once: a key revoked while
 // its receive waits must not get what is sent afterwards.
 type waiters struct {
 	mu      sync.Mutex

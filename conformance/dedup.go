@@ -115,7 +115,7 @@ var dedupTests = []subtest{
 		k.none("q")
 	}},
 	// The window passes exactly, for a single send and inside a batch (a
-	// batched resend after the window is a new message too, issue 22).
+	// batched resend after the window is a new message too).
 	{"WindowPasses", func(t *testing.T, h Harness) {
 		for _, resend := range []func(k *kit, m outbox.Message) outbox.Result{
 			func(k *kit, m outbox.Message) outbox.Result { return k.sendOne("q", m) },

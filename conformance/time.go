@@ -81,7 +81,7 @@ var scheduleTests = []subtest{
 		k.one("q", seq)
 	}},
 	// DeliverAt and Abandon's delay are at most mqlite.MaxDelay ahead;
-	// past it the call is refused and changes nothing (issue 22, item 11).
+	// past it the call is refused and changes nothing.
 	{"DelaysAreBounded", func(t *testing.T, h Harness) {
 		k := open(t, h)
 		k.queue("q", mqlite.QueueOptions{})

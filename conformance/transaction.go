@@ -101,7 +101,7 @@ var claimTests = []subtest{
 	}},
 	// MaxBytes bounds what one Receive or Peek hands out: messages in
 	// sequence order while their sizes (body and metadata) add up to at
-	// most MaxBytes, and the first whatever its size (issue 22, item 3).
+	// most MaxBytes, and the first whatever its size.
 	{"MaxBytesBoundsTheBatch", func(t *testing.T, h Harness) {
 		k := open(t, h)
 		k.queue("q", mqlite.QueueOptions{})
