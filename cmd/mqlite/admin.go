@@ -390,7 +390,7 @@ and topics by name; "*" is all of them.`,
 				if err != nil {
 					return err
 				}
-				return g.emit(wire.CreateKeyResponse{Key: k, Secret: secret}, func(w io.Writer) {
+				return g.emit(wire.CreateKeyResponse{Key: wire.Key(k), Secret: secret}, func(w io.Writer) {
 					fmt.Fprintf(w, "key %s (%s on %s)\n%s\nThis secret is shown once: store it now.\n", k.ID, k.Role, strings.Join(k.Queues, ","), secret)
 				})
 			})
@@ -407,10 +407,11 @@ and topics by name; "*" is all of them.`,
 				if err != nil {
 					return err
 				}
-				if ks == nil {
-					ks = []client.Key{}
+				out := wire.KeysResponse{Keys: make([]wire.Key, len(ks))}
+				for i, k := range ks {
+					out.Keys[i] = wire.Key(k)
 				}
-				return g.emit(wire.KeysResponse{Keys: ks}, func(w io.Writer) { printKeys(w, ks) })
+				return g.emit(out, func(w io.Writer) { printKeys(w, ks) })
 			})
 		},
 	}
@@ -434,8 +435,10 @@ func backupCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use: "backup DEST", Short: "write a consistent copy of the store to a new file", Args: exactArgs(1, "DEST"),
 		Long: `backup writes a consistent copy of the store to DEST, which must not exist.
-Through a broker (--url) DEST is a path on the broker's host.`,
-		Example: `  mqlite backup app-2026-01-02.db --db app.db`,
+Through a broker (--url) DEST is a plain file name in the folder the broker
+was started with (mqlite serve --backup-dir); without one the broker refuses.`,
+		Example: `  mqlite backup app-2026-01-02.db --db app.db
+  mqlite backup app-2026-01-02.db --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				bar := g.bar(-1, "backing up")

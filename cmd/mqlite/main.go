@@ -6,7 +6,7 @@
 //
 //	mqlite <command> [flags]
 //
-// The commands are serve, send, receive, peek, dlq (list, redrive, purge),
+// The commands are serve, send, receive, peek, dlq (list, redrive, purge), deliver-now,
 // queues (list, create, update, delete), topics (list, create, delete),
 // subscriptions (create, update, delete), schedules (list, create, update,
 // delete), stats, keys (create, list, revoke), backup, relay, demo, schema
@@ -106,7 +106,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 	pf.StringVar(&g.url, "url", os.Getenv("MQLITE_URL"), "the broker's base `URL`, instead of --db (env MQLITE_URL)")
 	pf.StringVar(&g.key, "key", os.Getenv("MQLITE_KEY"), "the access `key` for --url (env MQLITE_KEY)")
 	pf.BoolVar(&g.json, "json", false, "print JSON, for scripts")
-	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), dlqCmd(g), queuesCmd(g),
+	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), dlqCmd(g), deliverNowCmd(g), queuesCmd(g),
 		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g),
 		schemaCmd(g), migrateCmd(g))
 	return root
