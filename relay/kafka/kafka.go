@@ -55,7 +55,8 @@ var ErrNoTopic = errors.New("kafka: no such topic (the relay holds its messages 
 
 // Config configures a Sink. Zero values mean the defaults.
 type Config struct {
-	// Brokers are the seed brokers, host:port. Required.
+	// Brokers are the brokers the client contacts first (Kafka's bootstrap
+	// servers), each a host and a port joined by a colon. Required.
 	Brokers []string
 	// Topic is a relay.Template that names each message's topic, such as
 	// "orders.{{.Subject}}". Defaults to "{{.Queue}}". A message whose
