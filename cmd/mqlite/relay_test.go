@@ -104,7 +104,7 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "webhook",
-			"--webhook-url", srv.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, &stdout, &stderr)
+			"--webhook-url", srv.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, strings.NewReader(""), &stdout, &stderr)
 	}()
 	seen := map[string]bool{}
 	for len(seen) < 3 {
@@ -137,7 +137,7 @@ func TestRelayCommandUsage(t *testing.T) {
 		"single dash":    {"relay", "-db", "x.db", "--queue", "q", "--sink", "nats"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 2 {
 			t.Errorf("%s: exit code %d, want 2; stderr %s", name, code, stderr.String())
 		}
 	}
