@@ -171,7 +171,10 @@ func updateQueue(cmd *cobra.Command, b backend, name string, o *mqlite.QueueOpti
 	}
 	opts := q.Options
 	var missing []string
-	cmd.LocalNonPersistentFlags().Visit(func(f *pflag.Flag) {
+	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
 		if apply, ok := queueFlagFields[f.Name]; ok {
 			apply(&opts, o)
 		} else {

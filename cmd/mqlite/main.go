@@ -71,11 +71,16 @@ const (
 // run executes args and returns the process exit code: 0 on success, 1 when
 // the command failed, 2 on a usage error.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, terminal: isTerminal}
+	return execute(ctx, &globals{stdin: stdin, stdout: stdout, stderr: stderr, terminal: isTerminal}, args)
+}
+
+// execute runs args with g's streams and returns the exit code.
+func execute(ctx context.Context, g *globals, args []string) int {
+	stderr := g.stderr
 	root := newRoot(g)
 	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
+	root.SetIn(g.stdin)
+	root.SetOut(g.stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {

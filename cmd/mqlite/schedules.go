@@ -70,7 +70,10 @@ func updateSchedule(cmd *cobra.Command, b backend, name string, o mqlite.Schedul
 		opts.Cron, opts.TimeZone = "", ""
 	}
 	var missing []string
-	fs.Visit(func(f *pflag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
 		if apply, ok := scheduleFlagFields[f.Name]; ok {
 			apply(&opts, &o)
 		} else {
