@@ -71,18 +71,7 @@ func appRows(t *testing.T, db *sql.DB) map[string][]string {
 			t.Fatal(err)
 		}
 	}
-	rows, err := db.Query(`SELECT name || ': ' || sql FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND sql IS NOT NULL ORDER BY name`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out["ddl"] = append(out["ddl"], s)
-	}
+	out["ddl"] = testdb.Strings(t, db, `SELECT name || ': ' || sql FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND sql IS NOT NULL ORDER BY name`)
 	return out
 }
 

@@ -200,16 +200,10 @@ func TestSQLIsTheLayout(t *testing.T) {
 	if want := dumpSchema(t, fresh.Store.DB()); got != want {
 		t.Fatalf("schema.SQL() makes another layout than Open:\n--- SQL ---\n%s\n--- Open ---\n%s", got, want)
 	}
-	rows, err := db.Query(`SELECT name FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name string
-		_ = rows.Scan(&name)
+	for _, name := range testdb.Strings(t, db, `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
 		t.Errorf("object %q is not named mqlite_…", name)
 	}
-	if err := errors.Join(rows.Close(), db.Close()); err != nil {
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
@@ -238,16 +232,7 @@ func TestOperationsListsEveryObject(t *testing.T) {
 		listed[m[1]] = true
 	}
 	b := testdb.Open(t, mqlite.Options{})
-	rows, err := b.Store.DB().Query(`SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range testdb.Strings(t, b.Store.DB(), `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
 		if !listed[name] {
 			t.Errorf("docs/operations.md does not list %s", name)
 		}

@@ -67,22 +67,7 @@ func rowsOf(t *testing.T, db *sql.DB, table string, cols []string) []string {
 	for i, c := range cols {
 		quoted[i] = "quote(" + c + ")"
 	}
-	rows, err := db.Query(`SELECT ` + strings.Join(quoted, ` || '|' || `) + ` FROM ` + table)
-	if err != nil {
-		t.Fatalf("read %s: %v", table, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var r string
-		if err := rows.Scan(&r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	out := testdb.Strings(t, db, `SELECT `+strings.Join(quoted, ` || '|' || `)+` FROM `+table)
 	slices.Sort(out)
 	return out
 }
@@ -90,20 +75,7 @@ func rowsOf(t *testing.T, db *sql.DB, table string, cols []string) []string {
 // columnsOf returns the columns of table.
 func columnsOf(t *testing.T, db *sql.DB, table string) []string {
 	t.Helper()
-	rows, err := db.Query(`SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var cols []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	return cols
+	return testdb.Strings(t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
 }
 
 // snapshot is every row of the unprefixed file's tables and its message

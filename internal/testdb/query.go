@@ -21,3 +21,26 @@ func Int(t testing.TB, q Querier, query string, args ...any) int64 {
 	}
 	return n
 }
+
+// Strings runs query, which must return one text column, and returns its
+// rows in order, failing the test on error.
+func Strings(t testing.TB, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
