@@ -224,12 +224,17 @@ func openAPI(eps []endpoint) ([]byte, error) {
 	return json.MarshalIndent(doc, "", "  ")
 }
 
-// operationID names an operation for generated clients: the method and the
-// path's words, as in postQueuesMessagesBatch.
+// operationID names an operation for generated clients, uniquely: the
+// method and the path's words, as in postQueuesByQueueMessagesBatch.
 func operationID(method, path string) string {
 	id := strings.ToLower(method)
 	for _, part := range strings.Split(strings.TrimPrefix(path, "/v1"), "/") {
-		if part == "" || strings.HasPrefix(part, "{") {
+		if part == "" {
+			continue
+		}
+		if p, ok := strings.CutPrefix(part, "{"); ok {
+			p = strings.TrimSuffix(p, "}")
+			id += "By" + strings.ToUpper(p[:1]) + p[1:]
 			continue
 		}
 		for _, w := range strings.FieldsFunc(part, func(r rune) bool { return r == '-' || r == '.' }) {
