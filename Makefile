@@ -1,7 +1,7 @@
 # Every Go module in the repository (the root and the examples/bench modules).
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;)
 
-.PHONY: test race crash bench lint
+.PHONY: test race crash bench lint screenshots
 
 test:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 ./...); done
@@ -36,3 +36,12 @@ bench:
 
 lint:
 	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done
+
+# docs/dashboard.png, taken anew by the dashboard's browser test (it needs
+# chromium): the test keeps its screenshots as artifacts, and the one of the
+# queues view becomes the docs' picture.
+screenshots:
+	rm -rf .screenshots && mkdir .screenshots
+	go test -count=1 -run 'TestDashboardChromium$$' -artifacts -outputdir $(CURDIR)/.screenshots ./broker/
+	cp "$$(find .screenshots -name dashboard.png | head -1)" docs/dashboard.png
+	rm -rf .screenshots
