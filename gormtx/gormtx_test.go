@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/libtnb/sqlite"
@@ -120,7 +121,7 @@ func TestSQLTx(t *testing.T) {
 				for _, m := range msgs {
 					events = append(events, string(m.Body))
 				}
-				if !equal(orders, tc.want) || !equal(events, tc.want) {
+				if !slices.Equal(orders, tc.want) || !slices.Equal(events, tc.want) {
 					t.Errorf("orders %v and events %v, want %v for both", orders, events, tc.want)
 				}
 			})
@@ -164,16 +165,4 @@ func open(t *testing.T, prepared bool) (*mqlite.Store, *gorm.DB) {
 		t.Fatal(err)
 	}
 	return st, db
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -227,4 +227,3 @@ const countsQuery = `SELECT
 	(SELECT count(*) FROM shipments) AS shipments,
 	(SELECT count(*) FROM processed_events) AS processed,
 	(SELECT count(*) FROM (SELECT 1 FROM shipments GROUP BY order_id HAVING count(*) > 1)) AS shipped_twice`
-
