@@ -153,8 +153,9 @@ func schedules(t *testing.T, env []string) {
 	if !strings.Contains(out, "hourly") || !strings.Contains(out, "0 9 * * 1-5 (Europe/Paris)") {
 		t.Fatalf("schedules list: %q", out)
 	}
-	if _, code := cli(t, env, "", "schedules", "create", "bad", "--target", "jobs", "--cron", "61 * * * *"); code != 1 {
-		t.Fatalf("schedules create with a bad cron: exit %d, want 1", code)
+	// A usage error, whether the store or the broker finds it: exit 2.
+	if _, code := cli(t, env, "", "schedules", "create", "bad", "--target", "jobs", "--cron", "61 * * * *"); code != 2 {
+		t.Fatalf("schedules create with a bad cron: exit %d, want 2", code)
 	}
 	mustCLI(t, env, "", "schedules", "delete", "hourly")
 	out = mustCLI(t, env, "", "schedules", "list", "--json")
