@@ -126,19 +126,31 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	logged := stderr.String()
 	url := logged[strings.Index(logged, "url=http://")+len("url="):]
 	url = url[:strings.Index(url, "\n")]
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var scraped bytes.Buffer
-	_, _ = scraped.ReadFrom(resp.Body)
-	_ = resp.Body.Close()
-	for _, want := range []string{
+	// The observer counts a message once its settlement committed, which
+	// may come after the webhook saw it: scrape until both counts show.
+	want := []string{
 		`mqlite_relay_outcomes_total{outcome="delivered",queue="events",sink="webhook"} 2`,
 		`mqlite_relay_outcomes_total{outcome="dead_lettered",queue="events",sink="webhook"} 1`,
-	} {
-		if !strings.Contains(scraped.String(), want) {
-			t.Errorf("metrics lack %s:\n%s", want, scraped.String())
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scraped bytes.Buffer
+		_, _ = scraped.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(scraped.String(), want[0]) && strings.Contains(scraped.String(), want[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %v:\n%s", want, scraped.String())
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // a poll of the condition
+		case <-done:
+			t.Fatalf("the relay exited; stderr %s", stderr.String())
 		}
 	}
 	cancel() // as SIGINT would
