@@ -1,5 +1,11 @@
-# Every Go module in the repository (the root and the examples/bench modules).
+# Every Go module in the repository: the root (the library), each module
+# that keeps a heavy dependency away from a library user (cmd/mqlite, the
+# NATS and RabbitMQ sinks, the dashboard's browser test, Watermill) and the
+# examples/bench modules. Every target below runs over all of them.
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;)
+
+# staticcheck at a pinned version, fetched from the module proxy by go run.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test race crash bench lint screenshots
 
@@ -9,11 +15,17 @@ test:
 race: test
 
 # The failure tests: SIGKILL crash injection (of a store's process, and of a
-# broker under client load: TestBrokerCrash), and the integrity sweep at its
-# full size under the race detector (make test runs it smaller under -race).
+# broker under client load: TestBrokerCrash), the integrity sweep at its
+# full size under the race detector (make test runs it smaller under -race),
+# and power loss (powerloss/, its own module; make test runs it short, under
+# -race): 100 cuts per scenario and synchronous setting, and every step of a
+# Backup and of an upgrade, without -race: the workers are that test binary,
+# and SQLite under the race detector runs ten times slower. Every module is
+# searched, so cmd/mqlite's TestStandbyTakeoverCrash runs too.
 crash:
-	MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...
+	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' ./...); done
 	cd watermill && go test -race -tags stress -count=1 -timeout 25m -run 'TestPubSubStress' ./...
+	cd powerloss && MQLITE_POWERLOSS_CUTS=100 go test -count=1 -timeout 30m -v -run 'TestPowerLoss' .
 
 # Each benchmark with the work size docs/benchmark.md reports. Send and drain
 # run three times over, so that mqlite and the raw baseline alternate.
@@ -29,19 +41,28 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
-	go test -run '^$$' -bench BenchmarkBroker -benchtime 50000x ./client/
-	go test -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/
+	go test -run '^$$' -bench 'BenchmarkBroker$$' -benchtime 50000x ./client/
+	go test -run '^$$' -bench BenchmarkBrokerPeekRSS -benchtime 1x -timeout 30m ./client/
+	go test -C relay/nats -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x .
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
+	for i in 1 2 3; do (cd powerloss && go test -run '^$$' -bench BenchmarkSyncMode -benchtime 3000x .); done   # FULL beside NORMAL (docs/operations.md, "Power loss")
 
+# gofmt, go vet and staticcheck over every module (staticcheck with the
+# build tags of the crash and stress tests, so that it sees their helpers),
+# then citecheck: no comment in library code cites a document outside the
+# repository.
 lint:
-	@set -e; for m in $(MODULES); do (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...); done
+	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && \
+		unformatted="$$(gofmt -l .)" && if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted"; exit 1; fi && \
+		go vet ./... && go run $(STATICCHECK) -tags crash_injection,stress ./...); done
+	go run ./internal/citecheck .
 
-# docs/dashboard.png, taken anew by the dashboard's browser test (it needs
+# docs/dashboard.png, taken anew by the dashboard's browser test (broker/chromium, which needs
 # chromium): the test keeps its screenshots as artifacts, and the one of the
 # queues view becomes the docs' picture.
 screenshots:
 	rm -rf .screenshots && mkdir .screenshots
-	go test -count=1 -run 'TestDashboardChromium$$' -artifacts -outputdir $(CURDIR)/.screenshots ./broker/
+	go test -C broker/chromium -count=1 -run 'TestDashboardChromium$$' -artifacts -outputdir $(CURDIR)/.screenshots .
 	cp "$$(find .screenshots -name dashboard.png | head -1)" docs/dashboard.png
 	rm -rf .screenshots

@@ -14,7 +14,8 @@ import (
 // store. Leases in the copy are released by recovery when it is opened.
 //
 // dst must not exist (ErrDestinationExists): a backup never overwrites a
-// file. The copy is written to a temporary file in dst's folder (named
+// file. The copy holds every body and key hash, so it is created 0600. It
+// is written to a temporary file in dst's folder (named
 // ".<base of dst>.mqlite-backup-*"), fsynced, and only then linked into place
 // under dst, and the folder fsynced: dst either does not exist or holds a
 // whole backup, even if the process dies half-way (a temporary file may then
@@ -40,8 +41,10 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	}
 	tmpPath := tmp.Name()
 	defer os.Remove(tmpPath) // after a successful link it is a second name only
-	if err := errors.Join(tmp.Close(), os.Remove(tmpPath)); err != nil {
-		return fmt.Errorf("backup %s: %w", dst, err) // VACUUM INTO wants a path that does not exist
+	// VACUUM INTO writes into an empty file as into a new one, and keeps
+	// its mode: the copy is 0600 (CreateTemp's) from its first byte on.
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("backup %s: %w", dst, err)
 	}
 	if err := s.eng.Backup(ctx, s.db, tmpPath); err != nil {
 		return fmt.Errorf("backup %s: %w", dst, err)

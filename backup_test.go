@@ -185,3 +185,34 @@ func TestBackupKilledLeavesNoPartialFile(t *testing.T) {
 		t.Fatalf("retried backup holds %d messages, want %d", got, n)
 	}
 }
+
+// TestFilesArePrivate: the store's file, its WAL, shared memory and lock
+// files, and a backup hold every body and key hash: each is created 0600
+// (issue 22), whatever the umask lets through.
+func TestFilesArePrivate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "private.db")
+	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "backup.db")
+	if err := st.Backup(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + ".lock", dst} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", filepath.Base(p), fi.Mode().Perm())
+		}
+	}
+}

@@ -59,10 +59,13 @@
 //     transaction on any other connection lacks them and is refused with
 //     ErrNotAStore.
 //
-// Nothing reads the wall clock or SQLite's CURRENT_TIMESTAMP. consumer.Loop
-// asks its Source for the clock (consumer.Clocker), so a Loop over a store
-// with a fake clock needs no second one. Tests inject a fake clock and move
-// it instead of sleeping.
+// No timestamp a message, a lease, a receipt or a schedule stores, and no
+// moment that is due, is read from the wall clock or SQLite's
+// CURRENT_TIMESTAMP: all come from the Clock. The wall clock only measures
+// how long a call waits or runs: Receive's Wait, Options.BusyTimeout, and
+// the durations of spans and metrics. consumer.Loop asks its Source for the
+// clock (consumer.Clocker), so a Loop over a store with a fake clock needs
+// no second one. Tests inject a fake clock and move it instead of sleeping.
 //
 // # Errors
 //

@@ -12,13 +12,20 @@ import (
 // fields together) is also bounded by Options.MaxMessageBytes
 // (ErrMessageTooLarge).
 const (
-	MaxMessageIDLen = engine.MaxMessageIDLen // bytes of MessageID
-	MaxGroupIDLen   = engine.MaxGroupIDLen   // bytes of GroupID
-	MaxSubjectLen   = engine.MaxSubjectLen
+	MaxMessageIDLen = 256  // bytes of MessageID
+	MaxGroupIDLen   = 256  // bytes of GroupID
+	MaxSubjectLen   = 1024 // bytes of Subject
 	// MaxPropertiesBytes bounds the Properties of a message: the sum of
 	// the lengths of its keys and values.
-	MaxPropertiesBytes = engine.MaxPropertiesBytes
+	MaxPropertiesBytes = 64 << 10
 )
+
+// MaxDelay bounds how far ahead of the store's now a message may be made
+// due: a send's DeliverAt (ErrInvalidMessage past it) and Abandon's delay
+// (ErrInvalidArgument past it) are at most 365 days away, and the broker
+// answers 400 past the same bound. A message parked until then is made due
+// at once by Store.DeliverNow.
+const MaxDelay = engine.MaxDelay
 
 // Lock identifies one delivery of one message: what every settlement and
 // renewal presents.

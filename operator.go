@@ -16,6 +16,11 @@ type PeekOptions struct {
 	// Max is how many messages to return at most. Defaults to 100; at most
 	// 1000.
 	Max int
+	// MaxBytes, when positive, ends the page before the sizes of its
+	// messages (body and metadata) add up past it; the first message comes
+	// whatever its size. The next page starts after the last message
+	// returned. Zero means no bound.
+	MaxBytes int64
 }
 
 func (o *PeekOptions) validate() error {
@@ -25,6 +30,9 @@ func (o *PeekOptions) validate() error {
 	}
 	if o.FromSeq < 0 {
 		return invalidf(ErrInvalidArgument, "negative FromSeq")
+	}
+	if o.MaxBytes < 0 {
+		return invalidf(ErrInvalidArgument, "negative MaxBytes")
 	}
 	return nil
 }
@@ -58,7 +66,7 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, read p
 			return err
 		}
 		var err error
-		rows, err = read(ctx, tx, engine.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max})
+		rows, err = read(ctx, tx, engine.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max, MaxBytes: opts.MaxBytes})
 		return err
 	})
 	if err != nil {
@@ -92,13 +100,8 @@ type RedriveOptions struct {
 // skipped. It runs in one transaction and blocks other statements of the
 // store while it runs.
 func (s *Store) Redrive(ctx context.Context, queue string, opts RedriveOptions) (int, error) {
-	if err := s.checkQueue(ctx, queue); err != nil {
+	if err := s.checkSeqs(ctx, queue, opts.Seqs); err != nil {
 		return 0, err
-	}
-	for _, seq := range opts.Seqs {
-		if seq <= 0 {
-			return 0, invalidf(ErrInvalidArgument, "seq %d", seq)
-		}
 	}
 	var n int64
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -107,6 +110,32 @@ func (s *Store) Redrive(ctx context.Context, queue string, opts RedriveOptions) 
 		}
 		var err error
 		n, err = engine.Redrive(ctx, tx, queue, opts.Seqs, s.now())
+		return err
+	})
+	return int(n), err
+}
+
+// DeliverNowOptions configures DeliverNow.
+type DeliverNowOptions struct {
+	// Seqs are the scheduled messages to make due. Empty means all of the
+	// queue's scheduled messages.
+	Seqs []int64
+}
+
+// DeliverNow makes scheduled messages of queue due now, as if their moment
+// had come: a message sent with a DeliverAt or abandoned with a delay is
+// claimable at once, and a waiting Receive takes it. A grouped message
+// keeps its group's order. It returns how many messages it changed; listed
+// seqs that are not scheduled messages of the queue are skipped. It is the
+// operator's way out of a message parked far ahead (up to MaxDelay).
+func (s *Store) DeliverNow(ctx context.Context, queue string, opts DeliverNowOptions) (int, error) {
+	if err := s.checkSeqs(ctx, queue, opts.Seqs); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		n, err = engine.DeliverNow(ctx, tx, queue, opts.Seqs, s.now())
 		return err
 	})
 	return int(n), err
@@ -249,6 +278,20 @@ func (s *Store) catchUp(ctx context.Context, tx *sql.Tx, queue string) error {
 		return err
 	}
 	return engine.MakeClaimable(ctx, tx, q, s.now())
+}
+
+// checkSeqs checks an operator call's queue (checkQueue) and its listed
+// sequence numbers.
+func (s *Store) checkSeqs(ctx context.Context, queue string, seqs []int64) error {
+	if err := s.checkQueue(ctx, queue); err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		if seq <= 0 {
+			return invalidf(ErrInvalidArgument, "seq %d", seq)
+		}
+	}
+	return nil
 }
 
 // checkQueue validates queue and checks that it exists.

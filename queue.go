@@ -18,7 +18,7 @@ const (
 	MinLockDuration  = 100 * time.Millisecond
 	MaxLockDuration  = 24 * time.Hour
 	MaxDedupWindow   = 7 * 24 * time.Hour
-	MaxTTL           = engine.MaxTTL
+	MaxTTL           = 100 * 365 * 24 * time.Hour
 )
 
 // Defaults of QueueOptions' zero-valued fields.

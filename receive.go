@@ -45,6 +45,14 @@ type ReceiveOptions struct {
 	AttemptID string
 	// Mode is PeekLock (the default) or ReceiveAndDelete.
 	Mode ReceiveMode
+	// MaxBytes, when positive, bounds what one Receive hands out: it claims
+	// messages in sequence order while their sizes (body and metadata, as
+	// Options.MaxMessageBytes counts them) add up to at most MaxBytes, and
+	// the first message whatever its size, so a Receive is never empty for
+	// want of budget. Fewer than Max may then come back while more are
+	// ready. Zero means no bound. A replay (AttemptID) returns what the
+	// attempt handed out.
+	MaxBytes int64
 }
 
 func validateReceive(queue string, o *ReceiveOptions) error {
@@ -63,6 +71,9 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 	}
 	if len(o.AttemptID) > MaxMessageIDLen {
 		return invalidf(ErrInvalidArgument, "AttemptID too long")
+	}
+	if o.MaxBytes < 0 {
+		return invalidf(ErrInvalidArgument, "negative MaxBytes")
 	}
 	return nil
 }
@@ -147,7 +158,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
-			AttemptID: opts.AttemptID, Now: s.now(), Bounds: s.bounds,
+			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
 		})
 		s.tally.redelivered(queue, redeliveries(claimed))
 		if err != nil || len(claimed) > 0 || opts.Wait <= 0 {

@@ -521,3 +521,39 @@ func TestCloseInsideTxWithScheduleLoopWaiting(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateScheduleAfterTheClockStepsBack: an update computes the next
+// period after the last one fired, not after now: with the clock stepped
+// back before that period, the update must not make it fire twice.
+func TestUpdateScheduleAfterTheClockStepsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := testdb.Open(t, mqlite.Options{ScheduleInterval: -1})
+	b.Queue(t, "q", noDedup)
+	opts := mqlite.ScheduleOptions{Target: "q", Every: time.Minute, Body: []byte("tick")}
+	if err := b.Store.CreateSchedule(ctx, "m", opts); err != nil {
+		t.Fatal(err)
+	}
+	first := testdb.Start.Add(time.Minute)
+	b.Clock.Advance(time.Minute)
+	if n := fire(t, b.Store); n != 1 {
+		t.Fatalf("fired %d at the first period, want 1", n)
+	}
+	b.Clock.Set(testdb.Start.Add(30 * time.Second)) // before the period fired
+	opts.Body = []byte("tock")
+	if err := b.Store.UpdateSchedule(ctx, "m", opts); err != nil {
+		t.Fatal(err)
+	}
+	if si := getSchedule(t, b.Store, "m"); !si.NextAt.After(si.LastAt) || !si.LastAt.Equal(first) {
+		t.Fatalf("after the update: next %v, last %v; want the next period after %v", si.NextAt, si.LastAt, first)
+	}
+	b.Clock.Set(first)
+	if n := fire(t, b.Store); n != 0 {
+		t.Fatalf("the period fired before the update fired again: %d", n)
+	}
+	b.Clock.Advance(time.Minute)
+	if n := fire(t, b.Store); n != 1 {
+		t.Fatalf("fired %d at the second period, want 1", n)
+	}
+	wantPeriods(t, b.Store, "q", "m", first, time.Minute, 2)
+}

@@ -91,12 +91,13 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 }
 
 // Abandon gives a delivered message back: it becomes claimable again after
-// delay (at once for 0). On the queue's last allowed delivery it is
+// delay (at once for 0), at most MaxDelay (ErrInvalidArgument past it,
+// and the message stays locked). On the queue's last allowed delivery it is
 // dead-lettered instead. Fenced and replayable like Complete; a retry with
 // another delay is not the same request and gets ErrLockLost.
 func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error {
-	if delay < 0 {
-		return invalidf(ErrInvalidArgument, "negative delay")
+	if delay < 0 || delay > MaxDelay {
+		return invalidf(ErrInvalidArgument, "delay %v, want 0 to %v", delay, MaxDelay)
 	}
 	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
 }

@@ -51,7 +51,7 @@ type Store struct {
 	unlockErr error
 }
 
-// Open opens (creating when missing) the mqlite file at path.
+// Open opens (creating when missing, with mode 0600) the mqlite file at path.
 //
 // It takes an advisory lock on "<path>.lock" and one on the file itself,
 // keyed on the canonical path so that every spelling of the file (relative,
@@ -324,9 +324,11 @@ const lockRetry = 10 * time.Millisecond
 // another store is ErrDBLocked, unless opts.WaitForLock: then it waits for
 // both until ctx ends. The two cover each other's blind spot: the file's own
 // lock still holds when the sidecar is deleted or renamed, the sidecar's
-// when the file is replaced under its name.
+// when the file is replaced under its name. Taking the file's lock creates
+// a missing file, 0600: it holds every body and key hash, and SQLite gives
+// its WAL and shared-memory files the file's mode.
 func lockFile(ctx context.Context, canon string, opts Options) (fileLock, error) {
-	l := fileLock{sidecar: flock.New(canon + ".lock"), file: flock.New(canon, flock.SetPermissions(0o644))}
+	l := fileLock{sidecar: flock.New(canon + ".lock"), file: flock.New(canon, flock.SetPermissions(0o600))}
 	logged := false
 	for _, f := range []*flock.Flock{l.sidecar, l.file} {
 		ok, err := f.TryLock()

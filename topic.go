@@ -22,7 +22,8 @@ type Filter struct {
 	// SubjectPrefix, when set, must begin the message's Subject.
 	SubjectPrefix string
 	// Properties are conditions on the message's Properties, by key. A
-	// message without the key does not match.
+	// message without the key does not match, not even In(""): a missing
+	// property is not an empty one (a property set to "" matches In("")).
 	Properties map[string]Match
 }
 

@@ -137,7 +137,7 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 
 // ---- raw SQL: the ceiling -------------------------------------------------
 
-// raw is the baseline of issue 13: one table, one partial index on the ready
+// raw is the baseline docs/benchmark.md compares against: one table, one partial index on the ready
 // rows, a claim by UPDATE … RETURNING of the lowest ids, completion by
 // DELETE. No leases, tokens, receipts, dedup or groups.
 type raw struct{ db *sql.DB }

@@ -8,7 +8,15 @@
 // docs/operations.md, "Dashboard"). Every /v1 endpoint needs an access key
 // ("Authorization: Bearer mqlite_..."), made with `mqlite keys create` or
 // POST /v1/keys: none, unknown or revoked is 401; a key whose role or queues
-// do not cover the request is 403. Keys are never logged.
+// do not cover the request is 403. A key must cover every queue a request
+// reads, changes or deletes (a topic's subscription queues included), and
+// learns nothing of the names it does not cover: listings, topic answers
+// and a send's copies leave them out, and a schedule outside its scope is
+// not found. Keys are never logged; revoking one ends its waiting receives.
+//
+// A request body is exactly one JSON object of valid UTF-8. An answer that
+// carries messages stops adding them at Config.MaxResponseBytes, one at
+// least. Remote backups go only into Config.BackupDir.
 //
 // Receive long-polls: it calls Store.Receive with the request's wait, capped
 // by Config.MaxWait, so a commit or a due moment in the store wakes it at
@@ -30,6 +38,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -48,6 +57,7 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultKeyCacheTTL       = 2 * time.Second
 	DefaultDrainTimeout      = 30 * time.Second
+	DefaultMaxResponseBytes  = 4 << 20
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -90,14 +100,37 @@ type Config struct {
 	// their traffic are the broker's business. The metrics never carry a
 	// message, a body or a key.
 	PublicMetrics bool
+	// MaxResponseBytes is the byte budget of an answer that carries
+	// messages (receive, peek, the dead-letter listing): it stops adding
+	// messages before their sizes (body and metadata, as the store's
+	// MaxMessageBytes counts them) add up past the budget, and always
+	// carries one, however large. A request may ask for less (max_bytes),
+	// never for more. It bounds the broker's memory for one answer: the
+	// rows read, then their JSON (base64 bodies, a third larger). Defaults
+	// to 4 MiB; -1 turns the budget off (Max alone bounds an answer).
+	MaxResponseBytes int64
+	// BackupDir is the folder POST /v1/backup writes into: a request names
+	// a plain file in it, never a path. It must exist when New is called.
+	// Empty (the default) turns remote backups off: the endpoint answers
+	// 403 (backup_disabled). Backups are written 0600; they hold every
+	// body and key hash.
+	BackupDir string
 }
 
-// ErrConfig matches every error of New about its Config.
+// ErrConfig matches every error of New about its Config, as does
+// mqlite.ErrInvalidArgument (errors.As gives an *mqlite.InvalidArgumentError
+// whose Kind is ErrConfig).
 var ErrConfig = errors.New("broker: invalid config")
+
+// configErr returns the error of a bad Config: ErrConfig and
+// mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
+func configErr(format string, args ...any) error {
+	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+}
 
 func (c *Config) fill() error {
 	if c.Store == nil {
-		return fmt.Errorf("%w: Store is required", ErrConfig)
+		return configErr("Store is required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -107,7 +140,7 @@ func (c *Config) fill() error {
 			*d = v
 		}
 		if *d < 0 {
-			return fmt.Errorf("%w: %s must be positive", ErrConfig, name)
+			return configErr("%s must be positive", name)
 		}
 		return nil
 	}
@@ -121,13 +154,19 @@ func (c *Config) fill() error {
 		c.MaxLongPolls = DefaultMaxLongPolls
 	}
 	if c.MaxBodyBytes < 0 || c.MaxBatch < 0 || c.MaxLongPolls < 0 {
-		return fmt.Errorf("%w: MaxBodyBytes, MaxBatch and MaxLongPolls must be positive", ErrConfig)
+		return configErr("MaxBodyBytes, MaxBatch and MaxLongPolls must be positive")
+	}
+	switch {
+	case c.MaxResponseBytes == 0:
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	case c.MaxResponseBytes < -1:
+		return fmt.Errorf("%w: MaxResponseBytes must be positive or -1", ErrConfig)
 	}
 	if c.KeyCacheTTL == 0 {
 		c.KeyCacheTTL = DefaultKeyCacheTTL
 	}
 	if c.KeyCacheTTL < -1 {
-		return fmt.Errorf("%w: KeyCacheTTL must be positive or -1", ErrConfig)
+		return configErr("KeyCacheTTL must be positive or -1")
 	}
 	for _, d := range []struct {
 		p    *time.Duration
@@ -149,7 +188,13 @@ func (c *Config) fill() error {
 		}
 	}
 	if c.WriteTimeout <= c.MaxWait {
-		return fmt.Errorf("%w: WriteTimeout (%v) must exceed MaxWait (%v)", ErrConfig, c.WriteTimeout, c.MaxWait)
+		return configErr("WriteTimeout (%v) must exceed MaxWait (%v)", c.WriteTimeout, c.MaxWait)
+	}
+	if c.BackupDir != "" {
+		fi, err := os.Stat(c.BackupDir)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("%w: BackupDir %q is not a folder (%v)", ErrConfig, c.BackupDir, err)
+		}
 	}
 	return nil
 }
@@ -177,6 +222,13 @@ type Server struct {
 	cache   map[[32]byte]cachedKey
 
 	metricsHTTP http.Handler // GET /metrics, after its key check
+
+	// topics serialises the changes to the set of a topic's subscriptions
+	// made through the broker (the only writer of the file), so that a
+	// topic's deletion deletes the subscriptions its key check saw.
+	topics sync.Mutex
+
+	waiting waiters // the waiting receives, by key, for revocations
 }
 
 type cachedKey struct {

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
 // fuzzDecoder checks one request decoder on arbitrary bytes: it never
-// panics, a value it accepts converts to the store's arguments without
+// panics, accepts only UTF-8, a value it accepts converts to the store's arguments without
 // panicking (use), and encodes back to JSON that decodes to the same value.
 // The seed corpus is in testdata/fuzz/<name>/.
 func fuzzDecoder[T any](f *testing.F, use func(T)) {
@@ -21,6 +22,9 @@ func fuzzDecoder[T any](f *testing.F, use func(T)) {
 				t.Fatalf("error without a code: %v", err)
 			}
 			return
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("accepted a body that is not UTF-8: %q", data)
 		}
 		use(v)
 		again, err := json.Marshal(v)
@@ -87,6 +91,8 @@ func FuzzDecodeRedrive(f *testing.F) { fuzzDecoder(f, func(wire.RedriveRequest) 
 
 func FuzzDecodePurge(f *testing.F) { fuzzDecoder(f, func(wire.PurgeRequest) {}) }
 
+func FuzzDecodeDeliverNow(f *testing.F) { fuzzDecoder(f, func(wire.DeliverNowRequest) {}) }
+
 func FuzzDecodeCreateQueue(f *testing.F) {
 	fuzzDecoder(f, func(r wire.CreateQueueRequest) { _, _ = r.Options.Options() })
 }
@@ -111,3 +117,11 @@ func FuzzDecodeUpdateSubscription(f *testing.F) {
 func FuzzDecodeCreateKey(f *testing.F) { fuzzDecoder(f, func(wire.CreateKeyRequest) {}) }
 
 func FuzzDecodeBackup(f *testing.F) { fuzzDecoder(f, func(wire.BackupRequest) {}) }
+
+func FuzzDecodeCreateSchedule(f *testing.F) {
+	fuzzDecoder(f, func(r wire.CreateScheduleRequest) { _, _ = r.Options.Options() })
+}
+
+func FuzzDecodeUpdateSchedule(f *testing.F) {
+	fuzzDecoder(f, func(r wire.UpdateScheduleRequest) { _, _ = r.Options.Options() })
+}

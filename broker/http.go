@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -27,30 +30,92 @@ func errMalformed(format string, args ...any) error {
 	return &apiError{wire.CodeInvalid, wire.ReasonMalformed, fmt.Sprintf(format, args...)}
 }
 
-// decode reads exactly one JSON value of type T from body: unknown fields,
-// trailing data and bodies over the limit are refused.
+// decode reads exactly one JSON object of type T from body: anything else
+// (null, an array, a string), unknown fields, trailing data, text that is
+// not UTF-8 and bodies over the limit are refused. encoding/json would
+// replace invalid UTF-8 with U+FFFD, and two distinct names would become
+// one: the raw bytes are checked first.
 func decode[T any](body io.Reader) (T, error) {
 	var v T
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	data, err := io.ReadAll(body)
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return v, &apiError{wire.CodeTooLarge, wire.ReasonBodyTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit)}
 		}
-		if errors.Is(err, io.EOF) {
-			return v, errMalformed("empty request body")
-		}
+		return v, errMalformed("reading the request body: %v", err)
+	}
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	switch {
+	case len(trimmed) == 0:
+		return v, errMalformed("empty request body")
+	case trimmed[0] != '{':
+		return v, errMalformed("the request body is not a JSON object")
+	}
+	if err := checkUTF8(data); err != nil {
+		return v, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
 		return v, errMalformed("malformed JSON: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return v, &apiError{wire.CodeTooLarge, wire.ReasonBodyTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit)}
-		}
 		return v, errMalformed("malformed JSON: data after the value")
 	}
 	return v, nil
+}
+
+// checkUTF8 refuses a JSON text that is not UTF-8 or whose strings escape
+// half of a surrogate pair (\ud800 alone), which no UTF-8 text can hold.
+func checkUTF8(data []byte) error {
+	if !utf8.Valid(data) {
+		return errMalformed("the request body is not valid UTF-8")
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if i >= len(data) || data[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(data[i+1:])
+		if !ok || !utf16.IsSurrogate(r) {
+			continue
+		}
+		// A high half must come first, followed at once by a low half.
+		lo, ok2 := rune(0), false
+		if r < 0xdc00 && len(data) >= i+11 && data[i+5] == '\\' && data[i+6] == 'u' {
+			lo, ok2 = hex4(data[i+7:])
+		}
+		if !ok2 || utf16.DecodeRune(r, lo) == utf8.RuneError {
+			return errMalformed("the request body escapes half of a UTF-16 surrogate pair")
+		}
+		i += 10
+	}
+	return nil
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // decodeBytes is decode on a byte slice (for the fuzz tests).
@@ -145,16 +210,20 @@ func (s *Server) wrap(e endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		// Answers carry queue contents and keys: no cache keeps them, no
+		// browser guesses their type.
+		sw.Header().Set("Cache-Control", "no-store")
+		sw.Header().Set("X-Content-Type-Options", "nosniff")
 		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
 		var keyID string
 		err := func() error {
-			token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !found || token == "" {
+			token, found := bearer(r.Header.Get("Authorization"))
+			if !found {
 				return &apiError{wire.CodeUnauthorized, wire.ReasonNoKey, "no access key: send Authorization: Bearer <key>"}
 			}
 			k, err := s.authenticate(r.Context(), token)
 			if errors.Is(err, keys.ErrUnauthorized) {
-				return &apiError{wire.CodeUnauthorized, wire.ReasonBadKey, "unknown or revoked access key"}
+				return errRevokedKey()
 			}
 			if err != nil {
 				return err
@@ -186,14 +255,44 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			if status == http.StatusServiceUnavailable {
 				sw.Header().Set("Retry-After", "1")
 			}
-			if status >= 500 {
-				s.log.Error("broker: request failed", "method", r.Method, "path", r.URL.Path, "key", keyID, "err", err)
-			}
+			s.log.Log(r.Context(), failureLevel(r, status, eb.Reason), "broker: request failed",
+				"method", r.Method, "path", r.URL.Path, "status", status, "key", keyID, "err", err)
 			writeJSON(sw, status, wire.ErrorResponse{Error: eb})
 		}
 		s.log.Debug("broker: request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 			"key", keyID, "took", time.Since(start))
 	})
+}
+
+// errRevokedKey is the answer to a key that is unknown or revoked.
+func errRevokedKey() error {
+	return &apiError{wire.CodeUnauthorized, wire.ReasonBadKey, "unknown or revoked access key"}
+}
+
+// bearer returns the token of an Authorization header value of the Bearer
+// scheme, whose name is matched without regard to case (RFC 9110, 11.1).
+func bearer(header string) (string, bool) {
+	scheme, token, found := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	return token, found && strings.EqualFold(scheme, "Bearer") && token != ""
+}
+
+// failureLevel is the log level of a failed request: an error of the broker
+// or its store is an ERROR; a refusal that is the client's business (a
+// long-poll over the limit, a client that went away, a draining broker, and
+// every 4xx) is DEBUG, so that one client cannot fill the log.
+func failureLevel(r *http.Request, status int, reason string) slog.Level {
+	switch {
+	case status < 500:
+		return slog.LevelDebug
+	case reason == wire.ReasonBusy || reason == wire.ReasonDraining || reason == wire.ReasonStandby:
+		return slog.LevelDebug
+	case r.Context().Err() != nil:
+		return slog.LevelDebug // the client cancelled, or its connection closed
+	case status == http.StatusServiceUnavailable:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }
 
 // open serves the endpoints without a key (/healthz, /readyz, unknown

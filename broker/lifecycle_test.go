@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,10 @@ func TestConfig(t *testing.T) {
 		{"negative timeout", broker.Config{Store: st, ReadTimeout: -1}, false},
 		{"write timeout under max wait", broker.Config{Store: st, MaxWait: time.Minute, WriteTimeout: time.Second}, false},
 		{"cache off", broker.Config{Store: st, KeyCacheTTL: -1}, true},
+		{"backup folder", broker.Config{Store: st, BackupDir: t.TempDir()}, true},
+		{"backup folder missing", broker.Config{Store: st, BackupDir: filepath.Join(t.TempDir(), "nope")}, false},
+		{"negative response budget", broker.Config{Store: st, MaxResponseBytes: -2}, false},
+		{"response budget off", broker.Config{Store: st, MaxResponseBytes: -1}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := broker.New(tc.cfg)

@@ -32,7 +32,7 @@ type operation struct {
 	in      any      // a value of the request body's type; nil: no body
 	out     any      // a value of the answer's type; nil: 204 No Content
 	status  int      // the success status: 200, 201 or 204
-	query   []string // integer query parameters
+	query   []string // query parameters: integers, or "name:string"
 }
 
 // operations documents every endpoint of routes, by pattern. A route
@@ -41,7 +41,7 @@ type operation struct {
 var operations = map[string]operation{
 	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.Message{}, wire.SendResult{}, http.StatusCreated, nil},
 	"POST /v1/queues/{queue}/messages/batch":          {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
-	"GET /v1/queues/{queue}/messages":                 {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max"}},
+	"GET /v1/queues/{queue}/messages":                 {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
 	"POST /v1/queues/{queue}/receive":                 {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/complete":                {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/complete-batch":          {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
@@ -52,7 +52,8 @@ var operations = map[string]operation{
 	"POST /v1/queues/{queue}/renew":                   {"Renew a delivery's lease", wire.LockRequest{}, wire.RenewResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/renew-batch":             {"Renew many leases, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
 	"GET /v1/queues/{queue}/stats":                    {"Count a queue's messages per state", nil, wire.Stats{}, http.StatusOK, nil},
-	"GET /v1/queues/{queue}/dead-letters":             {"Peek at a queue's dead letters", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max"}},
+	"GET /v1/queues/{queue}/dead-letters":             {"Peek at a queue's dead letters", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
+	"POST /v1/queues/{queue}/deliver-now":             {"Make scheduled messages due now (all, or the seqs given)", wire.DeliverNowRequest{}, wire.CountResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/dead-letters/redrive":    {"Put dead letters back to active (all, or the seqs given)", wire.RedriveRequest{}, wire.CountResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/purge":                   {"Delete every message of a queue in one state", wire.PurgeRequest{}, wire.CountResponse{}, http.StatusOK, nil},
 	"GET /v1/queues":                                  {"List the queues the key covers", nil, wire.QueuesResponse{}, http.StatusOK, nil},
@@ -67,7 +68,7 @@ var operations = map[string]operation{
 	"POST /v1/topics/{topic}/subscriptions":           {"Subscribe a new queue to a topic", wire.CreateSubscriptionRequest{}, wire.Topic{}, http.StatusCreated, nil},
 	"PUT /v1/topics/{topic}/subscriptions/{queue}":    {"Replace a subscription's filter", wire.UpdateSubscriptionRequest{}, wire.Topic{}, http.StatusOK, nil},
 	"DELETE /v1/topics/{topic}/subscriptions/{queue}": {"Remove a subscription and its queue", nil, nil, http.StatusNoContent, nil},
-	"GET /v1/schedules":                               {"List the schedules", nil, wire.SchedulesResponse{}, http.StatusOK, nil},
+	"GET /v1/schedules":                               {"List the schedules, a page at a time (after: the last name of the previous page)", nil, wire.SchedulesResponse{}, http.StatusOK, []string{"after:string"}},
 	"POST /v1/schedules":                              {"Create a schedule", wire.CreateScheduleRequest{}, wire.Schedule{}, http.StatusCreated, nil},
 	"GET /v1/schedules/{schedule}":                    {"Read a schedule", nil, wire.Schedule{}, http.StatusOK, nil},
 	"PUT /v1/schedules/{schedule}":                    {"Replace a schedule's options", wire.UpdateScheduleRequest{}, wire.Schedule{}, http.StatusOK, nil},
@@ -150,7 +151,11 @@ func openAPI(eps []endpoint) ([]byte, error) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 		for _, q := range op.query {
-			params = append(params, map[string]any{"name": q, "in": "query", "schema": map[string]any{"type": "integer", "format": "int64"}})
+			schema := map[string]any{"type": "integer", "format": "int64"}
+			if name, ok := strings.CutSuffix(q, ":string"); ok {
+				q, schema = name, map[string]any{"type": "string"}
+			}
+			params = append(params, map[string]any{"name": q, "in": "query", "schema": schema})
 		}
 		if params != nil {
 			o["parameters"] = params

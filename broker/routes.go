@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -34,6 +36,7 @@ func (s *Server) routes() http.Handler {
 		{"GET " + q + "/dead-letters", keys.Admin, "queue", s.deadLetters},
 		{"POST " + q + "/dead-letters/redrive", keys.Admin, "queue", s.redrive},
 		{"POST " + q + "/purge", keys.Admin, "queue", s.purge},
+		{"POST " + q + "/deliver-now", keys.Admin, "queue", s.deliverNow},
 		{"GET /v1/queues", keys.Admin, "", s.listQueues},
 		{"POST /v1/queues", keys.Admin, "", s.createQueue},
 		{"GET " + q, keys.Admin, "queue", s.getQueue},
@@ -126,6 +129,7 @@ func (s *Server) send(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	res[0] = coveredCopies(keyOf(r.Context()), res[0])
 	if res[0].Err != nil {
 		return result{}, res[0].Err // a single send's dedup conflict is 409
 	}
@@ -148,10 +152,32 @@ func (s *Server) sendBatch(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	k := keyOf(r.Context())
 	for _, x := range res {
-		out.Results = append(out.Results, wire.FromResult(x))
+		out.Results = append(out.Results, wire.FromResult(coveredCopies(k, x)))
 	}
 	return ok(out)
+}
+
+// coveredCopies is r with only the copies in queues k covers: a send to a
+// topic names no subscription queue outside the key's scope. Seq, Duplicate
+// and Err are then those of the first copy left (none: a send no covered
+// subscription took).
+func coveredCopies(k keys.Key, r outbox.Result) outbox.Result {
+	if k.Scope.AllQueues() || len(r.Copies) == 0 {
+		return r
+	}
+	out := outbox.Result{Copies: []outbox.Copy{}}
+	for _, c := range r.Copies {
+		if k.Scope.HasQueue(c.Queue) {
+			out.Copies = append(out.Copies, c)
+		}
+	}
+	if len(out.Copies) > 0 {
+		first := out.Copies[0]
+		out.Seq, out.Duplicate, out.Err = first.Seq, first.Duplicate, first.Err
+	}
+	return out
 }
 
 func (s *Server) receive(r *http.Request) (result, error) {
@@ -164,6 +190,9 @@ func (s *Server) receive(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	opts.Wait = min(opts.Wait, s.cfg.MaxWait)
+	if opts.MaxBytes, err = s.budget(opts.MaxBytes); err != nil {
+		return result{}, err
+	}
 	ctx := r.Context()
 	if opts.Wait > 0 {
 		if s.drain.Err() != nil {
@@ -176,14 +205,28 @@ func (s *Server) receive(r *http.Request) (result, error) {
 		default:
 			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
 		}
-		// A shutdown ends the wait: the receive answers with nothing.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(s.drain, cancel)
+		// A shutdown ends the wait: the receive answers with nothing. A
+		// revocation of its key ends it too, with 401.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(s.drain, func() { cancel(nil) })
 		defer stop()
+		remove, ok := s.waiting.add(keyOf(ctx).ID, cancel)
+		if !ok {
+			return result{}, errRevokedKey()
+		}
+		defer remove()
 	}
 	msgs, err := s.st.Receive(ctx, r.PathValue("queue"), opts)
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		// Revoked while it waited: what the claim took as the revocation
+		// began goes back at once, and the key gets nothing.
+		for _, m := range msgs {
+			_ = s.st.Abandon(context.WithoutCancel(ctx), m.Lock(), 0)
+		}
+		return result{}, errRevokedKey()
+	}
 	if err != nil {
 		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
 			return ok(wire.MessagesResponse{Messages: []wire.OutMessage{}})
@@ -320,8 +363,24 @@ func (s *Server) renewBatch(r *http.Request) (result, error) {
 	return ok(out)
 }
 
-// peekOptions reads from_seq and max from the query string.
-func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
+// budget is the byte budget of an answer whose request asked for asked
+// (0: nothing): Config.MaxResponseBytes, or less if asked.
+func (s *Server) budget(asked int64) (int64, error) {
+	limit := s.cfg.MaxResponseBytes
+	switch {
+	case asked < 0:
+		return 0, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative max_bytes"}
+	case limit < 0: // off
+		return asked, nil
+	case asked > 0:
+		return min(asked, limit), nil
+	}
+	return limit, nil
+}
+
+// peekOptions reads from_seq, max and max_bytes from the query string; the
+// answer's byte budget applies.
+func (s *Server) peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
 	var opts mqlite.PeekOptions
 	q := r.URL.Query()
 	for _, f := range []struct {
@@ -330,6 +389,7 @@ func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
 	}{
 		{"from_seq", func(v int64) { opts.FromSeq = v }},
 		{"max", func(v int64) { opts.Max = int(min(v, 1<<30)) }},
+		{"max_bytes", func(v int64) { opts.MaxBytes = v }},
 	} {
 		if v := q.Get(f.name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -339,11 +399,13 @@ func peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
 			f.set(n)
 		}
 	}
-	return opts, nil
+	var err error
+	opts.MaxBytes, err = s.budget(opts.MaxBytes)
+	return opts, err
 }
 
 func (s *Server) peek(r *http.Request) (result, error) {
-	opts, err := peekOptions(r)
+	opts, err := s.peekOptions(r)
 	if err != nil {
 		return result{}, err
 	}
@@ -355,7 +417,7 @@ func (s *Server) peek(r *http.Request) (result, error) {
 }
 
 func (s *Server) deadLetters(r *http.Request) (result, error) {
-	opts, err := peekOptions(r)
+	opts, err := s.peekOptions(r)
 	if err != nil {
 		return result{}, err
 	}
@@ -371,7 +433,28 @@ func (s *Server) redrive(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	n, err := s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: req.Seqs})
+	return s.countSeqs(req.Seqs, func(seqs []int64) (int, error) {
+		return s.st.Redrive(r.Context(), r.PathValue("queue"), mqlite.RedriveOptions{Seqs: seqs})
+	})
+}
+
+func (s *Server) deliverNow(r *http.Request) (result, error) {
+	req, err := decode[wire.DeliverNowRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	return s.countSeqs(req.Seqs, func(seqs []int64) (int, error) {
+		return s.st.DeliverNow(r.Context(), r.PathValue("queue"), mqlite.DeliverNowOptions{Seqs: seqs})
+	})
+}
+
+// countSeqs runs an operator call on the seqs of a request, bounded like
+// every batch, and answers how many messages it changed.
+func (s *Server) countSeqs(seqs []int64, call func([]int64) (int, error)) (result, error) {
+	if err := s.checkBatch(len(seqs), "seqs"); err != nil {
+		return result{}, err
+	}
+	n, err := call(seqs)
 	if err != nil {
 		return result{}, err
 	}
@@ -468,7 +551,28 @@ func (s *Server) listTopics(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.TopicsResponse{Topics: covered(r, ts, func(t mqlite.TopicInfo) string { return t.Name }, wire.FromTopic)})
+	k := keyOf(r.Context())
+	conv := func(t mqlite.TopicInfo) wire.Topic { return coveredTopic(k, t) }
+	return ok(wire.TopicsResponse{Topics: covered(r, ts, func(t mqlite.TopicInfo) string { return t.Name }, conv)})
+}
+
+// coveredTopic is t on the wire with only the subscriptions whose queue k
+// covers: a key learns nothing of the queues outside its scope.
+func coveredTopic(k keys.Key, t mqlite.TopicInfo) wire.Topic {
+	subs := t.Subscriptions
+	t.Subscriptions = nil
+	for _, sub := range subs {
+		if k.Scope.HasQueue(sub.Queue) {
+			t.Subscriptions = append(t.Subscriptions, sub)
+		}
+	}
+	return wire.FromTopic(t)
+}
+
+// topicAnswer reads the topic name for the answer of a call on it.
+func (s *Server) topicAnswer(r *http.Request, name string) (wire.Topic, error) {
+	t, err := s.st.GetTopic(r.Context(), name)
+	return coveredTopic(keyOf(r.Context()), t), err
 }
 
 func (s *Server) createTopic(r *http.Request) (result, error) {
@@ -482,23 +586,41 @@ func (s *Server) createTopic(r *http.Request) (result, error) {
 	if err := s.st.CreateTopic(r.Context(), req.Name); err != nil {
 		return result{}, err
 	}
-	t, err := s.st.GetTopic(r.Context(), req.Name)
+	t, err := s.topicAnswer(r, req.Name)
 	if err != nil {
 		return result{}, err
 	}
-	return created(wire.FromTopic(t))
+	return created(t)
 }
 
 func (s *Server) getTopic(r *http.Request) (result, error) {
-	t, err := s.st.GetTopic(r.Context(), r.PathValue("topic"))
+	t, err := s.topicAnswer(r, r.PathValue("topic"))
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.FromTopic(t))
+	return ok(t)
 }
 
+// deleteTopic deletes the topic with its subscription queues, all of which
+// the key must cover: otherwise nothing is deleted (403). topics holds the
+// check and the deletion together, so that no subscription the check did
+// not see is deleted with the topic.
 func (s *Server) deleteTopic(r *http.Request) (result, error) {
-	if err := s.st.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+	s.topics.Lock()
+	defer s.topics.Unlock()
+	name := r.PathValue("topic")
+	t, err := s.st.GetTopic(r.Context(), name)
+	if err != nil {
+		return result{}, err
+	}
+	k := keyOf(r.Context())
+	for _, sub := range t.Subscriptions {
+		if !k.Scope.HasQueue(sub.Queue) {
+			return result{}, &apiError{wire.CodeForbidden, wire.ReasonQueue,
+				fmt.Sprintf("key %s does not cover every subscription queue of %q", k.ID, name)}
+		}
+	}
+	if err := s.st.DeleteTopic(r.Context(), name); err != nil {
 		return result{}, err
 	}
 	return noContent()
@@ -517,35 +639,47 @@ func (s *Server) createSubscription(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	topic := r.PathValue("topic")
+	s.topics.Lock()
 	err = s.st.CreateSubscription(r.Context(), topic, req.Queue, mqlite.SubscriptionOptions{Filter: req.Filter.Filter(), Queue: qo})
+	s.topics.Unlock()
 	if err != nil {
 		return result{}, err
 	}
-	t, err := s.st.GetTopic(r.Context(), topic)
+	t, err := s.topicAnswer(r, topic)
 	if err != nil {
 		return result{}, err
 	}
-	return created(wire.FromTopic(t))
+	return created(t)
 }
+
+// The routes of one subscription check the topic; these check the queue,
+// which the call changes or deletes.
 
 func (s *Server) updateSubscription(r *http.Request) (result, error) {
 	req, err := decode[wire.UpdateSubscriptionRequest](r.Body)
 	if err != nil {
 		return result{}, err
 	}
-	topic := r.PathValue("topic")
-	if err := s.st.UpdateSubscription(r.Context(), topic, r.PathValue("queue"), req.Filter.Filter()); err != nil {
+	topic, queue := r.PathValue("topic"), r.PathValue("queue")
+	if err := require(r.Context(), keys.Admin, queue); err != nil {
 		return result{}, err
 	}
-	t, err := s.st.GetTopic(r.Context(), topic)
+	if err := s.st.UpdateSubscription(r.Context(), topic, queue, req.Filter.Filter()); err != nil {
+		return result{}, err
+	}
+	t, err := s.topicAnswer(r, topic)
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.FromTopic(t))
+	return ok(t)
 }
 
 func (s *Server) deleteSubscription(r *http.Request) (result, error) {
-	if err := s.st.DeleteSubscription(r.Context(), r.PathValue("topic"), r.PathValue("queue")); err != nil {
+	queue := r.PathValue("queue")
+	if err := require(r.Context(), keys.Admin, queue); err != nil {
+		return result{}, err
+	}
+	if err := s.st.DeleteSubscription(r.Context(), r.PathValue("topic"), queue); err != nil {
 		return result{}, err
 	}
 	return noContent()
@@ -605,8 +739,12 @@ func (s *Server) revokeKey(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	id := r.PathValue("id")
+	s.waiting.revoke(id) // its waiting receives end now, before anything is sent after
 	err := keys.Revoke(r.Context(), s.st, id)
 	s.forget(id)
+	if err != nil {
+		s.waiting.unrevoke(id)
+	}
 	if errors.Is(err, keys.ErrNotFound) {
 		return result{}, &apiError{wire.CodeNotFound, wire.ReasonKeyNotFound, err.Error()}
 	}
@@ -653,6 +791,9 @@ func covered[T, W any](r *http.Request, items []T, name func(T) string, conv fun
 	return out
 }
 
+// backup writes a backup into Config.BackupDir, under the plain file name
+// the request gives. The host's paths and errors stay off the wire (an
+// error's cause goes to the log): a key learns nothing of the host's files.
 func (s *Server) backup(r *http.Request) (result, error) {
 	req, err := decode[wire.BackupRequest](r.Body)
 	if err != nil {
@@ -661,11 +802,24 @@ func (s *Server) backup(r *http.Request) (result, error) {
 	if err := requireAll(r.Context()); err != nil {
 		return result{}, err
 	}
-	if req.Path == "" {
-		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "path is required"}
+	if s.cfg.BackupDir == "" {
+		return result{}, &apiError{wire.CodeForbidden, wire.ReasonBackupDisabled,
+			"remote backups are off: start the broker with a backup folder (mqlite serve --backup-dir)"}
 	}
-	if err := s.st.Backup(r.Context(), req.Path); err != nil {
+	name := req.Path
+	if !filepath.IsLocal(name) || name != filepath.Base(name) || name == "." || strings.ContainsAny(name, `/\`) {
+		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument,
+			Detail: fmt.Sprintf("path %s: want a plain file name in the broker's backup folder", wire.Quote(name))}
+	}
+	err = s.st.Backup(r.Context(), filepath.Join(s.cfg.BackupDir, name))
+	switch {
+	case err == nil:
+		return ok(req)
+	case errors.Is(err, mqlite.ErrDestinationExists):
+		return result{}, fmt.Errorf("%w: %s", mqlite.ErrDestinationExists, wire.Quote(name))
+	case errors.Is(err, mqlite.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return result{}, err
 	}
-	return ok(req)
+	s.log.Error("broker: backup failed", "name", name, "dir", s.cfg.BackupDir, "err", err)
+	return result{}, &apiError{wire.CodeInternal, wire.ReasonInternal, "backup failed; the broker's log says why"}
 }

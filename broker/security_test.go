@@ -7,14 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/brokertest"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -22,28 +20,10 @@ import (
 
 var ctx = context.Background()
 
-// syncBuffer is a log sink safe for the handler goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type fixture struct {
 	tb   *testdb.Bundle
 	url  string
-	log  *syncBuffer
+	log  *testdb.Buffer
 	keys map[string]string // name → secret
 	ids  map[string]string // name → key id
 }
@@ -59,7 +39,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 	if err := tb.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{tb: tb, log: &syncBuffer{}, keys: map[string]string{}, ids: map[string]string{}}
+	f := &fixture{tb: tb, log: &testdb.Buffer{}, keys: map[string]string{}, ids: map[string]string{}}
 	for name, sc := range map[string]keys.Scope{
 		"admin":    {Role: keys.Admin, Queues: []string{"*"}},
 		"producer": {Role: keys.Producer, Queues: []string{"*"}},
@@ -85,25 +65,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 // serve runs a broker with cfg on httptest, its handler wrapped by wrap
 // when not nil, shuts it down when the test ends, and returns its URL.
 func serve(t *testing.T, cfg broker.Config, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	srv, err := broker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := srv.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	ts := httptest.NewServer(h)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			t.Error(err)
-		}
-		ts.Close()
-	})
-	return ts.URL
+	return brokertest.Serve(t, cfg, wrap)
 }
 
 // do sends one request and returns the status and the decoded error body.
@@ -164,6 +126,7 @@ var routes = []route{
 	{"GET", "/v1/queues/q/dead-letters", ``, keys.Admin, 403},
 	{"POST", "/v1/queues/q/dead-letters/redrive", `{}`, keys.Admin, 403},
 	{"POST", "/v1/queues/q/purge", `{"state":"active"}`, keys.Admin, 403},
+	{"POST", "/v1/queues/q/deliver-now", `{"seqs":[1]}`, keys.Admin, 403},
 	{"GET", "/v1/queues", ``, keys.Admin, 200},
 	{"POST", "/v1/queues", `{"name":"q2"}`, keys.Admin, 403},
 	{"GET", "/v1/queues/q", ``, keys.Admin, 403},
@@ -197,7 +160,7 @@ func wrongRole(r keys.Role) string {
 // key and a revoked key with 401, a key of the wrong role and a key of
 // another queue with 403, and lets the right key through.
 func TestEveryEndpointChecksTheKey(t *testing.T) {
-	f := start(t, broker.Config{})
+	f := start(t, broker.Config{BackupDir: t.TempDir()})
 	for _, r := range routes {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
 			body := []byte(r.body)
@@ -266,6 +229,9 @@ func TestBadBodies(t *testing.T) {
 				{"unknown field", `{"bogus":1}`, wire.ReasonMalformed, 400},
 				{"trailing data", r.body + `{}`, wire.ReasonMalformed, 400},
 				{"empty", ``, wire.ReasonMalformed, 400},
+				{"null", `null`, wire.ReasonMalformed, 400},
+				{"null with spaces", " null\n", wire.ReasonMalformed, 400},
+				{"a string", `"x"`, wire.ReasonMalformed, 400},
 				{"oversized", `{"x":"` + strings.Repeat("a", 8192) + `"}`, wire.ReasonBodyTooLarge, 413},
 			} {
 				st, e := f.do(t, r.method, r.path, admin, []byte(c.body))

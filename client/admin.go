@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -23,6 +24,15 @@ func (c *Client) PeekDeadLetters(ctx context.Context, queue string, opts mqlite.
 func (c *Client) Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error) {
 	var out wire.CountResponse
 	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/dead-letters/redrive"), in: wire.RedriveRequest{Seqs: opts.Seqs}, out: &out})
+	return out.Count, err
+}
+
+// DeliverNow makes scheduled messages of queue due now, as
+// Store.DeliverNow. Needs an admin key over the queue; at most the broker's
+// batch limit of seqs (ErrRequestTooLarge).
+func (c *Client) DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error) {
+	var out wire.CountResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/deliver-now"), in: wire.DeliverNowRequest{Seqs: opts.Seqs}, out: &out})
 	return out.Count, err
 }
 
@@ -140,7 +150,18 @@ func (c *Client) DeleteSubscription(ctx context.Context, topic, queue string) er
 }
 
 // Key describes an access key (never its secret).
-type Key = wire.Key
+type Key struct {
+	// ID names the key; RevokeKey takes it.
+	ID string `json:"id"`
+	// Role is "producer", "consumer" or "admin".
+	Role string `json:"role"`
+	// Queues are the queue names (or "*") the key covers.
+	Queues []string `json:"queues"`
+	// CreatedAt is when the key was made.
+	CreatedAt time.Time `json:"created_at"`
+	// RevokedAt is when the key was revoked; zero while it is live.
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
 
 // CreateKey makes an access key with role ("producer", "consumer" or
 // "admin") on queues ("*" for all) and returns it with its secret, which
@@ -148,14 +169,16 @@ type Key = wire.Key
 func (c *Client) CreateKey(ctx context.Context, role string, queues []string) (Key, string, error) {
 	var out wire.CreateKeyResponse
 	err := c.do(ctx, call{method: http.MethodPost, path: "/v1/keys", in: wire.CreateKeyRequest{Role: role, Queues: queues}, out: &out})
-	return out.Key, out.Secret, err
+	return Key(out.Key), out.Secret, err
 }
 
 // ListKeys returns every access key, revoked ones included.
 func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
 	var out wire.KeysResponse
-	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", out: &out})
-	return out.Keys, err
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", out: &out}); err != nil {
+		return nil, err
+	}
+	return convert(out.Keys, func(k wire.Key) Key { return Key(k) }), nil
 }
 
 // WhoAmI returns the client's own key (never its secret) and the names of
@@ -163,11 +186,20 @@ func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
 func (c *Client) WhoAmI(ctx context.Context) (Key, []string, error) {
 	var out wire.WhoAmIResponse
 	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/whoami", out: &out})
-	return out.Key, out.Queues, err
+	return Key(out.Key), out.Queues, err
 }
 
-// QueueCounts is one queue's counts as Client.Counts returns them.
-type QueueCounts = wire.QueueCounts
+// QueueCounts is one queue's counts as Client.Counts returns them: the
+// messages per state and the counters of mqlite.QueueMetrics.
+type QueueCounts struct {
+	Queue        string               `json:"queue"`
+	Active       int64                `json:"active"`
+	Scheduled    int64                `json:"scheduled"`
+	Locked       int64                `json:"locked"`
+	Deferred     int64                `json:"deferred"`
+	DeadLettered int64                `json:"dead_lettered"`
+	Counters     mqlite.QueueCounters `json:"counters"`
+}
 
 // Counts returns the messages per state and the counters of every queue
 // the key covers, in queue name order, as the broker's Store.Metrics keeps
@@ -175,8 +207,22 @@ type QueueCounts = wire.QueueCounts
 // brought up to date first (a lapsed lease counts as locked until a sweep).
 func (c *Client) Counts(ctx context.Context) ([]QueueCounts, error) {
 	var out wire.CountsResponse
-	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/counts", out: &out})
-	return out.Queues, err
+	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/counts", out: &out}); err != nil {
+		return nil, err
+	}
+	return convert(out.Queues, func(q wire.QueueCounts) QueueCounts {
+		return QueueCounts{Queue: q.Queue, Active: q.Active, Scheduled: q.Scheduled, Locked: q.Locked,
+			Deferred: q.Deferred, DeadLettered: q.DeadLettered, Counters: mqlite.QueueCounters(q.Counters)}
+	}), nil
+}
+
+// convert returns f of every element of in, in order.
+func convert[W, C any](in []W, f func(W) C) []C {
+	out := make([]C, len(in))
+	for i, w := range in {
+		out[i] = f(w)
+	}
+	return out
 }
 
 // RevokeKey revokes the key id; it is refused from then on.
@@ -184,10 +230,13 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + url.PathEscape(id)})
 }
 
-// Backup writes a backup of the store to path on the broker's host, as
-// Store.Backup; path must not exist.
-func (c *Client) Backup(ctx context.Context, path string) error {
-	return c.do(ctx, call{method: http.MethodPost, path: "/v1/backup", in: wire.BackupRequest{Path: path}})
+// Backup writes a backup of the store, as Store.Backup, into the broker's
+// backup folder (mqlite serve --backup-dir) under name, a plain file name
+// that must not exist there (mqlite.ErrDestinationExists). A path is
+// mqlite.ErrInvalidArgument; a broker started without a backup folder
+// refuses with ErrForbidden. Needs an admin key over every queue.
+func (c *Client) Backup(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodPost, path: "/v1/backup", in: wire.BackupRequest{Path: name}})
 }
 
 // Ready reports whether the broker is ready (GET /readyz); no key needed.

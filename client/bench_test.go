@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -151,4 +152,75 @@ func BenchmarkBroker(b *testing.B) {
 	b.ReportMetric(float64(idle)/(1<<20), "rss-idle-MiB")
 	b.ReportMetric(float64(peak.Load())/(1<<20), "rss-peak-MiB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkBrokerPeekRSS measures the broker's memory for answers that
+// carry large bodies (issue 22, item 3; docs/benchmark.md, "Broker memory
+// under large answers"): 200 messages of the largest size a default store
+// allows (1 MiB, body and metadata), then 4 concurrent peeks of up to 1,000
+// messages each, against a broker process with no byte budget
+// (MaxResponseBytes -1: Max alone bounds an answer, as before issue 22)
+// and with the default one (4 MiB). It reports the broker's resident
+// memory before the peeks and its high-water mark (VmHWM) after them.
+func BenchmarkBrokerPeekRSS(b *testing.B) {
+	const msgs, peeks = 200, 4
+	path := filepath.Join(b.TempDir(), "large.db")
+	key := prepareFile(b, path, "large")
+	st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, mqlite.DefaultMaxMessageBytes)
+	for i := 0; i < msgs; i += 10 {
+		err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+			for j := range 10 {
+				body[0], body[1] = byte(i), byte(j) // distinct content keys
+				if _, err := outbox.SendOne(tx.Context(), tx.SQL(), "large", outbox.Message{Body: body}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		budget int64
+	}{{"budget=off", -1}, {"budget=default", broker.DefaultMaxResponseBytes}} {
+		b.Run(c.name, func(b *testing.B) {
+			// Without a budget, 4 answers of 270 MiB of JSON each take
+			// minutes on a busy machine: past the default write timeout.
+			p := startBroker(b, path, "", fmt.Sprintf("%s=%d", envBrokerBudget, c.budget), envBrokerWrite+"=10m")
+			defer p.stop(b)
+			cl, err := client.New(client.Config{URL: p.url, Key: key, Timeout: 5 * time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			idle := p.rss()
+			var got atomic.Int64
+			for range b.N {
+				var wg sync.WaitGroup
+				for range peeks {
+					wg.Go(func() {
+						m, err := cl.Peek(context.Background(), "large", mqlite.PeekOptions{Max: 1000})
+						if err != nil {
+							b.Error(err)
+						}
+						got.Store(int64(len(m)))
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(got.Load()), "msgs/peek")
+			b.ReportMetric(float64(idle)/(1<<20), "rss-before-MiB")
+			b.ReportMetric(float64(p.peakRSS())/(1<<20), "rss-peak-MiB")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

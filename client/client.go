@@ -85,7 +85,9 @@ var (
 	// ErrUnavailable: the broker is unreachable, shutting down or busy, and
 	// stayed so for Config.MaxElapsed.
 	ErrUnavailable = errors.New("client: broker unavailable")
-	// ErrConfig matches every error of New about its Config.
+	// ErrConfig matches every error of New about its Config, as does
+	// mqlite.ErrInvalidArgument (errors.As gives an
+	// *mqlite.InvalidArgumentError whose Kind is ErrConfig).
 	ErrConfig = errors.New("client: invalid config")
 )
 
@@ -128,11 +130,17 @@ type Client struct {
 	ownHTTP bool
 }
 
+// configErr returns the error of a bad Config: ErrConfig and
+// mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
+func configErr(format string, args ...any) error {
+	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+}
+
 // New returns a client for cfg. It does not connect.
 func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: URL %q is not an http(s) URL", ErrConfig, cfg.URL)
+		return nil, configErr("URL %q is not an http(s) URL", cfg.URL)
 	}
 	for _, d := range []struct {
 		p   *time.Duration
@@ -144,7 +152,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	if cfg.Timeout < 0 || cfg.InitialInterval < 0 || cfg.MaxInterval < 0 || cfg.MaxElapsed < -1 {
-		return nil, fmt.Errorf("%w: negative duration", ErrConfig)
+		return nil, configErr("negative duration")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = mqlite.SystemClock{}

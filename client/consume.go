@@ -171,6 +171,9 @@ func peekQuery(opts mqlite.PeekOptions) string {
 	if opts.Max != 0 {
 		v.Set("max", fmt.Sprint(opts.Max))
 	}
+	if opts.MaxBytes != 0 {
+		v.Set("max_bytes", fmt.Sprint(opts.MaxBytes))
+	}
 	if len(v) == 0 {
 		return ""
 	}

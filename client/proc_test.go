@@ -25,9 +25,11 @@ import (
 // memory) and the SIGKILL crash test: this test binary re-executed with
 // TestBrokerProcess and envBrokerDB set.
 const (
-	envBrokerDB   = "MQLITE_BROKER_PROC_DB"
-	envBrokerAddr = "MQLITE_BROKER_PROC_ADDR"
-	procPrefix    = "BROKER "
+	envBrokerDB     = "MQLITE_BROKER_PROC_DB"
+	envBrokerAddr   = "MQLITE_BROKER_PROC_ADDR"
+	envBrokerBudget = "MQLITE_BROKER_PROC_MAX_RESPONSE"  // broker.Config.MaxResponseBytes
+	envBrokerWrite  = "MQLITE_BROKER_PROC_WRITE_TIMEOUT" // broker.Config.WriteTimeout
+	procPrefix      = "BROKER "
 )
 
 // TestBrokerProcess is the broker process; it does nothing unless a test
@@ -43,7 +45,10 @@ func TestBrokerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := broker.New(broker.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	budget, _ := strconv.ParseInt(os.Getenv(envBrokerBudget), 10, 64)
+	write, _ := time.ParseDuration(os.Getenv(envBrokerWrite))
+	srv, err := broker.New(broker.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MaxResponseBytes: budget, WriteTimeout: write})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +72,12 @@ type brokerProc struct {
 	url string
 }
 
-// startBroker starts a broker process on path (at addr, or any port).
-func startBroker(t testing.TB, path, addr string) *brokerProc {
+// startBroker starts a broker process on path (at addr, or any port), with
+// env's extra variables.
+func startBroker(t testing.TB, path, addr string, env ...string) *brokerProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envBrokerDB+"="+path, envBrokerAddr+"="+addr)
+	cmd.Env = append(append(os.Environ(), envBrokerDB+"="+path, envBrokerAddr+"="+addr), env...)
 	line := loadtest.StartProcess(t, cmd, procPrefix)
 	return &brokerProc{cmd: cmd, url: strings.TrimPrefix(line, procPrefix)}
 }
@@ -92,13 +98,20 @@ func (p *brokerProc) stop(t testing.TB) {
 }
 
 // rss is the process's resident memory in bytes (Linux).
-func (p *brokerProc) rss() int64 {
+func (p *brokerProc) rss() int64 { return p.status("VmRSS:") }
+
+// peakRSS is the most resident memory the process has had (Linux's high
+// water mark): exact, where sampling rss could miss a short peak.
+func (p *brokerProc) peakRSS() int64 { return p.status("VmHWM:") }
+
+// status reads a field in kB of the process's /proc status, in bytes.
+func (p *brokerProc) status(field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10
 		}

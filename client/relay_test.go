@@ -2,11 +2,13 @@ package client_test
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -26,14 +28,29 @@ func (s chanSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 	return out
 }
 
+// settledSink reports each message the relay settled: "completed a" once
+// its Complete went through, "rejected refuse" once it is dead-lettered.
+type settledSink struct {
+	consumer.NopObserver
+	settled chan<- string
+}
+
+func (o settledSink) Completed(m mqlite.Message, _ time.Duration) {
+	o.settled <- "completed " + string(m.Body)
+}
+
+func (o settledSink) Rejected(m mqlite.Message, _ time.Duration, _ error) {
+	o.settled <- "rejected " + string(m.Body)
+}
+
 // TestRelayOverClient runs the relay unchanged over the network: it
 // forwards every message of a queue read through the broker, and a refused
 // one is dead-lettered.
 func TestRelayOverClient(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	b.send(t, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("refuse")}, outbox.Message{Body: []byte("b")})
-	got := make(chan string, 10)
-	r, err := relay.New(b.src, "q", chanSink{got}, relay.Options{Concurrency: 2, MaxBatch: 10})
+	got, settled := make(chan string, 10), make(chan string, 10)
+	r, err := relay.New(b.src, "q", chanSink{got}, relay.Options{Concurrency: 2, MaxBatch: 10, Observer: settledSink{settled: settled}})
 	must(t, err)
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -44,14 +61,24 @@ func TestRelayOverClient(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	seen := map[string]bool{}
-	for len(seen) < 2 {
+	// Stop the relay once every message is settled: the sink seeing a and
+	// b is not enough, since their Completes and the Reject of "refuse"
+	// go to the broker after Send returns, and a relay stopped in between
+	// leaves them to come again.
+	seen, done := map[string]bool{}, map[string]bool{}
+	timeout := time.After(30 * time.Second)
+	for len(seen) < 2 || len(done) < 3 {
 		select {
 		case s := <-got:
 			seen[s] = true
-		case <-time.After(30 * time.Second):
-			t.Fatalf("relayed %v", seen)
+		case s := <-settled:
+			done[s] = true
+		case <-timeout:
+			t.Fatalf("relayed %v, settled %v", seen, done)
 		}
+	}
+	if want := map[string]bool{"completed a": true, "completed b": true, "rejected refuse": true}; !maps.Equal(done, want) {
+		t.Errorf("settled %v, want %v", done, want)
 	}
 	cancel()
 	wg.Wait()

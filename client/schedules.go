@@ -36,19 +36,33 @@ func (c *Client) GetSchedule(ctx context.Context, name string) (mqlite.ScheduleI
 	if err := c.do(ctx, call{method: http.MethodGet, path: spath(name), out: &out}); err != nil {
 		return mqlite.ScheduleInfo{}, err
 	}
-	return out.ScheduleInfo(), nil
+	return out.ScheduleInfo()
 }
 
 // ListSchedules returns the schedules whose target the key covers, in name
-// order.
+// order. The broker answers them in pages within its byte budget (a
+// schedule carries its message's body); ListSchedules reads every page.
 func (c *Client) ListSchedules(ctx context.Context) ([]mqlite.ScheduleInfo, error) {
-	var out wire.SchedulesResponse
-	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/schedules", out: &out}); err != nil {
-		return nil, err
+	res := []mqlite.ScheduleInfo{}
+	for after := ""; ; {
+		path := "/v1/schedules"
+		if after != "" {
+			path += "?after=" + url.QueryEscape(after)
+		}
+		var out wire.SchedulesResponse
+		if err := c.do(ctx, call{method: http.MethodGet, path: path, out: &out}); err != nil {
+			return nil, err
+		}
+		for _, s := range out.Schedules {
+			info, err := s.ScheduleInfo()
+			if err != nil {
+				return nil, err
+			}
+			res = append(res, info)
+		}
+		if out.NextAfter == "" || out.NextAfter <= after {
+			return res, nil
+		}
+		after = out.NextAfter
 	}
-	res := make([]mqlite.ScheduleInfo, len(out.Schedules))
-	for i, s := range out.Schedules {
-		res[i] = s.ScheduleInfo()
-	}
-	return res, nil
 }

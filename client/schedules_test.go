@@ -13,7 +13,8 @@ import (
 
 // TestSchedulesOverClient: schedules are created, read, changed and deleted
 // through the broker, its errors match the root sentinels, and an admin key
-// scoped to some queues reaches only the schedules that send into them.
+// scoped to some queues reaches only the schedules that send into them (the
+// others are not found).
 func TestSchedulesOverClient(t *testing.T) {
 	t.Parallel()
 	b := testdb.Open(t, mqlite.Options{})
@@ -67,14 +68,18 @@ func TestSchedulesOverClient(t *testing.T) {
 	if list, err := scoped.ListSchedules(ctx); err != nil || len(list) != 1 || list[0].Name != "five" {
 		t.Fatalf("scoped ListSchedules = %+v, %v; want five only", list, err)
 	}
-	for name, err := range map[string]error{
-		"get":    func() error { _, err := scoped.GetSchedule(ctx, "other"); return err }(),
-		"create": scoped.CreateSchedule(ctx, "y", mqlite.ScheduleOptions{Target: "other", Every: time.Hour}),
-		"move":   scoped.UpdateSchedule(ctx, "five", mqlite.ScheduleOptions{Target: "other", Every: time.Hour}),
-		"delete": scoped.DeleteSchedule(ctx, "other"),
+	// A schedule of another queue is not found, as a name that does not
+	// exist; sending into another queue is forbidden.
+	for name, c := range map[string]struct {
+		err, want error
+	}{
+		"get":    {func() error { _, err := scoped.GetSchedule(ctx, "other"); return err }(), mqlite.ErrScheduleNotFound},
+		"delete": {scoped.DeleteSchedule(ctx, "other"), mqlite.ErrScheduleNotFound},
+		"create": {scoped.CreateSchedule(ctx, "y", mqlite.ScheduleOptions{Target: "other", Every: time.Hour}), client.ErrForbidden},
+		"move":   {scoped.UpdateSchedule(ctx, "five", mqlite.ScheduleOptions{Target: "other", Every: time.Hour}), client.ErrForbidden},
 	} {
-		if !errors.Is(err, client.ErrForbidden) {
-			t.Errorf("scoped %s of another queue's schedule: %v, want ErrForbidden", name, err)
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("scoped %s of another queue's schedule: %v, want %v", name, c.err, c.want)
 		}
 	}
 	must(t, scoped.DeleteSchedule(ctx, "five"))

@@ -13,13 +13,19 @@ import (
 
 // Send sends msg to queue (or to a topic: every matching subscription gets
 // a copy) in its own transaction on the broker, and returns its result: the
-// seq, Duplicate for a resend inside the dedup window, and the copies. The
-// same MessageID with another body is mqlite.ErrDuplicateConflict. When
+// seq, Duplicate for a resend inside the dedup window, and the copies (of
+// the queues the key covers). The same MessageID with another body is
+// mqlite.ErrDuplicateConflict. A message that outbox.SendOne would refuse
+// for its fields (outbox.Message.Validate) is refused here, with the same
+// error, before anything is sent. When
 // tracing is on (a global tracer provider is set), it adds ctx's trace
 // context to the message's properties (traceparent, tracestate), as
 // outbox.SendOne does, unless the message has a traceparent of its own.
 func (c *Client) Send(ctx context.Context, queue string, msg outbox.Message) (outbox.Result, error) {
 	if err := checkQueue(queue); err != nil {
+		return outbox.Result{}, err
+	}
+	if err := msg.Validate(); err != nil {
 		return outbox.Result{}, err
 	}
 	var out wire.SendResult
@@ -32,7 +38,9 @@ func (c *Client) Send(ctx context.Context, queue string, msg outbox.Message) (ou
 
 // SendBatch sends msgs to queue in one request and one transaction, as
 // outbox.SendBatch: a slot whose MessageID conflicts has its own Err (the
-// others are written); an error of the whole batch writes nothing. The
+// others are written); an error of the whole batch writes nothing, and an
+// invalid message (outbox.Message.Validate) is refused before anything is
+// sent. The
 // broker bounds the batch (ErrRequestTooLarge). ctx's trace context goes
 // along as in Send.
 func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error) {
@@ -41,6 +49,9 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Mess
 	}
 	req := wire.SendBatchRequest{Messages: make([]wire.Message, len(msgs))}
 	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
 		req.Messages[i] = fromOutbox(ctx, m)
 	}
 	var out wire.SendBatchResponse

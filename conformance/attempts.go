@@ -21,7 +21,7 @@ func tokens(msgs []mqlite.Message) []string {
 // inside about 30 minutes, on the same queue, returns what the attempt
 // handed out and claims nothing new; anything else claims afresh or is
 // ErrAttemptConflict, and a replay never presents a message that is no
-// longer held under it (seed §7, issue 8 item 4).
+// longer held under it (docs/conformance.md, "Receive attempts").
 var attemptTests = []subtest{
 	{"SameRequestReplays", func(t *testing.T, h Harness) {
 		k := open(t, h)

@@ -43,7 +43,8 @@ func (k *kit) deliverTimes(queue string, seq int64, n int) {
 }
 
 // boundTests: delivery_count grows inside the claim; no path hands a
-// message out beyond MaxDeliveryCount (DESIGN.md, seed §6).
+// message out beyond MaxDeliveryCount (docs/conformance.md, "The delivery
+// bound").
 var boundTests = []subtest{
 	{"AbandonOnLastDeliveryDeadLetters", func(t *testing.T, h Harness) {
 		k := open(t, h)

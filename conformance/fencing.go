@@ -9,7 +9,8 @@ import (
 
 // fencingTests: every settlement and renewal needs the current token, the
 // right queue and a lease that has not ended; equality at the deadline is
-// already ended, whether or not anything has swept the lease (seed §4).
+// already ended, whether or not anything has swept the lease
+// (docs/conformance.md, "Fencing").
 func fencingTests() []subtest {
 	var out []subtest
 	for _, op := range fenceOps() {

@@ -83,7 +83,7 @@ type Instance struct {
 type SendFunc func(queue string, msgs ...outbox.Message) ([]outbox.Result, error)
 
 // Clock is a fake clock the kit moves. Implementations must be safe for
-// concurrent use; internal/testdb's Clock is one.
+// concurrent use.
 type Clock interface {
 	mqlite.Clock
 	// Advance moves the clock forward by d.
@@ -104,6 +104,9 @@ type Operator interface {
 	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
 	// Redrive brings dead letters back; see mqlite.Store.Redrive.
 	Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error)
+	// DeliverNow makes scheduled messages due now; see
+	// mqlite.Store.DeliverNow.
+	DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error)
 	// Purge removes the messages of one state; see mqlite.Store.Purge.
 	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
 	// Stats counts a queue's messages per state; see mqlite.Store.Stats.

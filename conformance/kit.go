@@ -19,7 +19,7 @@ import (
 const lease = 30 * time.Second
 
 // replayWindow is how long a settlement receipt and a receive attempt
-// replay: about 30 minutes (the seed, section 7).
+// replay: about 30 minutes (docs/conformance.md, "Settlement receipts").
 const replayWindow = 30 * time.Minute
 
 // kit is one subtest's implementation and the helpers the subtests share

@@ -22,7 +22,7 @@ var max10 = mqlite.ReceiveOptions{Max: 10}
 
 // orderTests: no message of a group is handed out while an earlier one of
 // the group is locked (even past its lease), deferred or scheduled; groups
-// are independent; a FIFO queue is one group (DESIGN.md, seed §5).
+// are independent; a FIFO queue is one group (docs/concepts.md, "Order").
 var orderTests = []subtest{
 	{"BatchTakesOnePerGroup", func(t *testing.T, h Harness) {
 		k := open(t, h)
@@ -135,7 +135,7 @@ var orderTests = []subtest{
 	}},
 	// A redriven member never overtakes a member in flight: it waits
 	// while the later member is locked and goes next once that one is
-	// settled (issue 8, item 3).
+	// settled, so a group's order survives a redrive.
 	{"RedriveWaitsBehindLockedMember", func(t *testing.T, h Harness) {
 		k, g, m2 := redriveBehindFront(t, h)
 		k.must(k.st.Complete(k.ctx, m2.Lock()), "complete g2")

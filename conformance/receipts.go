@@ -11,7 +11,7 @@ import (
 // succeeds again from its receipt, for about 30 minutes; a receipt vouches
 // for nothing else: not another operation, other arguments, another token
 // or message, an expired receipt (with no janitor run), nor a renewal
-// (seed §7).
+// (docs/conformance.md, "Settlement receipts").
 func receiptTests() []subtest {
 	var out []subtest
 	for i, op := range settleOps {

@@ -90,6 +90,9 @@ var topicTests = []subtest{
 			"eu-us":   {Filter: mqlite.Filter{Properties: map[string]mqlite.Match{"region": mqlite.In("eu", "us")}}},
 			"vip-eu": {Filter: mqlite.Filter{SubjectPrefix: "order.", Properties: map[string]mqlite.Match{
 				"region": mqlite.In("eu"), "tier": mqlite.Prefix("vip")}}},
+			// A missing property is not an empty one: In("") takes a
+			// message whose region is "", not one without a region.
+			"blank": {Filter: mqlite.Filter{Properties: map[string]mqlite.Match{"region": mqlite.In("", "none")}}},
 		})
 		k.send("orders",
 			text("m1", "order.placed", map[string]string{"region": "eu", "tier": "vip-gold"}),
@@ -97,16 +100,18 @@ var topicTests = []subtest{
 			text("m3", "user.created", map[string]string{"region": "asia"}),
 			text("m4", "order.placed", nil),
 			text("m5", "order.placed", map[string]string{"region": "eu", "tier": "basic"}),
+			text("m6", "order.placed.eu", map[string]string{"region": ""}), // an exact Subject is not a prefix
 		)
 		for _, tc := range []struct {
 			queue string
 			want  []string
 		}{
-			{"all", []string{"m1", "m2", "m3", "m4", "m5"}},
+			{"all", []string{"m1", "m2", "m3", "m4", "m5", "m6"}},
 			{"placed", []string{"m1", "m4", "m5"}},
-			{"order-x", []string{"m1", "m2", "m4", "m5"}},
+			{"order-x", []string{"m1", "m2", "m4", "m5", "m6"}},
 			{"eu-us", []string{"m1", "m2", "m5"}},
 			{"vip-eu", []string{"m1"}},
+			{"blank", []string{"m6"}},
 		} {
 			if got := k.bodiesOf(tc.queue); !slices.Equal(got, tc.want) {
 				t.Errorf("%s got %v, want %v", tc.queue, got, tc.want)

@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +98,30 @@ var claimTests = []subtest{
 		k.expect("q", mqlite.ReceiveOptions{Max: 3}, s[0], s[1], s[2])
 		k.expect("q", mqlite.ReceiveOptions{Max: 3}, s[3], s[4])
 		k.none("q")
+	}},
+	// MaxBytes bounds what one Receive or Peek hands out: messages in
+	// sequence order while their sizes (body and metadata) add up to at
+	// most MaxBytes, and the first whatever its size.
+	{"MaxBytesBoundsTheBatch", func(t *testing.T, h Harness) {
+		k := open(t, h)
+		k.queue("q", mqlite.QueueOptions{})
+		const size = 100
+		msgs := make([]outbox.Message, 6)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Body: fmt.Appendf(nil, "%0*d", size-2, i), MessageID: fmt.Sprintf("m%d", i)}
+		}
+		s := k.send("q", msgs...)
+		peeked, err := k.st.Peek(k.ctx, "q", mqlite.PeekOptions{Max: 10, MaxBytes: 2*size + size/2})
+		k.must(err, "peek")
+		if got := seqs(peeked); !slices.Equal(got, s[:2]) {
+			t.Fatalf("peek within %d bytes: seqs %v, want %v", 2*size+size/2, got, s[:2])
+		}
+		k.expect("q", mqlite.ReceiveOptions{Max: 10, MaxBytes: 2 * size}, s[0], s[1])
+		k.expect("q", mqlite.ReceiveOptions{Max: 10, MaxBytes: 1}, s[2])
+		k.expect("q", mqlite.ReceiveOptions{Max: 10, MaxBytes: 2*size - 1, Mode: mqlite.ReceiveAndDelete}, s[3])
+		k.expect("q", mqlite.ReceiveOptions{Max: 10, MaxBytes: 10 * size}, s[4], s[5])
+		_, err = k.st.Receive(k.ctx, "q", mqlite.ReceiveOptions{MaxBytes: -1})
+		k.wantErr(err, mqlite.ErrInvalidArgument, "negative MaxBytes")
 	}},
 	// Peek neither locks nor counts a delivery.
 	{"PeekClaimsNothing", func(t *testing.T, h Harness) {

@@ -1,6 +1,6 @@
 // Package consumer is the receiving side of mqlite: the Source interface that
-// the embedded store implements (and the broker's client will), and Loop,
-// which runs handlers over a queue.
+// the embedded store and the broker's client (package client) implement, and
+// Loop, which runs handlers over a queue.
 //
 // Delivery is peek-lock and at-least-once: a message is locked for its
 // queue's LockDuration with a fresh fencing token, and must be settled with
@@ -14,9 +14,9 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// Source is the consumer side of a queue store. *mqlite.Store implements it;
-// so will the broker's Go client, so that the same consumer code, Loop and
-// relay run embedded or over the network. Implementations must be safe for
+// Source is the consumer side of a queue store. *mqlite.Store implements it,
+// and so does the broker's Go client (*client.Client), so that the same
+// consumer code, Loop and relay run embedded or over the network. Implementations must be safe for
 // concurrent use.
 type Source interface {
 	// Receive claims up to opts.Max messages; see mqlite.Store.Receive.

@@ -192,7 +192,7 @@ func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Re
 }
 
 func convert(m Message) (engine.OutMessage, error) {
-	if err := validate(m); err != nil {
+	if err := m.Validate(); err != nil {
 		return engine.OutMessage{}, err
 	}
 	om := engine.OutMessage{
@@ -212,9 +212,15 @@ func convert(m Message) (engine.OutMessage, error) {
 	return om, nil
 }
 
-// validate checks every field of m against its bound (mqlite.MaxMessageIDLen
-// and the limits next to it); see engine.Fields.Validate.
-func validate(m Message) error {
+// Validate checks every field of m against its bound (mqlite.MaxMessageIDLen
+// and the limits next to it) and refuses text that is not UTF-8, with an
+// error matching mqlite.ErrInvalidArgument and the field's own sentinel
+// (mqlite.ErrInvalidMessage, mqlite.ErrInvalidTTL): what SendOne refuses
+// before it writes anything. A message that passes may still be over a
+// store's Options.MaxMessageBytes, or too far ahead (mqlite.MaxDelay): those
+// bounds depend on the store. The broker's client checks each message with
+// it before a request leaves the process.
+func (m Message) Validate() error {
 	return engine.Fields{MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		Properties: m.Properties, TTL: m.TTL}.Validate()
 }

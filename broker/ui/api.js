@@ -50,7 +50,7 @@ export const api = {
   redrive: (queue, seqs) => call("POST", q(queue) + "/dead-letters/redrive", seqs ? { seqs } : {}),
   purge: (queue, state) => call("POST", q(queue) + "/purge", { state }),
   topics: () => call("GET", "/v1/topics"),
-  schedules: () => call("GET", "/v1/schedules"),
+  schedules: (after) => call("GET", "/v1/schedules" + (after ? "?after=" + encodeURIComponent(after) : "")),
   keys: () => call("GET", "/v1/keys"),
   createKey: (role, queues) => call("POST", "/v1/keys", { role, queues }),
   revokeKey: (id) => call("DELETE", "/v1/keys/" + encodeURIComponent(id)),

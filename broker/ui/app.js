@@ -360,8 +360,15 @@ function fmtWhen(o) {
 }
 
 async function loadSchedules() {
-  const res = await api.schedules();
-  const rows = res.schedules.map((sc) => el("tr", { "data-schedule": sc.name },
+  // The broker answers in pages within its byte budget: read them all.
+  const schedules = [];
+  for (let after = ""; ;) {
+    const res = await api.schedules(after);
+    schedules.push(...res.schedules);
+    if (!res.next_after || res.next_after === after) break;
+    after = res.next_after;
+  }
+  const rows = schedules.map((sc) => el("tr", { "data-schedule": sc.name },
     el("td", {}, sc.name), el("td", {}, sc.options.target), el("td", {}, fmtWhen(sc.options)),
     el("td", {}, fmtTime(sc.next_at)), el("td", {}, fmtTime(sc.last_at)),
     el("td", { class: "n" }, String(sc.fired)), el("td", { class: "n" }, String(sc.skipped)),

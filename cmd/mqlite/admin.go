@@ -563,7 +563,7 @@ and topics by name; "*" is all of them.`,
 					return err
 				}
 				if g.json {
-					return g.writeJSON(wire.CreateKeyResponse{Key: k, Secret: secret})
+					return g.writeJSON(wire.CreateKeyResponse{Key: wire.Key(k), Secret: secret})
 				}
 				// Only the secret on stdout, so that KEY=$(mqlite keys create ...)
 				// captures it alone; the rest is for the person at the terminal.
@@ -585,10 +585,11 @@ and topics by name; "*" is all of them.`,
 				if err != nil {
 					return err
 				}
-				if ks == nil {
-					ks = []client.Key{}
+				out := wire.KeysResponse{Keys: make([]wire.Key, len(ks))}
+				for i, k := range ks {
+					out.Keys[i] = wire.Key(k)
 				}
-				return g.emit(wire.KeysResponse{Keys: ks}, func(w io.Writer) { printKeys(w, ks) })
+				return g.emit(out, func(w io.Writer) { printKeys(w, ks) })
 			})
 		},
 	}
@@ -616,9 +617,12 @@ func backupCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use: "backup DEST", Short: "write a consistent copy of the store to a new file", Args: exactArgs(1),
 		Long: `backup writes a consistent copy of the store to DEST, which must not exist.
-Through a broker (--url) DEST is a path on the broker's host. On a terminal a
-bar shows the bytes written so far (of a local file) or the time taken.`,
-		Example: `  mqlite backup app-2026-01-02.db --db app.db`,
+Through a broker (--url) DEST is a plain file name in the folder the broker
+was started with (mqlite serve --backup-dir); without one the broker refuses.
+On a terminal a bar shows the bytes written so far (of a local file) or the
+time taken.`,
+		Example: `  mqlite backup app-2026-01-02.db --db app.db
+  mqlite backup app-2026-01-02.db --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				stop := g.backupBar(args[0])

@@ -77,6 +77,7 @@ type backend interface {
 	SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error)
 	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
 	Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error)
+	DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error)
 	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
 	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
 	CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error

@@ -113,6 +113,17 @@ func scenario(t *testing.T, env []string) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Active != 3 || st.DeadLettered != 0 {
 		t.Fatalf("stats: %q (%v)", out, err)
 	}
+	mustCLI(t, env, "", "queues", "create", "later")
+	mustCLI(t, env, "", "send", "later", "parked", "--delay", "1h")
+	if out = mustCLI(t, env, "", "receive", "later"); strings.Contains(out, "parked") {
+		t.Fatalf("receive of a message scheduled an hour ahead: %q", out)
+	}
+	if out = mustCLI(t, env, "", "deliver-now", "later"); !strings.Contains(out, "made 1 scheduled messages due") {
+		t.Fatalf("deliver-now: %q", out)
+	}
+	if out = mustCLI(t, env, "", "receive", "later", "--complete"); !strings.Contains(out, "parked") {
+		t.Fatalf("receive after deliver-now: %q", out)
+	}
 	mustCLI(t, env, "", "topics", "create", "events")
 	mustCLI(t, env, "", "subscriptions", "create", "events", "mail", "--subject-prefix", "order.")
 	out = mustCLI(t, env, "", "send", "events", "e1", "--subject", "order.paid")

@@ -394,6 +394,32 @@ func peekCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+func deliverNowCmd(g *globals) *cobra.Command {
+	var seqs []int64
+	cmd := &cobra.Command{
+		Use:   "deliver-now QUEUE",
+		Short: "make scheduled messages due now (all, or --seq ones)",
+		Long: `deliver-now makes scheduled messages of QUEUE claimable at once: those sent
+with a deliver-at and those abandoned with a delay (up to a year ahead), all
+of them or the --seq ones. A grouped message keeps its group's order.
+Through a broker it needs an admin key over the queue.`,
+		Example: `  mqlite deliver-now orders --seq 12 --db app.db
+  mqlite deliver-now orders --url http://127.0.0.1:7420 --key $KEY`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.with(cmd.Context(), func(b backend) error {
+				n, err := b.DeliverNow(cmd.Context(), args[0], mqlite.DeliverNowOptions{Seqs: seqs})
+				if err != nil {
+					return err
+				}
+				return g.emit(wire.CountResponse{Count: n}, func(w io.Writer) { fmt.Fprintf(w, "made %d scheduled messages due\n", n) })
+			})
+		},
+	}
+	cmd.Flags().Int64SliceVar(&seqs, "seq", nil, "a scheduled message's sequence number (repeat; default all)")
+	return cmd
+}
+
 func dlqCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,9 +18,9 @@ const DefaultAddr = "127.0.0.1:7420"
 
 func serveCmd(g *globals) *cobra.Command {
 	var (
-		addr, cert, keyFile string
-		cfg                 broker.Config
-		debug, standby      bool
+		addr, cert, keyFile       string
+		cfg                       broker.Config
+		debug, standby, plainHTTP bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -31,6 +32,15 @@ finish (up to --drain-timeout), and the store is closed.
 Every request needs an access key: make the first one on the file before
 serving (mqlite keys create --role admin --queue '*' --db FILE), and more
 through the broker afterwards. Give --tls-cert and --tls-key to serve HTTPS.
+Every request carries its key: plain HTTP is refused on an address other
+than loopback unless --allow-plain-http says so (a TLS proxy in front, a
+private network), and then serve warns on stderr.
+
+POST /v1/backup writes only into the folder --backup-dir names (the
+request names a file in it); without --backup-dir remote backups are off.
+
+An answer that carries messages (receive, peek, the dead-letter listing)
+stops adding them at --max-response bytes, and carries one at least.
 
 The web dashboard is at /ui (the same keys: one is asked for once per
 browser tab).
@@ -46,7 +56,7 @@ milliseconds, recovers its leases and serves (docs/operations.md, "Hot
 standby").`,
 		Example: `  mqlite keys create --role admin --queue '*' --db app.db
   mqlite serve --db app.db --addr 127.0.0.1:7420
-  mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem
+  mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem --backup-dir /var/backups/mqlite
   mqlite serve --db app.db --addr 127.0.0.1:7421 --standby`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,6 +65,13 @@ standby").`,
 			}
 			if (cert == "") != (keyFile == "") {
 				return usagef("give both --tls-cert and --tls-key, or neither")
+			}
+			// The certificate is loaded before anything is said or opened:
+			// a bad one fails here, not after "serving on https://".
+			if cert != "" {
+				if _, err := tls.LoadX509KeyPair(cert, keyFile); err != nil {
+					return err
+				}
 			}
 			level := slog.LevelInfo
 			if debug {
@@ -69,6 +86,13 @@ standby").`,
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
+			}
+			if cert == "" && !loopback(ln.Addr()) {
+				if !plainHTTP {
+					return errors.Join(usagef("plain HTTP on %s would carry every access key in clear text: "+
+						"give --tls-cert and --tls-key, listen on loopback, or say --allow-plain-http", ln.Addr()), ln.Close())
+				}
+				fmt.Fprintf(g.stderr, "mqlite: WARNING: serving plain HTTP on %s: every request carries its access key in clear text\n", ln.Addr())
 			}
 			opts := mqlite.Options{Logger: cfg.Logger, WaitForLock: standby}
 			var st *mqlite.Store
@@ -119,7 +143,17 @@ standby").`,
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", broker.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", broker.DefaultDrainTimeout, "how long a shutdown waits for requests in flight")
 	f.BoolVar(&cfg.PublicMetrics, "public-metrics", false, "serve GET /metrics without an access key (for a Prometheus on a private network)")
+	f.BoolVar(&plainHTTP, "allow-plain-http", false, "serve plain HTTP on an address other than loopback: access keys then cross the network in clear text")
+	f.StringVar(&cfg.BackupDir, "backup-dir", "", "the `folder` POST /v1/backup writes into (default: remote backups off)")
+	f.Int64Var(&cfg.MaxResponseBytes, "max-response", broker.DefaultMaxResponseBytes, "the byte budget of an answer that carries messages (-1: none)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
 	return cmd
+}
+
+// loopback reports whether addr is a loopback address, where a key sent in
+// clear text never leaves the machine. Every interface (0.0.0.0, ::) is not.
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -114,6 +114,32 @@ const claimDeleteSQL = `DELETE FROM mqlite_messages
 	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
+// sizeSQL is the size of message m as Options.MaxMessageBytes counts it
+// (OutMessage.Size): its body and its metadata.
+const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce(octet_length(m.group_id), 0)
+	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
+
+// budgetSQL is the candidates of a claim with a byte budget ?6: of the
+// oldest ?5 claimable messages, in sequence order, the first whatever its
+// size, and after it those whose sizes add up, with all before them, to at
+// most ?6. The running sum is taken over the ?5 candidates only.
+const budgetSQL = `SELECT id FROM (
+	SELECT id, row_number() OVER w AS n, sum(size) OVER w AS total FROM (
+		SELECT m.id, ` + sizeSQL + ` AS size FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+	WINDOW w AS (ORDER BY id ROWS UNBOUNDED PRECEDING))
+	WHERE n = 1 OR total <= ?6`
+
+// claimBudgetSQL and claimDeleteBudgetSQL are claimSQL and claimDeleteSQL
+// with a byte budget (ClaimRequest.MaxBytes).
+const (
+	claimBudgetSQL = `UPDATE mqlite_messages ` + lockSet + `
+	WHERE id IN (` + budgetSQL + `)
+	RETURNING ` + returning
+	claimDeleteBudgetSQL = `DELETE FROM mqlite_messages
+	WHERE id IN (` + budgetSQL + `)
+	RETURNING ` + returning
+)
+
 // promoteDueSQL makes the queue's due scheduled messages active. The
 // scheduler sweep runs the same statement over every queue (promoteAllSQL).
 var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`)
@@ -131,7 +157,10 @@ type ClaimRequest struct {
 	Max       int
 	Delete    bool   // receive-and-delete
 	AttemptID string // "" = none
-	Now       int64
+	// MaxBytes, when positive, bounds the sizes of the claimed messages
+	// (see budgetSQL); the first claimable message comes whatever its size.
+	MaxBytes int64
+	Now      int64
 	// Bounds, when not nil, lets the claim skip the due probe while
 	// nothing of the queue can be due (the store's ConnConfig.Bounds).
 	Bounds *DueBounds
@@ -263,13 +292,22 @@ func stillHeld(ctx context.Context, tx DBTX, queue string, rows []Row, now int64
 func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
 	query := claimSQL
+	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max}
+	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
 	switch {
+	case r.Delete && budget:
+		query = claimDeleteBudgetSQL
 	case r.Delete:
 		query = claimDeleteSQL
 	case r.Max == 1:
 		query = claimOneSQL
+	case budget:
+		query = claimBudgetSQL
 	}
-	rows, err := tx.QueryContext(ctx, query, q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max)
+	if budget {
+		args = append(args, r.MaxBytes)
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -408,6 +446,20 @@ type PeekRequest struct {
 	Queue   string
 	FromSeq int64 // the first sequence number to read
 	Max     int
+	// MaxBytes, when positive, ends the page before the sizes of its
+	// messages (Row.Size) add up past it; the first message comes whatever
+	// its size.
+	MaxBytes int64
+}
+
+// Size is the row's size as Options.MaxMessageBytes counts it
+// (OutMessage.Size): its body and its metadata.
+func (r Row) Size() int64 {
+	n := len(r.Body) + len(r.MessageID) + len(r.Subject) + len(r.Properties)
+	if r.GroupID != nil {
+		n += len(*r.GroupID)
+	}
+	return int64(n)
 }
 
 // Peek reads up to r.Max messages of the queue from r.FromSeq on, in any
@@ -430,10 +482,14 @@ func peek(ctx context.Context, db DBTX, r PeekRequest, cond string) ([]Row, erro
 	}
 	defer rows.Close()
 	var out []Row
+	var total int64
 	for rows.Next() {
 		c, err := scanRow(rows)
 		if err != nil {
 			return nil, fmt.Errorf("peek: %w", err)
+		}
+		if total += c.Size(); r.MaxBytes > 0 && len(out) > 0 && total > r.MaxBytes {
+			break // the page is full: stop reading bodies
 		}
 		out = append(out, c)
 	}

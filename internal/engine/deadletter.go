@@ -89,6 +89,23 @@ func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64
 		dead_letter_reason = NULL, dead_letter_desc = NULL, dead_lettered_at = 0,
 		lock_token = ` + noToken + `, locked_until = 0
 		WHERE queue = ?1 AND state = 'dead_lettered'`
+	return updateSeqs(ctx, db, "redrive", set, queue, seqs, now)
+}
+
+// DeliverNow makes scheduled messages of the queue due now (an operator's
+// call): the listed seqs, or all of them when seqs is empty, as the
+// promotion of a due message does (the triggers keep group order). It
+// returns how many it changed; seqs that are not scheduled messages of the
+// queue are skipped.
+func DeliverNow(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error) {
+	const set = `UPDATE mqlite_messages SET state = 'active', visible_at = ?2 WHERE queue = ?1 AND state = 'scheduled'`
+	return updateSeqs(ctx, db, "deliver now", set, queue, seqs, now)
+}
+
+// updateSeqs runs the update set (?1 the queue, ?2 now) on the listed seqs,
+// or on every row it matches when seqs is empty, and returns the rows
+// changed.
+func updateSeqs(ctx context.Context, db DBTX, op, set, queue string, seqs []int64, now int64) (int64, error) {
 	var res sql.Result
 	var err error
 	if len(seqs) == 0 {
@@ -96,12 +113,12 @@ func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64
 	} else {
 		list, jerr := json.Marshal(seqs)
 		if jerr != nil {
-			return 0, fmt.Errorf("redrive: %w", jerr)
+			return 0, fmt.Errorf("%s: %w", op, jerr)
 		}
 		res, err = db.ExecContext(ctx, set+` AND id IN (SELECT value FROM json_each(?3))`, queue, now, string(list))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("redrive: %w", err)
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	n, _ := res.RowsAffected()
 	return n, nil

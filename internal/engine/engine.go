@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Engine is the store boundary of the design (seed §11): what package
+// Engine is the store boundary (docs/internals.md): what package
 // mqlite and the outbox need of a storage engine beyond portable SQL on a
 // DBTX. Open the file, ready it, enqueue inside a caller's transaction,
 // claim, settle, recover, back up. Everything SQLite-only (the connection's

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
 )
@@ -116,6 +117,9 @@ type Copy struct {
 // anything is written; a driver failure mid-way leaves the transaction for
 // the caller to roll back.
 func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendResult, error) {
+	if err := checkDeliverAt(ctx, db, msgs); err != nil {
+		return nil, err
+	}
 	if len(msgs) > 1 || msgs[0].Size() >= largeMessage {
 		// One statement writes one message or nothing; a batch checks the
 		// target and every size first, so a whole-call error writes
@@ -149,6 +153,34 @@ func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendR
 		return nil, err
 	}
 	return []SendResult{{Seq: c.Seq, Duplicate: c.Duplicate, Err: c.Err, Copies: []Copy{c}}}, nil
+}
+
+// checkDeliverAt refuses a DeliverAt more than MaxDelay after the store's
+// now, before anything is written. Only a send with a DeliverAt asks the
+// clock.
+func checkDeliverAt(ctx context.Context, db DBTX, msgs []OutMessage) error {
+	var latest int64
+	for _, m := range msgs {
+		latest = max(latest, m.DeliverAt)
+	}
+	if latest == 0 {
+		return nil
+	}
+	var now int64
+	if err := db.QueryRowContext(ctx, `SELECT mqlite_now()`).Scan(&now); err != nil {
+		return interpret("send", err)
+	}
+	for i, m := range msgs {
+		if m.DeliverAt-now > MaxDelay.Milliseconds() {
+			err := errs.Invalidf(errs.ErrInvalidMessage, "DeliverAt %s is more than %v ahead",
+				time.UnixMilli(m.DeliverAt).UTC().Format(time.RFC3339), MaxDelay)
+			if len(msgs) > 1 {
+				err = fmt.Errorf("message %d: %w", i, err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // errNoQueue is the error of insert into a queue that does not exist.

@@ -15,6 +15,8 @@ const (
 	MaxSubjectLen      = 1024
 	MaxPropertiesBytes = 64 << 10
 	MaxTTL             = 100 * 365 * 24 * time.Hour
+	// MaxDelay bounds a DeliverAt (from now) and an Abandon's delay.
+	MaxDelay = 365 * 24 * time.Hour
 )
 
 // Fields are the parts of a message a caller sets besides its body: the

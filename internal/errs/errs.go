@@ -1,9 +1,11 @@
-// Package errs carries mqlite's sentinel errors to the packages below the
-// root (the engine, the schema, the outbox), which cannot import the root
-// without a cycle. The root package creates and documents every sentinel and
-// stores it here when it is initialised, so errors.Is matches the errors of
-// every package against mqlite.ErrXxx. Every program that reaches these
-// packages through package mqlite has it initialised before its main runs.
+// Package errs holds mqlite's sentinel errors for the packages below the
+// root (the engine, the schema), which cannot import the root without a
+// cycle. Each sentinel is a constant of type Sentinel, an error that is its
+// own text: package mqlite declares its exported ErrXxx with the same text
+// (TestSentinelsMatchTheRoot holds the two lists to each other), and two
+// Sentinels of one text are equal, so errors.Is matches an error from any
+// package against mqlite.ErrXxx. A constant has its value from the start:
+// no sentinel can be nil, whatever runs first.
 package errs
 
 import (
@@ -11,48 +13,55 @@ import (
 	"fmt"
 )
 
-// The sentinels; see the root package for their documentation. Package
-// mqlite sets each one in its init.
-var (
-	ErrDBLocked              error
-	ErrSchemaVersionMismatch error
-	ErrNoStore               error
-	ErrMigrationNeeded       error
-	ErrMigration             error
-	ErrClosed                error
-	ErrInvalidArgument       error
-	ErrInvalidQueueName      error
-	ErrInvalidMaxDelivery    error
-	ErrInvalidLockDuration   error
-	ErrInvalidDedupWindow    error
-	ErrInvalidTTL            error
-	ErrInvalidOrdering       error
-	ErrInvalidRetention      error
-	ErrInvalidMessage        error
-	ErrNilTx                 error
-	ErrQueueNotFound         error
-	ErrQueueExists           error
-	ErrMessageTooLarge       error
-	ErrDuplicateConflict     error
-	ErrNotAStore             error
-	ErrLockLost              error
-	ErrMessageNotFound       error
-	ErrDestinationExists     error
-	ErrAttemptConflict       error
-	ErrDiskFull              error
-	ErrReadOnly              error
-	ErrInvalidTopicName      error
-	ErrInvalidFilter         error
-	ErrTopicNotFound         error
-	ErrTopicExists           error
-	ErrSubscriptionNotFound  error
-	ErrInvalidSchedule       error
-	ErrScheduleNotFound      error
-	ErrScheduleExists        error
+// Sentinel is an error that is its own text; see package mqlite for what
+// each one means.
+type Sentinel string
+
+// Error returns the sentinel's text.
+func (e Sentinel) Error() string { return string(e) }
+
+// The sentinels, by the names and with the texts of package mqlite.
+const (
+	ErrDBLocked              Sentinel = "mqlite: database is locked by another store"
+	ErrSchemaVersionMismatch Sentinel = "mqlite: schema version mismatch"
+	ErrNoStore               Sentinel = "mqlite: no store"
+	ErrMigrationNeeded       Sentinel = "mqlite: the store needs a migration"
+	ErrMigration             Sentinel = "mqlite: migration failed"
+	ErrClosed                Sentinel = "mqlite: store is closed"
+	ErrInvalidArgument       Sentinel = "mqlite: invalid argument"
+	ErrInvalidQueueName      Sentinel = "mqlite: invalid queue name"
+	ErrInvalidMaxDelivery    Sentinel = "mqlite: invalid max delivery count"
+	ErrInvalidLockDuration   Sentinel = "mqlite: invalid lock duration"
+	ErrInvalidDedupWindow    Sentinel = "mqlite: invalid dedup window"
+	ErrInvalidTTL            Sentinel = "mqlite: invalid time to live"
+	ErrInvalidOrdering       Sentinel = "mqlite: invalid ordering"
+	ErrInvalidRetention      Sentinel = "mqlite: invalid dead-letter retention"
+	ErrInvalidMessage        Sentinel = "mqlite: invalid message"
+	ErrNilTx                 Sentinel = "mqlite: nil transaction"
+	ErrQueueNotFound         Sentinel = "mqlite: queue not found"
+	ErrQueueExists           Sentinel = "mqlite: queue already exists"
+	ErrMessageTooLarge       Sentinel = "mqlite: message too large"
+	ErrDuplicateConflict     Sentinel = "mqlite: duplicate message id with a different body"
+	ErrNotAStore             Sentinel = "mqlite: transaction does not belong to an mqlite store"
+	ErrLockLost              Sentinel = "mqlite: lock lost"
+	ErrMessageNotFound       Sentinel = "mqlite: message not found"
+	ErrDestinationExists     Sentinel = "mqlite: backup destination exists"
+	ErrAttemptConflict       Sentinel = "mqlite: attempt id reused with other options"
+	ErrDiskFull              Sentinel = "mqlite: disk full"
+	ErrReadOnly              Sentinel = "mqlite: store file is read-only"
+	ErrInvalidTopicName      Sentinel = "mqlite: invalid topic name"
+	ErrInvalidFilter         Sentinel = "mqlite: invalid subscription filter"
+	ErrTopicNotFound         Sentinel = "mqlite: topic not found"
+	ErrTopicExists           Sentinel = "mqlite: topic already exists"
+	ErrSubscriptionNotFound  Sentinel = "mqlite: subscription not found"
+	ErrInvalidSchedule       Sentinel = "mqlite: invalid schedule"
+	ErrScheduleNotFound      Sentinel = "mqlite: schedule not found"
+	ErrScheduleExists        Sentinel = "mqlite: schedule already exists"
 )
 
 // NewInvalid builds the error of one bad input value (the root package's
-// InvalidArgumentError); package mqlite sets it in its init.
+// InvalidArgumentError, a type the engine cannot name); package mqlite sets
+// it in its init, and TestSentinelsMatchTheRoot checks that it did.
 var NewInvalid func(kind error, detail string) error
 
 // Invalidf returns the error of one bad input value: kind is the field's

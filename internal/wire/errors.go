@@ -10,8 +10,8 @@ import (
 )
 
 // Stable error codes: the coarse class of an error, one per HTTP status
-// family, as issue 14 lists them. A client branches on Code; Reason names
-// the exact cause.
+// family, as docs/api-reference-broker.md lists them. A client branches on
+// Code; Reason names the exact cause.
 const (
 	CodeLockLost     = "lock_lost"
 	CodeNotFound     = "not_found"
@@ -26,20 +26,21 @@ const (
 
 // Reasons of the broker's own errors, which have no root sentinel.
 const (
-	ReasonMalformed     = "malformed_request"
-	ReasonBodyTooLarge  = "body_too_large"
-	ReasonBatchTooLarge = "batch_too_large"
-	ReasonNoKey         = "no_key"
-	ReasonBadKey        = "unknown_or_revoked_key"
-	ReasonRole          = "wrong_role"
-	ReasonQueue         = "wrong_queue"
-	ReasonDraining      = "draining"
-	ReasonStandby       = "standby" // a hot standby waiting for the file
-	ReasonBusy          = "too_many_long_polls"
-	ReasonNoRoute       = "no_such_endpoint"
-	ReasonKeyNotFound   = "key_not_found"
-	ReasonTimeout       = "timeout"
-	ReasonInternal      = "internal"
+	ReasonMalformed      = "malformed_request"
+	ReasonBodyTooLarge   = "body_too_large"
+	ReasonBatchTooLarge  = "batch_too_large"
+	ReasonNoKey          = "no_key"
+	ReasonBadKey         = "unknown_or_revoked_key"
+	ReasonRole           = "wrong_role"
+	ReasonQueue          = "wrong_queue"
+	ReasonDraining       = "draining"
+	ReasonStandby        = "standby" // a hot standby waiting for the file
+	ReasonBusy           = "too_many_long_polls"
+	ReasonNoRoute        = "no_such_endpoint"
+	ReasonKeyNotFound    = "key_not_found"
+	ReasonTimeout        = "timeout"
+	ReasonInternal       = "internal"
+	ReasonBackupDisabled = "backup_disabled"
 )
 
 // Error is the body of every error response: {"error": {...}}.

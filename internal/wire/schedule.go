@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -29,16 +30,36 @@ func FromScheduleOptions(o mqlite.ScheduleOptions) ScheduleOptions {
 		Properties: o.Properties, TTLMS: o.TTL.Milliseconds()}
 }
 
-// Options decodes o. A missing body is an empty one; durations are taken
-// as they come (the store rejects negative ones).
-func (o ScheduleOptions) Options() mqlite.ScheduleOptions {
+// Options decodes o. A missing body is an empty one. A duration whose
+// milliseconds overflow a time.Duration is refused (ErrInvalidSchedule,
+// ErrInvalidTTL) rather than wrapped around; the store refuses the other
+// bad values.
+func (o ScheduleOptions) Options() (mqlite.ScheduleOptions, error) {
 	body := o.Body
 	if body == nil {
 		body = []byte{}
 	}
+	every, err := exactMS(o.EveryMS, mqlite.ErrInvalidSchedule, "every_ms")
+	if err != nil {
+		return mqlite.ScheduleOptions{}, err
+	}
+	ttl, err := exactMS(o.TTLMS, mqlite.ErrInvalidTTL, "ttl_ms")
+	if err != nil {
+		return mqlite.ScheduleOptions{}, err
+	}
 	return mqlite.ScheduleOptions{Target: o.Target, Cron: o.Cron, TimeZone: o.TimeZone,
-		Every: time.Duration(o.EveryMS) * time.Millisecond, Start: o.Start, CatchUp: o.CatchUp, Body: body,
-		GroupID: o.GroupID, Subject: o.Subject, Properties: o.Properties, TTL: time.Duration(o.TTLMS) * time.Millisecond}
+		Every: every, Start: o.Start, CatchUp: o.CatchUp, Body: body,
+		GroupID: o.GroupID, Subject: o.Subject, Properties: o.Properties, TTL: ttl}, nil
+}
+
+// exactMS is ms as a time.Duration, or an error of kind when it does not
+// fit in one.
+func exactMS(ms int64, kind error, name string) (time.Duration, error) {
+	const most = int64(1<<63-1) / int64(time.Millisecond)
+	if ms > most || ms < -most {
+		return 0, &mqlite.InvalidArgumentError{Kind: kind, Detail: fmt.Sprintf("%s %d overflows a duration", name, ms)}
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // CreateScheduleRequest is the body of a schedule creation.
@@ -72,12 +93,26 @@ func FromSchedule(s mqlite.ScheduleInfo) Schedule {
 }
 
 // ScheduleInfo decodes s.
-func (s Schedule) ScheduleInfo() mqlite.ScheduleInfo {
-	return mqlite.ScheduleInfo{Name: s.Name, Options: s.Options.Options(), NextAt: s.NextAt, LastAt: s.LastAt,
-		Fired: s.Fired, Skipped: s.Skipped, LastError: s.LastError, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+func (s Schedule) ScheduleInfo() (mqlite.ScheduleInfo, error) {
+	o, err := s.Options.Options()
+	return mqlite.ScheduleInfo{Name: s.Name, Options: o, NextAt: s.NextAt, LastAt: s.LastAt,
+		Fired: s.Fired, Skipped: s.Skipped, LastError: s.LastError, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}, err
 }
 
-// SchedulesResponse is the response of the schedule listing.
+// Size is what the schedule counts against an answer's byte budget: its
+// message's body and metadata.
+func (s Schedule) Size() int64 {
+	n := len(s.Options.Body) + len(s.Options.GroupID) + len(s.Options.Subject)
+	for k, v := range s.Options.Properties {
+		n += len(k) + len(v)
+	}
+	return int64(n)
+}
+
+// SchedulesResponse is the response of the schedule listing: one page.
+// NextAfter, when set, is the last name of a page the byte budget cut:
+// the next page is the listing with after=NextAfter.
 type SchedulesResponse struct {
 	Schedules []Schedule `json:"schedules"`
+	NextAfter string     `json:"next_after,omitempty"`
 }

@@ -131,11 +131,12 @@ type ReceiveRequest struct {
 	WaitMS    int64  `json:"wait_ms,omitempty"`
 	AttemptID string `json:"attempt_id,omitempty"`
 	Mode      string `json:"mode,omitempty"`
+	MaxBytes  int64  `json:"max_bytes,omitempty"`
 }
 
 // FromReceiveOptions encodes opts.
 func FromReceiveOptions(opts mqlite.ReceiveOptions) ReceiveRequest {
-	r := ReceiveRequest{Max: opts.Max, WaitMS: opts.Wait.Milliseconds(), AttemptID: opts.AttemptID}
+	r := ReceiveRequest{Max: opts.Max, WaitMS: opts.Wait.Milliseconds(), AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes}
 	if opts.Wait < 0 {
 		r.WaitMS = -1
 	}
@@ -152,7 +153,7 @@ func FromReceiveOptions(opts mqlite.ReceiveOptions) ReceiveRequest {
 
 // Options decodes the request; an unknown mode is ErrInvalidArgument.
 func (r ReceiveRequest) Options() (mqlite.ReceiveOptions, error) {
-	opts := mqlite.ReceiveOptions{Max: r.Max, AttemptID: r.AttemptID}
+	opts := mqlite.ReceiveOptions{Max: r.Max, AttemptID: r.AttemptID, MaxBytes: r.MaxBytes}
 	if r.WaitMS != 0 {
 		opts.Wait = MSDur(r.WaitMS)
 	}
@@ -297,12 +298,18 @@ type RedriveRequest struct {
 	Seqs []int64 `json:"seqs,omitempty"`
 }
 
+// DeliverNowRequest is the body of deliver-now; no seqs means every
+// scheduled message of the queue.
+type DeliverNowRequest struct {
+	Seqs []int64 `json:"seqs,omitempty"`
+}
+
 // PurgeRequest is the body of purge.
 type PurgeRequest struct {
 	State string `json:"state"`
 }
 
-// CountResponse is the response of redrive and purge.
+// CountResponse is the response of redrive, deliver-now and purge.
 type CountResponse struct {
 	Count int `json:"count"`
 }
@@ -584,8 +591,8 @@ type KeysResponse struct {
 	Keys []Key `json:"keys"`
 }
 
-// BackupRequest is the body of a backup, and its response: a path on the
-// broker's host, which must not exist.
+// BackupRequest is the body of a backup, and its response: the name of a
+// file to create in the broker's backup folder (a plain name, not a path).
 type BackupRequest struct {
 	Path string `json:"path"`
 }
@@ -594,6 +601,9 @@ type BackupRequest struct {
 type Health struct {
 	Status string `json:"status"`
 }
+
+// Quote quotes s for an error message, cut after 64 bytes.
+func Quote(s string) string { return quote(s) }
 
 func quote(s string) string {
 	if len(s) > 64 {

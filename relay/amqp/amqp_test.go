@@ -1,7 +1,6 @@
 package amqp_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,8 +17,6 @@ import (
 	relayamqp "github.com/mqlite/mqlite/relay/amqp"
 	"github.com/mqlite/mqlite/relay/internal/relaytest"
 )
-
-var ctx = context.Background()
 
 // broker returns the address of the RabbitMQ on 127.0.0.1:5672 (skipping
 // the test when it is unreachable and not required) and a channel on it

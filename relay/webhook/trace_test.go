@@ -165,7 +165,7 @@ func TestTraceFollowsMessage(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range get("process orders").Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, v := range map[string]string{
 		"messaging.system": "mqlite", "messaging.destination.name": "orders", "messaging.operation.type": "process",

@@ -261,8 +261,16 @@ func TestRetriesATimeout(t *testing.T) {
 	})
 	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("x")})
 	c := b.obs.WaitFor(t, "the delivery", func(c relaytest.Counts) bool { return c.Completed == 1 })
-	if c.Abandoned != 1 || !errors.Is(c.Causes[0], context.DeadlineExceeded) {
-		t.Fatalf("counts %+v, want one abandon for the timeout", c)
+	// The first attempt hangs, so it times out; on a busy machine a later
+	// one may too (100ms is short under -race), and is retried the same
+	// way: every abandon is a timeout, and there is at least one.
+	if c.Abandoned == 0 {
+		t.Fatalf("counts %+v, want an abandon for the timeout", c)
+	}
+	for _, cause := range c.Causes {
+		if !errors.Is(cause, context.DeadlineExceeded) {
+			t.Errorf("abandoned for %v, want only timeouts", cause)
+		}
 	}
 	relaytest.Empty(t, b.Store)
 }

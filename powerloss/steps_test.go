@@ -1,0 +1,346 @@
+package powerloss_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// The step tests cut the power at every step of one operation (Backup,
+// an upgrade migration): a worker opens the store from a template, waits
+// for "go", runs the operation, and says "done". A first run without a cut
+// counts the operation's mutating file operations; then, for each step i,
+// the power goes right after the i-th.
+
+func init() {
+	workers["backup"] = backupWorker
+	workers["migrate"] = migrateWorker
+}
+
+const backupName = "backup.db"
+
+func backupWorker(ctx context.Context, w workerEnv) error {
+	st, err := mqlite.Open(ctx, w.path, openOpts(w.full))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	say("ready")
+	if err := waitFor("go"); err != nil {
+		return err
+	}
+	if err := st.Backup(ctx, filepath.Join(filepath.Dir(w.path), backupName)); err != nil {
+		return err
+	}
+	say("done")
+	return waitFor("never") // the harness cuts and kills
+}
+
+// migrateWorker opens a file of an older layout: Open migrates it. Then
+// it closes the store, which checkpoints: the steps cover the migration's
+// commit and its way into the file.
+func migrateWorker(ctx context.Context, w workerEnv) error {
+	say("ready")
+	if err := waitFor("go"); err != nil {
+		return err
+	}
+	st, err := mqlite.Open(ctx, w.path, openOpts(w.full))
+	if err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	say("done")
+	return waitFor("never")
+}
+
+// stepRun is one run of a step test's worker over a copy of a template.
+type stepRun struct {
+	r     *rig
+	steps int  // mutating operations from "go" to "done"
+	done  bool // the operation finished before the cut
+}
+
+// runStep copies the files of template into a new folder, runs worker on
+// it with a cut after step operations (0: no cut before "done"), cuts the
+// power at the latest once the worker is done, and returns the folder.
+func runStep(t *testing.T, template, worker string, full bool, step int) stepRun {
+	t.Helper()
+	r := newRig(t)
+	copyFiles(t, template, r.backing)
+	r.powerOn()
+	p := r.start(worker, plDB, 1, 1, full)
+	p.expect("ready", nil)
+	before := r.fs.Ops()
+	if step > 0 {
+		r.fs.CutAfter(step, nil)
+	}
+	p.tell("go")
+	run := stepRun{r: r}
+	timeout := time.NewTimer(2 * time.Minute)
+	defer timeout.Stop()
+wait:
+	for {
+		select {
+		case <-r.fs.Done():
+			break wait
+		case line, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("step %d: worker ended\n%s", step, p.stderr)
+			}
+			f := strings.Fields(line)
+			p.check(f)
+			if len(f) > 0 && f[0] == "done" {
+				run.done = true
+				run.steps = r.fs.Ops() - before
+				if _, err := r.fs.Cut(context.Background(), nil); err != nil {
+					t.Fatal(err)
+				}
+				break wait
+			}
+		case <-timeout.C:
+			t.Fatalf("step %d: neither done nor cut\n%s", step, p.stderr)
+		}
+	}
+	p.kill(nil)
+	r.powerOff()
+	if _, err := r.fs.Result(); err != nil {
+		t.Fatalf("step %d: cut: %v", step, err)
+	}
+	return run
+}
+
+// stepsToCut is every step in make crash, about ten spread over the
+// operation in make test.
+func stepsToCut(n int) []int {
+	stride := 1
+	if os.Getenv("MQLITE_POWERLOSS_CUTS") == "" {
+		stride = max(1, n/10)
+	}
+	var out []int
+	for i := 1; i <= n; i += stride {
+		out = append(out, i)
+	}
+	if out[len(out)-1] != n {
+		out = append(out, n)
+	}
+	return out
+}
+
+func copyFiles(t *testing.T, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		copyFile(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const backupMessages = 300
+
+// backupTemplate is a closed store with backupMessages messages.
+func backupTemplate(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := mqlite.Open(ctx, filepath.Join(dir, plDB), mqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(ctx, plQueue, mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, backupMessages)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Body: fmt.Appendf(nil, "message %d %s", i, strings.Repeat("b", 200))}
+	}
+	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
+		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), plQueue, msgs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestPowerLossBackup cuts the power at every step of a Backup: after
+// each, the destination does not exist, or it is a whole copy that opens
+// as a store with every message; the source passes integrity_check.
+func TestPowerLossBackup(t *testing.T) {
+	t.Parallel()
+	template := backupTemplate(t)
+	whole := runStep(t, template, "backup", false, 0)
+	if !whole.done {
+		t.Fatal("the backup without a cut did not finish")
+	}
+	if !checkBackup(t, whole.r, 0) {
+		t.Fatal("Backup returned, and a cut after it took the destination")
+	}
+	absent, complete, leftovers := 0, 0, 0
+	steps := stepsToCut(whole.steps)
+	for _, step := range steps {
+		run := runStep(t, template, "backup", false, step)
+		if !integrity(t, run.r.onDisk(plDB)) {
+			t.Fatalf("step %d: the source store is gone", step)
+		}
+		if checkBackup(t, run.r, step) {
+			complete++
+		} else {
+			absent++
+		}
+		matches, _ := filepath.Glob(run.r.onDisk("." + backupName + ".mqlite-backup-*"))
+		leftovers += len(matches)
+	}
+	t.Logf("a Backup takes %d file operations; cut after %d of them: destination absent %d times, whole %d times (%d messages each), never partial; %d temporary files left behind",
+		whole.steps, len(steps), absent, complete, backupMessages, leftovers)
+}
+
+// checkBackup reports whether the backup exists, and fails unless it is
+// whole.
+func checkBackup(t *testing.T, r *rig, step int) bool {
+	t.Helper()
+	path := r.onDisk(backupName)
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return false
+	}
+	integrity(t, path)
+	st, err := mqlite.Open(context.Background(), path, openOpts(false))
+	if err != nil {
+		t.Fatalf("step %d: the backup does not open: %v", step, err)
+	}
+	defer st.Close()
+	stats, err := st.Stats(context.Background(), plQueue)
+	if err != nil {
+		t.Fatalf("step %d: backup stats: %v", step, err)
+	}
+	if stats.Active != backupMessages {
+		t.Fatalf("step %d: the backup holds %d messages, want %d", step, stats.Active, backupMessages)
+	}
+	return true
+}
+
+// fixture is the file of the layout before the mqlite_ prefix (guard
+// token mqlite-schema-3), with a row of every kind, that the schema
+// package's upgrade test starts from (schema/testdata/v3/make.go made it).
+const fixture = "../schema/testdata/v3/store.db"
+
+// migrationTemplate is a folder holding a copy of the fixture, and the
+// number of messages in it.
+func migrationTemplate(t *testing.T) (string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	copyFile(t, fixture, filepath.Join(dir, plDB))
+	return dir, rawCount(t, filepath.Join(dir, plDB), `SELECT count(*) FROM messages`)
+}
+
+// layout is a file's tables, indexes and triggers with their SQL, and
+// its goose version.
+func layout(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT type, name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var typ, name, text string
+		if err := rows.Scan(&typ, &name, &text); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s %s\n", typ, name, text)
+	}
+	var version int
+	if err := db.QueryRow(`SELECT max(version_id) FROM mqlite_migrations`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "version %d", version)
+	return b.String()
+}
+
+// TestPowerLossMigration cuts the power at every step of an Open that
+// upgrades a file of the layout before the mqlite_ prefix (the schema
+// package's fixture): after each, the file passes integrity_check and
+// holds the old layout or the new one, nothing in between; Open then
+// finishes the upgrade with every message.
+func TestPowerLossMigration(t *testing.T) {
+	t.Parallel()
+	syncModes(t, func(t *testing.T, name string, full bool) {
+		template, messages := migrationTemplate(t)
+		old := layout(t, filepath.Join(template, plDB))
+		whole := runStep(t, template, "migrate", full, 0)
+		if !whole.done {
+			t.Fatal("the migration without a cut did not finish")
+		}
+		upgraded := layout(t, whole.r.onDisk(plDB))
+		if upgraded == old {
+			t.Fatal("the migration changed nothing")
+		}
+		outcomes := map[string]int{}
+		steps := stepsToCut(whole.steps)
+		for _, step := range steps {
+			run := runStep(t, template, "migrate", full, step)
+			path := run.r.onDisk(plDB)
+			if !integrity(t, path) {
+				t.Fatalf("step %d: the file is gone", step)
+			}
+			switch layout(t, path) {
+			case old:
+				outcomes["old"]++
+			case upgraded:
+				outcomes["new"]++
+			default:
+				t.Fatalf("step %d: the file holds neither layout:\n%s", step, layout(t, path))
+			}
+			st, err := mqlite.Open(context.Background(), path, openOpts(false))
+			if err != nil {
+				t.Fatalf("step %d: open after the cut: %v", step, err)
+			}
+			var n int
+			err = st.DB().QueryRow(`SELECT count(*) FROM ` + tableMessages).Scan(&n)
+			if err := errors.Join(err, st.Close()); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if n != messages {
+				t.Fatalf("step %d: %d messages after the upgrade, want %d", step, n, messages)
+			}
+			if layout(t, path) != upgraded {
+				t.Fatalf("step %d: Open after the cut left another layout", step)
+			}
+		}
+		t.Logf("synchronous=%s: an upgrading Open and Close take %d file operations; cut after %d of them: old layout %d times, new layout %d times, never in between",
+			name, whole.steps, len(steps), outcomes["old"], outcomes["new"])
+	})
+}
