@@ -33,15 +33,16 @@ func (b block) String() string { return b.file + ": " + b.first }
 // exist, the arguments fit), each make target in the Makefile, each go
 // command's package folder. Every other block runs.
 var parsedOnly = map[string]string{
-	"README.md: go install github.com/mqlite/mqlite/cmd/mqlite@latest":                                    "fetches from the module proxy; the blocks that follow run the binary built from this checkout instead",
-	"docs/benchmark.md: make bench   # everything below, send and drain three times over":                 "benchmarks take many minutes; they are measurements, not checks",
-	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLoopLatency' -benchtime 1000x ./consumer":      "a benchmark",
-	"docs/benchmark.md: go test -run '^$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/":  "a benchmark",
-	"docs/benchmark.md: go test -run '^$' -bench BenchmarkRelayJetStream -benchtime 20000x ./relay/nats/": "a benchmark",
-	"docs/benchmark.md: make bench                   # its last line: go run -C bench .":                  "benchmarks; make test runs the bench module's TestSmoke",
-	"docs/operations.md: mqlite serve --db app.db --addr 10.0.0.5:7420            # the primary":          "serves on a host address of the reader's network, until stopped; cmd/mqlite's standby tests run the same on loopback",
-	"docs/operations.md: make test    # everything, -race, integrity sweep at 10,000 messages":            "make test is the run this test is part of; make crash takes half an hour",
-	"docs/relay.md: mqlite queues create events --max-delivery 10000 --db app.db":                         "the relays run until SIGTERM against a webhook, NATS and RabbitMQ of the reader's; TestRelayCommand* run the same commands",
+	`README.md: (repo=$PWD && cd "$(mktemp -d)" && go mod init example.com/app && go mod edit -replace github.com/mqlite/mqlite="$repo" &&`: "runs from a clone's root and resolves a new module's dependencies through the module proxy",
+	"README.md: go install github.com/mqlite/mqlite/cmd/mqlite@latest":                                                                      "fetches from the module proxy; the blocks that follow run the binary built from this checkout instead",
+	"docs/benchmark.md: make bench   # everything below, send and drain three times over":                                                   "benchmarks take many minutes; they are measurements, not checks",
+	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLoopLatency' -benchtime 1000x ./consumer":                                        "a benchmark",
+	"docs/benchmark.md: go test -run '^$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/":                                    "a benchmark",
+	"docs/benchmark.md: go test -C relay/nats -run '^$' -bench BenchmarkRelayJetStream -benchtime 20000x .  # its own module":               "a benchmark",
+	"docs/benchmark.md: make bench                   # its last line: go run -C bench .":                                                    "benchmarks; make test runs the bench module's TestSmoke",
+	"docs/operations.md: mqlite serve --db app.db --addr 10.0.0.5:7420 --tls-cert cert.pem --tls-key key.pem            # the primary":      "serves on a host address of the reader's network, until stopped; cmd/mqlite's standby tests run the same on loopback",
+	"docs/operations.md: make test    # everything, -race, integrity sweep at 10,000 messages":                                              "make test is the run this test is part of; make crash takes half an hour",
+	"docs/relay.md: mqlite queues create events --max-delivery 10000 --db app.db":                                                           "the relays run until SIGTERM against a webhook, NATS and RabbitMQ of the reader's; TestRelayCommand* run the same commands",
 }
 
 // shellBlocks reads the ```sh, ```bash and ```shell blocks of a Markdown
