@@ -189,7 +189,7 @@ func (e *RemoteError) Unwrap() error { return e.sentinel }
 // constants); a test keeps the list whole.
 var ownReasons = []string{ReasonMalformed, ReasonBodyTooLarge, ReasonBatchTooLarge, ReasonNoKey, ReasonBadKey,
 	ReasonRole, ReasonQueue, ReasonDraining, ReasonStandby, ReasonBusy, ReasonNoRoute, ReasonKeyNotFound,
-	ReasonTimeout, ReasonInternal}
+	ReasonTimeout, ReasonInternal, ReasonBackupDisabled}
 
 // ErrorTable lists what an error response can say: every code with its
 // HTTP status, and every reason (the sentinels' and the broker's own), for
