@@ -7,7 +7,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # staticcheck at a pinned version, fetched from the module proxy by go run.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test race crash bench lint
+.PHONY: test race crash bench lint screenshots
 
 test:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 ./...); done
@@ -59,3 +59,12 @@ lint:
 		unformatted="$$(gofmt -l .)" && if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted"; exit 1; fi && \
 		go vet ./... && go run $(STATICCHECK) -tags crash_injection,stress ./...); done
 	go run ./internal/citecheck .
+
+# docs/dashboard.png, taken anew by the dashboard's browser test (broker/chromium, which needs
+# chromium): the test keeps its screenshots as artifacts, and the one of the
+# queues view becomes the docs' picture.
+screenshots:
+	rm -rf .screenshots && mkdir .screenshots
+	go test -C broker/chromium -count=1 -run 'TestDashboardChromium$$' -artifacts -outputdir $(CURDIR)/.screenshots .
+	cp "$$(find .screenshots -name dashboard.png | head -1)" docs/dashboard.png
+	rm -rf .screenshots

@@ -35,18 +35,55 @@ func (t *Tx) Context() context.Context { return t.ctx }
 // runs several statements should check ctx.Err() between them and return
 // early; Tx cannot stop a callback that keeps running. Tx blocks while
 // another goroutine holds the store's connection.
-func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
+func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
+	begin := func(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+		tx, err := s.db.BeginTx(ctx, opts)
+		if err != nil && s.isClosed() {
+			return nil, ErrClosed // Close began while this call waited for the connection
+		}
+		return tx, err
+	}
+	return InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
+		return fn(&Tx{tx: tx, ctx: ctx})
+	})
+}
+
+// SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.
+type SQLTx interface {
+	Commit() error
+	Rollback() error
+}
+
+// InTx runs fn in one transaction that begin starts, with the rules of
+// Store.Tx, for code that holds the store's handle (st.DB(), or sqlx's
+// sqlx.NewDb(st.DB(), "sqlite")) rather than the *Store:
+//
+//	err := mqlite.InTx(ctx, st.DB().BeginTx, func(ctx context.Context, tx *sql.Tx) error { ... })
+//	err := mqlite.InTx(ctx, dbx.BeginTxx, func(ctx context.Context, tx *sqlx.Tx) error { ... })
+//
+// It commits when fn returns nil and rolls back when fn returns an error
+// (which InTx returns), when fn panics (the panic goes on after the
+// rollback) and when ctx is cancelled before the commit, even if fn
+// returned nil: then ctx's error is returned and nothing fn wrote exists.
+// fn gets the context to run its statements with: ctx's values without its
+// cancellation, so that no statement is interrupted half-way on the store's
+// only connection (see Store.Tx); a long fn should check the ctx given to
+// InTx between statements. A begin error is returned wrapped ("begin: ...").
+// Open the transaction on the store's handle: the outbox refuses any other
+// (ErrNotAStore).
+func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptions) (T, error),
+	fn func(ctx context.Context, tx T) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	stmtCtx := context.WithoutCancel(ctx)
-	sqlTx, err := s.db.BeginTx(stmtCtx, nil)
+	tx, err := begin(stmtCtx, nil)
 	if err != nil {
-		if s.isClosed() {
-			return ErrClosed // Close began while this call waited for the connection
+		if errors.Is(err, ErrClosed) {
+			return err
 		}
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -54,18 +91,18 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	defer func() {
 		if !done {
 			// fn panicked: roll back, then let the panic continue.
-			_ = sqlTx.Rollback()
+			_ = tx.Rollback()
 		}
 	}()
-	ferr := fn(&Tx{tx: sqlTx, ctx: stmtCtx})
+	ferr := fn(stmtCtx, tx)
 	done = true
 	if ferr != nil {
-		return errors.Join(ferr, ignoreDone(sqlTx.Rollback()))
+		return errors.Join(ferr, ignoreDone(tx.Rollback()))
 	}
 	if err := ctx.Err(); err != nil {
-		return errors.Join(err, ignoreDone(sqlTx.Rollback()))
+		return errors.Join(err, ignoreDone(tx.Rollback()))
 	}
-	if err := sqlTx.Commit(); err != nil {
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

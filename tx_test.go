@@ -2,8 +2,11 @@ package mqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/testdb"
@@ -23,12 +26,30 @@ func txBundle(t *testing.T) *testdb.Bundle {
 
 // writeBoth inserts one business row and one message (with its dedup row)
 // in tx.
-func writeBoth(tx *mqlite.Tx) error {
-	if _, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO biz (v) VALUES ('x')`); err != nil {
+func writeBoth(tx *mqlite.Tx) error { return writeSQL(tx.Context(), tx.SQL()) }
+
+// writeSQL is writeBoth on a *sql.Tx.
+func writeSQL(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO biz (v) VALUES ('x')`); err != nil {
 		return err
 	}
-	_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x"), MessageID: "x"})
+	_, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("x"), MessageID: "x"})
 	return err
+}
+
+// txRunners are the three ways to run a transaction on the store, each
+// given fn on the *sql.Tx: TestTx holds them to the same rules.
+var txRunners = map[string]func(ctx context.Context, st *mqlite.Store, fn func(context.Context, *sql.Tx) error) error{
+	"Store.Tx": func(ctx context.Context, st *mqlite.Store, fn func(context.Context, *sql.Tx) error) error {
+		return st.Tx(ctx, func(tx *mqlite.Tx) error { return fn(tx.Context(), tx.SQL()) })
+	},
+	"InTx on st.DB()": func(ctx context.Context, st *mqlite.Store, fn func(context.Context, *sql.Tx) error) error {
+		return mqlite.InTx(ctx, st.DB().BeginTx, fn)
+	},
+	"InTx on sqlx": func(ctx context.Context, st *mqlite.Store, fn func(context.Context, *sql.Tx) error) error {
+		dbx := sqlx.NewDb(st.DB(), "sqlite")
+		return mqlite.InTx(ctx, dbx.BeginTxx, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx.Tx) })
+	},
 }
 
 func TestTx(t *testing.T) {
@@ -38,44 +59,44 @@ func TestTx(t *testing.T) {
 	tests := []struct {
 		name string
 		// end runs after writeBoth; cancel cancels the ctx given to Store.Tx.
-		end       func(tx *mqlite.Tx, cancel context.CancelFunc) error
+		end       func(ctx context.Context, tx *sql.Tx, cancel context.CancelFunc) error
 		wantErr   error
 		wantPanic any
 		wantRows  int64
 	}{
 		{
 			name:     "commit",
-			end:      func(*mqlite.Tx, context.CancelFunc) error { return nil },
+			end:      func(context.Context, *sql.Tx, context.CancelFunc) error { return nil },
 			wantRows: 1,
 		},
 		{
 			name:    "rollback on error",
-			end:     func(*mqlite.Tx, context.CancelFunc) error { return errBoom },
+			end:     func(context.Context, *sql.Tx, context.CancelFunc) error { return errBoom },
 			wantErr: errBoom,
 		},
 		{
 			name: "rollback on panic",
-			end: func(*mqlite.Tx, context.CancelFunc) error {
+			end: func(context.Context, *sql.Tx, context.CancelFunc) error {
 				panic(&panicValue{"kaboom"})
 			},
 			wantPanic: &panicValue{"kaboom"},
 		},
 		{
 			name: "rollback when ctx is cancelled before commit",
-			end: func(tx *mqlite.Tx, cancel context.CancelFunc) error {
+			end: func(ctx context.Context, tx *sql.Tx, cancel context.CancelFunc) error {
 				cancel()
-				// Statements keep working: tx.Context() is not cancelled.
-				if err := tx.Context().Err(); err != nil {
+				// Statements keep working: the statements' ctx is not cancelled.
+				if err := ctx.Err(); err != nil {
 					return err
 				}
-				return writeBoth(tx)
+				return writeSQL(ctx, tx)
 			},
 			wantErr: context.Canceled,
 		},
 		{
 			name: "callback ended the transaction itself",
-			end: func(tx *mqlite.Tx, _ context.CancelFunc) error {
-				if err := tx.SQL().Rollback(); err != nil {
+			end: func(_ context.Context, tx *sql.Tx, _ context.CancelFunc) error {
+				if err := tx.Rollback(); err != nil {
 					return err
 				}
 				return errBoom
@@ -83,51 +104,53 @@ func TestTx(t *testing.T) {
 			wantErr: errBoom,
 		},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := txBundle(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var err error
-			var recovered any
-			func() {
-				defer func() { recovered = recover() }()
-				err = b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-					if err := writeBoth(tx); err != nil {
-						t.Errorf("write in tx: %v", err)
+	for runner, runTx := range txRunners {
+		for _, tc := range tests {
+			t.Run(runner+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := txBundle(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var err error
+				var recovered any
+				func() {
+					defer func() { recovered = recover() }()
+					err = runTx(ctx, b.Store, func(ctx context.Context, tx *sql.Tx) error {
+						if err := writeSQL(ctx, tx); err != nil {
+							t.Errorf("write in tx: %v", err)
+						}
+						return tc.end(ctx, tx, cancel)
+					})
+				}()
+				if tc.wantPanic != nil {
+					p, ok := recovered.(*panicValue)
+					if !ok || *p != *tc.wantPanic.(*panicValue) {
+						t.Fatalf("recovered %v, want the callback's panic %v", recovered, tc.wantPanic)
 					}
-					return tc.end(tx, cancel)
-				})
-			}()
-			if tc.wantPanic != nil {
-				p, ok := recovered.(*panicValue)
-				if !ok || *p != *tc.wantPanic.(*panicValue) {
-					t.Fatalf("recovered %v, want the callback's panic %v", recovered, tc.wantPanic)
+				} else if recovered != nil {
+					t.Fatalf("unexpected panic: %v", recovered)
 				}
-			} else if recovered != nil {
-				t.Fatalf("unexpected panic: %v", recovered)
-			}
-			if tc.wantErr == nil && err != nil {
-				t.Fatalf("Tx: %v", err)
-			}
-			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Tx: %v, want %v", err, tc.wantErr)
-			}
-			if tc.wantErr != nil && err.Error() != tc.wantErr.Error() {
-				t.Errorf("Tx error %q carries more than %q", err, tc.wantErr)
-			}
-			db := b.Store.DB()
-			for _, table := range []string{"biz", "mqlite_messages", "mqlite_dedup"} {
-				if got := testdb.Int(t, db, `SELECT count(*) FROM `+table); got != tc.wantRows {
-					t.Errorf("%s rows = %d, want %d", table, got, tc.wantRows)
+				if tc.wantErr == nil && err != nil {
+					t.Fatalf("Tx: %v", err)
 				}
-			}
-			// The connection is free again: another transaction commits.
-			if err := b.Store.Tx(context.Background(), writeBoth); err != nil {
-				t.Fatalf("Tx after %s: %v", tc.name, err)
-			}
-		})
+				if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Tx: %v, want %v", err, tc.wantErr)
+				}
+				if tc.wantErr != nil && err.Error() != tc.wantErr.Error() {
+					t.Errorf("Tx error %q carries more than %q", err, tc.wantErr)
+				}
+				db := b.Store.DB()
+				for _, table := range []string{"biz", "mqlite_messages", "mqlite_dedup"} {
+					if got := testdb.Int(t, db, `SELECT count(*) FROM `+table); got != tc.wantRows {
+						t.Errorf("%s rows = %d, want %d", table, got, tc.wantRows)
+					}
+				}
+				// The connection is free again: another transaction commits.
+				if err := b.Store.Tx(context.Background(), writeBoth); err != nil {
+					t.Fatalf("Tx after %s: %v", tc.name, err)
+				}
+			})
+		}
 	}
 }
 

@@ -201,6 +201,7 @@ func (c *Config) fill() error {
 
 // Server is the broker. It is safe for concurrent use.
 type Server struct {
+	eps     []endpoint // the route table, for the OpenAPI document
 	cfg     Config
 	st      *mqlite.Store
 	log     *slog.Logger

@@ -65,6 +65,8 @@ func (s *Server) routes() http.Handler {
 	for _, e := range eps {
 		mux.Handle(e.pattern, s.wrap(e))
 	}
+	s.eps = eps
+	mux.Handle("GET "+OpenAPIPath, s.open(s.openAPI))
 	s.mountUI(mux)
 	if s.cfg.PublicMetrics {
 		mux.Handle("GET /metrics", s.open(s.metrics))

@@ -111,6 +111,10 @@ type Config struct {
 	// InitialInterval and MaxInterval shape the exponential backoff between
 	// tries. Default to 50ms and 2s.
 	InitialInterval, MaxInterval time.Duration
+	// RetryNotifyFunc, when set, is called before each retry of a request
+	// with the error of the try that failed and the wait before the next
+	// one (the CLI prints one "retrying" line per call). It must not block.
+	RetryNotifyFunc func(err error, wait time.Duration)
 	// Clock is what Clock returns, the clock Loop measures leases by.
 	// The broker's leases run on its store's clock; a client can only
 	// assume the wall clock. Defaults to mqlite.SystemClock.
@@ -260,7 +264,11 @@ func (c *Client) do(ctx context.Context, cl call) error {
 		backoff.WithInitialInterval(c.cfg.InitialInterval),
 		backoff.WithMaxInterval(c.cfg.MaxInterval),
 		backoff.WithMaxElapsedTime(c.cfg.MaxElapsed))
-	err := backoff.Retry(op, backoff.WithContext(b, ctx))
+	var notify backoff.Notify
+	if c.cfg.RetryNotifyFunc != nil {
+		notify = backoff.Notify(c.cfg.RetryNotifyFunc)
+	}
+	err := backoff.RetryNotify(op, backoff.WithContext(b, ctx), notify)
 	return unwrapPermanent(err)
 }
 

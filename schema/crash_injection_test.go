@@ -4,4 +4,4 @@ package schema_test
 
 // make crash kills the upgrade after every step and at many more random
 // moments.
-func init() { migrationRandomKills, migrationStepKills = 60, 0 }
+func init() { migrationRandomKills, migrationStepKills = 10, 0 }

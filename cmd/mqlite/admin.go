@@ -3,6 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +23,7 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  noArgs,
+		Args:  subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usagef("%s needs a subcommand; run '%s --help'", cmd.CommandPath(), cmd.CommandPath())
 		},
@@ -79,7 +83,8 @@ func queuesCmd(g *globals) *cobra.Command {
 		var o mqlite.QueueOptions
 		var fifo bool
 		cmd := &cobra.Command{
-			Use: use + " NAME", Short: short, Example: example, Args: exactArgs(1, "NAME"),
+			Use: use + " NAME", Short: short, Example: example, Args: exactArgs(1),
+			ValidArgsFunction: g.completeQueues,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if fifo {
 					o.Ordering = mqlite.FIFO
@@ -91,7 +96,7 @@ func queuesCmd(g *globals) *cobra.Command {
 				return with(cmd.Context(), func(b backend) error {
 					var err error
 					if update {
-						err = b.UpdateQueue(cmd.Context(), args[0], o)
+						err = updateQueue(cmd, b, args[0], &o)
 					} else {
 						err = b.CreateQueue(cmd.Context(), args[0], o)
 					}
@@ -109,23 +114,136 @@ func queuesCmd(g *globals) *cobra.Command {
 		queueFlags(cmd.Flags(), &o, &fifo)
 		return cmd
 	}
-	del := &cobra.Command{
-		Use: "delete NAME", Short: "delete a queue and every message in it", Args: exactArgs(1, "NAME"),
-		Example: `  mqlite queues delete orders --db app.db`,
+	var delYes bool
+	del := yesFlag(&cobra.Command{
+		Use: "delete NAME", Short: "delete a queue and every message in it", Args: exactArgs(1),
+		Example:           `  mqlite queues delete orders --yes --db app.db`,
+		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
+				s, err := b.Stats(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if err := g.confirm(delYes, fmt.Sprintf("delete queue %s and its %d messages", args[0], total(s))); err != nil {
+					return err
+				}
 				if err := b.DeleteQueue(cmd.Context(), args[0]); err != nil {
 					return err
 				}
 				return g.emit(map[string]string{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted queue %s\n", args[0]) })
 			})
 		},
-	}
+	}, &delYes)
 	return withExample(`  mqlite queues list --db app.db
-  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, delete", list,
+  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, purge, delete", list,
 		set("create", "create a queue", `  mqlite queues create orders --max-delivery 5 --lock 1m --db app.db`, false),
-		set("update", "replace a queue's options (unset flags go back to their defaults)", `  mqlite queues update orders --lock 2m --db app.db`, true),
-		del))
+		set("update", "change a queue's options: only the flags given, the others stay", `  mqlite queues update orders --lock 2m --db app.db`, true),
+		purgeCmd(g), del))
+}
+
+// total is how many messages s counts, dead letters included.
+func total(s mqlite.QueueStats) int64 {
+	return s.Active + s.Scheduled + s.Locked + s.Deferred + s.DeadLettered
+}
+
+// queueFlagFields copies the option of each flag of queueFlags from src to
+// dst: update applies only the flags given on the command line.
+var queueFlagFields = map[string]func(dst, src *mqlite.QueueOptions){
+	"max-delivery":          func(d, s *mqlite.QueueOptions) { d.MaxDeliveryCount = s.MaxDeliveryCount },
+	"lock":                  func(d, s *mqlite.QueueOptions) { d.LockDuration = s.LockDuration },
+	"dedup-window":          func(d, s *mqlite.QueueOptions) { d.DedupWindow = s.DedupWindow },
+	"fifo":                  func(d, s *mqlite.QueueOptions) { d.Ordering = s.Ordering },
+	"ttl":                   func(d, s *mqlite.QueueOptions) { d.DefaultTTL = s.DefaultTTL },
+	"dead-letter-on-expire": func(d, s *mqlite.QueueOptions) { d.DeadLetterOnExpire = s.DeadLetterOnExpire },
+	"dedup-by-body":         func(d, s *mqlite.QueueOptions) { d.DedupByBody = s.DedupByBody },
+	"dlq-max-age":           func(d, s *mqlite.QueueOptions) { d.DLQ.MaxAge = s.DLQ.MaxAge },
+	"dlq-max-count":         func(d, s *mqlite.QueueOptions) { d.DLQ.MaxCount = s.DLQ.MaxCount },
+	"dlq-max-bytes":         func(d, s *mqlite.QueueOptions) { d.DLQ.MaxBytes = s.DLQ.MaxBytes },
+}
+
+// updateQueue reads the queue's options, applies the flags given (o holds
+// their values) and writes them back: an option not given keeps its value.
+func updateQueue(cmd *cobra.Command, b backend, name string, o *mqlite.QueueOptions) error {
+	q, err := b.GetQueue(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	opts := q.Options
+	var missing []string
+	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
+		if apply, ok := queueFlagFields[f.Name]; ok {
+			apply(&opts, o)
+		} else {
+			missing = append(missing, f.Name)
+		}
+	})
+	if len(missing) > 0 {
+		return fmt.Errorf("internal: no queue option for --%s", strings.Join(missing, ", --"))
+	}
+	return b.UpdateQueue(cmd.Context(), name, opts)
+}
+
+// purgeStates are the states queues purge empties by default: all.
+var purgeStates = []string{string(mqlite.StateActive), string(mqlite.StateScheduled), string(mqlite.StateDeferred),
+	string(mqlite.StateLocked), string(mqlite.StateDeadLettered)}
+
+func purgeCmd(g *globals) *cobra.Command {
+	var (
+		states []string
+		yes    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purge NAME",
+		Short: "delete the messages of a queue (every state, or --state ones); the queue stays",
+		Long: `purge deletes the messages of the queue NAME in the states --state names (all
+by default: active, scheduled, deferred, locked, dead_lettered). Purging locked
+messages takes them from under their consumers, whose settlements then fail.
+It asks first on a terminal; elsewhere it needs --yes.`,
+		Example: `  mqlite queues purge orders --yes --db app.db
+  mqlite queues purge orders --state active --state scheduled --yes --url http://127.0.0.1:7420 --key $KEY`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: g.completeQueues,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, st := range states {
+				if !slices.Contains(purgeStates, st) {
+					return usagef("--state %q: want one of %s", st, strings.Join(purgeStates, ", "))
+				}
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				s, err := b.Stats(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				count := map[string]int64{"active": s.Active, "scheduled": s.Scheduled, "deferred": s.Deferred,
+					"locked": s.Locked, "dead_lettered": s.DeadLettered}
+				var n int64
+				for _, st := range states {
+					n += count[st]
+				}
+				if err := g.confirm(yes, fmt.Sprintf("purge %d messages (%s) of queue %s", n, strings.Join(states, ", "), args[0])); err != nil {
+					return err
+				}
+				purged := map[string]int{}
+				sum := 0
+				for _, st := range states {
+					k, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.State(st)})
+					purged[st], sum = k, sum+k
+					if err != nil {
+						return fmt.Errorf("purge %s messages (%d purged so far): %w", st, sum, err)
+					}
+				}
+				return g.emit(map[string]any{"queue": args[0], "purged": purged, "count": sum}, func(w io.Writer) {
+					fmt.Fprintf(w, "purged %d messages of queue %s\n", sum, args[0])
+				})
+			})
+		},
+	}
+	cmd.Flags().StringArrayVar(&states, "state", purgeStates, "purge only messages in this `state` (repeat)")
+	return yesFlag(cmd, &yes)
 }
 
 func printTopics(w io.Writer, ts []mqlite.TopicInfo) {
@@ -180,7 +298,7 @@ func topicsCmd(g *globals) *cobra.Command {
 		},
 	}
 	create := &cobra.Command{
-		Use: "create NAME", Short: "create a topic", Args: exactArgs(1, "NAME"),
+		Use: "create NAME", Short: "create a topic", Args: exactArgs(1),
 		Example: `  mqlite topics create events --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withCreate(cmd.Context(), func(b backend) error {
@@ -191,18 +309,26 @@ func topicsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	del := &cobra.Command{
-		Use: "delete NAME", Short: "delete a topic and all its subscriptions", Args: exactArgs(1, "NAME"),
-		Example: `  mqlite topics delete events --db app.db`,
+	var delYes bool
+	del := yesFlag(&cobra.Command{
+		Use: "delete NAME", Short: "delete a topic and all its subscriptions", Args: exactArgs(1),
+		Example: `  mqlite topics delete events --yes --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
+				t, err := b.GetTopic(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if err := g.confirm(delYes, fmt.Sprintf("delete topic %s and its %d subscriptions", args[0], len(t.Subscriptions))); err != nil {
+					return err
+				}
 				if err := b.DeleteTopic(cmd.Context(), args[0]); err != nil {
 					return err
 				}
 				return g.emit(map[string]string{"deleted": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "deleted topic %s\n", args[0]) })
 			})
 		},
-	}
+	}, &delYes)
 	return withExample(`  mqlite topics create events --db app.db
   mqlite topics list --json --db app.db`, group("topics", "topics: list, create, delete", list, create, del))
 }
@@ -211,6 +337,7 @@ func topicsCmd(g *globals) *cobra.Command {
 type filterFlags struct {
 	subject, prefix []string
 	in, propPrefix  []string
+	unset           []string // update only
 }
 
 func (ff *filterFlags) bind(f *pflag.FlagSet) {
@@ -252,12 +379,41 @@ func (ff *filterFlags) filter() (mqlite.Filter, error) {
 	return f, nil
 }
 
+// apply changes cur by the filter flags given in fs: --subject and
+// --subject-prefix replace theirs, --prop and --prop-prefix set their keys,
+// --unset-prop removes keys; what no flag names stays.
+func (ff *filterFlags) apply(fs *pflag.FlagSet, cur mqlite.Filter) (mqlite.Filter, error) {
+	given, err := ff.filter()
+	if err != nil {
+		return cur, err
+	}
+	if fs.Changed("subject") {
+		cur.Subject = given.Subject
+	}
+	if fs.Changed("subject-prefix") {
+		cur.SubjectPrefix = given.SubjectPrefix
+	}
+	props := maps.Clone(cur.Properties)
+	if props == nil {
+		props = map[string]mqlite.Match{}
+	}
+	maps.Copy(props, given.Properties)
+	for _, k := range ff.unset {
+		delete(props, k)
+	}
+	cur.Properties = props
+	if len(props) == 0 {
+		cur.Properties = nil
+	}
+	return cur, nil
+}
+
 func subscriptionsCmd(g *globals) *cobra.Command {
 	var cff, uff filterFlags
 	var o mqlite.QueueOptions
 	var fifo bool
 	create := &cobra.Command{
-		Use: "create TOPIC QUEUE", Short: "subscribe a new queue to a topic, with a filter", Args: exactArgs(2, "TOPIC and QUEUE"),
+		Use: "create TOPIC QUEUE", Short: "subscribe a new queue to a topic, with a filter", Args: exactArgs(2),
 		Example: `  mqlite subscriptions create events mailer --subject-prefix order. --prop region=eu,uk --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := cff.filter()
@@ -278,14 +434,27 @@ func subscriptionsCmd(g *globals) *cobra.Command {
 	cff.bind(create.Flags())
 	queueFlags(create.Flags(), &o, &fifo)
 	update := &cobra.Command{
-		Use: "update TOPIC QUEUE", Short: "replace a subscription's filter", Args: exactArgs(2, "TOPIC and QUEUE"),
-		Example: `  mqlite subscriptions update events mailer --subject order.paid --db app.db`,
+		Use: "update TOPIC QUEUE", Short: "change a subscription's filter: only the parts given, the others stay", Args: exactArgs(2),
+		Long: `update changes the filter of the subscription of QUEUE to TOPIC: --subject and
+--subject-prefix replace those parts (an empty value removes one), each --prop
+and --prop-prefix sets that property's match, and --unset-prop removes one.
+The parts not named stay as they are.`,
+		Example: `  mqlite subscriptions update events mailer --subject order.paid --db app.db
+  mqlite subscriptions update events mailer --unset-prop region --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := uff.filter()
-			if err != nil {
-				return err
-			}
 			return g.with(cmd.Context(), func(b backend) error {
+				t, err := b.GetTopic(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				i := slices.IndexFunc(t.Subscriptions, func(s mqlite.SubscriptionInfo) bool { return s.Queue == args[1] })
+				if i < 0 {
+					return fmt.Errorf("topic %s has no subscription %s: %w", args[0], args[1], mqlite.ErrSubscriptionNotFound)
+				}
+				f, err := uff.apply(cmd.Flags(), t.Subscriptions[i].Filter)
+				if err != nil {
+					return err
+				}
 				if err := b.UpdateSubscription(cmd.Context(), args[0], args[1], f); err != nil {
 					return err
 				}
@@ -294,8 +463,9 @@ func subscriptionsCmd(g *globals) *cobra.Command {
 		},
 	}
 	uff.bind(update.Flags())
+	update.Flags().StringArrayVar(&uff.unset, "unset-prop", nil, "remove the match of this property `key` (repeat)")
 	del := &cobra.Command{
-		Use: "delete TOPIC QUEUE", Short: "remove a subscription and its queue", Args: exactArgs(2, "TOPIC and QUEUE"),
+		Use: "delete TOPIC QUEUE", Short: "remove a subscription and its queue", Args: exactArgs(2),
 		Example: `  mqlite subscriptions delete events mailer --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
@@ -321,8 +491,9 @@ func (g *globals) showTopic(cmd *cobra.Command, b backend, name string) error {
 func statsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use: "stats [QUEUE]", Short: "count the messages of a queue (or of every queue) per state",
-		Example: `  mqlite stats orders --db app.db`,
-		Args:    rangeArgs(0, 1, "at most one QUEUE"),
+		Example:           `  mqlite stats orders --db app.db`,
+		Args:              rangeArgs(0, 1),
+		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				names := args
@@ -375,11 +546,12 @@ func keysCmd(g *globals) *cobra.Command {
 	var queues []string
 	create := &cobra.Command{
 		Use: "create", Short: "make an access key; its secret is printed once", Args: noArgs,
-		Long: `create makes an access key for the broker. The secret is printed once and only
-its hash is kept: store it now. Roles: producer (send), consumer (receive,
+		Long: `create makes an access key for the broker. The secret is printed once, alone on
+stdout (the key's id and scope go to stderr; --json prints one object), and
+only its hash is kept: store it now. Roles: producer (send), consumer (receive,
 settle, peek, stats), admin (everything). --queue limits the key to queues
 and topics by name; "*" is all of them.`,
-		Example: `  mqlite keys create --role admin --queue '*' --db app.db
+		Example: `  KEY=$(mqlite keys create --role admin --queue '*' --db app.db)
   mqlite keys create --role consumer --queue orders --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if role == "" || len(queues) == 0 {
@@ -390,9 +562,15 @@ and topics by name; "*" is all of them.`,
 				if err != nil {
 					return err
 				}
-				return g.emit(wire.CreateKeyResponse{Key: wire.Key(k), Secret: secret}, func(w io.Writer) {
-					fmt.Fprintf(w, "key %s (%s on %s)\n%s\nThis secret is shown once: store it now.\n", k.ID, k.Role, strings.Join(k.Queues, ","), secret)
-				})
+				if g.json {
+					return g.writeJSON(wire.CreateKeyResponse{Key: wire.Key(k), Secret: secret})
+				}
+				// Only the secret on stdout, so that KEY=$(mqlite keys create ...)
+				// captures it alone; the rest is for the person at the terminal.
+				fmt.Fprintf(g.stderr, "created key %s (%s on %s); its secret, on stdout, is shown once: store it now\n",
+					k.ID, k.Role, strings.Join(k.Queues, ","))
+				_, err = fmt.Fprintln(g.stdout, secret)
+				return err
 			})
 		},
 	}
@@ -415,40 +593,87 @@ and topics by name; "*" is all of them.`,
 			})
 		},
 	}
-	revoke := &cobra.Command{
-		Use: "revoke ID", Short: "revoke an access key", Args: exactArgs(1, "ID"),
-		Example: `  mqlite keys revoke 3f2a9c0d11e4b7a8 --db app.db`,
+	var revokeYes bool
+	revoke := yesFlag(&cobra.Command{
+		Use: "revoke ID", Short: "revoke an access key", Args: exactArgs(1),
+		Example: `  mqlite keys revoke 3f2a9c0d11e4b7a8 --yes --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
+				if err := g.confirm(revokeYes, fmt.Sprintf("revoke key %s (its holders lose access at once)", args[0])); err != nil {
+					return err
+				}
 				if err := b.RevokeKey(cmd.Context(), args[0]); err != nil {
 					return err
 				}
 				return g.emit(map[string]string{"revoked": args[0]}, func(w io.Writer) { fmt.Fprintf(w, "revoked key %s\n", args[0]) })
 			})
 		},
-	}
+	}, &revokeYes)
 	return withExample(`  mqlite keys create --role producer --queue orders --db app.db
   mqlite keys list --url http://127.0.0.1:7420 --key $ADMIN_KEY`, group("keys", "access keys of the broker: create, list, revoke", create, list, revoke))
 }
 
 func backupCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use: "backup DEST", Short: "write a consistent copy of the store to a new file", Args: exactArgs(1, "DEST"),
+		Use: "backup DEST", Short: "write a consistent copy of the store to a new file", Args: exactArgs(1),
 		Long: `backup writes a consistent copy of the store to DEST, which must not exist.
 Through a broker (--url) DEST is a plain file name in the folder the broker
-was started with (mqlite serve --backup-dir); without one the broker refuses.`,
+was started with (mqlite serve --backup-dir); without one the broker refuses.
+On a terminal a bar shows the bytes written so far (of a local file) or the
+time taken.`,
 		Example: `  mqlite backup app-2026-01-02.db --db app.db
   mqlite backup app-2026-01-02.db --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
-				bar := g.bar(-1, "backing up")
+				stop := g.backupBar(args[0])
 				err := b.Backup(cmd.Context(), args[0])
-				_ = bar.Finish()
+				stop()
 				if err != nil {
 					return err
 				}
 				return g.emit(wire.BackupRequest{Path: args[0]}, func(w io.Writer) { fmt.Fprintf(w, "backed up to %s\n", args[0]) })
 			})
 		},
+	}
+}
+
+// backupBar draws the progress of a backup into dst while it runs, until
+// the returned stop is called. Of a local file it counts the bytes of the
+// copy being written (Store.Backup writes it beside dst under a temporary
+// name) against the size of the store's file; through a broker it can only
+// show the time taken.
+func (g *globals) backupBar(dst string) (stop func()) {
+	size := int64(-1)
+	if fi, err := os.Stat(g.db); err == nil && g.url == "" {
+		size = fi.Size()
+	}
+	bar := g.bar(size, "backing up", "bytes")
+	if size < 0 || !g.barShown() {
+		return func() { _ = bar.Finish() }
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	pattern := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".mqlite-backup-*")
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			names, _ := filepath.Glob(pattern)
+			for _, n := range names {
+				if fi, err := os.Stat(n); err == nil {
+					_ = bar.Set64(min(fi.Size(), size))
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		_ = bar.Finish()
 	}
 }

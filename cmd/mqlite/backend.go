@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/client"
@@ -19,11 +22,51 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// globals are the flags every command has.
+// globals are the flags every command has, and the process's streams.
 type globals struct {
 	db, url, key   string
 	json           bool
+	retryFor       time.Duration
+	stdin          io.Reader
 	stdout, stderr io.Writer
+	// terminal reports whether a stream is a terminal: isTerminal, or a
+	// fake in tests.
+	terminal func(any) bool
+	envs     []envFlag
+}
+
+// defaultRetryFor is how long a command retries a broker it cannot reach
+// before it fails: a few seconds, so that a broker that is down is said at
+// once; --retry-for gives a longer budget.
+const defaultRetryFor = 3 * time.Second
+
+// retryInterval is the first wait between tries of an unreachable broker.
+const retryInterval = 250 * time.Millisecond
+
+// isTerminal reports whether f is an *os.File on a terminal.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
+}
+
+// newClient is the broker client of the global flags: it retries a broker
+// that cannot be reached for --retry-for, with one line on stderr per retry.
+func (g *globals) newClient() (*client.Client, error) {
+	retryFor := g.retryFor
+	if retryFor <= 0 {
+		retryFor = -1 // no retry
+	}
+	// Dialling is bounded by the same budget: an address that drops
+	// packets fails as fast as one that refuses them.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: max(g.retryFor, time.Second)}).DialContext
+	return client.New(client.Config{
+		URL: g.url, Key: g.key, MaxElapsed: retryFor, InitialInterval: retryInterval,
+		HTTPClient: &http.Client{Transport: t},
+		RetryNotifyFunc: func(err error, wait time.Duration) {
+			fmt.Fprintf(g.stderr, "mqlite: retrying in %v: %v\n", wait.Round(time.Millisecond), err)
+		},
+	})
 }
 
 // backend is what the commands need of a store: *client.Client has it all;
@@ -121,7 +164,7 @@ func (g *globals) open(ctx context.Context, mode openMode) (backend, error) {
 	case g.url != "" && g.db != "":
 		return nil, usagef("give --db or --url, not both")
 	case g.url != "":
-		return client.New(client.Config{URL: g.url, Key: g.key})
+		return g.newClient()
 	case g.db != "":
 		st, err := g.openStore(ctx, mode, mqlite.Options{})
 		if err != nil {
@@ -185,30 +228,40 @@ func (g *globals) withMode(ctx context.Context, mode openMode, fn func(b backend
 // emit prints v as JSON with --json, else calls human.
 func (g *globals) emit(v any, human func(w io.Writer)) error {
 	if g.json {
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return g.writeJSON(v)
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	human(tw)
 	return tw.Flush()
 }
 
-// bar returns a progress bar on stderr of max steps (-1: a spinner), shown
-// only when stderr is a terminal and --json is off.
-func (g *globals) bar(max int64, what string) *progressbar.ProgressBar {
-	visible := false
-	if f, ok := g.stderr.(*os.File); ok && !g.json {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			visible = true
-		}
-	}
-	return progressbar.NewOptions64(max,
+// writeJSON prints v as one indented JSON value on stdout.
+func (g *globals) writeJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// barShown reports whether progress bars are drawn: only when stderr is a
+// terminal and --json is off.
+func (g *globals) barShown() bool { return !g.json && g.terminal(g.stderr) }
+
+// bar returns a progress bar on stderr of max steps (-1: a spinner) of
+// unit ("lines", or "bytes" for sizes shown as KiB, MiB, ...), drawn only
+// when barShown.
+func (g *globals) bar(max int64, what, unit string) *progressbar.ProgressBar {
+	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(g.stderr),
-		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetVisibility(g.barShown()),
 		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionClearOnFinish(),
-	)
+		progressbar.OptionShowElapsedTimeOnFinish(),
+	}
+	if unit == "bytes" {
+		opts = append(opts, progressbar.OptionShowBytes(true))
+	} else {
+		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionSetItsString(unit))
+	}
+	return progressbar.NewOptions64(max, opts...)
 }

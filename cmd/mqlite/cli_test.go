@@ -164,8 +164,9 @@ func schedules(t *testing.T, env []string) {
 	if !strings.Contains(out, "hourly") || !strings.Contains(out, "0 9 * * 1-5 (Europe/Paris)") {
 		t.Fatalf("schedules list: %q", out)
 	}
-	if _, code := cli(t, env, "", "schedules", "create", "bad", "--target", "jobs", "--cron", "61 * * * *"); code != 1 {
-		t.Fatalf("schedules create with a bad cron: exit %d, want 1", code)
+	// A usage error, whether the store or the broker finds it: exit 2.
+	if _, code := cli(t, env, "", "schedules", "create", "bad", "--target", "jobs", "--cron", "61 * * * *"); code != 2 {
+		t.Fatalf("schedules create with a bad cron: exit %d, want 2", code)
 	}
 	mustCLI(t, env, "", "schedules", "delete", "hourly")
 	out = mustCLI(t, env, "", "schedules", "list", "--json")
@@ -190,22 +191,7 @@ func TestCLIThroughABroker(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Secret, "mqlite_") {
 		t.Fatalf("keys create: %q (%v)", out, err)
 	}
-	srv := exec.Command(binary(t), "serve", "--db", db, "--addr", "127.0.0.1:0")
-	var stderr bytes.Buffer
-	srv.Stderr = &stderr
-	stdout, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatalf("serve printed nothing: %s", stderr.String())
-	}
-	first := lines.Text()
-	url := first[strings.LastIndex(first, " ")+1:]
+	url, stop := serve(t, db)
 	env := []string{"MQLITE_DB=", "MQLITE_URL=" + url, "MQLITE_KEY=" + created.Secret}
 	scenario(t, env)
 
@@ -216,29 +202,13 @@ func TestCLIThroughABroker(t *testing.T) {
 	if _, code := cli(t, []string{"MQLITE_URL="}, "", "queues", "list", "--db", db); code != 1 {
 		t.Errorf("second opener of the file: exit %d, want 1", code)
 	}
-	out = mustCLI(t, env, "", "keys", "create", "--role", "consumer", "--queue", "jobs")
-	if !strings.Contains(out, "shown once") {
-		t.Errorf("keys create through the broker: %q", out)
+	// keys create prints the secret alone on stdout, the rest on stderr.
+	out, errOut, code := cliErr(t, env, "", "keys", "create", "--role", "consumer", "--queue", "jobs")
+	if code != 0 || !strings.HasPrefix(out, "mqlite_") || strings.Count(out, "\n") != 1 || !strings.Contains(errOut, "shown once") {
+		t.Errorf("keys create through the broker: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		for lines.Scan() {
-		}
-		done <- srv.Wait()
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = srv.Process.Kill()
-		t.Fatal("serve did not stop on SIGTERM")
-	}
-	if strings.Contains(stderr.String(), created.Secret) {
+	stderr := stop()
+	if strings.Contains(stderr, created.Secret) {
 		t.Error("the broker logged a key")
 	}
 	// The broker closed the store: the file opens again, with its messages.
@@ -246,4 +216,58 @@ func TestCLIThroughABroker(t *testing.T) {
 	if !strings.Contains(out, `"active": 3`) {
 		t.Errorf("after the broker: %s", out)
 	}
+}
+
+// serve starts "mqlite serve" on db at a free loopback port and returns its
+// URL, and stop, which SIGTERMs it, waits for it to exit cleanly and
+// returns what it logged.
+func serve(t *testing.T, db string) (url string, stop func() string) {
+	t.Helper()
+	srv := exec.Command(binary(t), "serve", "--db", db, "--addr", "127.0.0.1:0")
+	srv.Env = append(os.Environ(), "MQLITE_URL=", "MQLITE_DB=", "MQLITE_KEY=")
+	var stderr syncBuffer
+	srv.Stderr = &stderr
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		_ = srv.Wait()
+		t.Fatalf("serve printed nothing: %s", stderr.String())
+	}
+	first := lines.Text()
+	url = first[strings.LastIndex(first, " ")+1:]
+	stopped := false
+	stop = func() string {
+		if stopped {
+			return stderr.String()
+		}
+		stopped = true
+		if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			for lines.Scan() {
+			}
+			done <- srv.Wait()
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("serve after SIGTERM: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = srv.Process.Kill()
+			<-done
+			t.Fatal("serve did not stop on SIGTERM")
+		}
+		return stderr.String()
+	}
+	t.Cleanup(func() { stop() })
+	return url, stop
 }

@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
@@ -251,4 +255,38 @@ func eachRow(ctx context.Context, db *sql.DB, fn func(*sql.Rows) error, query st
 		}
 	}
 	return rows.Err()
+}
+
+func demoCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "write orders and their events in one transaction, roll one back, show the queue",
+		Long: `demo creates the queue "orders" and a business table orders, commits three orders
+with their events in one transaction, rolls a fourth back, prints what the
+queue holds and drains it with consumer.Loop.
+
+Each run starts from a fresh file in a temporary folder, removed at the end,
+so two runs print the same. With --db FILE it works on that file and keeps it:
+a second run reuses the store and adds three more orders (it says so).`,
+		Example: `  mqlite demo
+  mqlite demo --db /tmp/demo.db`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.url != "" {
+				return usagef("demo works on a file only (--db)")
+			}
+			if g.db != "" {
+				if _, err := os.Stat(g.db); err == nil {
+					fmt.Fprintf(g.stdout, "reusing %s: the orders and messages of its earlier runs stay\n", g.db)
+				}
+				return demo(cmd.Context(), g.stdout, g.db)
+			}
+			dir, err := os.MkdirTemp("", "mqlite-demo-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			return demo(cmd.Context(), g.stdout, filepath.Join(dir, "demo.db"))
+		},
+	}
 }

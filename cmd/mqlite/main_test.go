@@ -41,14 +41,19 @@ func TestRunDispatch(t *testing.T) {
 		wantStderr string
 	}{
 		{"no command", nil, 2, "", "no command given"},
-		{"unknown command", []string{"bogus"}, 2, "", `unexpected argument "bogus"`},
+		{"unknown command", []string{"bogus"}, 2, "", `unknown command "bogus" for "mqlite"`},
+		{"a misspelt command", []string{"qeues", "list"}, 2, "", "Did you mean this?\n\tqueues"},
+		{"a misspelt subcommand", []string{"queues", "lst"}, 2, "", "Did you mean this?\n\tlist"},
+		{"a group without its subcommand", []string{"dlq"}, 2, "", "dlq needs a subcommand"},
 		{"help", []string{"help"}, 0, "demo ", ""},
 		{"-h", []string{"-h"}, 0, "Usage:", ""},
 		{"demo -h", []string{"demo", "-h"}, 0, "--db file", ""},
 		{"demo with an unknown flag", []string{"demo", "--bogus"}, 2, "", "unknown flag: --bogus"},
-		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unexpected argument "extra"`},
+		{"demo with an argument", []string{"demo", "extra"}, 2, "", `unknown command "extra" for "mqlite demo"`},
 		{"send without a store", []string{"send", "q", "x", "--db", ""}, 2, "", "no store"},
-		{"send with too many arguments", []string{"send", "q", "x", "y"}, 2, "", "needs QUEUE"},
+		{"send with too many arguments", []string{"send", "q", "x", "y"}, 2, "", "received 3 (usage: mqlite send QUEUE [BODY]"},
+		{"--version", []string{"--version"}, 0, "mqlite ", ""},
+		{"completion", []string{"completion", "bash"}, 0, "bash completion", ""},
 		{"receive with two settlements", []string{"receive", "q", "--complete", "--abandon", "--db", "x.db"}, 2, "", "exclude each other"},
 		{"keys create without a role", []string{"keys", "create", "--db", "x.db"}, 2, "", "needs --role"},
 		{"serve without a file", []string{"serve", "--db", ""}, 2, "", "serve needs --db"},
@@ -57,7 +62,7 @@ func TestRunDispatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tc.args, &stdout, &stderr)
+			code := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr)
 			if code != tc.wantCode {
 				t.Errorf("exit code %d, want %d", code, tc.wantCode)
 			}
@@ -143,16 +148,30 @@ func TestDemoRunsTwice(t *testing.T) {
 	}
 }
 
-// TestDemoCommandDefaultFile runs "mqlite demo" without -db in a temporary
-// working folder; t.Chdir rules out t.Parallel.
-func TestDemoCommandDefaultFile(t *testing.T) {
-	t.Chdir(t.TempDir())
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"demo"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit code %d: %s", code, stderr.String())
+// TestDemoCommandIsRepeatable runs "mqlite demo" twice without --db in a
+// temporary working folder: both runs print the same and leave no file
+// behind; t.Chdir rules out t.Parallel.
+func TestDemoCommandIsRepeatable(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var outs []string
+	for range 2 {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"demo", "--db", ""}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			t.Fatalf("exit code %d: %s", code, stderr.String())
+		}
+		// The file's name is in the first line; the rest must match.
+		out := stdout.String()
+		outs = append(outs, out[strings.Index(out, "\n"):])
+		if !strings.Contains(out, `created queue "orders"`) || !strings.Contains(out, "orders rows: 3, messages: 3") {
+			t.Fatalf("output: %s", out)
+		}
 	}
-	if !strings.Contains(stdout.String(), `created queue "orders" in mqlite-demo.db`) {
-		t.Fatalf("output: %s", stdout.String())
+	if outs[0] != outs[1] {
+		t.Errorf("the second run printed otherwise:\n%s\n---\n%s", outs[0], outs[1])
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("the demo left %v in the working folder", left)
 	}
 }
 

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -33,7 +36,8 @@ With --file, every line of the file ("-" for standard input) is one message,
 sent in batches of 100 with a progress bar.`,
 		Example: `  mqlite send orders '{"id":1}' --message-id order-1 --db app.db
   mqlite send orders --file events.jsonl --url http://127.0.0.1:7420 --key $KEY`,
-		Args: rangeArgs(1, 2, "QUEUE and a BODY (or --file)"),
+		Args:              rangeArgs(1, 2),
+		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (len(args) == 2) == (file != "") {
 				return usagef("give a BODY or --file, not both and not neither")
@@ -111,7 +115,7 @@ func printResult(w io.Writer, r wire.SendResult) {
 // sendFile sends each line of path in batches.
 func (g *globals) sendFile(cmd *cobra.Command, b backend, queue, path string, base outbox.Message) error {
 	var in io.Reader = cmd.InOrStdin()
-	size := int64(-1)
+	total := int64(-1) // lines, when known
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
@@ -119,11 +123,13 @@ func (g *globals) sendFile(cmd *cobra.Command, b backend, queue, path string, ba
 		}
 		defer f.Close()
 		in = f
-		if fi, err := f.Stat(); err == nil {
-			size = fi.Size()
+		if g.barShown() {
+			if total, err = countLines(f); err != nil {
+				return err
+			}
 		}
 	}
-	bar := g.bar(size, "sending")
+	bar := g.bar(total, "sending", "lines")
 	defer bar.Close()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), mqlite.MaxMessageBytesLimit)
@@ -155,7 +161,7 @@ func (g *globals) sendFile(cmd *cobra.Command, b backend, queue, path string, ba
 		m := base
 		m.Body = append([]byte(nil), sc.Bytes()...)
 		batch = append(batch, m)
-		_ = bar.Add(len(sc.Bytes()) + 1)
+		_ = bar.Add(1)
 		if len(batch) == sendBatch {
 			if err := flush(); err != nil {
 				return err
@@ -174,8 +180,35 @@ func (g *globals) sendFile(cmd *cobra.Command, b backend, queue, path string, ba
 	})
 }
 
-// printMessages prints messages as a table: one line each.
-func printMessages(w io.Writer, msgs []mqlite.Message, dead bool) {
+// countLines counts the lines of f (a last one without a newline too) and
+// rewinds it, so that the progress bar of send --file counts lines.
+func countLines(f *os.File) (int64, error) {
+	var n int64
+	last := byte('\n')
+	buf := make([]byte, 256<<10)
+	for {
+		k, err := f.Read(buf)
+		if k > 0 {
+			n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+			last = buf[k-1]
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if last != '\n' {
+		n++
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return n, err
+}
+
+// printMessages prints messages as a table: one line each. settled, when
+// not empty, is what the command did to each one (the STATE shown).
+func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string) {
 	if len(msgs) == 0 {
 		fmt.Fprintln(w, "no messages")
 		return
@@ -191,7 +224,10 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool) {
 			continue
 		}
 		state := string(m.State)
-		if state == "" {
+		switch {
+		case settled != "":
+			state = settled
+		case state == "":
 			state = "locked"
 			if m.LockToken == "" {
 				state = "received"
@@ -199,6 +235,42 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool) {
 		}
 		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, bodyText(m.Body))
 	}
+}
+
+// jsonMessage is a message as --json prints it: the broker's fields, but
+// the body as JSON when it is valid JSON, and in body_base64 otherwise
+// (the wire's base64 of every body is for programs, not for jq).
+type jsonMessage struct {
+	wire.OutMessage
+	Body       json.RawMessage `json:"body,omitempty"`
+	BodyBase64 []byte          `json:"body_base64,omitempty"`
+}
+
+// jsonMessages is the --json answer of receive, peek and dlq list.
+type jsonMessages struct {
+	Messages []jsonMessage `json:"messages"`
+}
+
+// toJSON converts msgs for --json; settled, when not empty, is the state
+// the command left them in.
+func toJSON(msgs []mqlite.Message, settled string) jsonMessages {
+	out := jsonMessages{Messages: make([]jsonMessage, len(msgs))}
+	for i, m := range msgs {
+		j := jsonMessage{OutMessage: wire.FromMessage(m)}
+		if json.Valid(m.Body) {
+			j.Body = m.Body
+		} else {
+			j.BodyBase64 = m.Body
+			if j.BodyBase64 == nil {
+				j.BodyBase64 = []byte{}
+			}
+		}
+		if settled != "" {
+			j.State = settled
+		}
+		out.Messages[i] = j
+	}
+	return out
 }
 
 // bodyText shows a body: as text when it is UTF-8, shortened.
@@ -229,7 +301,8 @@ come again); --complete, --abandon or --reject settles each one after printing,
 and --delete receives them in receive-and-delete mode (at most once).`,
 		Example: `  mqlite receive orders --max 10 --complete --db app.db
   mqlite receive orders --reject "bad schema" --url http://127.0.0.1:7420 --key $KEY`,
-		Args: exactArgs(1, "QUEUE"),
+		ValidArgsFunction: g.completeQueues,
+		Args:              exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n := 0
 			for _, on := range []bool{complete, del, abd, reject != ""} {
@@ -262,8 +335,19 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 						return fmt.Errorf("seq %d: %w", m.Seq, err)
 					}
 				}
-				return g.emit(wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, func(w io.Writer) {
-					printMessages(w, msgs, false)
+				settled := ""
+				switch {
+				case complete:
+					settled = "completed"
+				case abd:
+					settled = "abandoned"
+				case reject != "":
+					settled = "dead_lettered"
+				case del:
+					settled = "deleted"
+				}
+				return g.emit(toJSON(msgs, settled), func(w io.Writer) {
+					printMessages(w, msgs, false, settled)
 					switch {
 					case len(msgs) == 0:
 					case complete:
@@ -290,17 +374,18 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 func peekCmd(g *globals) *cobra.Command {
 	var opts mqlite.PeekOptions
 	cmd := &cobra.Command{
-		Use:     "peek QUEUE",
-		Short:   "show messages without locking them",
-		Example: `  mqlite peek orders --max 20 --db app.db`,
-		Args:    exactArgs(1, "QUEUE"),
+		Use:               "peek QUEUE",
+		Short:             "show messages without locking them",
+		ValidArgsFunction: g.completeQueues,
+		Example:           `  mqlite peek orders --max 20 --db app.db`,
+		Args:              exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				msgs, err := b.Peek(cmd.Context(), args[0], opts)
 				if err != nil {
 					return err
 				}
-				return g.emit(wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, func(w io.Writer) { printMessages(w, msgs, false) })
+				return g.emit(toJSON(msgs, ""), func(w io.Writer) { printMessages(w, msgs, false, "") })
 			})
 		},
 	}
@@ -320,7 +405,7 @@ of them or the --seq ones. A grouped message keeps its group's order.
 Through a broker it needs an admin key over the queue.`,
 		Example: `  mqlite deliver-now orders --seq 12 --db app.db
   mqlite deliver-now orders --url http://127.0.0.1:7420 --key $KEY`,
-		Args: exactArgs(1, "QUEUE"),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				n, err := b.DeliverNow(cmd.Context(), args[0], mqlite.DeliverNowOptions{Seqs: seqs})
@@ -341,24 +426,25 @@ func dlqCmd(g *globals) *cobra.Command {
 		Short: "dead letters: list, redrive, purge",
 		Example: `  mqlite dlq list orders --db app.db
   mqlite dlq redrive orders --url http://127.0.0.1:7420 --key $KEY`,
-		Args: noArgs,
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usagef("dlq needs a subcommand: list, redrive or purge")
 		},
 	}
 	var opts mqlite.PeekOptions
 	list := &cobra.Command{
-		Use:     "list QUEUE",
-		Short:   "show the dead letters of a queue, with why",
-		Example: `  mqlite dlq list orders --db app.db`,
-		Args:    exactArgs(1, "QUEUE"),
+		Use:               "list QUEUE",
+		ValidArgsFunction: g.completeQueues,
+		Short:             "show the dead letters of a queue, with why",
+		Example:           `  mqlite dlq list orders --db app.db`,
+		Args:              exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
 				msgs, err := b.PeekDeadLetters(cmd.Context(), args[0], opts)
 				if err != nil {
 					return err
 				}
-				return g.emit(wire.MessagesResponse{Messages: wire.FromMessages(msgs)}, func(w io.Writer) { printMessages(w, msgs, true) })
+				return g.emit(toJSON(msgs, ""), func(w io.Writer) { printMessages(w, msgs, true, "") })
 			})
 		},
 	}
@@ -366,30 +452,47 @@ func dlqCmd(g *globals) *cobra.Command {
 	list.Flags().IntVar(&opts.Max, "max", 100, "how many at most (up to 1000)")
 	var seqs []int64
 	redrive := &cobra.Command{
-		Use:     "redrive QUEUE",
-		Short:   "put dead letters back to active (all, or --seq ones)",
-		Example: `  mqlite dlq redrive orders --seq 12 --seq 15 --db app.db`,
-		Args:    exactArgs(1, "QUEUE"),
+		Use:               "redrive QUEUE",
+		Short:             "put dead letters back to active (all, or --seq ones)",
+		Example:           `  mqlite dlq redrive orders --seq 12 --seq 15 --db app.db`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
 			return g.with(cmd.Context(), func(b backend) error {
-				bar := g.bar(-1, "redriving")
+				bar := g.bar(-1, "redriving", "messages")
 				n, err := b.Redrive(cmd.Context(), args[0], mqlite.RedriveOptions{Seqs: seqs})
 				_ = bar.Finish()
 				if err != nil {
 					return err
+				}
+				if n < len(seqs) {
+					// Asked for by seq, and some were not there: say so (exit 1),
+					// never a quiet "redrove 0".
+					return fmt.Errorf("redrove %d of the %d seqs given: the others are not dead letters of queue %s: %w",
+						n, len(seqs), args[0], mqlite.ErrMessageNotFound)
 				}
 				return g.emit(wire.CountResponse{Count: n}, func(w io.Writer) { fmt.Fprintf(w, "redrove %d dead letters\n", n) })
 			})
 		},
 	}
 	redrive.Flags().Int64SliceVar(&seqs, "seq", nil, "a dead letter's sequence number (repeat; default all)")
-	purge := &cobra.Command{
-		Use:     "purge QUEUE",
-		Short:   "delete every dead letter of a queue",
-		Example: `  mqlite dlq purge orders --db app.db`,
-		Args:    exactArgs(1, "QUEUE"),
+	var purgeYes bool
+	purge := yesFlag(&cobra.Command{
+		Use:               "purge QUEUE",
+		Short:             "delete every dead letter of a queue",
+		Example:           `  mqlite dlq purge orders --yes --db app.db`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
+				s, err := b.Stats(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if err := g.confirm(purgeYes, fmt.Sprintf("delete the %d dead letters of queue %s", s.DeadLettered, args[0])); err != nil {
+					return err
+				}
 				n, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.StateDeadLettered})
 				if err != nil {
 					return err
@@ -397,7 +500,7 @@ func dlqCmd(g *globals) *cobra.Command {
 				return g.emit(wire.CountResponse{Count: n}, func(w io.Writer) { fmt.Fprintf(w, "purged %d dead letters\n", n) })
 			})
 		},
-	}
+	}, &purgeYes)
 	cmd.AddCommand(list, redrive, purge)
 	return cmd
 }

@@ -5,15 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/spf13/cobra"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/metrics"
 	"github.com/mqlite/mqlite/relay"
 	relayamqp "github.com/mqlite/mqlite/relay/amqp"
 	relaykafka "github.com/mqlite/mqlite/relay/kafka"
@@ -35,6 +43,8 @@ type relayFlags struct {
 	routingKey        string
 	kafkaBrokers      []string
 	topic             string
+	outage            time.Duration
+	metricsAddr       string
 }
 
 func relayCmd(g *globals) *cobra.Command {
@@ -46,15 +56,25 @@ func relayCmd(g *globals) *cobra.Command {
 least once, each with its stable id, until SIGINT or SIGTERM, and logs each
 dead letter. It reads a local file (--db) or a broker (--url, --key: a consumer
 key on the queue is enough). Templates are Go text/templates over .Queue
-.Subject .GroupID .ID .Properties.`,
+.Subject .GroupID .ID .Properties.
+
+Every failed send is a delivery. The relay refuses a queue whose
+max-delivery would dead-letter its backlog during a far-side outage shorter
+than --outage (1h by default), and says how far to raise it
+(mqlite queues update QUEUE --max-delivery N). When the far side has no
+stream or queue for a message it says so, with what to create.
+--metrics-addr serves the relay's Prometheus metrics at /metrics.`,
 		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret whsec_...
-  mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222`,
+  mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222 --metrics-addr 127.0.0.1:9464`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(g.stderr, nil))
+			if !cmd.Flags().Changed("retry-for") {
+				g.retryFor = client.DefaultMaxElapsed // a long-running relay rides out a broker restart
+			}
 			b, err := g.open(cmd.Context(), existingStore)
 			if err != nil {
 				return err
@@ -79,6 +99,8 @@ key on the queue is enough). Templates are Go text/templates over .Queue
 	fs.StringVar(&f.routingKey, "routing-key", relayamqp.DefaultRoutingKey, "amqp: the routing key `template`")
 	fs.StringSliceVar(&f.kafkaBrokers, "kafka-brokers", nil, "kafka: the seed brokers, `host:port`, comma-separated or repeated")
 	fs.StringVar(&f.topic, "topic", relaykafka.DefaultTopic, "kafka: the topic `template`")
+	fs.DurationVar(&f.outage, "outage", defaultOutage, "the far-side outage the queue's max-delivery must outlast (0: no check)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (host:port)")
 	return cmd
 }
 
@@ -107,26 +129,45 @@ func (f *relayFlags) check() error {
 	return nil
 }
 
+// defaultOutage is how long a far side may be down before the relay's
+// retries would dead-letter a message, at the least, unless --outage says
+// otherwise.
+const defaultOutage = time.Hour
+
 // relayRun opens the sink and relays src's queue until ctx is done.
 func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) error {
-	sink, closeSink, err := openSink(f)
-	if err != nil {
-		return err
-	}
-	defer closeSink()
 	maxDelivery := mqlite.DefaultMaxDeliveryCount
 	q, err := src.GetQueue(ctx, f.queue)
 	switch {
 	case err == nil:
 		maxDelivery = q.Options.MaxDeliveryCount
+		if err := checkOutage(f.queue, maxDelivery, f.outage); err != nil {
+			return err
+		}
 	case errors.Is(err, client.ErrForbidden):
 		// A consumer key cannot read the queue's options: assume the default.
+		log.Warn("relay: the key cannot read the queue's max-delivery, so it is not checked against --outage", "queue", f.queue)
 	default:
 		return err
 	}
-	r, err := relay.New(src, f.queue, sink, relay.Options{
+	sink, closeSink, err := openSink(f)
+	if err != nil {
+		return err
+	}
+	defer closeSink()
+	var observer consumer.Observer = consumer.NopObserver{}
+	if f.metricsAddr != "" {
+		ro := metrics.NewRelayObserver(nil)
+		stop, err := serveMetrics(f.metricsAddr, ro, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		observer = ro.Sink(f.sink)
+	}
+	r, err := relay.New(src, f.queue, hintSink{Sink: sink, f: f, log: log, once: &sync.Map{}}, relay.Options{
 		Concurrency: f.concurrency, MaxBatch: f.max, DrainTimeout: f.drain,
-		Logger: log, Observer: deadLetterLog{log: log, maxDelivery: maxDelivery},
+		Logger: log, Observer: deadLetterLog{Observer: observer, log: log, maxDelivery: maxDelivery},
 	})
 	if err != nil {
 		return err
@@ -137,6 +178,117 @@ func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) 
 	}
 	log.Info("relay: stopped")
 	return nil
+}
+
+// retryTime is how long the relay's default backoff keeps retrying a
+// message before its last delivery fails: the delays after deliveries 1 to
+// maxDelivery-1, without jitter.
+func retryTime(maxDelivery int) time.Duration {
+	b := consumer.Backoff{Jitter: -1}
+	var sum time.Duration
+	for n := 1; n < maxDelivery; n++ {
+		sum += b.Delay(n)
+	}
+	return sum
+}
+
+// checkOutage refuses a queue whose max-delivery the relay would spend in
+// less than outage: a far side down that long would dead-letter the
+// backlog. It names the max-delivery that is enough.
+func checkOutage(queue string, maxDelivery int, outage time.Duration) error {
+	if outage <= 0 || retryTime(maxDelivery) >= outage {
+		return nil
+	}
+	need := maxDelivery
+	for retryTime(need) < outage {
+		need++
+	}
+	return fmt.Errorf("queue %s dead-letters a message after %d deliveries, which the relay's retries spend in %v: "+
+		"a far side down longer than that would dead-letter the backlog. Raise it: mqlite queues update %s --max-delivery %d "+
+		"(outlasts %v), or relay anyway with --outage %v",
+		queue, maxDelivery, retryTime(maxDelivery).Round(time.Second), queue, need, outage, retryTime(maxDelivery).Round(time.Second))
+}
+
+// serveMetrics serves reg's metrics at http://addr/metrics until stop.
+func serveMetrics(addr string, c prometheus.Collector, log *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	log.Info("relay: metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
+}
+
+// hintSink logs, once per kind, what to create when the far side has no
+// place for a message: a JetStream stream covering the subject, an AMQP
+// exchange, or a queue bound to take the routing key. Without it the relay
+// only retries, and the log says why in the far side's words.
+type hintSink struct {
+	relay.Sink
+	f    relayFlags
+	log  *slog.Logger
+	once *sync.Map
+}
+
+// Send sends msgs and reads the outcomes for a missing destination.
+func (h hintSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := h.Sink.Send(ctx, msgs)
+	for i, o := range out {
+		if o.Err == nil || i >= len(msgs) {
+			continue
+		}
+		if kind, hint := destinationHint(h.f, msgs[i], o.Err); hint != "" {
+			if _, seen := h.once.LoadOrStore(kind, true); !seen {
+				h.log.Error("relay: "+hint, "queue", msgs[i].Queue, "seq", msgs[i].Seq, "cause", o.Err)
+			}
+		}
+	}
+	return out
+}
+
+// destinationHint says what the far side lacks, given a send's error.
+func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint string) {
+	var ae *amqp091.Error
+	switch {
+	case errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse):
+		subject := f.subject
+		if t, terr := relay.ParseTemplate(f.subject); terr == nil {
+			if s, rerr := t.Render(m); rerr == nil {
+				subject = s
+			}
+		}
+		return "nats", fmt.Sprintf("no JetStream stream covers the subject %q: create a stream covering it "+
+			"(nats stream add %s --subjects %q --defaults); the relay retries until one does", subject, strings.ToUpper(m.Queue), subject)
+	case errors.Is(err, relayamqp.ErrReturned):
+		return "amqp-route", fmt.Sprintf("RabbitMQ returned the message: no queue is bound to exchange %q for its routing key: "+
+			"declare a queue and bind it (with the default exchange, a queue named as the routing key); the relay retries until one is", f.exchange)
+	case errors.Is(err, relaykafka.ErrNoTopic):
+		topic := f.topic
+		if t, terr := relay.ParseTemplate(f.topic); terr == nil {
+			if s, rerr := t.Render(m); rerr == nil {
+				topic = s
+			}
+		}
+		return "kafka", fmt.Sprintf("Kafka has no topic %q: create it (replication factor 3, min.insync.replicas 2); the relay holds the messages until it exists", topic)
+	case errors.As(err, &ae) && ae.Code == amqp091.NotFound:
+		return "amqp-exchange", fmt.Sprintf("RabbitMQ has no exchange %q: declare it; the relay retries until it exists", f.exchange)
+	}
+	return "", ""
 }
 
 // openSink builds the sink the flags name, and its closer.
@@ -183,18 +335,20 @@ func openSink(f relayFlags) (relay.Sink, func(), error) {
 // by the far side, or abandoned on its last allowed delivery (the store
 // then dead-letters it).
 type deadLetterLog struct {
-	consumer.NopObserver
-	log         *slog.Logger
-	maxDelivery int
+	consumer.Observer // the metrics, or nothing
+	log               *slog.Logger
+	maxDelivery       int
 }
 
 // Rejected logs a message the far side refused.
-func (d deadLetterLog) Rejected(m mqlite.Message, _ time.Duration, cause error) {
+func (d deadLetterLog) Rejected(m mqlite.Message, took time.Duration, cause error) {
+	d.Observer.Rejected(m, took, cause)
 	d.logDead(m, cause)
 }
 
 // Abandoned logs a message given back on its last allowed delivery.
-func (d deadLetterLog) Abandoned(m mqlite.Message, _, _ time.Duration, cause error) {
+func (d deadLetterLog) Abandoned(m mqlite.Message, took, delay time.Duration, cause error) {
+	d.Observer.Abandoned(m, took, delay, cause)
 	if m.DeliveryCount >= d.maxDelivery && cause != nil {
 		d.logDead(m, fmt.Errorf("%s: %w", mqlite.ReasonMaxDelivery, cause))
 	}

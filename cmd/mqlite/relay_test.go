@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -76,7 +77,8 @@ func relayFile(t *testing.T, msgs ...outbox.Message) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(ctx, "events", mqlite.QueueOptions{}); err != nil {
+	// A max-delivery fit for a relay: the default would be refused.
+	if err := st.CreateQueue(ctx, "events", mqlite.QueueOptions{MaxDeliveryCount: 10_000}); err != nil {
 		t.Fatal(err)
 	}
 	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
@@ -117,7 +119,8 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "webhook",
-			"--webhook-url", srv.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, &stdout, &stderr)
+			"--webhook-url", srv.URL, "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "--metrics-addr", "127.0.0.1:0"},
+			strings.NewReader(""), &stdout, &stderr)
 	}()
 	seen := map[string]bool{}
 	for len(seen) < 3 {
@@ -130,6 +133,38 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	}
 	// The dead letter is logged once Reject has committed.
 	stderr.waitFor(t, "relay: dead-lettered")
+	// --metrics-addr serves the relay observer's counts.
+	stderr.waitFor(t, "/metrics\n")
+	logged := stderr.String()
+	url := logged[strings.Index(logged, "url=http://")+len("url="):]
+	url = url[:strings.Index(url, "\n")]
+	// The observer counts a message once its settlement committed, which
+	// may come after the webhook saw it: scrape until both counts show.
+	want := []string{
+		`mqlite_relay_outcomes_total{outcome="delivered",queue="events",sink="webhook"} 2`,
+		`mqlite_relay_outcomes_total{outcome="dead_lettered",queue="events",sink="webhook"} 1`,
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scraped bytes.Buffer
+		_, _ = scraped.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		if strings.Contains(scraped.String(), want[0]) && strings.Contains(scraped.String(), want[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %v:\n%s", want, scraped.String())
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // a poll of the condition
+		case <-done:
+			t.Fatalf("the relay exited; stderr %s", stderr.String())
+		}
+	}
 	cancel() // as SIGINT would
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
@@ -155,7 +190,7 @@ func TestRelayCommandKafka(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "kafka",
-			"--kafka-brokers", strings.Join(c.ListenAddrs(), ","), "--topic", "orders"}, &stdout, &stderr)
+			"--kafka-brokers", strings.Join(c.ListenAddrs(), ","), "--topic", "orders"}, strings.NewReader(""), &stdout, &stderr)
 	}()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -193,8 +228,94 @@ func TestRelayCommandUsage(t *testing.T) {
 		"single dash":      {"relay", "-db", "x.db", "--queue", "q", "--sink", "nats"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+		if code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); code != 2 {
 			t.Errorf("%s: exit code %d, want 2; stderr %s", name, code, stderr.String())
 		}
+	}
+}
+
+// TestRelayRefusesAShortMaxDelivery: a queue whose max-delivery the relay
+// would spend within the outage it must outlast is refused, with the
+// command that raises it.
+func TestRelayRefusesAShortMaxDelivery(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		maxDelivery int
+		outage      time.Duration
+		want        string // in the error; "" for none
+	}{
+		{mqlite.DefaultMaxDeliveryCount, time.Hour, "dead-letters a message after 10 deliveries, which the relay's retries spend in 8m31s"},
+		{mqlite.DefaultMaxDeliveryCount, time.Hour, "mqlite queues update events --max-delivery 21 (outlasts 1h0m0s)"},
+		{mqlite.DefaultMaxDeliveryCount, 8 * time.Minute, ""},
+		{mqlite.DefaultMaxDeliveryCount, 0, ""},
+		{20, time.Hour, "--max-delivery 21"},
+		{21, time.Hour, ""},
+		{10_000, 24 * time.Hour, ""},
+	}
+	for _, tc := range tests {
+		err := checkOutage("events", tc.maxDelivery, tc.outage)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("max %d, outage %v: %v, want no error", tc.maxDelivery, tc.outage, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("max %d, outage %v: %v, want %q", tc.maxDelivery, tc.outage, err, tc.want)
+		}
+	}
+
+	// The command refuses before it connects anywhere.
+	path := t.TempDir() + "/app.db"
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"queues", "create", "events", "--db", path}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatal(stderr.String())
+	}
+	code := run(context.Background(), []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "nats",
+		"--nats-url", "nats://127.0.0.1:1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "--max-delivery 21") {
+		t.Errorf("exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+// TestRelayNoStreamSaysWhatToCreate: JetStream without a stream for the
+// subject makes the relay say, on the first failure, which stream to
+// create; once one exists the message goes through.
+func TestRelayNoStreamSaysWhatToCreate(t *testing.T) {
+	t.Parallel()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("embedded nats-server not ready")
+	}
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+	path := t.TempDir() + "/app.db"
+	var out, errOut bytes.Buffer
+	for _, args := range [][]string{
+		{"queues", "create", "events", "--max-delivery", "10000"},
+		{"send", "events", "hello"},
+	} {
+		if code := run(context.Background(), append(args, "--db", path), strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatal(errOut.String())
+		}
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "nats",
+			"--nats-url", ns.ClientURL(), "--subject", "orders.{{.Queue}}"}, strings.NewReader(""), &stdout, &stderr)
+	}()
+	stderr.waitFor(t, `create a stream covering it (nats stream add EVENTS --subjects \"orders.events\"`)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "create a stream"); n != 1 {
+		t.Errorf("the hint came %d times, want once:\n%s", n, stderr.String())
 	}
 }

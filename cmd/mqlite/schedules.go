@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -34,6 +36,56 @@ func timeText(t time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
+// scheduleFlagFields copies the option of each flag of a schedule command
+// from src to dst: update applies only the flags given.
+var scheduleFlagFields = map[string]func(dst, src *mqlite.ScheduleOptions){
+	"target":   func(d, s *mqlite.ScheduleOptions) { d.Target = s.Target },
+	"cron":     func(d, s *mqlite.ScheduleOptions) { d.Cron = s.Cron },
+	"tz":       func(d, s *mqlite.ScheduleOptions) { d.TimeZone = s.TimeZone },
+	"every":    func(d, s *mqlite.ScheduleOptions) { d.Every = s.Every },
+	"start":    func(d, s *mqlite.ScheduleOptions) { d.Start = s.Start },
+	"catch-up": func(d, s *mqlite.ScheduleOptions) { d.CatchUp = s.CatchUp },
+	"body":     func(d, s *mqlite.ScheduleOptions) { d.Body = s.Body },
+	"group":    func(d, s *mqlite.ScheduleOptions) { d.GroupID = s.GroupID },
+	"subject":  func(d, s *mqlite.ScheduleOptions) { d.Subject = s.Subject },
+	"prop":     func(d, s *mqlite.ScheduleOptions) { d.Properties = s.Properties },
+	"ttl":      func(d, s *mqlite.ScheduleOptions) { d.TTL = s.TTL },
+}
+
+// updateSchedule reads the schedule, applies the flags given (o holds
+// their values) and writes it back: an option not given keeps its value,
+// except that --cron replaces an interval and --every a cron spec (a
+// schedule has one of them).
+func updateSchedule(cmd *cobra.Command, b backend, name string, o mqlite.ScheduleOptions) error {
+	s, err := b.GetSchedule(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	opts := s.Options
+	fs := cmd.LocalNonPersistentFlags()
+	switch {
+	case fs.Changed("cron") && !fs.Changed("every"):
+		opts.Every = 0
+	case fs.Changed("every") && !fs.Changed("cron"):
+		opts.Cron, opts.TimeZone = "", ""
+	}
+	var missing []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if !f.Changed {
+			return
+		}
+		if apply, ok := scheduleFlagFields[f.Name]; ok {
+			apply(&opts, &o)
+		} else {
+			missing = append(missing, f.Name)
+		}
+	})
+	if len(missing) > 0 {
+		return fmt.Errorf("internal: no schedule option for --%s", strings.Join(missing, ", --"))
+	}
+	return b.UpdateSchedule(cmd.Context(), name, opts)
+}
+
 func schedulesCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "list the schedules", Args: noArgs,
@@ -60,7 +112,7 @@ func schedulesCmd(g *globals) *cobra.Command {
 			props []string
 		)
 		cmd := &cobra.Command{
-			Use: use + " NAME", Short: short, Example: example, Args: exactArgs(1, "NAME"),
+			Use: use + " NAME", Short: short, Example: example, Args: exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				o.Body = []byte(body)
 				if start != "" {
@@ -76,7 +128,7 @@ func schedulesCmd(g *globals) *cobra.Command {
 				}
 				return g.with(cmd.Context(), func(b backend) error {
 					if update {
-						err = b.UpdateSchedule(cmd.Context(), args[0], o)
+						err = updateSchedule(cmd, b, args[0], o)
 					} else {
 						err = b.CreateSchedule(cmd.Context(), args[0], o)
 					}
@@ -106,7 +158,7 @@ func schedulesCmd(g *globals) *cobra.Command {
 		return cmd
 	}
 	del := &cobra.Command{
-		Use: "delete NAME", Short: "delete a schedule (its messages already sent stay)", Args: exactArgs(1, "NAME"),
+		Use: "delete NAME", Short: "delete a schedule (its messages already sent stay)", Args: exactArgs(1),
 		Example: `  mqlite schedules delete nightly --db app.db`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
@@ -120,6 +172,6 @@ func schedulesCmd(g *globals) *cobra.Command {
 	return withExample(`  mqlite schedules create nightly --target reports --cron '0 2 * * *' --tz Europe/Paris --body run --db app.db
   mqlite schedules list --url http://127.0.0.1:7420 --key $KEY`, group("schedules", "periodic messages: list, create, update, delete", list,
 		set("create", "create a schedule: one message into --target per period", `  mqlite schedules create heartbeat --target health --every 30s --db app.db`, false),
-		set("update", "replace a schedule's options (unset flags go back to their defaults)", `  mqlite schedules update nightly --target reports --cron '0 3 * * *' --db app.db`, true),
+		set("update", "change a schedule's options: only the flags given, the others stay", `  mqlite schedules update nightly --target reports --cron '0 3 * * *' --db app.db`, true),
 		del))
 }

@@ -157,30 +157,3 @@ func loopback(addr net.Addr) bool {
 	ta, ok := addr.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
 }
-
-func demoCmd(g *globals) *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "write orders and their events in one transaction, roll one back, show the queue",
-		Long: `demo creates the queue "orders" and a business table orders, commits three orders
-with their events in one transaction, rolls a fourth back, prints what the
-queue holds and drains it with consumer.Loop. Run it again to add three more.`,
-		Example: `  mqlite demo
-  mqlite demo --db /tmp/demo.db`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.url != "" {
-				return usagef("demo works on a file only (--db)")
-			}
-			if g.db != "" {
-				path = g.db
-			}
-			return demo(cmd.Context(), g.stdout, path)
-		},
-	}
-	// demo's file defaults to mqlite-demo.db in the working folder; --db
-	// (or MQLITE_DB) names another.
-	path = "mqlite-demo.db"
-	return cmd
-}

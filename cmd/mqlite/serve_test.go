@@ -21,7 +21,7 @@ func serveUntilServing(t *testing.T, args ...string) (code int, served bool, std
 	var errBuf testdb.Buffer
 	done := make(chan int, 1)
 	go func() {
-		c := run(ctx, append([]string{"serve", "--db", filepath.Join(t.TempDir(), "s.db")}, args...), pw, &errBuf)
+		c := run(ctx, append([]string{"serve", "--db", filepath.Join(t.TempDir(), "s.db")}, args...), strings.NewReader(""), pw, &errBuf)
 		_ = pw.Close()
 		done <- c
 	}()

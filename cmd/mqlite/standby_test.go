@@ -21,7 +21,7 @@ func standbyServe(t *testing.T, ctx context.Context, path string) (<-chan string
 	pr, pw := io.Pipe()
 	code := make(chan int, 1)
 	go func() {
-		c := run(ctx, []string{"serve", "--standby", "--db", path, "--addr", "127.0.0.1:0"}, pw, io.Discard)
+		c := run(ctx, []string{"serve", "--standby", "--db", path, "--addr", "127.0.0.1:0"}, strings.NewReader(""), pw, io.Discard)
 		_ = pw.Close()
 		code <- c
 	}()

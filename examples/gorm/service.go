@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/examples/internal/shop"
+	"github.com/mqlite/mqlite/gormtx"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -142,7 +142,7 @@ func placeOrder(ctx context.Context, db *gorm.DB, item string, quantity int, tot
 			return fmt.Errorf("encode event: %w", err)
 		}
 		// The outbox takes the *sql.Tx behind the GORM transaction.
-		sqlTx, err := SQLTx(tx)
+		sqlTx, err := gormtx.SQLTx(tx)
 		if err != nil {
 			return err
 		}
@@ -180,21 +180,6 @@ func reserve(tx *gorm.DB, item string, quantity int) error {
 		return shop.ErrUnknownItem
 	}
 	return nil
-}
-
-// SQLTx returns the *sql.Tx behind tx, a GORM transaction (the argument of
-// db.Transaction's function, or what db.Begin returns): what outbox.SendOne
-// and SendBatch take. It fails for a *gorm.DB that is not in a transaction.
-func SQLTx(tx *gorm.DB) (*sql.Tx, error) {
-	switch p := tx.Statement.ConnPool.(type) {
-	case *sql.Tx:
-		return p, nil
-	case *gorm.PreparedStmtTX: // gorm.Config{PrepareStmt: true}
-		if sqlTx, ok := p.Tx.(*sql.Tx); ok {
-			return sqlTx, nil
-		}
-	}
-	return nil, fmt.Errorf("gorm handle is not in a transaction (its pool is %T)", tx.Statement.ConnPool)
 }
 
 // Consume runs a consumer.Loop of Handle over the queue until ctx is

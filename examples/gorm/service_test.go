@@ -14,6 +14,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/examples/internal/shop"
 	"github.com/mqlite/mqlite/examples/internal/shop/shoptest"
+	"github.com/mqlite/mqlite/gormtx"
 )
 
 func TestMain(m *testing.M) {
@@ -107,11 +108,11 @@ func TestGORMBorrowsTheStoreConnection(t *testing.T) {
 	if s := svc.st.DB().Stats(); s.MaxOpenConnections != 1 || s.OpenConnections > 1 {
 		t.Errorf("store pool stats %+v, want one connection", s)
 	}
-	if _, err := SQLTx(svc.db); err == nil {
+	if _, err := gormtx.SQLTx(svc.db); err == nil {
 		t.Errorf("SQLTx outside a transaction succeeded")
 	}
 	err = svc.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		_, err := SQLTx(tx)
+		_, err := gormtx.SQLTx(tx)
 		return err
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,7 +106,7 @@ func (s *Service) Place(ctx context.Context, item string, quantity int, totalCen
 // event exists.
 func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, totalCents int64) (Order, error) {
 	o := Order{Item: item, Quantity: quantity, TotalCents: totalCents}
-	err := inTx(ctx, s.db, func(txCtx context.Context, tx *sqlx.Tx) error {
+	err := mqlite.InTx(ctx, s.db.BeginTxx, func(txCtx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.NamedExecContext(txCtx, `INSERT INTO orders (item, quantity, total_cents)
 			VALUES (:item, :quantity, :total_cents)`, o)
 		if err != nil {
@@ -179,7 +178,7 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 		return consumer.Permanent(fmt.Errorf("decode event seq %d: %w", m.Seq, err))
 	}
 	var duplicate bool
-	err := inTx(ctx, s.db, func(txCtx context.Context, tx *sqlx.Tx) error {
+	err := mqlite.InTx(ctx, s.db.BeginTxx, func(txCtx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(txCtx, `INSERT INTO processed_events (event_id, seq, order_id)
 			VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`, shop.EventID(m), m.Seq, o.ID)
 		if err != nil {
@@ -228,39 +227,3 @@ const countsQuery = `SELECT
 	(SELECT count(*) FROM shipments) AS shipments,
 	(SELECT count(*) FROM processed_events) AS processed,
 	(SELECT count(*) FROM (SELECT 1 FROM shipments GROUP BY order_id HAVING count(*) > 1)) AS shipped_twice`
-
-// inTx runs fn in one transaction on db, which must be sqlx over the store's
-// DB, and commits when fn returns nil. It keeps the contract of
-// mqlite.Store.Tx: the statements run with a context that is never
-// cancelled (an interrupted statement would wedge the store's only
-// connection), and a ctx cancelled before the commit rolls everything back.
-func inTx(ctx context.Context, db *sqlx.DB, fn func(txCtx context.Context, tx *sqlx.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	txCtx := context.WithoutCancel(ctx)
-	tx, err := db.BeginTxx(txCtx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	// A panic in fn still ends the transaction; after a commit or a
-	// rollback this is a no-op (sql.ErrTxDone).
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(txCtx, tx); err != nil {
-		return errors.Join(err, ignoreDone(tx.Rollback()))
-	}
-	if err := ctx.Err(); err != nil {
-		return errors.Join(err, ignoreDone(tx.Rollback()))
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
-func ignoreDone(err error) error {
-	if errors.Is(err, sql.ErrTxDone) {
-		return nil
-	}
-	return err
-}

@@ -184,3 +184,33 @@ func (e *RemoteError) Error() string {
 
 // Unwrap returns the root sentinel of the reason, or nil.
 func (e *RemoteError) Unwrap() error { return e.sentinel }
+
+// ownReasons are the reasons of the broker's own errors (the Reason
+// constants); a test keeps the list whole.
+var ownReasons = []string{ReasonMalformed, ReasonBodyTooLarge, ReasonBatchTooLarge, ReasonNoKey, ReasonBadKey,
+	ReasonRole, ReasonQueue, ReasonDraining, ReasonStandby, ReasonBusy, ReasonNoRoute, ReasonKeyNotFound,
+	ReasonTimeout, ReasonInternal, ReasonBackupDisabled}
+
+// ErrorTable lists what an error response can say: every code with its
+// HTTP status, and every reason (the sentinels' and the broker's own), for
+// the broker's OpenAPI document.
+func ErrorTable() (codes map[string]int, reasons []string) {
+	codes = make(map[string]int, len(statusOf))
+	for c, s := range statusOf {
+		codes[c] = s
+	}
+	seen := map[string]bool{}
+	for _, s := range sentinels {
+		if !seen[s.reason] {
+			seen[s.reason] = true
+			reasons = append(reasons, s.reason)
+		}
+	}
+	for _, r := range ownReasons {
+		if !seen[r] {
+			seen[r] = true
+			reasons = append(reasons, r)
+		}
+	}
+	return codes, reasons
+}

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -73,5 +79,38 @@ func TestDurations(t *testing.T) {
 	}
 	if DurMS(-1) != -1 || DurMS(1500*1e6) != 1500 {
 		t.Error("DurMS")
+	}
+}
+
+// TestErrorTableHasEveryReason: every Reason constant of errors.go is in
+// ErrorTable, so the broker's OpenAPI document names it.
+func TestErrorTableHasEveryReason(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reasons := ErrorTable()
+	n := 0
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			for i, name := range spec.(*ast.ValueSpec).Names {
+				if !strings.HasPrefix(name.Name, "Reason") {
+					continue
+				}
+				n++
+				v, _ := strconv.Unquote(spec.(*ast.ValueSpec).Values[i].(*ast.BasicLit).Value)
+				if !slices.Contains(reasons, v) {
+					t.Errorf("%s (%q) is not in ErrorTable", name.Name, v)
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d Reason constants", n)
 	}
 }

@@ -1,0 +1,268 @@
+// Command service is a small order service to copy: an HTTP API that writes
+// an order and its event in one transaction, a consumer.Loop that handles
+// each event exactly once in effect (an idempotent handler), a relay that
+// POSTs the same events to a signed webhook, Prometheus metrics at
+// /metrics, and a clean stop on SIGTERM or SIGINT.
+//
+//	go run -C examples/service . --db orders.db --addr 127.0.0.1:8080 \
+//		--webhook-url http://127.0.0.1:9000/hook --secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+//	curl -X POST -d '{"item":"book","total_cents":1299}' http://127.0.0.1:8080/orders
+//
+// Its test starts it as a process, sends orders, SIGTERMs it mid-load,
+// starts it again and finds every order shipped once and relayed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/metrics"
+	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/relay"
+	"github.com/mqlite/mqlite/relay/webhook"
+)
+
+// The queues: one for the in-process handler, one for the relay. Each order
+// sends its event to both in its transaction.
+const (
+	eventsQueue  = "order-events"
+	webhookQueue = "order-events.webhook"
+)
+
+// config is what the flags give.
+type config struct {
+	db, addr, webhookURL, secret string
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.db, "db", "orders.db", "the store's file")
+	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "where to serve the API and /metrics")
+	flag.StringVar(&cfg.webhookURL, "webhook-url", "", "where the relay POSTs each order's event (empty: no relay)")
+	flag.StringVar(&cfg.secret, "secret", "", "the whsec_ secret that signs the webhook requests")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(ctx, cfg, os.Stdout, log); err != nil {
+		log.Error("service", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is done, then stops everything it started, in order:
+// no new requests, the consumer and the relay settle what they hold, the
+// store closes.
+func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (err error) {
+	st, err := mqlite.Open(ctx, cfg.db, mqlite.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	if err := setup(ctx, st); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	relayMetrics := metrics.NewRelayObserver(nil)
+	reg.MustRegister(metrics.NewCollector(st, nil), relayMetrics)
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /orders", func(w http.ResponseWriter, r *http.Request) { placeOrder(st, w, r) })
+	mux.HandleFunc("GET /orders/stats", func(w http.ResponseWriter, r *http.Request) { orderStats(st, w, r) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("serve: %w", err)
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := consumer.Loop(ctx, st, eventsQueue, func(ctx context.Context, m mqlite.Message) error {
+			return ship(ctx, st, m)
+		}, consumer.LoopOptions{Concurrency: 4, Logger: log})
+		if err != nil {
+			errs <- fmt.Errorf("consumer: %w", err)
+		}
+	}()
+	if cfg.webhookURL != "" {
+		sink, err := webhook.New(webhook.Config{URL: cfg.webhookURL, Secrets: []string{cfg.secret}})
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		r, err := relay.New(st, webhookQueue, sink, relay.Options{Logger: log, Observer: relayMetrics.Sink("webhook")})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Run(ctx); err != nil {
+				errs <- fmt.Errorf("relay: %w", err)
+			}
+		}()
+	}
+	fmt.Fprintf(stdout, "serving on http://%s\n", ln.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	// Stop taking orders first; requests in flight finish (up to 10s).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = errors.Join(err, srv.Shutdown(sctx))
+	wg.Wait() // the Loop and the relay return once ctx is done and what they held is settled
+	close(errs)
+	for e := range errs {
+		err = errors.Join(err, e)
+	}
+	fmt.Fprintln(stdout, "stopped")
+	return err
+}
+
+// setup creates the business tables and the queues, on the first run.
+func setup(ctx context.Context, st *mqlite.Store) error {
+	_, err := st.DB().ExecContext(ctx, `
+		CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL, total_cents INTEGER NOT NULL);
+		CREATE TABLE IF NOT EXISTS shipments (order_id INTEGER PRIMARY KEY REFERENCES orders (id));
+		CREATE TABLE IF NOT EXISTS processed_events (event_id TEXT PRIMARY KEY, seq INTEGER NOT NULL)`)
+	if err != nil {
+		return fmt.Errorf("create tables: %w", err)
+	}
+	// A relayed queue keeps failed sends for a long outage of the far side.
+	for q, opts := range map[string]mqlite.QueueOptions{
+		eventsQueue:  {},
+		webhookQueue: {MaxDeliveryCount: 10_000},
+	} {
+		if err := st.CreateQueue(ctx, q, opts); err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// order is a row of orders and the body of its event.
+type order struct {
+	ID         int64  `json:"order_id"`
+	Item       string `json:"item"`
+	TotalCents int64  `json:"total_cents"`
+}
+
+// placeOrder writes the order and its event to both queues in one
+// transaction: the event exists if and only if the order does.
+func placeOrder(st *mqlite.Store, w http.ResponseWriter, r *http.Request) {
+	var o order
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&o); err != nil || o.Item == "" {
+		http.Error(w, "want {\"item\": ..., \"total_cents\": ...}", http.StatusBadRequest)
+		return
+	}
+	err := st.Tx(r.Context(), func(tx *mqlite.Tx) error {
+		res, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO orders (item, total_cents) VALUES (?, ?)`, o.Item, o.TotalCents)
+		if err != nil {
+			return err
+		}
+		if o.ID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		body, err := json.Marshal(o)
+		if err != nil {
+			return err
+		}
+		for _, q := range []string{eventsQueue, webhookQueue} {
+			msg := outbox.Message{Body: body, MessageID: fmt.Sprintf("order-%d", o.ID), Subject: "order.placed"}
+			if _, err := outbox.SendOne(tx.Context(), tx.SQL(), q, msg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(o)
+}
+
+// ship is the idempotent handler: the shipment and the record of the event
+// commit together, and an event seen before (a redelivery after a crash
+// between the commit and the Complete) ships nothing again.
+func ship(ctx context.Context, st *mqlite.Store, m mqlite.Message) error {
+	var o order
+	if err := json.Unmarshal(m.Body, &o); err != nil {
+		return consumer.Permanent(err)
+	}
+	return st.Tx(ctx, func(tx *mqlite.Tx) error {
+		res, err := tx.SQL().ExecContext(tx.Context(),
+			`INSERT INTO processed_events (event_id, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`, m.MessageID, m.Seq)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // handled before: nothing to do
+		}
+		_, err = tx.SQL().ExecContext(tx.Context(), `INSERT INTO shipments (order_id) VALUES (?)`, o.ID)
+		return err
+	})
+}
+
+// stats is the answer of GET /orders/stats.
+type stats struct {
+	Orders    int64 `json:"orders"`
+	Shipments int64 `json:"shipments"`
+	Processed int64 `json:"processed_events"`
+	// Pending counts the events not yet handled or relayed.
+	Pending int64 `json:"pending"`
+}
+
+func orderStats(st *mqlite.Store, w http.ResponseWriter, r *http.Request) {
+	var s stats
+	err := st.DB().QueryRowContext(r.Context(), `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM shipments),
+		(SELECT count(*) FROM processed_events)`).Scan(&s.Orders, &s.Shipments, &s.Processed)
+	if err == nil {
+		for _, q := range []string{eventsQueue, webhookQueue} {
+			var qs mqlite.QueueStats
+			if qs, err = st.Stats(r.Context(), q); err != nil {
+				break
+			}
+			s.Pending += qs.Active + qs.Scheduled + qs.Locked + qs.Deferred
+		}
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s)
+}
