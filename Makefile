@@ -21,11 +21,14 @@ race: test
 # -race): 100 cuts per scenario and synchronous setting, and every step of a
 # Backup and of an upgrade, without -race: the workers are that test binary,
 # and SQLite under the race detector runs ten times slower. Every module is
-# searched, so cmd/mqlite's TestStandbyTakeoverCrash runs too, and
-# relay/nats's cluster tests: TestClusterRelayCrash and TestClusterLeaderLoss
-# at 20,000 messages.
+# searched, so cmd/mqlite's TestStandbyTakeoverCrash runs too. relay/nats's
+# cluster tests (TestClusterRelayCrash, TestClusterLeaderLoss at 20,000
+# messages; three embedded servers, relay workers SIGKILLed) run without
+# -race, as power loss does: under the race detector the worker relays too
+# slowly to reach its kill points in time.
 crash:
-	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep|ClusterLeaderLoss' ./...); done
+	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' -skip 'TestCluster' ./...); done
+	cd relay/nats && go test -tags crash_injection -count=1 -timeout 20m -run 'TestClusterRelayCrash|TestClusterLeaderLoss' .
 	cd watermill && go test -race -tags stress -count=1 -timeout 25m -run 'TestPubSubStress' ./...
 	cd powerloss && MQLITE_POWERLOSS_CUTS=100 go test -count=1 -timeout 30m -v -run 'TestPowerLoss' .
 

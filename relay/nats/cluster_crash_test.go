@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -120,10 +119,5 @@ func TestClusterRelayCrash(t *testing.T) {
 	defer st.Close()
 	relaytest.Empty(t, st)
 	exactlyOnce(t, s, clusterN)
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d messages, %d SIGKILLs of the relay: the R3 stream holds each once (%d stored; %s)",
-		clusterN, clusterKills, info.State.Msgs, strings.TrimSpace(info.Config.Duplicates.String()))
+	t.Logf("%d messages, %d SIGKILLs of the relay: the R3 stream holds each once", clusterN, clusterKills)
 }
