@@ -56,7 +56,7 @@ schema). The other commands never migrate: they ask for this one.`,
 			if g.url != "" || g.db == "" {
 				return usagef("migrate works on a file: give --db FILE (not --url)")
 			}
-			m, err := mqlite.Migrate(cmd.Context(), g.db, mqlite.Options{})
+			m, err := mqlite.Migrate(cmd.Context(), g.db, mqlite.Config{})
 			if err != nil {
 				return err
 			}
