@@ -78,6 +78,39 @@ type ScheduleInfo struct {
 	UpdatedAt time.Time
 }
 
+// ListSchedulesOptions selects one page of ListSchedules. A caller reads
+// every schedule page by page: the next page starts After the last name of
+// the previous one, and an empty page is the end.
+type ListSchedulesOptions struct {
+	// After is the name the page starts after, in name order. Defaults to
+	// "" (the first schedule).
+	After string
+	// Max is how many schedules to return at most. Defaults to 100; at
+	// most 1000.
+	Max int
+	// MaxBytes, when positive, ends the page before the sizes of its
+	// schedules (their message's body and metadata, their name and
+	// target) add up past it; the first schedule comes whatever its size. Zero
+	// means no bound.
+	MaxBytes int64
+}
+
+func (o *ListSchedulesOptions) validate() error {
+	var err error
+	if o.Max, err = batchMax(o.Max, 100); err != nil {
+		return err
+	}
+	if o.After != "" {
+		if err := validateScheduleName(o.After); err != nil {
+			return err
+		}
+	}
+	if o.MaxBytes < 0 {
+		return invalidf(ErrInvalidArgument, "negative MaxBytes")
+	}
+	return nil
+}
+
 // ScheduleMessageID returns the MessageID of the message schedule name sends
 // for the period that starts at periodStart.
 func ScheduleMessageID(name string, periodStart time.Time) string {

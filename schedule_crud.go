@@ -83,7 +83,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := validateName(ErrInvalidSchedule, name); err != nil {
+	if err := validateScheduleName(name); err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteSchedule(ctx, tx, name) })
@@ -94,7 +94,7 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (ScheduleInfo, err
 	if err := s.checkOpen(); err != nil {
 		return ScheduleInfo{}, err
 	}
-	if err := validateName(ErrInvalidSchedule, name); err != nil {
+	if err := validateScheduleName(name); err != nil {
 		return ScheduleInfo{}, err
 	}
 	r, err := engine.GetSchedule(ctx, s.db, name)
@@ -104,12 +104,18 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (ScheduleInfo, err
 	return scheduleInfo(r), nil
 }
 
-// ListSchedules returns every schedule in name order.
-func (s *Store) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
+// ListSchedules returns one page of the schedules, in name order: those
+// after opts.After, at most opts.Max of them, within opts.MaxBytes. It
+// reads no more rows than it returns, plus the one that ends the page, so
+// its memory is bounded by the page, never by every schedule.
+func (s *Store) ListSchedules(ctx context.Context, opts ListSchedulesOptions) ([]ScheduleInfo, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	rs, err := engine.ListSchedules(ctx, s.db)
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	rs, err := engine.ListSchedules(ctx, s.db, opts.After, opts.Max, opts.MaxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -9,11 +9,14 @@ import (
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
+// validateScheduleName checks a schedule's name.
+func validateScheduleName(name string) error { return validateName(ErrInvalidSchedule, name) }
+
 // resolveSchedule validates opts and returns the row to store (NextAt not
 // set) with its periods; now is the store's clock.
 func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engine.Schedule, periods, error) {
 	var p periods
-	if err := validateName(ErrInvalidSchedule, name); err != nil {
+	if err := validateScheduleName(name); err != nil {
 		return engine.Schedule{}, p, err
 	}
 	if err := validateQueueName(o.Target); err != nil {
