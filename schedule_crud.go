@@ -10,7 +10,8 @@ import (
 )
 
 // CreateSchedule creates the schedule name (the rules of queue names apply;
-// schedules have a namespace of their own): from now on, one message per
+// schedules have names of their own, apart from queues and topics; a name
+// "TARGET/NAME" is in the namespace of its target, see ScheduleNamespace): from now on, one message per
 // period of opts is sent to opts.Target, the first for the first period
 // that begins after now. A bad option is an error matching ErrInvalidArgument
 // and ErrInvalidSchedule (or the message field's own sentinel); a missing

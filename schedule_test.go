@@ -602,3 +602,48 @@ func TestListSchedulesPages(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleNamespaces: a name "TARGET/NAME" is in the namespace of its
+// target, and the store admits there only schedules of that target, on
+// create and on update; malformed names are refused, nothing written.
+func TestScheduleNamespaces(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", noDedup)
+	tb.Queue(t, "r", noDedup)
+	st := tb.Store
+	ctx := context.Background()
+	every := func(target string) mqlite.ScheduleOptions {
+		return mqlite.ScheduleOptions{Target: target, Every: time.Hour}
+	}
+	if err := st.CreateSchedule(ctx, "q/nightly", every("q")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateSchedule(ctx, "r/nightly", every("r")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"q/other", st.CreateSchedule(ctx, "q/other", every("r"))},
+		{"update q/nightly to r", st.UpdateSchedule(ctx, "q/nightly", every("r"))},
+		{"a/b/c", st.CreateSchedule(ctx, "a/b/c", every("a"))},
+		{"/x", st.CreateSchedule(ctx, "/x", every("q"))},
+		{"q/", st.CreateSchedule(ctx, "q/", every("q"))},
+		{"too long", st.CreateSchedule(ctx, "q/"+strings.Repeat("x", mqlite.MaxQueueNameLen), every("q"))},
+	} {
+		if !errors.Is(c.err, mqlite.ErrInvalidSchedule) || !errors.Is(c.err, mqlite.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidSchedule", c.name, c.err)
+		}
+	}
+	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesOptions{})
+	if err != nil || len(list) != 2 || list[0].Options.Target != "q" || list[1].Options.Target != "r" {
+		t.Fatalf("schedules: %+v, %v; want q/nightly and r/nightly as created", list, err)
+	}
+	for name, want := range map[string]string{"nightly": "", "q/nightly": "q", "orders.eu/x": "orders.eu"} {
+		if got := mqlite.ScheduleNamespace(name); got != want {
+			t.Errorf("ScheduleNamespace(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -9,8 +9,37 @@ import (
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
-// validateScheduleName checks a schedule's name.
-func validateScheduleName(name string) error { return validateName(ErrInvalidSchedule, name) }
+// ScheduleNamespace returns the namespace of a schedule's name: for a name
+// of the form "TARGET/NAME", TARGET, the only target such a schedule may
+// have; "" for a plain name, which lives in the namespace every schedule
+// shares. A namespace keeps the schedules of one target apart from those
+// of every other: a broker key that covers some queues only names its
+// schedules in the namespaces of their targets, so its names never
+// collide with, nor reveal, a schedule it does not cover.
+func ScheduleNamespace(name string) string {
+	ns, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return ""
+	}
+	return ns
+}
+
+// validateScheduleName checks a schedule's name: a plain name follows the
+// rules of queue names; "TARGET/NAME" has two such parts, and at most
+// MaxQueueNameLen bytes in all.
+func validateScheduleName(name string) error {
+	ns, local, ok := strings.Cut(name, "/")
+	if !ok {
+		return validateName(ErrInvalidSchedule, name)
+	}
+	if len(name) > MaxQueueNameLen {
+		return invalidf(ErrInvalidSchedule, "%d bytes, at most %d", len(name), MaxQueueNameLen)
+	}
+	if err := validateName(ErrInvalidSchedule, ns); err != nil {
+		return err
+	}
+	return validateName(ErrInvalidSchedule, local)
+}
 
 // resolveSchedule validates opts and returns the row to store (NextAt not
 // set) with its periods; now is the store's clock.
@@ -21,6 +50,10 @@ func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engi
 	}
 	if err := validateQueueName(o.Target); err != nil {
 		return engine.Schedule{}, p, err
+	}
+	if ns := ScheduleNamespace(name); ns != "" && ns != o.Target {
+		return engine.Schedule{}, p, invalidf(ErrInvalidSchedule, "schedule %q is in the namespace of %q: its target is %q, not %q",
+			name, ns, ns, o.Target)
 	}
 	r := engine.Schedule{Name: name, Target: o.Target, Cron: strings.TrimSpace(o.Cron), TimeZone: o.TimeZone,
 		Body: o.Body, GroupID: o.GroupID, Subject: o.Subject, TTLMS: o.TTL.Milliseconds()}

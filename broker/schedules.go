@@ -82,6 +82,9 @@ func (s *Server) createSchedule(r *http.Request) (result, error) {
 	if err := require(r.Context(), keys.Admin, req.Options.Target); err != nil {
 		return result{}, err
 	}
+	if err := requireNamespace(r.Context(), req.Name); err != nil {
+		return result{}, err
+	}
 	opts, err := req.Options.Options()
 	if err != nil {
 		return result{}, err
@@ -94,6 +97,23 @@ func (s *Server) createSchedule(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	return created(wire.FromSchedule(sc))
+}
+
+// requireNamespace refuses a plain schedule name to a key that does not
+// cover every queue: such a key names its schedules "TARGET/NAME", in the
+// namespace of their target (mqlite.ScheduleNamespace), where the store
+// admits only schedules of that target. In the namespace every schedule
+// shares, a name in use by a schedule the key does not cover would answer
+// 409 where a free one answers 201, telling the key that the name exists;
+// in a namespace of its own target, a name in use is always one the key
+// covers. The refusal is the same whether or not the name is in use.
+func requireNamespace(ctx context.Context, name string) error {
+	k := keyOf(ctx)
+	if k.Scope.AllQueues() || mqlite.ScheduleNamespace(name) != "" {
+		return nil
+	}
+	return &apiError{wire.CodeForbidden, wire.ReasonQueue, fmt.Sprintf(
+		"key %s does not cover every queue: it names its schedules TARGET/NAME, in the namespace of their target", k.ID)}
 }
 
 // scheduleInScope reads the schedule of the request's path and checks that

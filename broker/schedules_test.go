@@ -2,11 +2,13 @@ package broker_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +145,71 @@ func FuzzScheduleListingQuery(f *testing.F) {
 			prev = s.Name
 		}
 	})
+}
+
+// TestScheduleNamesPerScope: a key over some queues creates schedules only
+// in the namespaces of their targets ("TARGET/NAME"), so creating one
+// answers alike whether its name is free or taken by a schedule outside
+// the key's scope, and two teams' schedules of the same short name live
+// side by side; nothing outside the scope is changed, a refusal writes
+// nothing.
+func TestScheduleNamesPerScope(t *testing.T) {
+	f := start(t, broker.Config{})
+	f.tb.Queue(t, "other", mqlite.QueueOptions{})
+	for _, name := range []string{"s", "q/nightly"} {
+		opts := mqlite.ScheduleOptions{Target: "q", Every: time.Minute, Body: []byte("theirs")}
+		if err := f.tb.Store.CreateSchedule(ctx, name, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := f.keys["other"]
+	create := func(key, name, target string) (int, wire.Error) {
+		body := fmt.Appendf(nil, `{"name":%q,"options":{"target":%q,"every_ms":60000,"body":"bWluZQ=="}}`, name, target)
+		return f.do(t, "POST", "/v1/schedules", key, body)
+	}
+	// The same answer for a name in use outside the scope and a free one.
+	for _, c := range []struct{ taken, free, target string }{
+		{"s", "free", "other"},           // the shared namespace
+		{"q/nightly", "q/free", "other"}, // another target's namespace
+		{"q/nightly", "q/free", "q"},     // a target the key does not cover
+	} {
+		stT, eT := create(other, c.taken, c.target)
+		stF, eF := create(other, c.free, c.target)
+		eF.Message = strings.ReplaceAll(eF.Message, c.free, c.taken)
+		if stT < 400 || stT == 409 || stT != stF || eT != eF {
+			t.Errorf("create %s and %s into %s: %d %+v and %d %+v; want the same refusal", c.taken, c.free, c.target, stT, eT, stF, eF)
+		}
+	}
+	// In the namespace of its own target, the key creates what it likes.
+	if st, e := create(other, "other/nightly", "other"); st != 201 {
+		t.Fatalf("create other/nightly: %d %+v", st, e)
+	}
+	if st, e := create(other, "other/nightly", "other"); st != 409 || e.Code != wire.CodeConflict {
+		t.Errorf("create other/nightly again: %d %+v, want 409 (a name the key covers)", st, e)
+	}
+	var got wire.Schedule
+	if st := f.call(t, "GET", "/v1/schedules/"+url.PathEscape("other/nightly"), other, "", &got); st != 200 || got.Options.Target != "other" {
+		t.Errorf("GET other/nightly: %d %+v", st, got)
+	}
+	var list wire.SchedulesResponse
+	if st := f.call(t, "GET", "/v1/schedules", other, "", &list); st != 200 || len(list.Schedules) != 1 || list.Schedules[0].Name != "other/nightly" {
+		t.Errorf("the key's listing: %d %+v, want other/nightly only", st, list)
+	}
+	// A namespace holds its target's schedules only, whoever writes.
+	if st, e := f.do(t, "PUT", "/v1/schedules/"+url.PathEscape("other/nightly"), f.keys["admin"],
+		[]byte(`{"options":{"target":"q","every_ms":60000}}`)); st != 400 || e.Code != wire.CodeInvalid {
+		t.Errorf("re-target other/nightly to q: %d %+v, want 400", st, e)
+	}
+	// A key over every queue has nothing outside its scope: plain names.
+	if st, e := create(f.keys["admin"], "free", "other"); st != 201 {
+		t.Errorf("admin over every queue creates free: %d %+v", st, e)
+	}
+	for name, target := range map[string]string{"s": "q", "q/nightly": "q", "other/nightly": "other", "free": "other"} {
+		if s, err := f.tb.Store.GetSchedule(ctx, name); err != nil || s.Options.Target != target {
+			t.Errorf("%s: %+v, %v; want it with target %s", name, s, err, target)
+		}
+	}
+	if _, err := f.tb.Store.GetSchedule(ctx, "q/free"); !errors.Is(err, mqlite.ErrScheduleNotFound) {
+		t.Errorf("q/free: %v, want it never created", err)
+	}
 }

@@ -13,7 +13,9 @@ import (
 func spath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }
 
 // CreateSchedule creates a schedule, as Store.CreateSchedule. Needs an admin
-// key that covers opts.Target.
+// key that covers opts.Target; a key that does not cover every queue names
+// its schedules "TARGET/NAME", in the namespace of their target (see
+// mqlite.ScheduleNamespace), or is refused (ErrForbidden).
 func (c *Client) CreateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error {
 	return c.do(ctx, call{method: http.MethodPost, path: "/v1/schedules",
 		in: wire.CreateScheduleRequest{Name: name, Options: wire.FromScheduleOptions(opts)}})
