@@ -404,7 +404,7 @@ func TestUpgradeFailsWhole(t *testing.T) {
 	}
 }
 
-// TestExistingOnlyRefusesTheUnprefixedLayout: with Options.ExistingOnly an
+// TestExistingOnlyRefusesTheUnprefixedLayout: with Config.ExistingOnly an
 // older layout is ErrMigrationNeeded and is not touched; Migrate upgrades it
 // and says so.
 func TestExistingOnlyRefusesTheUnprefixedLayout(t *testing.T) {

@@ -20,7 +20,7 @@ func schemaCmd(g *globals) *cobra.Command {
 trigger a store adds to a file, and the migrations table that records them.
 Nothing is opened or written: read it before a store shares your database, or
 run it yourself (sqlite3 app.db < mqlite.sql) and open the store with
-Options.ExistingOnly.`,
+Config.ExistingOnly.`,
 		Example: `  mqlite schema > mqlite.sql`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
