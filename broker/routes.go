@@ -105,19 +105,13 @@ func (s *Server) checkBatch(n int, what string) error {
 	return nil
 }
 
-// sendMessages runs one outbox.SendBatch in one transaction.
+// sendMessages sends in, in one transaction.
 func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.Message) ([]outbox.Result, error) {
 	msgs := make([]outbox.Message, len(in))
 	for i, m := range in {
 		msgs[i] = m.Outbox()
 	}
-	var res []outbox.Result
-	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
-		return err
-	})
-	return res, err
+	return outbox.Send(ctx, s.st, queue, msgs...)
 }
 
 func (s *Server) send(r *http.Request) (result, error) {
