@@ -16,7 +16,11 @@ import (
 // added to a shape is then filled, or the test says what to teach it.
 func fill(t *testing.T, v any) {
 	t.Helper()
-	s := reflect.ValueOf(v).Elem()
+	fillValue(t, reflect.ValueOf(v).Elem())
+}
+
+func fillValue(t *testing.T, s reflect.Value) {
+	t.Helper()
 	for i := range s.NumField() {
 		f, sf := s.Field(i), s.Type().Field(i)
 		if !sf.IsExported() {
@@ -24,6 +28,8 @@ func fill(t *testing.T, v any) {
 		}
 		n := int64(i + 1)
 		switch {
+		case sf.Type == reflect.TypeFor[mqlite.Ordering]():
+			f.Set(reflect.ValueOf(mqlite.FIFO)) // the one value besides the zero
 		case sf.Type == reflect.TypeFor[time.Time]():
 			f.Set(reflect.ValueOf(time.UnixMilli(1_800_000_000_000 + n*1000).UTC()))
 		case sf.Type == reflect.TypeFor[[]byte]():
@@ -36,6 +42,8 @@ func fill(t *testing.T, v any) {
 			f.SetInt(n * int64(time.Millisecond)) // whole milliseconds, for a Duration
 		case f.Kind() == reflect.Bool:
 			f.SetBool(true)
+		case f.Kind() == reflect.Struct:
+			fillValue(t, f)
 		default:
 			t.Fatalf("fill: %s.%s is a %s: teach fill a value for it", s.Type(), sf.Name, sf.Type)
 		}
@@ -90,9 +98,9 @@ func throughJSON[T any](t *testing.T, v any) T {
 }
 
 // TestEveryFieldCrossesTheWire fills every exported field of a received
-// mqlite.Message and of an outbox.Message to send, by reflection, and sends
-// each through its one converter, JSON and back: every field must come back
-// as it went. A field added to one shape and not to the other, or not to
+// mqlite.Message, of an outbox.Message to send, and of the queue and
+// schedule options, by reflection, and sends each through its one
+// converter, JSON and back: every field must come back as it went. A field added to one shape and not to the other, or not to
 // its converter, fails here.
 func TestEveryFieldCrossesTheWire(t *testing.T) {
 	t.Run("received", func(t *testing.T) {
@@ -114,5 +122,27 @@ func TestEveryFieldCrossesTheWire(t *testing.T) {
 		if got, want := reflect.TypeFor[wire.SendMessage]().NumField(), reflect.TypeFor[outbox.Message]().NumField(); got != want {
 			t.Errorf("wire.SendMessage has %d fields, outbox.Message %d", got, want)
 		}
+	})
+	t.Run("queue options", func(t *testing.T) {
+		var o mqlite.QueueOptions
+		fill(t, &o)
+		w := wire.FromQueueOptions(o)
+		nonZero(t, "wire.QueueOptions", w)
+		got, err := throughJSON[wire.QueueOptions](t, w).Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, "mqlite.QueueOptions", got, o)
+	})
+	t.Run("schedule options", func(t *testing.T) {
+		var o mqlite.ScheduleOptions
+		fill(t, &o)
+		w := wire.FromScheduleOptions(o)
+		nonZero(t, "wire.ScheduleOptions", w)
+		got, err := throughJSON[wire.ScheduleOptions](t, w).Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(t, "mqlite.ScheduleOptions", got, o)
 	})
 }
