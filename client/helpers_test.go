@@ -7,7 +7,6 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -37,34 +36,11 @@ func setup(t *testing.T, opts mqlite.QueueOptions) *bundle {
 	return &bundle{Bundle: b, src: newClient(t, url, key, b.Clock)}
 }
 
+// send sends msgs to "q" in one transaction of the store and returns
+// their seqs.
 func (b *bundle) send(t *testing.T, msgs ...outbox.Message) []int64 {
 	t.Helper()
-	var seqs []int64
-	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		for _, m := range msgs {
-			if m.Body == nil {
-				m.Body = []byte(fmt.Sprintf("body-%d-%s", len(seqs), m.MessageID))
-			}
-			seq, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", m)
-			if err != nil {
-				return err
-			}
-			seqs = append(seqs, seq)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	return seqs
-}
-
-func seqsOf(msgs []mqlite.Message) []int64 {
-	out := make([]int64, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.Seq
-	}
-	return out
+	return b.Send(t, "q", msgs...)
 }
 
 func must(t *testing.T, err error) {

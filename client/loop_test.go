@@ -71,7 +71,7 @@ func TestLoopOverClient(t *testing.T) {
 	left, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(left) != 0 {
-		t.Fatalf("left in the queue: %v", seqsOf(left))
+		t.Fatalf("left in the queue: %v", testdb.Seqs(left))
 	}
 	dead, err := b.src.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)

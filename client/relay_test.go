@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -87,6 +88,6 @@ func TestRelayOverClient(t *testing.T) {
 	left, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].DeadLetterReason != "refused" || len(left) != 0 {
-		t.Fatalf("dead %+v, left %v", dead, seqsOf(left))
+		t.Fatalf("dead %+v, left %v", dead, testdb.Seqs(left))
 	}
 }

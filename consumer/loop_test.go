@@ -17,6 +17,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -525,7 +526,7 @@ func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].Seq != seq {
-			t.Fatalf("dead letters %v", seqsOf(dead))
+			t.Fatalf("dead letters %v", testdb.Seqs(dead))
 		}
 		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 		if delays := e.obs.delayList(); !slices.Equal(delays, want) {

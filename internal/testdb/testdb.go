@@ -4,6 +4,7 @@ package testdb
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // Start is the fake clock's initial time: fixed so tests are repeatable.
@@ -94,6 +96,40 @@ func (b *Bundle) Queue(t testing.TB, name string, opts mqlite.QueueOptions) {
 	if err := b.Store.CreateQueue(context.Background(), name, opts); err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
+}
+
+// Send sends msgs to queue in one committed transaction of b's store and
+// returns their sequence numbers, failing the test on error. A nil Body
+// gets one of its own, so that no two messages de-duplicate by accident.
+func (b *Bundle) Send(t testing.TB, queue string, msgs ...outbox.Message) []int64 {
+	t.Helper()
+	var seqs []int64
+	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
+		for _, m := range msgs {
+			if m.Body == nil {
+				m.Body = fmt.Appendf(nil, "body-%d-%s", len(seqs), m.MessageID)
+			}
+			seq, err := outbox.SendOne(tx.Context(), tx.SQL(), queue, m)
+			if err != nil {
+				return err
+			}
+			seqs = append(seqs, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("send to %s: %v", queue, err)
+	}
+	return seqs
+}
+
+// Seqs returns the sequence numbers of msgs, in order.
+func Seqs(msgs []mqlite.Message) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Seq
+	}
+	return out
 }
 
 // CPUTime is the user plus system CPU time the process has used. Benchmarks
