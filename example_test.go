@@ -21,7 +21,7 @@ func openExample(ctx context.Context, opts mqlite.QueueOptions) (*mqlite.Store, 
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func ExampleStore_Redrive() {
 	}
 	fmt.Println("handed out after the limit:", len(msgs))
 
-	dead, err := st.PeekDeadLetters(ctx, "jobs", mqlite.PeekOptions{})
+	dead, err := st.PeekDeadLetters(ctx, "jobs", mqlite.PeekParams{})
 	if err != nil {
 		log.Fatal(err)
 	}

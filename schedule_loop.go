@@ -12,13 +12,13 @@ func (s *Store) wakeSchedules() {
 }
 
 // scheduleRetry is how soon the schedule loop tries again after a failed
-// firing (at most Options.ScheduleInterval).
+// firing (at most Config.ScheduleInterval).
 const scheduleRetry = time.Second
 
 // scheduleLoop sends each schedule's messages as their periods begin: it
 // sleeps until the earliest next period of any schedule (a timer armed by
 // the store's clock, no polling), until a schedule changes, or at most
-// Options.ScheduleInterval, the safety net for a clock that jumps. It stops
+// Config.ScheduleInterval, the safety net for a clock that jumps. It stops
 // when the store closes; Close waits for it.
 func (s *Store) scheduleLoop() {
 	for {

@@ -25,7 +25,7 @@ var noDedup = mqlite.QueueOptions{DedupWindow: -1}
 // in sequence order, read from their MessageIDs.
 func periodsIn(t *testing.T, st *mqlite.Store, queue, name string) []time.Time {
 	t.Helper()
-	msgs, err := st.Peek(context.Background(), queue, mqlite.PeekOptions{Max: 1000})
+	msgs, err := st.Peek(context.Background(), queue, mqlite.PeekParams{Max: 1000})
 	if err != nil {
 		t.Fatalf("peek %s: %v", queue, err)
 	}
@@ -75,7 +75,7 @@ func getSchedule(t *testing.T, st *mqlite.Store, name string) mqlite.ScheduleInf
 func TestScheduleCRUD(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	st := b.Store
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	if err := st.CreateTopic(ctx, "events"); err != nil {
@@ -198,7 +198,7 @@ func TestScheduleCRUD(t *testing.T) {
 func TestScheduleFiresOncePerPeriod(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	err := b.Store.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute,
 		Body: []byte("tick"), Subject: "subj", Properties: map[string]string{"k": "v"}, GroupID: "g", TTL: time.Hour})
@@ -227,7 +227,7 @@ func TestScheduleFiresOncePerPeriod(t *testing.T) {
 		}
 	}
 	wantPeriods(t, b.Store, "q", "m", first, time.Minute, 3)
-	msgs, err := b.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := b.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestScheduleFiresOncePerPeriod(t *testing.T) {
 func TestScheduleCronInTimeZone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	if err := b.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +289,8 @@ func reopen(t *testing.T, st *mqlite.Store, clock mqlite.Clock) *mqlite.Store {
 	return st2
 }
 
-func loopsOff(clock mqlite.Clock) mqlite.Options {
-	return mqlite.Options{Clock: clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
+func loopsOff(clock mqlite.Clock) mqlite.Config {
+	return mqlite.Config{Clock: clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
 		JanitorInterval: -1, RetentionInterval: -1, ScheduleInterval: -1}
 }
 
@@ -300,7 +300,7 @@ func loopsOff(clock mqlite.Clock) mqlite.Options {
 func TestScheduleCatchUpAcrossRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	err := b.Store.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute, CatchUp: 3})
 	if err != nil {
@@ -430,7 +430,7 @@ func TestScheduleLoopWakesAtNextPeriod(t *testing.T) {
 func TestUpdateScheduleConcurrentWithFiring(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	opts := mqlite.ScheduleOptions{Target: "q", Every: time.Second, CatchUp: mqlite.MaxScheduleCatchUp, Body: []byte("0")}
 	if err := b.Store.CreateSchedule(ctx, "m", opts); err != nil {
@@ -474,7 +474,7 @@ func TestUpdateScheduleConcurrentWithFiring(t *testing.T) {
 func TestScheduleTargetDeleted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	if err := b.Store.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -528,7 +528,7 @@ func TestCloseInsideTxWithScheduleLoopWaiting(t *testing.T) {
 func TestUpdateScheduleAfterTheClockStepsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{ScheduleInterval: -1})
+	b := testdb.Open(t, mqlite.Config{ScheduleInterval: -1})
 	b.Queue(t, "q", noDedup)
 	opts := mqlite.ScheduleOptions{Target: "q", Every: time.Minute, Body: []byte("tick")}
 	if err := b.Store.CreateSchedule(ctx, "m", opts); err != nil {

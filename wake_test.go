@@ -18,7 +18,7 @@ import (
 // a message out at its due moment.
 func wakeStore(t *testing.T, dir string, q mqlite.QueueOptions) *mqlite.Store {
 	t.Helper()
-	st, err := mqlite.Open(context.Background(), filepath.Join(dir, "mq.db"), mqlite.Options{
+	st, err := mqlite.Open(context.Background(), filepath.Join(dir, "mq.db"), mqlite.Config{
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
 	if err != nil {

@@ -303,7 +303,7 @@ func TestRevocationEndsWaitingReceives(t *testing.T) {
 	if a.status != 401 {
 		t.Fatalf("the revoked key's waiting receive answered %d %s, want 401", a.status, a.body)
 	}
-	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 0 {
 		t.Fatalf("the message sent after the revocation: %+v, %v; want it undelivered", msgs, err)
 	}
@@ -358,7 +358,7 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	if st, e := f.do(t, "POST", "/v1/queues/q/messages", f.keys["producer"], []byte(`{"body":"eA==","message_id":"\ud83d\ude00"}`)); st != 201 {
 		t.Errorf("a surrogate pair: %d %+v", st, e)
 	}
-	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil || len(msgs) != 1 || msgs[0].MessageID != "\U0001F600" {
 		t.Fatalf("stored: %+v, %v; want only the valid message", msgs, err)
 	}

@@ -380,8 +380,8 @@ func (s *Server) budget(asked int64) (int64, error) {
 
 // peekOptions reads from_seq, max and max_bytes from the query string; the
 // answer's byte budget applies.
-func (s *Server) peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
-	var opts mqlite.PeekOptions
+func (s *Server) peekOptions(r *http.Request) (mqlite.PeekParams, error) {
+	var opts mqlite.PeekParams
 	err := queryInts(r, map[string]func(int64){
 		"from_seq":  func(v int64) { opts.FromSeq = v },
 		"max":       func(v int64) { opts.Max = int(min(v, 1<<30)) },

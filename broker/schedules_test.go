@@ -28,7 +28,7 @@ import (
 // while the parallel ones wait.
 func TestScheduleListingMemoryIsBoundedByTheBudget(t *testing.T) {
 	const n, size, budget = 64, 512 << 10, 64 << 10
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	body := make([]byte, size)
 	for i := range n {
@@ -103,7 +103,7 @@ func FuzzScheduleListingQuery(f *testing.F) {
 	for _, q := range []string{"", "after=b", "max=1", "max_bytes=1", "max=-1", "max=1001", "after=%ff", "after=a/b", "max=x"} {
 		f.Add(q)
 	}
-	tb := testdb.Open(f, mqlite.Options{})
+	tb := testdb.Open(f, mqlite.Config{})
 	tb.Queue(f, "q", mqlite.QueueOptions{})
 	for _, name := range []string{"a", "b", "c"} {
 		if err := tb.Store.CreateSchedule(ctx, name, mqlite.ScheduleOptions{Target: "q", Every: time.Hour}); err != nil {

@@ -34,7 +34,7 @@ func TestSendValidatesBeforeSending(t *testing.T) {
 	}))
 	defer ts.Close()
 	c := newClient(t, ts.URL, "k", nil)
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	for _, m := range []outbox.Message{
 		{MessageID: "a\xff"},
@@ -81,7 +81,7 @@ func sameSentinels(a, b error) bool {
 // and consumer.Loop over the client still handles every message once.
 func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, b, broker.Config{MaxResponseBytes: 3000})
 	c := newClient(t, url, key, b.Clock)
@@ -93,7 +93,7 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	if _, err := c.SendBatch(ctx, "q", msgs); err != nil {
 		t.Fatal(err)
 	}
-	peeked, err := c.Peek(ctx, "q", mqlite.PeekOptions{Max: 100})
+	peeked, err := c.Peek(ctx, "q", mqlite.PeekParams{Max: 100})
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek of 100: %d messages, %v; want 3 (the budget)", len(peeked), err)
 	}
@@ -136,7 +136,7 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 				cancel()
 			}
 			return nil
-		}, consumer.LoopOptions{Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		}, consumer.LoopConfig{Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Loop: %v", err)

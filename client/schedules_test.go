@@ -17,7 +17,7 @@ import (
 // others are not found).
 func TestSchedulesOverClient(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	b.Queue(t, "other", mqlite.QueueOptions{})
 	url, admin := serve(t, b, broker.Config{})

@@ -51,7 +51,7 @@ func TestLoopProcessSpan(t *testing.T) {
 			rec := endSignal{tracetest.NewSpanRecorder(), make(chan string, 100)}
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			defer tp.Shutdown(context.Background())
-			b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
+			b := testdb.Open(t, mqlite.Config{TracerProvider: tp})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			// A message from a traced sender (another process: this
 			// test leaves the global provider alone, so the outbox here
@@ -74,7 +74,7 @@ func TestLoopProcessSpan(t *testing.T) {
 				done <- consumer.Loop(ctx, b.Store, "q", func(ctx context.Context, _ mqlite.Message) error {
 					seen <- trace.SpanContextFromContext(ctx)
 					return tc.handler
-				}, consumer.LoopOptions{}) // the fake clock stands: an abandoned message does not come back
+				}, consumer.LoopConfig{}) // the fake clock stands: an abandoned message does not come back
 			}()
 			timeout := time.After(30 * time.Second)
 		wait:
@@ -129,7 +129,7 @@ func TestLoopBatchProcessSpan(t *testing.T) {
 	rec := endSignal{tracetest.NewSpanRecorder(), make(chan string, 100)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
-	b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
+	b := testdb.Open(t, mqlite.Config{TracerProvider: tp})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	senders := map[string]trace.SpanContext{} // body → its sender's span
 	for _, body := range []string{"a", "bad", "c"} {
@@ -165,7 +165,7 @@ func TestLoopBatchProcessSpan(t *testing.T) {
 			}
 			calls <- c
 			return errs
-		}, consumer.BatchOptions{MaxBatch: 3})
+		}, consumer.BatchConfig{MaxBatch: 3})
 	}()
 	var got []call
 	timeout := time.After(30 * time.Second)

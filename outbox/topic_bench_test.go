@@ -24,7 +24,7 @@ func BenchmarkSendTopic(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			st, err := mqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), mqlite.Options{})
+			st, err := mqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), mqlite.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

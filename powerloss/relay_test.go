@@ -58,7 +58,7 @@ func relayWorker(ctx context.Context, w workerEnv) error {
 	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 		return err
 	}
-	rl, err := relay.New(st, relayQueue, relaySink{}, relay.Options{
+	rl, err := relay.New(st, relayQueue, relaySink{}, relay.Config{
 		Concurrency: relayConcurrency, MaxBatch: relayBatch, Observer: relayObserver{}, DrainTimeout: -1,
 	})
 	if err != nil {

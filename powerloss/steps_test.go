@@ -167,7 +167,7 @@ func backupTemplate(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, plDB), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, plDB), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

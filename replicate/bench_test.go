@@ -30,7 +30,7 @@ func BenchmarkCommit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			path := filepath.Join(b.TempDir(), "app.db")
-			st, err := mqlite.Open(ctx, path, mqlite.Options{})
+			st, err := mqlite.Open(ctx, path, mqlite.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

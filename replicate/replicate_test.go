@@ -30,7 +30,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func open(t *testing.T) *mqlite.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "app.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +63,12 @@ func restored(t *testing.T, dir string) []string {
 	if err := litestream.NewReplicaWithClient(nil, file.NewReplicaClient(dir)).Restore(ctx, opt); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	msgs, err := st.Peek(ctx, "q", mqlite.PeekOptions{Max: 1000})
+	msgs, err := st.Peek(ctx, "q", mqlite.PeekParams{Max: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
