@@ -20,7 +20,7 @@ import (
 func openQueue(t *testing.T) *testdb.Bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	return b
 }

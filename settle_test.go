@@ -46,7 +46,7 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 	if res, err = b.Store.CompleteBatch(ctx, []mqlite.Lock{msgs[2].Lock()}); err != nil || !errors.Is(res[0], mqlite.ErrLockLost) {
 		t.Fatalf("after the lease: %v, %v; want ErrLockLost", res, err)
 	}
-	left, err := b.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	left, err := b.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil || len(left) != 1 || left[0].Seq != msgs[2].Seq {
 		t.Fatalf("left %v, %v; want [%d]", left, err, msgs[2].Seq)
 	}
