@@ -20,9 +20,7 @@ import (
 func openQueue(t *testing.T) *testdb.Bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Config{})
-	b.Queue(t, "q", mqlite.QueueOptions{})
-	return b
+	return testdb.OpenQueue(t, "q", mqlite.QueueOptions{})
 }
 
 // TestLockTokenHas128Bits: a lock token is 32 hex digits.

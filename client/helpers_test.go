@@ -8,16 +8,15 @@ package client_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/internal/testdb"
-	"github.com/mqlite/mqlite/outbox"
 )
 
-const lease = 30 * time.Second
+// lease is how long a delivery of queue "q" is locked (the default).
+const lease = mqlite.DefaultLockDuration
 
 type bundle struct {
 	*testdb.Bundle
@@ -27,20 +26,9 @@ type bundle struct {
 func setup(t *testing.T, opts mqlite.QueueOptions) *bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Config{})
-	if opts.LockDuration == 0 {
-		opts.LockDuration = lease
-	}
-	b.Queue(t, "q", opts)
+	b := testdb.OpenQueue(t, "q", opts)
 	url, key := serve(t, b, broker.Config{})
 	return &bundle{Bundle: b, src: newClient(t, url, key, b.Clock)}
-}
-
-// send sends msgs to "q" in one transaction of the store and returns
-// their seqs.
-func (b *bundle) send(t *testing.T, msgs ...outbox.Message) []int64 {
-	t.Helper()
-	return b.Send(t, "q", msgs...)
 }
 
 func must(t *testing.T, err error) {

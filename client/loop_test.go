@@ -103,7 +103,7 @@ func TestLoopOverClientWakesOnCommit(t *testing.T) {
 	}()
 	<-polling // the Loop's receive is on its way: it finds nothing and waits
 	sent := time.Now()
-	b.send(t, outbox.Message{Body: []byte("wake")})
+	b.Send(t, "q", outbox.Message{Body: []byte("wake")})
 	select {
 	case at := <-got:
 		if d := at.Sub(sent); d > 5*time.Second {

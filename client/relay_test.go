@@ -49,7 +49,7 @@ func (o settledSink) Rejected(m mqlite.Message, _ time.Duration, _ error) {
 // one is dead-lettered.
 func TestRelayOverClient(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
-	b.send(t, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("refuse")}, outbox.Message{Body: []byte("b")})
+	b.Send(t, "q", outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("refuse")}, outbox.Message{Body: []byte("b")})
 	got, settled := make(chan string, 10), make(chan string, 10)
 	r, err := relay.New(b.src, "q", chanSink{got}, relay.Config{Concurrency: 2, MaxBatch: 10, Observer: settledSink{settled: settled}})
 	must(t, err)

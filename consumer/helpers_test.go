@@ -9,15 +9,14 @@ package consumer_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
-	"github.com/mqlite/mqlite/outbox"
 )
 
-const lease = 30 * time.Second
+// lease is how long a delivery of queue "q" is locked (the default).
+const lease = mqlite.DefaultLockDuration
 
 var ctx = context.Background()
 
@@ -26,23 +25,13 @@ type bundle struct {
 	src consumer.Source
 }
 
-// setup opens a store with queue "q" (LockDuration lease unless opts says)
-// for a parallel test.
+// setup opens a store with queue "q" for a parallel test; its leases
+// last lease unless opts says.
 func setup(t *testing.T, opts mqlite.QueueOptions) *bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Config{})
-	if opts.LockDuration == 0 {
-		opts.LockDuration = lease
-	}
-	b.Queue(t, "q", opts)
+	b := testdb.OpenQueue(t, "q", opts)
 	return &bundle{Bundle: b, src: b.Store}
-}
-
-// send sends msgs to "q" in one transaction and returns their seqs.
-func (b *bundle) send(t *testing.T, msgs ...outbox.Message) []int64 {
-	t.Helper()
-	return b.Send(t, "q", msgs...)
 }
 
 func must(t *testing.T, err error) {

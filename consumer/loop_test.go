@@ -822,7 +822,7 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 			return errors.New("not yet")
 		}, consumer.LoopConfig{Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
 	}()
-	seq := b.send(t, outbox.Message{})[0]
+	seq := b.Send(t, "q", outbox.Message{})[0]
 	select {
 	case delay := <-obs.ch:
 		if delay != time.Second {

@@ -98,6 +98,14 @@ func (b *Bundle) Queue(t testing.TB, name string, opts mqlite.QueueOptions) {
 	}
 }
 
+// OpenQueue opens a fresh store, as Open, with queue created with opts.
+func OpenQueue(t testing.TB, queue string, opts mqlite.QueueOptions) *Bundle {
+	t.Helper()
+	b := Open(t, mqlite.Config{})
+	b.Queue(t, queue, opts)
+	return b
+}
+
 // Send sends msgs to queue in one committed transaction of b's store and
 // returns their sequence numbers, failing the test on error. A nil Body
 // gets one of its own, so that no two messages de-duplicate by accident.
