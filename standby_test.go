@@ -75,10 +75,7 @@ func TestOpenWaitForLockTakesOver(t *testing.T) {
 	if err := primary.CreateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := primary.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("kept")})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(ctx, primary, "q", outbox.Message{Body: []byte("kept")}); err != nil {
 		t.Fatal(err)
 	}
 	if msgs, err := primary.Receive(ctx, "q", mqlite.ReceiveOptions{}); err != nil || len(msgs) != 1 {

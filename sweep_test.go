@@ -599,10 +599,7 @@ func TestLoopsReadTheInjectedClock(t *testing.T) {
 	if err := st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{LockDuration: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	err = st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", body("x"))
-		return err
-	})
+	_, err = outbox.Send(context.Background(), st, "q", body("x"))
 	if err != nil {
 		t.Fatal(err)
 	}

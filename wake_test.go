@@ -33,10 +33,7 @@ func wakeStore(t *testing.T, dir string, q mqlite.QueueOptions) *mqlite.Store {
 
 func sendTx(t *testing.T, st *mqlite.Store, msgs ...outbox.Message) {
 	t.Helper()
-	err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", msgs)
-		return err
-	})
+	_, err := outbox.Send(context.Background(), st, "q", msgs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,10 +80,7 @@ func TestTopicAdminNeedsEveryQueueItChanges(t *testing.T) {
 	f := start(t, broker.Config{})
 	f.subscribe(t, "mine", "theirs")
 	scoped, _ := f.key(t, keys.Admin, "t", "mine")
-	if err := f.tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "t", outbox.Message{Body: []byte("x"), Subject: "s"})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(ctx, f.tb.Store, "t", outbox.Message{Body: []byte("x"), Subject: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ method, path, body string }{
@@ -476,10 +473,7 @@ func TestDelaysAreBounded(t *testing.T) {
 	if st != 400 {
 		t.Errorf("batch with a deliver_at in 2319: %d %+v, want 400", st, e)
 	}
-	if err := f.tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("held")})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(ctx, f.tb.Store, "q", outbox.Message{Body: []byte("held")}); err != nil {
 		t.Fatal(err)
 	}
 	var got wire.MessagesResponse

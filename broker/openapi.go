@@ -39,7 +39,7 @@ type operation struct {
 // without its operation fails the broker's OpenAPI test (and the document
 // refuses to build), as does an operation without its route.
 var operations = map[string]operation{
-	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.Message{}, wire.SendResult{}, http.StatusCreated, nil},
+	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.SendMessage{}, wire.SendResult{}, http.StatusCreated, nil},
 	"POST /v1/queues/{queue}/messages/batch":          {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
 	"GET /v1/queues/{queue}/messages":                 {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
 	"POST /v1/queues/{queue}/receive":                 {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},

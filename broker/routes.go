@@ -105,27 +105,21 @@ func (s *Server) checkBatch(n int, what string) error {
 	return nil
 }
 
-// sendMessages runs one outbox.SendBatch in one transaction.
-func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.Message) ([]outbox.Result, error) {
+// sendMessages sends in, in one transaction.
+func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.SendMessage) ([]outbox.Result, error) {
 	msgs := make([]outbox.Message, len(in))
 	for i, m := range in {
 		msgs[i] = m.Outbox()
 	}
-	var res []outbox.Result
-	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
-		return err
-	})
-	return res, err
+	return outbox.Send(ctx, s.st, queue, msgs...)
 }
 
 func (s *Server) send(r *http.Request) (result, error) {
-	m, err := decode[wire.Message](r.Body)
+	m, err := decode[wire.SendMessage](r.Body)
 	if err != nil {
 		return result{}, err
 	}
-	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.Message{m})
+	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.SendMessage{m})
 	if err != nil {
 		return result{}, err
 	}
@@ -229,7 +223,7 @@ func (s *Server) receive(r *http.Request) (result, error) {
 	}
 	if err != nil {
 		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
-			return ok(wire.MessagesResponse{Messages: []wire.OutMessage{}})
+			return ok(wire.MessagesResponse{Messages: []wire.ReceivedMessage{}})
 		}
 		return result{}, err
 	}

@@ -52,10 +52,7 @@ func TestSendValidatesBeforeSending(t *testing.T) {
 			t.Errorf("SendBatch(%+v): %v, want ErrInvalidArgument", m, err)
 		}
 		// The store says the same.
-		err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", m)
-			return err
-		})
+		_, err := outbox.Send(ctx, b.Store, "q", m)
 		if _, errc := c.Send(ctx, "q", m); !sameSentinels(err, errc) {
 			t.Errorf("outbox.SendOne(%+v): %v, the client: %v", m, err, errc)
 		}

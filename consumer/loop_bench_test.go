@@ -156,10 +156,7 @@ func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 			for i := range msgs {
 				msgs[i] = outbox.Message{Body: body}
 			}
-			if err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-				_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", msgs)
-				return err
-			}); err != nil {
+			if _, err := outbox.Send(ctx, st, "q", msgs...); err != nil {
 				return err
 			}
 			n -= k

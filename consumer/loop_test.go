@@ -337,10 +337,8 @@ func TestLoopWakesAtScheduledTime(t *testing.T) {
 			return nil
 		}, consumer.LoopConfig{})
 		due := time.Now().Add(7 * time.Second)
-		must(t, e.st.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("later"), DeliverAt: due})
-			return err
-		}))
+		_, err := outbox.Send(ctx, e.st, "q", outbox.Message{Body: []byte("later"), DeliverAt: due})
+		must(t, err)
 		advance(7*time.Second - time.Millisecond)
 		if at.Load() != 0 {
 			t.Fatal("handled before its DeliverAt")

@@ -59,10 +59,7 @@ func TestLoopProcessSpan(t *testing.T) {
 			sctx, send := tp.Tracer("test").Start(context.Background(), "sender")
 			props := propagation.MapCarrier{}
 			propagation.TraceContext{}.Inject(sctx, props)
-			if err := b.Store.Tx(sctx, func(tx *mqlite.Tx) error {
-				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x"), MessageID: "m1", Properties: props})
-				return err
-			}); err != nil {
+			if _, err := outbox.Send(sctx, b.Store, "q", outbox.Message{Body: []byte("x"), MessageID: "m1", Properties: props}); err != nil {
 				t.Fatal(err)
 			}
 			send.End()
@@ -136,10 +133,7 @@ func TestLoopBatchProcessSpan(t *testing.T) {
 		sctx, send := tp.Tracer("test").Start(context.Background(), "sender "+body)
 		props := propagation.MapCarrier{}
 		propagation.TraceContext{}.Inject(sctx, props)
-		if err := b.Store.Tx(sctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body), Properties: props})
-			return err
-		}); err != nil {
+		if _, err := outbox.Send(sctx, b.Store, "q", outbox.Message{Body: []byte(body), Properties: props}); err != nil {
 			t.Fatal(err)
 		}
 		send.End()

@@ -24,10 +24,7 @@ func TestCollectorOnAnEmbeddedStore(t *testing.T) {
 	tb.Queue(t, "q", testdb.WorkloadQueue)
 	ctx := context.Background()
 	send := func(body string) {
-		err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body)})
-			return err
-		})
+		_, err := outbox.Send(ctx, tb.Store, "q", outbox.Message{Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}

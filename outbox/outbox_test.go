@@ -794,10 +794,7 @@ func TestOversizeRefusedBeforeItIsTouched(t *testing.T) {
 	body := make([]byte, mqlite.MaxMessageBytesLimit+1)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-		return err
-	})
+	_, err := outbox.Send(context.Background(), b.Store, "q", outbox.Message{Body: body})
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, mqlite.ErrMessageTooLarge) {
 		t.Fatalf("send: %v, want ErrMessageTooLarge", err)

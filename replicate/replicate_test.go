@@ -43,10 +43,7 @@ func open(t *testing.T) *mqlite.Store {
 
 func send(t *testing.T, st *mqlite.Store, body string) {
 	t.Helper()
-	err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body)})
-		return err
-	})
+	_, err := outbox.Send(context.Background(), st, "q", outbox.Message{Body: []byte(body)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,13 +112,7 @@ type local struct{ *mqlite.Store }
 
 // SendBatch sends msgs in one transaction.
 func (l local) SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error) {
-	var res []outbox.Result
-	err := l.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
-		return err
-	})
-	return res, err
+	return outbox.Send(ctx, l.Store, queue, msgs...)
 }
 
 func keyOf(k keys.Key) client.Key {

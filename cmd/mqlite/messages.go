@@ -241,7 +241,7 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 // the body as JSON when it is valid JSON, and in body_base64 otherwise
 // (the wire's base64 of every body is for programs, not for jq).
 type jsonMessage struct {
-	wire.OutMessage
+	wire.ReceivedMessage
 	Body       json.RawMessage `json:"body,omitempty"`
 	BodyBase64 []byte          `json:"body_base64,omitempty"`
 }
@@ -256,7 +256,7 @@ type jsonMessages struct {
 func toJSON(msgs []mqlite.Message, settled string) jsonMessages {
 	out := jsonMessages{Messages: make([]jsonMessage, len(msgs))}
 	for i, m := range msgs {
-		j := jsonMessage{OutMessage: wire.FromMessage(m)}
+		j := jsonMessage{ReceivedMessage: wire.FromMessage(m)}
 		if json.Valid(m.Body) {
 			j.Body = m.Body
 		} else {

@@ -115,7 +115,7 @@ const claimDeleteSQL = `DELETE FROM mqlite_messages
 	RETURNING ` + returning
 
 // sizeSQL is the size of message m as Config.MaxMessageBytes counts it
-// (OutMessage.Size): its body and its metadata.
+// (SendMessage.Size): its body and its metadata.
 const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce(octet_length(m.group_id), 0)
 	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
 
@@ -453,7 +453,7 @@ type PeekRequest struct {
 }
 
 // Size is the row's size as Config.MaxMessageBytes counts it
-// (OutMessage.Size): its body and its metadata.
+// (SendMessage.Size): its body and its metadata.
 func (r Row) Size() int64 {
 	n := len(r.Body) + len(r.MessageID) + len(r.Subject) + len(r.Properties)
 	if r.GroupID != nil {

@@ -28,10 +28,7 @@ func fill(b *testing.B, st *mqlite.Store, q string, n int, group string) {
 		for i := range msgs {
 			msgs[i] = outbox.Message{Body: body, MessageID: fmt.Sprintf("%s-%d", q, done+i), GroupID: group}
 		}
-		err := st.Tx(bctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendBatch(tx.Context(), tx.SQL(), q, msgs)
-			return err
-		})
+		_, err := outbox.Send(bctx, st, q, msgs...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -155,10 +155,7 @@ func send(b *testing.B, st *mqlite.Store) {
 	body := make([]byte, 256)
 	binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
 	binary.BigEndian.PutUint64(body[8:], uint64(time.Now().UnixNano())) // a distinct content key
-	err := st.Tx(bctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-		return err
-	})
+	_, err := outbox.Send(bctx, st, "q", outbox.Message{Body: body})
 	if err != nil {
 		b.Error(err)
 	}

@@ -48,10 +48,7 @@ func BenchmarkLargeMessage(b *testing.B) {
 	b.Run("mqlite", func(b *testing.B) {
 		tb := testdb.Open(b, mqlite.Config{MaxMessageBytes: mqlite.MaxMessageBytesLimit})
 		tb.Queue(b, "q", mqlite.QueueOptions{})
-		err := tb.Store.Tx(bctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-			return err
-		})
+		_, err := outbox.Send(bctx, tb.Store, "q", outbox.Message{Body: body})
 		if err != nil {
 			b.Fatal(err)
 		}

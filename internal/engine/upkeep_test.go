@@ -17,10 +17,7 @@ func TestStateChangeKeepsLargeBody(t *testing.T) {
 	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	body := make([]byte, 512<<10)
-	if err := tb.Store.Tx(bctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(bctx, tb.Store, "q", outbox.Message{Body: body}); err != nil {
 		t.Fatal(err)
 	}
 	wal := testdb.NewWALCounter(t, tb.Path)

@@ -102,21 +102,15 @@ func Send(t testing.TB, st *mqlite.Store, msgs ...outbox.Message) []int64 {
 	var seqs []int64
 	for len(msgs) > 0 {
 		n := min(len(msgs), 500)
-		err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-			res, err := outbox.SendBatch(tx.Context(), tx.SQL(), Queue, msgs[:n])
-			if err != nil {
-				return err
-			}
-			for _, r := range res {
-				if r.Err != nil {
-					return r.Err
-				}
-				seqs = append(seqs, r.Seq)
-			}
-			return nil
-		})
+		res, err := outbox.Send(context.Background(), st, Queue, msgs[:n]...)
 		if err != nil {
 			t.Fatalf("send: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("send: %v", r.Err)
+			}
+			seqs = append(seqs, r.Seq)
 		}
 		msgs = msgs[n:]
 	}
