@@ -25,8 +25,8 @@ var storeOnly = map[string]string{
 // clientOnly are the exported methods of *client.Client that *mqlite.Store
 // does not offer, each with the reason.
 var clientOnly = map[string]string{
-	"Send":      "a send in its own transaction: on a store, outbox.SendOne inside Store.Tx",
-	"SendBatch": "as Send: on a store, outbox.SendBatch inside Store.Tx",
+	"Send":      "a send in its own transaction: on a store, outbox.Send",
+	"SendBatch": "as Send: on a store, outbox.Send",
 	"Counts":    "the broker's per-queue counts for the dashboard (GET /v1/counts): on a store, Metrics",
 	"Ready":     "whether the broker is ready (GET /readyz): a store is ready once Open returns",
 	"WhoAmI":    "the key the client holds and what it covers: a store has no keys",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -111,22 +112,22 @@ func OpenQueue(t testing.TB, queue string, opts mqlite.QueueOptions) *Bundle {
 // gets one of its own, so that no two messages de-duplicate by accident.
 func (b *Bundle) Send(t testing.TB, queue string, msgs ...outbox.Message) []int64 {
 	t.Helper()
-	var seqs []int64
-	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		for _, m := range msgs {
-			if m.Body == nil {
-				m.Body = fmt.Appendf(nil, "body-%d-%s", len(seqs), m.MessageID)
-			}
-			seq, err := outbox.SendOne(tx.Context(), tx.SQL(), queue, m)
-			if err != nil {
-				return err
-			}
-			seqs = append(seqs, seq)
+	msgs = slices.Clone(msgs)
+	for i := range msgs {
+		if msgs[i].Body == nil {
+			msgs[i].Body = fmt.Appendf(nil, "body-%d-%s", i, msgs[i].MessageID)
 		}
-		return nil
-	})
+	}
+	res, err := outbox.Send(context.Background(), b.Store, queue, msgs...)
 	if err != nil {
 		t.Fatalf("send to %s: %v", queue, err)
+	}
+	seqs := make([]int64, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("send to %s, message %d: %v", queue, i, r.Err)
+		}
+		seqs[i] = r.Seq
 	}
 	return seqs
 }
