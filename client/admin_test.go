@@ -105,7 +105,7 @@ func TestTopicsAndAdminOverClient(t *testing.T) {
 	if len(qs) != 3 {
 		t.Fatalf("queues %+v", qs)
 	}
-	b.send(t, outbox.Message{}, outbox.Message{})
+	b.Send(t, "q", outbox.Message{}, outbox.Message{})
 	for range 2 {
 		m := b.receive(t, mqlite.ReceiveOptions{})
 		must(t, c.Reject(ctx, m[0].Lock(), "bad", ""))

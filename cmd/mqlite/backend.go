@@ -95,7 +95,7 @@ type backend interface {
 	CreateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
 	UpdateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
 	GetSchedule(ctx context.Context, name string) (mqlite.ScheduleInfo, error)
-	ListSchedules(ctx context.Context, opts mqlite.ListSchedulesOptions) ([]mqlite.ScheduleInfo, error)
+	ListSchedules(ctx context.Context, opts mqlite.ListSchedulesParams) ([]mqlite.ScheduleInfo, error)
 	DeleteSchedule(ctx context.Context, name string) error
 	Backup(ctx context.Context, dst string) error
 	CreateKey(ctx context.Context, role string, queues []string) (client.Key, string, error)
