@@ -64,7 +64,8 @@ type Outcome struct {
 	Permanent bool
 	// Reason and Description are the dead letter's, for a Permanent
 	// outcome: Reason names the failure ("webhook: HTTP 400"), Description
-	// carries the far side's answer.
+	// carries the far side's answer. For a Hold, Reason names what the far
+	// side lacks, in a few fixed words (HoldObserver's reason).
 	Reason      string
 	Description string
 	// Hold marks a failure that is the far side's and not the message's:
@@ -103,12 +104,26 @@ func Permanent(reason, description string) Outcome {
 // lease, so it costs no delivery) and sends it again after
 // Options.HoldBackoff's delay, until it is delivered or Run stops. A
 // misconfigured far side thus holds the backlog back instead of pushing it
-// into the dead letters.
-func Hold(err error) Outcome {
+// into the dead letters. reason names what the far side lacks in a few
+// fixed words ("no_stream", "no_topic", "unroutable", "no_exchange"): it
+// is a label of the holds counted by a HoldObserver, so it must not carry
+// a message's data; "" is "unknown".
+func Hold(reason string, err error) Outcome {
 	if err == nil {
 		err = errors.New("relay: far side not ready")
 	}
-	return Outcome{Err: err, Hold: true}
+	if reason == "" {
+		reason = "unknown"
+	}
+	return Outcome{Err: err, Hold: true, Reason: reason}
+}
+
+// HoldObserver is an Options.Observer that is also told of every hold:
+// each time a Send answered Hold for a message. metrics.RelayObserver's
+// sink observers are HoldObservers. Held is called from the relay's
+// goroutines, concurrently, and must return quickly.
+type HoldObserver interface {
+	Held(m mqlite.Message, reason string, cause error)
 }
 
 // Delivered reports whether o is the outcome of a delivered message.
@@ -206,7 +221,8 @@ type Relay struct {
 	gate        Gate
 	holdBackoff consumer.Backoff
 	log         *slog.Logger
-	holding     atomic.Bool // a Send is holding messages the far side has no place for
+	holds       HoldObserver // nil unless Options.Observer is one
+	holding     atomic.Bool  // a Send is holding messages the far side has no place for
 
 	mu     sync.Mutex
 	groups map[string]struct{} // groups with a message in a Send
@@ -240,9 +256,10 @@ func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, er
 		opts.HoldBackoff = DefaultHoldBackoff
 	}
 	log := opts.Logger.With("relay", queue)
+	holds, _ := opts.Observer.(HoldObserver)
 	return &Relay{
 		src: src, queue: queue, sink: sink, groups: map[string]struct{}{},
-		gate: opts.Gate, holdBackoff: opts.HoldBackoff, log: log,
+		gate: opts.Gate, holdBackoff: opts.HoldBackoff, log: log, holds: holds,
 		opts: consumer.BatchOptions{
 			LoopOptions: consumer.LoopOptions{
 				Concurrency:  opts.Concurrency,
@@ -335,6 +352,9 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 			case o.Hold:
 				pending = append(pending, i)
 				cause = o.Err
+				if r.holds != nil {
+					r.holds.Held(msgs[i], o.Reason, o.Err)
+				}
 			case o.Delivered() && r.holding.CompareAndSwap(true, false):
 				r.log.Info("relay: the far side takes messages again")
 			}

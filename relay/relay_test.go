@@ -166,7 +166,7 @@ func TestHoldKeepsTheMessages(t *testing.T) {
 		out := make([]relay.Outcome, len(msgs))
 		for i, m := range msgs {
 			if calls <= holds {
-				out[i] = relay.Hold(errors.New("nats: no stream matches subject"))
+				out[i] = relay.Hold("no_stream", errors.New("nats: no stream matches subject"))
 				continue
 			}
 			counts[m.DeliveryCount]++

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	relaykafka "github.com/mqlite/mqlite/relay/kafka"
 )
@@ -317,5 +321,96 @@ func TestRelayNoStreamSaysWhatToCreate(t *testing.T) {
 	}
 	if n := strings.Count(stderr.String(), "create a stream"); n != 1 {
 		t.Errorf("the hint came %d times, want once:\n%s", n, stderr.String())
+	}
+}
+
+// TestRelayAMQPSaysWhatIsMissing: a RabbitMQ with no queue bound for the
+// routing key, or without the exchange, makes the relay say once what to
+// declare; once the test declared it, the message arrives.
+func TestRelayAMQPSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	const addr = "127.0.0.1:5672"
+	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
+		testdb.MissingService(t, "RabbitMQ on "+addr, err)
+	} else {
+		c.Close()
+	}
+	tests := []struct {
+		name     string
+		exchange bool // the relay publishes to an exchange of its own, not the default one
+		hint     string
+	}{
+		{"no queue bound", false, "no queue is bound to exchange"},
+		{"no exchange", true, "RabbitMQ has no exchange"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			queue := fmt.Sprintf("mqlite-cli-test-%d", time.Now().UnixNano())
+			exchange := ""
+			if tc.exchange {
+				exchange = queue + "-x"
+			}
+			defer func() {
+				_, _ = ch.QueueDelete(queue, false, false, false)
+				if exchange != "" {
+					_ = ch.ExchangeDelete(exchange, false, false)
+				}
+			}()
+			path := relayFile(t, outbox.Message{Body: []byte("hello")})
+			rctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- run(rctx, []string{"relay", "--db", path, "--queue", "events", "--sink", "amqp",
+					"--amqp-url", "amqp://guest:guest@" + addr + "/", "--exchange", exchange, "--routing-key", queue},
+					strings.NewReader(""), &stdout, &stderr)
+			}()
+			stderr.waitFor(t, tc.hint)
+
+			// Declare what was missing: the message then arrives.
+			if exchange != "" {
+				if err := ch.ExchangeDeclare(exchange, "direct", false, false, false, false, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if exchange != "" {
+				if err := ch.QueueBind(queue, queue, exchange, false, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := ch.Consume(queue, "", true, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case d := <-got:
+				if string(d.Body) != "hello" {
+					t.Fatalf("body %q", d.Body)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("the message did not arrive; stderr %s", stderr.String())
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("exit code %d; stderr %s", code, stderr.String())
+			}
+			if n := strings.Count(stderr.String(), tc.hint); n != 1 {
+				t.Errorf("the hint came %d times, want once:\n%s", n, stderr.String())
+			}
+		})
 	}
 }

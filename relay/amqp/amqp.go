@@ -201,7 +201,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, c := range confirms {
 		if c != nil && c.Acked() {
 			if reply, ok := sess.returned(relay.ID(msgs[i])); ok {
-				out[i] = relay.Hold(fmt.Errorf("%w: %s", ErrReturned, reply))
+				out[i] = relay.Hold("unroutable", fmt.Errorf("%w: %s", ErrReturned, reply))
 			}
 		}
 	}
@@ -219,7 +219,7 @@ func holdMissingExchange(ctx context.Context, sess *session, out []relay.Outcome
 	}
 	for i, o := range out {
 		if o.Err != nil && !o.Permanent && !o.Hold {
-			out[i] = relay.Hold(fmt.Errorf("%w: %s", ErrNoExchange, e.Reason))
+			out[i] = relay.Hold("no_exchange", fmt.Errorf("%w: %s", ErrNoExchange, e.Reason))
 		}
 	}
 }

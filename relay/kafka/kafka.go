@@ -167,7 +167,7 @@ func outcome(err error) relay.Outcome {
 	case err == nil:
 		return relay.Delivered()
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return relay.Hold(fmt.Errorf("%w: %w", ErrNoTopic, err))
+		return relay.Hold("no_topic", fmt.Errorf("%w: %w", ErrNoTopic, err))
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
 		return relay.Permanent("kafka: message too large", err.Error())
 	case errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.TopicAuthorizationFailed):

@@ -170,7 +170,7 @@ func failed(err error) relay.Outcome {
 	case errors.Is(err, natsgo.ErrMaxPayload):
 		return relay.Permanent("nats: message too large", err.Error())
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsgo.ErrNoResponders):
-		return relay.Hold(fmt.Errorf("%w: %w", ErrNoStream, err))
+		return relay.Hold("no_stream", fmt.Errorf("%w: %w", ErrNoStream, err))
 	}
 	return relay.Retry(fmt.Errorf("nats: publish: %w", err), 0)
 }
