@@ -30,6 +30,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -117,17 +118,11 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, invalid("RoutingKey: %v", err)
 	}
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-		f   string
-	}{{&cfg.ConfirmTimeout, DefaultConfirmTimeout, "ConfirmTimeout"}, {&cfg.DialTimeout, DefaultDialTimeout, "DialTimeout"}} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return nil, invalid("negative %s %v", d.f, *d.v)
-		}
+	if cfg.ConfirmTimeout, err = setting.Default("ConfirmTimeout", cfg.ConfirmTimeout, DefaultConfirmTimeout); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if cfg.DialTimeout, err = setting.Default("DialTimeout", cfg.DialTimeout, DefaultDialTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
 	if cfg.Reconnect == (consumer.Backoff{}) {
 		cfg.Reconnect = DefaultReconnect

@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/relay"
 )
 
@@ -96,11 +97,8 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, invalid("Topic: %v", err)
 	}
-	switch {
-	case cfg.DeliveryTimeout == 0:
-		cfg.DeliveryTimeout = DefaultDeliveryTimeout
-	case cfg.DeliveryTimeout < 0:
-		return nil, invalid("negative DeliveryTimeout %v", cfg.DeliveryTimeout)
+	if cfg.DeliveryTimeout, err = setting.Default("DeliveryTimeout", cfg.DeliveryTimeout, DefaultDeliveryTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),

@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -90,17 +91,11 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, invalid("Subject: %v", err)
 	}
-	switch {
-	case cfg.MaxInFlight == 0:
-		cfg.MaxInFlight = DefaultMaxInFlight
-	case cfg.MaxInFlight < 0:
-		return nil, invalid("negative MaxInFlight %d", cfg.MaxInFlight)
+	if cfg.MaxInFlight, err = setting.Default("MaxInFlight", cfg.MaxInFlight, DefaultMaxInFlight); err != nil {
+		return nil, invalid("%v", err)
 	}
-	switch {
-	case cfg.AckTimeout == 0:
-		cfg.AckTimeout = DefaultAckTimeout
-	case cfg.AckTimeout < 0:
-		return nil, invalid("negative AckTimeout %v", cfg.AckTimeout)
+	if cfg.AckTimeout, err = setting.Default("AckTimeout", cfg.AckTimeout, DefaultAckTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
 	return &Sink{cfg: cfg, subj: subj, slots: make(chan struct{}, cfg.MaxInFlight)}, nil
 }

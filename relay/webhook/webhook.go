@@ -39,6 +39,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/relay"
 )
 
@@ -142,17 +143,14 @@ func New(cfg Config) (*Sink, error) {
 		}
 		s.signers = append(s.signers, wh)
 	}
-	if s.cfg.Timeout, err = orDefault(cfg.Timeout, DefaultTimeout, "Timeout"); err != nil {
-		return nil, err
+	if s.cfg.Timeout, err = setting.Default("Timeout", cfg.Timeout, DefaultTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
-	if s.cfg.MaxRetryAfter, err = orDefault(cfg.MaxRetryAfter, DefaultMaxRetryAfter, "MaxRetryAfter"); err != nil {
-		return nil, err
+	if s.cfg.MaxRetryAfter, err = setting.Default("MaxRetryAfter", cfg.MaxRetryAfter, DefaultMaxRetryAfter); err != nil {
+		return nil, invalid("%v", err)
 	}
-	switch {
-	case cfg.MaxConcurrent == 0:
-		s.cfg.MaxConcurrent = DefaultMaxConcurrent
-	case cfg.MaxConcurrent < 0:
-		return nil, invalid("negative MaxConcurrent %d", cfg.MaxConcurrent)
+	if s.cfg.MaxConcurrent, err = setting.Default("MaxConcurrent", cfg.MaxConcurrent, DefaultMaxConcurrent); err != nil {
+		return nil, invalid("%v", err)
 	}
 	if s.cfg.Transport == nil {
 		s.cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
@@ -310,18 +308,6 @@ func RetryAfter(v string, now time.Time, maxDelay time.Duration) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxDelay)
-}
-
-// orDefault resolves a duration whose zero value means def and which may
-// not be negative.
-func orDefault(v, def time.Duration, field string) (time.Duration, error) {
-	switch {
-	case v == 0:
-		return def, nil
-	case v < 0:
-		return 0, invalid("negative %s %v", field, v)
-	}
-	return v, nil
 }
 
 // ErrInvalidConfig is matched, together with mqlite.ErrInvalidArgument, by
