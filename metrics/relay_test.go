@@ -26,7 +26,7 @@ func (fakeSink) Send(_ context.Context, msgs []mqlite.Message) []relay.Outcome {
 	out := make([]relay.Outcome, len(msgs))
 	for i, m := range msgs {
 		if string(m.Body) == "bad" {
-			out[i] = relay.Permanent("fake: refused", "")
+			out[i] = relay.DeadLetter("fake: refused", "")
 		}
 	}
 	return out

@@ -58,11 +58,11 @@ type Outcome struct {
 	// Retry-After); the message is retried after it instead of after
 	// Options.Backoff's delay. Zero leaves the delay to the Backoff.
 	RetryAfter time.Duration
-	// Permanent marks a failure that no retry can fix (the far side
+	// DeadLetter marks a failure that no retry can fix (the far side
 	// refused the message): the message is dead-lettered with Reason and
 	// Description at once.
-	Permanent bool
-	// Reason and Description are the dead letter's, for a Permanent
+	DeadLetter bool
+	// Reason and Description are the dead letter's, for a DeadLetter
 	// outcome: Reason names the failure ("webhook: HTTP 400"), Description
 	// carries the far side's answer. For a Hold, Reason names what the far
 	// side lacks, in a few fixed words (HoldObserver's reason).
@@ -80,20 +80,22 @@ type Outcome struct {
 // completes it.
 func Delivered() Outcome { return Outcome{} }
 
-// Retry is the outcome of a message that may go through later: the relay
-// abandons it, to come again after after, or after Options.Backoff's delay
-// when after is zero.
-func Retry(err error, after time.Duration) Outcome {
+// RetryAfter is the outcome of a message that may go through later: the
+// relay abandons it, to come again after after, or after Options.Backoff's
+// delay when after is zero. It is consumer.RetryAfter's outcome for a sink
+// (the same words for the same fate), except that a nil err still retries.
+func RetryAfter(err error, after time.Duration) Outcome {
 	if err == nil {
 		err = errors.New("relay: retry")
 	}
 	return Outcome{Err: err, RetryAfter: after}
 }
 
-// Permanent is the outcome of a message the far side refused for good: the
-// relay dead-letters it with reason and description.
-func Permanent(reason, description string) Outcome {
-	return Outcome{Err: errors.New(reason), Permanent: true, Reason: reason, Description: description}
+// DeadLetter is the outcome of a message the far side refused for good:
+// the relay dead-letters it at once with reason and description, as
+// consumer.DeadLetter does for a handler.
+func DeadLetter(reason, description string) Outcome {
+	return Outcome{Err: errors.New(reason), DeadLetter: true, Reason: reason, Description: description}
 }
 
 // Hold is the outcome of a message that the far side has no place for
@@ -127,12 +129,12 @@ type HoldObserver interface {
 }
 
 // Delivered reports whether o is the outcome of a delivered message.
-func (o Outcome) Delivered() bool { return o.Err == nil && !o.Permanent && !o.Hold }
+func (o Outcome) Delivered() bool { return o.Err == nil && !o.DeadLetter && !o.Hold }
 
 // handlerErr turns o into the result consumer.LoopBatch settles by.
 func (o Outcome) handlerErr() error {
 	switch {
-	case o.Permanent:
+	case o.DeadLetter:
 		return consumer.DeadLetter(o.Reason, o.Description)
 	case o.Err == nil:
 		return nil
@@ -206,7 +208,7 @@ type Gate interface {
 // Relay forwards the messages of one queue to a Sink, at least once: a
 // message is completed only after the Sink reported it delivered, and a
 // message that failed comes again until it is delivered or dead-lettered
-// (the queue's MaxDeliveryCount, or a Permanent outcome). Messages of one
+// (the queue's MaxDeliveryCount, or a DeadLetter outcome). Messages of one
 // GroupID go out strictly in order, one at a time; messages of different
 // groups go out in parallel.
 //
@@ -374,7 +376,7 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 		case <-ctx.Done():
 			t.Stop()
 			for _, i := range pending {
-				res[i] = Retry(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ctx.Err()), 0)
+				res[i] = RetryAfter(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ctx.Err()), 0)
 			}
 			return res
 		}

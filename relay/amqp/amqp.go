@@ -154,7 +154,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	sess, err := s.session(ctx)
 	if err != nil {
 		for i := range out {
-			out[i] = relay.Retry(err, 0)
+			out[i] = relay.RetryAfter(err, 0)
 		}
 		return out
 	}
@@ -162,12 +162,12 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		key, err := s.key.Render(m)
 		if err != nil {
-			out[i] = relay.Permanent("amqp: bad routing key", err.Error())
+			out[i] = relay.DeadLetter("amqp: bad routing key", err.Error())
 			continue
 		}
 		confirms[i], err = sess.ch.PublishWithDeferredConfirmWithContext(ctx, s.cfg.Exchange, key, true, false, publishing(m))
 		if err != nil {
-			out[i] = relay.Retry(fmt.Errorf("amqp: publish: %w", err), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("amqp: publish: %w", err), 0)
 			s.drop(sess)
 		}
 	}
@@ -180,13 +180,13 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 		select {
 		case <-c.Done():
 			if !c.Acked() {
-				out[i] = relay.Retry(errors.New("amqp: broker nacked the message or the channel closed"), 0)
+				out[i] = relay.RetryAfter(errors.New("amqp: broker nacked the message or the channel closed"), 0)
 			}
 		case <-timer.C:
-			out[i] = relay.Retry(fmt.Errorf("amqp: no confirm within %v", s.cfg.ConfirmTimeout), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("amqp: no confirm within %v", s.cfg.ConfirmTimeout), 0)
 			confirms[i] = nil
 		case <-ctx.Done():
-			out[i] = relay.Retry(fmt.Errorf("amqp: %w", ctx.Err()), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("amqp: %w", ctx.Err()), 0)
 			confirms[i] = nil
 		}
 	}
@@ -213,7 +213,7 @@ func holdMissingExchange(ctx context.Context, sess *session, out []relay.Outcome
 		return
 	}
 	for i, o := range out {
-		if o.Err != nil && !o.Permanent && !o.Hold {
+		if o.Err != nil && !o.DeadLetter && !o.Hold {
 			out[i] = relay.Hold("no_exchange", fmt.Errorf("%w: %s", ErrNoExchange, e.Reason))
 		}
 	}

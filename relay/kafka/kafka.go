@@ -130,7 +130,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		r, err := s.record(m)
 		if err != nil {
-			out[i] = relay.Permanent("kafka: bad topic", err.Error())
+			out[i] = relay.DeadLetter("kafka: bad topic", err.Error())
 			continue
 		}
 		pending[i] = true
@@ -144,7 +144,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 		case <-ctx.Done():
 			for i := range out {
 				if pending[i] {
-					out[i] = relay.Retry(fmt.Errorf("kafka: %w", ctx.Err()), 0)
+					out[i] = relay.RetryAfter(fmt.Errorf("kafka: %w", ctx.Err()), 0)
 				}
 			}
 			return out
@@ -167,11 +167,11 @@ func outcome(err error) relay.Outcome {
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		return relay.Hold("no_topic", fmt.Errorf("%w: %w", ErrNoTopic, err))
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return relay.Permanent("kafka: message too large", err.Error())
+		return relay.DeadLetter("kafka: message too large", err.Error())
 	case errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.TopicAuthorizationFailed):
-		return relay.Permanent("kafka: topic refused", err.Error())
+		return relay.DeadLetter("kafka: topic refused", err.Error())
 	}
-	return relay.Retry(fmt.Errorf("kafka: produce: %w", err), 0)
+	return relay.RetryAfter(fmt.Errorf("kafka: produce: %w", err), 0)
 }
 
 // record builds the Kafka record of m.

@@ -109,13 +109,13 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		subject, err := s.subject(m)
 		if err != nil {
-			out[i] = relay.Permanent("nats: bad subject", err.Error())
+			out[i] = relay.DeadLetter("nats: bad subject", err.Error())
 			continue
 		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			out[i] = relay.Retry(fmt.Errorf("nats: %w", ctx.Err()), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("nats: %w", ctx.Err()), 0)
 			continue
 		}
 		f, err := s.cfg.JetStream.PublishMsgAsync(message(m, subject), jetstream.WithMsgID(relay.ID(m)))
@@ -146,9 +146,9 @@ func (s *Sink) await(ctx context.Context, f jetstream.PubAckFuture, timeout <-ch
 	case err := <-f.Err():
 		return failed(err)
 	case <-timeout:
-		return relay.Retry(fmt.Errorf("nats: no PubAck within %v", s.cfg.AckTimeout), 0)
+		return relay.RetryAfter(fmt.Errorf("nats: no PubAck within %v", s.cfg.AckTimeout), 0)
 	case <-ctx.Done():
-		return relay.Retry(fmt.Errorf("nats: %w", ctx.Err()), 0)
+		return relay.RetryAfter(fmt.Errorf("nats: %w", ctx.Err()), 0)
 	}
 }
 
@@ -163,11 +163,11 @@ var ErrNoStream = errors.New("nats: no stream answered for the subject (none mat
 func failed(err error) relay.Outcome {
 	switch {
 	case errors.Is(err, natsgo.ErrMaxPayload):
-		return relay.Permanent("nats: message too large", err.Error())
+		return relay.DeadLetter("nats: message too large", err.Error())
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsgo.ErrNoResponders):
 		return relay.Hold("no_stream", fmt.Errorf("%w: %w", ErrNoStream, err))
 	}
-	return relay.Retry(fmt.Errorf("nats: publish: %w", err), 0)
+	return relay.RetryAfter(fmt.Errorf("nats: publish: %w", err), 0)
 }
 
 // subject renders m's subject.

@@ -180,7 +180,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			out[i] = relay.Retry(fmt.Errorf("webhook: %w", ctx.Err()), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("webhook: %w", ctx.Err()), 0)
 			continue
 		}
 		wg.Go(func() {
@@ -196,13 +196,13 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 func (s *Sink) post(ctx context.Context, m mqlite.Message) relay.Outcome {
 	req, err := s.request(ctx, m)
 	if err != nil {
-		return relay.Permanent("webhook: bad request", err.Error())
+		return relay.DeadLetter("webhook: bad request", err.Error())
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	resp, err := s.client.Do(req.WithContext(rctx))
 	if err != nil {
-		return relay.Retry(fmt.Errorf("webhook: %w", err), 0)
+		return relay.RetryAfter(fmt.Errorf("webhook: %w", err), 0)
 	}
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, descriptionMax))
@@ -212,9 +212,9 @@ func (s *Sink) post(ctx context.Context, m mqlite.Message) relay.Outcome {
 		return relay.Delivered()
 	case Retryable(resp.StatusCode):
 		after := RetryAfter(resp.Header.Get("Retry-After"), now(), s.cfg.MaxRetryAfter)
-		return relay.Retry(fmt.Errorf("webhook: HTTP %d", resp.StatusCode), after)
+		return relay.RetryAfter(fmt.Errorf("webhook: HTTP %d", resp.StatusCode), after)
 	default:
-		return relay.Permanent(fmt.Sprintf("webhook: HTTP %d", resp.StatusCode),
+		return relay.DeadLetter(fmt.Sprintf("webhook: HTTP %d", resp.StatusCode),
 			fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(head)))
 	}
 }
