@@ -17,9 +17,13 @@
 // dead-lettered with the reason; a topic that does not exist holds the
 // messages (relay.Hold) until it does.
 //
-// Kafka does not drop a copy that the relay sends again after a lost
-// acknowledgement (the idempotent producer covers only its own retries of
-// one request): consumers drop the ids they have seen, by HeaderID.
+// An acknowledgement lost on the wire leaves no copy: the idempotent
+// producer sends the batch again with the same sequence numbers and the
+// broker keeps one. Kafka does not drop a copy that the relay itself sends
+// again (a relay that died after the produce and before completing the
+// message, or a record that timed out): it has the same HeaderID and key,
+// so it lands on the same partition after the first, and consumers drop
+// the ids they have seen, by HeaderID.
 package kafka
 
 import (
