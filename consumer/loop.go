@@ -76,13 +76,10 @@ type LoopOptions struct {
 }
 
 func (o LoopOptions) withDefaults() (LoopOptions, error) {
-	switch {
-	case o.Concurrency == 0:
-		o.Concurrency = 1
-	case o.Concurrency < 0 || o.Concurrency > mqlite.MaxReceiveBatch:
+	var err error
+	if o.Concurrency, err = setting.Default("Concurrency", o.Concurrency, 1); err != nil || o.Concurrency > mqlite.MaxReceiveBatch {
 		return o, invalid("Concurrency %d, want 1 to %d", o.Concurrency, mqlite.MaxReceiveBatch)
 	}
-	var err error
 	if o.Prefetch, err = setting.DefaultOrOff("Prefetch", o.Prefetch, o.Concurrency, 0); err != nil {
 		return o, invalid("%v", err)
 	}

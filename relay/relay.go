@@ -12,6 +12,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Headers every sink sets besides the message's id, with the message's
@@ -240,16 +241,13 @@ func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, er
 		return nil, invalid("nil Sink")
 	case queue == "":
 		return nil, invalid("empty queue name")
-	case opts.Concurrency < 0 || opts.Concurrency > mqlite.MaxReceiveBatch:
+	}
+	var err error
+	if opts.Concurrency, err = setting.Default("Concurrency", opts.Concurrency, DefaultConcurrency); err != nil || opts.Concurrency > mqlite.MaxReceiveBatch {
 		return nil, invalid("Concurrency %d, want 1 to %d", opts.Concurrency, mqlite.MaxReceiveBatch)
-	case opts.MaxBatch < 0 || opts.MaxBatch > mqlite.MaxReceiveBatch:
+	}
+	if opts.MaxBatch, err = setting.Default("MaxBatch", opts.MaxBatch, DefaultMaxBatch); err != nil || opts.MaxBatch > mqlite.MaxReceiveBatch {
 		return nil, invalid("MaxBatch %d, want 1 to %d", opts.MaxBatch, mqlite.MaxReceiveBatch)
-	}
-	if opts.Concurrency == 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.MaxBatch == 0 {
-		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
