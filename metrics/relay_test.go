@@ -48,6 +48,18 @@ func (s signalling) Rejected(m mqlite.Message, took time.Duration, cause error) 
 	s.done <- struct{}{}
 }
 
+// send sends msgs to queue "out" of st in one transaction.
+func send(t *testing.T, st *mqlite.Store, msgs ...outbox.Message) {
+	t.Helper()
+	err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "out", msgs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRelayObserverOnARelay runs a relay over an embedded store into a
 // fake sink and counts its outcomes under the sink's name.
 func TestRelayObserverOnARelay(t *testing.T) {
@@ -55,14 +67,7 @@ func TestRelayObserverOnARelay(t *testing.T) {
 	tb := testdb.Open(t, mqlite.Options{})
 	tb.Queue(t, "out", mqlite.QueueOptions{})
 	ctx := context.Background()
-	err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "out", []outbox.Message{
-			{Body: []byte("ok1")}, {Body: []byte("bad")}, {Body: []byte("ok2")}})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	send(t, tb.Store, outbox.Message{Body: []byte("ok1")}, outbox.Message{Body: []byte("bad")}, outbox.Message{Body: []byte("ok2")})
 	ro := metrics.NewRelayObserver(nil)
 	done := make(chan struct{})
 	r, err := relay.New(tb.Store, "out", fakeSink{}, relay.Options{Concurrency: 1,
@@ -128,13 +133,7 @@ func TestRelayObserverCountsHolds(t *testing.T) {
 	tb := testdb.Open(t, mqlite.Options{})
 	tb.Queue(t, "out", mqlite.QueueOptions{})
 	ctx := context.Background()
-	err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "out", outbox.Message{Body: []byte("a")})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	send(t, tb.Store, outbox.Message{Body: []byte("a")})
 	ro := metrics.NewRelayObserver(nil)
 	done := make(chan struct{}, 1)
 	obs, ok := ro.Sink("fake").(relay.HoldObserver)

@@ -113,6 +113,19 @@ func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 	}
 }
 
+// holdingRelay relays the test queue of st to s, retrying at once and
+// sending held messages again within 20ms, with a spy on the holds and the
+// relay's WARN and ERROR logs.
+func holdingRelay(t *testing.T, st *mqlite.Store, s relay.Sink) (*relaytest.Observer, relaytest.HoldSpy, *relaytest.Logs) {
+	t.Helper()
+	logs := &relaytest.Logs{}
+	opts := retryAtOnce
+	opts.Logger = logs.Logger()
+	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
+	spy := relaytest.HoldSpy{Sink: s, Held: make(chan error, 1)}
+	return relaytest.Relay(t, st, spy, opts), spy, logs
+}
+
 // TestUnroutableIsHeld: a message no queue is bound for is returned, and
 // the relay holds it (no delivery counted, logged once) until the test
 // binds a queue; then it goes through on its first delivery.
@@ -126,12 +139,7 @@ func TestUnroutableIsHeld(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ch.ExchangeDelete(queue+"-x", false, false) })
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", Exchange: queue + "-x", RoutingKey: "{{.Subject}}"})
-	logs := &relaytest.Logs{}
-	opts := retryAtOnce
-	opts.Logger = logs.Logger()
-	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
-	spy := relaytest.HoldSpy{Sink: s, Held: make(chan error, 1)}
-	obs := relaytest.Relay(t, b.Store, spy, opts)
+	obs, spy, logs := holdingRelay(t, b.Store, s)
 	relaytest.WaitHolds(t, spy, 3, relayamqp.ErrReturned)
 	if err := ch.QueueBind(queue, "missing", queue+"-x", false, nil); err != nil {
 		t.Fatal(err)
@@ -253,12 +261,7 @@ func TestMissingExchangeIsHeld(t *testing.T) {
 	exchange := queue + "-missing"
 	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", Exchange: exchange, RoutingKey: "{{.Subject}}"})
-	logs := &relaytest.Logs{}
-	opts := retryAtOnce
-	opts.Logger = logs.Logger()
-	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
-	spy := relaytest.HoldSpy{Sink: s, Held: make(chan error, 1)}
-	obs := relaytest.Relay(t, b.Store, spy, opts)
+	obs, spy, logs := holdingRelay(t, b.Store, s)
 	relaytest.WaitHolds(t, spy, 3, relayamqp.ErrNoExchange)
 	if c := obs.Counts(); c.Abandoned != 0 || c.Rejected != 0 {
 		t.Fatalf("%d abandoned, %d rejected while the exchange is missing: the held message was counted", c.Abandoned, c.Rejected)
