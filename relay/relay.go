@@ -124,7 +124,9 @@ func Hold(reason string, err error) Outcome {
 // HoldObserver is an Options.Observer that is also told of every hold:
 // each time a Send answered Hold for a message. metrics.RelayObserver's
 // sink observers are HoldObservers. Held is called from the relay's
-// goroutines, concurrently, and must return quickly.
+// goroutines, concurrently, and must return quickly. An Observer that
+// wraps another must pass Held on (the relay command's dead-letter logger
+// does), or the holds go uncounted.
 type HoldObserver interface {
 	Held(m mqlite.Message, reason string, cause error)
 }

@@ -354,6 +354,15 @@ func (d deadLetterLog) Abandoned(m mqlite.Message, took, delay time.Duration, ca
 	}
 }
 
+// Held passes a hold on to the metrics, which count it.
+func (d deadLetterLog) Held(m mqlite.Message, reason string, cause error) {
+	if h, ok := d.Observer.(relay.HoldObserver); ok {
+		h.Held(m, reason, cause)
+	}
+}
+
+var _ relay.HoldObserver = deadLetterLog{}
+
 func (d deadLetterLog) logDead(m mqlite.Message, cause error) {
 	d.log.Warn("relay: dead-lettered", "queue", m.Queue, "seq", m.Seq, "id", relay.ID(m),
 		"delivery_count", m.DeliveryCount, "cause", cause)

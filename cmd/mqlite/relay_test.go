@@ -71,6 +71,42 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// scrapeUntil reads the metrics URL the relay logged to stderr and scrapes
+// it until it shows every line of want, failing the test after a minute or
+// when the relay exits (done).
+func scrapeUntil(t *testing.T, stderr *syncBuffer, done <-chan int, want ...string) {
+	t.Helper()
+	stderr.waitFor(t, "/metrics\n")
+	logged := stderr.String()
+	url := logged[strings.Index(logged, "url=http://")+len("url="):]
+	url = url[:strings.Index(url, "\n")]
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scraped bytes.Buffer
+		_, _ = scraped.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		missing := false
+		for _, w := range want {
+			missing = missing || !strings.Contains(scraped.String(), w)
+		}
+		if !missing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %v:\n%s", want, scraped.String())
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // a poll of the condition
+		case <-done:
+			t.Fatalf("the relay exited; stderr %s", stderr.String())
+		}
+	}
+}
+
 // relayFile makes a store file with queue "events" holding msgs, closed
 // (the relay command opens the file itself), and returns its path.
 func relayFile(t *testing.T, msgs ...outbox.Message) string {
@@ -137,38 +173,12 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	}
 	// The dead letter is logged once Reject has committed.
 	stderr.waitFor(t, "relay: dead-lettered")
-	// --metrics-addr serves the relay observer's counts.
-	stderr.waitFor(t, "/metrics\n")
-	logged := stderr.String()
-	url := logged[strings.Index(logged, "url=http://")+len("url="):]
-	url = url[:strings.Index(url, "\n")]
-	// The observer counts a message once its settlement committed, which
-	// may come after the webhook saw it: scrape until both counts show.
-	want := []string{
+	// --metrics-addr serves the relay observer's counts. The observer
+	// counts a message once its settlement committed, which may come after
+	// the webhook saw it.
+	scrapeUntil(t, &stderr, done,
 		`mqlite_relay_outcomes_total{outcome="delivered",queue="events",sink="webhook"} 2`,
-		`mqlite_relay_outcomes_total{outcome="dead_lettered",queue="events",sink="webhook"} 1`,
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var scraped bytes.Buffer
-		_, _ = scraped.ReadFrom(resp.Body)
-		_ = resp.Body.Close()
-		if strings.Contains(scraped.String(), want[0]) && strings.Contains(scraped.String(), want[1]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics lack %v:\n%s", want, scraped.String())
-		}
-		select {
-		case <-time.After(20 * time.Millisecond): // a poll of the condition
-		case <-done:
-			t.Fatalf("the relay exited; stderr %s", stderr.String())
-		}
-	}
+		`mqlite_relay_outcomes_total{outcome="dead_lettered",queue="events",sink="webhook"} 1`)
 	cancel() // as SIGINT would
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
@@ -339,9 +349,10 @@ func TestRelayAMQPSaysWhatIsMissing(t *testing.T) {
 		name     string
 		exchange bool // the relay publishes to an exchange of its own, not the default one
 		hint     string
+		reason   string // of the holds counted in /metrics
 	}{
-		{"no queue bound", false, "no queue is bound to exchange"},
-		{"no exchange", true, "RabbitMQ has no exchange"},
+		{"no queue bound", false, "no queue is bound to exchange", "unroutable"},
+		{"no exchange", true, "RabbitMQ has no exchange", "no_exchange"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -373,10 +384,12 @@ func TestRelayAMQPSaysWhatIsMissing(t *testing.T) {
 			done := make(chan int, 1)
 			go func() {
 				done <- run(rctx, []string{"relay", "--db", path, "--queue", "events", "--sink", "amqp",
-					"--amqp-url", "amqp://guest:guest@" + addr + "/", "--exchange", exchange, "--routing-key", queue},
+					"--amqp-url", "amqp://guest:guest@" + addr + "/", "--exchange", exchange, "--routing-key", queue,
+					"--metrics-addr", "127.0.0.1:0"},
 					strings.NewReader(""), &stdout, &stderr)
 			}()
 			stderr.waitFor(t, tc.hint)
+			scrapeUntil(t, &stderr, done, `mqlite_relay_holds_total{queue="events",reason="`+tc.reason+`",sink="amqp"}`)
 
 			// Declare what was missing: the message then arrives.
 			if exchange != "" {
