@@ -21,7 +21,7 @@ func (s chanSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 	out := make([]relay.Outcome, len(msgs))
 	for i, m := range msgs {
 		if string(m.Body) == "refuse" {
-			out[i] = relay.Outcome{Permanent: true, Reason: "refused"}
+			out[i] = relay.Outcome{DeadLetter: true, Reason: "refused"}
 			continue
 		}
 		s.got <- string(m.Body)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
@@ -75,34 +76,24 @@ type LoopConfig struct {
 }
 
 func (o LoopConfig) withDefaults() (LoopConfig, error) {
-	switch {
-	case o.Concurrency == 0:
-		o.Concurrency = 1
-	case o.Concurrency < 0 || o.Concurrency > mqlite.MaxReceiveBatch:
+	var err error
+	if o.Concurrency, err = setting.Default("Concurrency", o.Concurrency, 1); err != nil || o.Concurrency > mqlite.MaxReceiveBatch {
 		return o, invalid("Concurrency %d, want 1 to %d", o.Concurrency, mqlite.MaxReceiveBatch)
 	}
-	switch {
-	case o.Prefetch == 0:
-		o.Prefetch = o.Concurrency
-	case o.Prefetch == -1:
-		o.Prefetch = 0
-	case o.Prefetch < 0 || o.Prefetch > mqlite.MaxReceiveBatch:
+	if o.Prefetch, err = setting.DefaultOrOff("Prefetch", o.Prefetch, o.Concurrency, 0); err != nil {
+		return o, invalid("%v", err)
+	}
+	if o.Prefetch > mqlite.MaxReceiveBatch {
 		return o, invalid("Prefetch %d, want 1 to %d or -1 for none", o.Prefetch, mqlite.MaxReceiveBatch)
 	}
-	var err error
 	if o.Backoff, err = o.Backoff.withDefaults(); err != nil {
 		return o, err
 	}
-	switch {
-	case o.DrainTimeout == 0:
-		o.DrainTimeout = DefaultDrainTimeout
-	case o.DrainTimeout == -1:
-		o.DrainTimeout = 0
-	case o.DrainTimeout < 0:
-		return o, invalid("negative DrainTimeout %v (use -1 for none)", o.DrainTimeout)
+	if o.DrainTimeout, err = setting.DefaultOrOff("DrainTimeout", o.DrainTimeout, DefaultDrainTimeout, 0); err != nil {
+		return o, invalid("%v", err)
 	}
-	if o.SettleTimeout, err = durationOr(o.SettleTimeout, DefaultSettleTimeout, "SettleTimeout"); err != nil {
-		return o, err
+	if o.SettleTimeout, err = setting.Default("SettleTimeout", o.SettleTimeout, DefaultSettleTimeout); err != nil {
+		return o, invalid("%v", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
