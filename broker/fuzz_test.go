@@ -79,6 +79,15 @@ func FuzzDecodeLocks(f *testing.F) {
 	})
 }
 
+func FuzzDecodeCompleteReceive(f *testing.F) {
+	fuzzDecoder(f, func(r wire.CompleteReceiveRequest) {
+		for _, l := range r.Complete {
+			_ = l.Lock("q")
+		}
+		_, _ = r.Receive.Options()
+	})
+}
+
 func FuzzDecodeAbandon(f *testing.F) {
 	fuzzDecoder(f, func(r wire.AbandonRequest) { _ = wire.MSDur(r.DelayMS) })
 }

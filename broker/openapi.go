@@ -45,6 +45,7 @@ var operations = map[string]operation{
 	"POST /v1/queues/{queue}/receive":                 {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/complete":                {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/complete-batch":          {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
+	"POST /v1/queues/{queue}/complete-receive":        {"Complete deliveries and receive the next messages in one commit", wire.CompleteReceiveRequest{}, wire.CompleteReceiveResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/abandon":                 {"Give a delivery back, to come again after delay_ms", wire.AbandonRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/reject":                  {"Dead-letter a delivery with a reason", wire.RejectRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/defer":                   {"Defer a delivery: it comes back only by its seq", wire.LockRequest{}, nil, http.StatusNoContent, nil},

@@ -222,8 +222,12 @@ func run(ctx context.Context, l *loop, held int) error {
 
 	err := l.fetch(ctx)
 
-	// Stop: release what was claimed but not started, then drain.
+	// Stop: release what was claimed but not started, then drain. Once
+	// feed was taken after stop, the completer delivers no more.
 	close(l.stop)
+	l.feed.Lock()
+	//lint:ignore SA2001 a barrier: no deliver is under way past it
+	l.feed.Unlock()
 	l.releaseWaiting()
 	close(l.work)
 	drained := make(chan struct{})
@@ -265,6 +269,7 @@ type loop struct {
 	sctx context.Context // parent of settlements: never cancelled
 
 	stop     chan struct{}  // closed when Loop stops claiming
+	feed     sync.Mutex     // held while deliver fills l.work
 	slots    chan struct{}  // one token per message Loop may hold
 	work     chan *delivery // claimed messages waiting for a handler
 	renewals *renewer
@@ -339,13 +344,27 @@ func (l *loop) fetch(ctx context.Context) error {
 		if len(msgs) == 0 {
 			continue
 		}
-		l.o.Observer.Received(l.queue, len(msgs))
-		for _, m := range msgs {
-			d := &delivery{msg: m, until: m.LockedUntil}
-			d.ctx, d.cancel = context.WithCancelCause(l.hctx)
-			l.renewals.add(d, l.clock.Now())
-			l.work <- d // never blocks: l.work has room for every slot
+		l.deliver(msgs)
+	}
+}
+
+// deliver hands claimed messages, each holding a slot, to the workers, or,
+// once Loop is stopping, gives them back at once. feed orders it with the
+// closing of l.work.
+func (l *loop) deliver(msgs []mqlite.Message) {
+	l.o.Observer.Received(l.queue, len(msgs))
+	l.feed.Lock()
+	defer l.feed.Unlock()
+	stopping := l.stopping()
+	for _, m := range msgs {
+		d := &delivery{msg: m, until: m.LockedUntil}
+		d.ctx, d.cancel = context.WithCancelCause(l.hctx)
+		if stopping {
+			l.release(d)
+			continue
 		}
+		l.renewals.add(d, l.clock.Now())
+		l.work <- d // never blocks: l.work has room for every slot
 	}
 }
 

@@ -131,6 +131,9 @@ const (
 	// receiveComplete: a receive, then a complete (or complete-batch):
 	// two round trips and two commits.
 	receiveComplete consumeMode = iota
+	// completeReceive: one complete-receive request completes the last
+	// message and claims the next: one round trip and one commit.
+	completeReceive
 )
 
 // mq is one mqlite side: the broker process and a client consuming in one
@@ -150,7 +153,7 @@ func openMQLite(ctx context.Context, sz Sizes) ([]Side, error) {
 		return nil, err
 	}
 	var sides []Side
-	for _, mode := range []consumeMode{receiveComplete} {
+	for _, mode := range []consumeMode{receiveComplete, completeReceive} {
 		c, err := client.New(client.Config{URL: b.url, Key: b.key})
 		if err != nil {
 			b.close()
@@ -163,6 +166,8 @@ func openMQLite(ctx context.Context, sz Sizes) ([]Side, error) {
 
 func (m *mq) Name() string {
 	switch m.mode {
+	case completeReceive:
+		return "mqlite complete-receive"
 	default:
 		return "mqlite receive+complete"
 	}
@@ -171,6 +176,8 @@ func (m *mq) Name() string {
 func (m *mq) Settings() string {
 	common := "the broker as its own process (broker.Config defaults), the store's defaults (WAL, synchronous NORMAL), client.Client over loopback HTTP/1.1 with keep-alive"
 	switch m.mode {
+	case completeReceive:
+		return common + "; consume: CompleteAndReceive, completing the last claim (one message, or 100) and claiming the next in one request and one commit"
 	default:
 		return common + "; consume: Receive (Max 1, or 100) then Complete (or CompleteBatch): two requests and two commits per claim"
 	}
@@ -217,6 +224,9 @@ func (m *mq) ProduceBatch(ctx context.Context, queue string, bodies [][]byte, ba
 }
 
 func (m *mq) ConsumeOne(ctx context.Context, queue string, n int) error {
+	if m.mode == completeReceive {
+		return m.completeReceive(ctx, queue, n, 1)
+	}
 	for got := 0; got < n; {
 		msgs, err := m.c.Receive(ctx, queue, mqlite.ReceiveOptions{Max: 1, Wait: time.Second})
 		if err != nil {
@@ -232,7 +242,40 @@ func (m *mq) ConsumeOne(ctx context.Context, queue string, n int) error {
 	return nil
 }
 
+// completeReceive consumes n messages batch at a time, each request
+// completing the previous claim and making the next.
+func (m *mq) completeReceive(ctx context.Context, queue string, n, batch int) error {
+	var locks []mqlite.Lock
+	for got := 0; got < n || len(locks) > 0; {
+		opts := mqlite.ReceiveOptions{Max: batch, Wait: time.Second}
+		if got >= n {
+			opts = mqlite.ReceiveOptions{Max: 1} // the last completions; the queue is empty
+		}
+		res, msgs, err := m.c.CompleteAndReceive(ctx, queue, locks, opts)
+		if err != nil {
+			return err
+		}
+		for _, e := range res {
+			if e != nil {
+				return e
+			}
+		}
+		locks = locks[:0]
+		for _, msg := range msgs {
+			locks = append(locks, msg.Lock())
+		}
+		got += len(msgs)
+		if got >= n && len(msgs) == 0 {
+			break
+		}
+	}
+	return nil
+}
+
 func (m *mq) ConsumeBatch(ctx context.Context, queue string, n, batch int) error {
+	if m.mode == completeReceive {
+		return m.completeReceive(ctx, queue, n, batch)
+	}
 	locks := make([]mqlite.Lock, 0, batch)
 	for got := 0; got < n; {
 		msgs, err := m.c.Receive(ctx, queue, mqlite.ReceiveOptions{Max: batch, Wait: time.Second})
@@ -267,17 +310,28 @@ func (m *mq) Latency(ctx context.Context, queue string, bodies [][]byte) ([]time
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {
+			var locks []mqlite.Lock
 			for got := 0; got < len(bodies); {
-				msgs, err := m.c.Receive(cctx, queue, mqlite.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+				var msgs []mqlite.Message
+				var err error
+				opts := mqlite.ReceiveOptions{Max: 1, Wait: 5 * time.Second}
+				if m.mode == completeReceive {
+					_, msgs, err = m.c.CompleteAndReceive(cctx, queue, locks, opts)
+				} else {
+					msgs, err = m.c.Receive(cctx, queue, opts)
+				}
 				if err != nil {
 					return err
 				}
+				locks = locks[:0]
 				for _, msg := range msgs {
 					arrived <- time.Now()
-					if err := m.c.Complete(cctx, msg.Lock()); err != nil {
+					got++
+					if m.mode == completeReceive {
+						locks = append(locks, msg.Lock())
+					} else if err := m.c.Complete(cctx, msg.Lock()); err != nil {
 						return err
 					}
-					got++
 				}
 			}
 			return nil
