@@ -27,6 +27,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + q + "/complete", keys.Consumer, "queue", s.complete},
 		{"POST " + q + "/complete-batch", keys.Consumer, "queue", s.completeBatch},
 		{"POST " + q + "/complete-receive", keys.Consumer, "queue", s.completeReceive},
+		{streamPattern, keys.Consumer, "queue", s.stream},
 		{"POST " + q + "/abandon", keys.Consumer, "queue", s.abandon},
 		{"POST " + q + "/reject", keys.Consumer, "queue", s.reject},
 		{"POST " + q + "/defer", keys.Consumer, "queue", s.deferMsg},
