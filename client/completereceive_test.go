@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -73,11 +74,45 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
-// TestLoopOverClientOneRequestPerMessage: consumer.Loop over the client,
-// handling one message at a time, completes each message and claims the
-// next in one request: far fewer requests than two per message.
-func TestLoopOverClientOneRequestPerMessage(t *testing.T) {
+// noStream is the client with its streams refused, as by a broker without
+// them: Loop claims with Receive and completes with CompleteAndReceive.
+type noStream struct{ *client.Client }
+
+func (noStream) OpenStream(context.Context, string, int) (consumer.Stream, error) {
+	return nil, consumer.ErrNoStream
+}
+
+// TestLoopOverClientRequests: consumer.Loop over the client, handling one
+// message at a time, does not pay a receive and a complete per message:
+// it streams (one request for them all), and without streams each request
+// completes the last message and claims the next.
+func TestLoopOverClientRequests(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		src    func(*client.Client) consumer.Source
+		most   int // consume requests, for n messages
+		stream bool
+	}{
+		{"stream", func(c *client.Client) consumer.Source { return c }, 5, true},
+		{"complete-receive", func(c *client.Client) consumer.Source { return noStream{c} }, n + 10, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := loopRequests(t, c.src)
+			total := got["receive"] + got["complete"] + got["complete-batch"] + got["complete-receive"] + got["stream"]
+			if total > c.most || (got["stream"] > 0) != c.stream {
+				t.Fatalf("%d consume requests for %d messages (%v), want at most %d", total, n, got, c.most)
+			}
+		})
+	}
+}
+
+const n = 60
+
+// loopRequests runs Loop over src (Concurrency 1, no prefetch) until it
+// handled n messages and counts the requests by their last path segment.
+func loopRequests(t *testing.T, src func(*client.Client) consumer.Source) map[string]int {
 	tb := testdb.Open(t, mqlite.Options{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, tb, broker.Config{})
@@ -85,7 +120,6 @@ func TestLoopOverClientOneRequestPerMessage(t *testing.T) {
 	c, err := client.New(client.Config{URL: url, Key: key, Clock: tb.Clock, HTTPClient: &http.Client{Transport: ct}})
 	must(t, err)
 	defer c.Close()
-	const n = 60
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
 		msgs[i] = outbox.Message{Body: []byte(fmt.Sprint(i))}
@@ -97,7 +131,7 @@ func TestLoopOverClientOneRequestPerMessage(t *testing.T) {
 	lctx, cancel := context.WithCancel(ctx)
 	loopErr := make(chan error, 1)
 	go func() {
-		loopErr <- consumer.Loop(lctx, c, "q", func(ctx context.Context, m mqlite.Message) error {
+		loopErr <- consumer.Loop(lctx, src(c), "q", func(ctx context.Context, m mqlite.Message) error {
 			if handled.Add(1) == n {
 				close(done)
 			}
@@ -118,7 +152,5 @@ func TestLoopOverClientOneRequestPerMessage(t *testing.T) {
 	}
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	if total := ct.n["receive"] + ct.n["complete"] + ct.n["complete-batch"] + ct.n["complete-receive"]; total > n+10 {
-		t.Fatalf("%d consume requests for %d messages (%v): want about one per message", total, n, ct.n)
-	}
+	return maps.Clone(ct.n)
 }

@@ -114,7 +114,11 @@ func (c *Client) Stream(ctx context.Context, queue string, window int) (*Stream,
 		a.resp.Body.Close()
 		cancel()
 		_ = pw.Close()
-		return nil, errorFrom(a.resp.StatusCode, data)
+		e := errorFrom(a.resp.StatusCode, data)
+		if e.Reason == wire.ReasonNoRoute || a.resp.StatusCode == http.StatusMethodNotAllowed {
+			return nil, fmt.Errorf("%w: %w", consumer.ErrNoStream, e) // a broker without streams
+		}
+		return nil, e
 	}
 	s := &Stream{queue: queue, cancel: cancel, pw: pw, body: a.resp.Body, done: make(chan struct{}),
 		ready: make(chan struct{}, 1), waiters: map[int64]chan []wire.ItemResult{}}

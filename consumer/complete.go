@@ -72,7 +72,7 @@ func (l *loop) complete(bc CompleteBatcher) {
 				break more
 			}
 		}
-		if cr, ok := bc.(CompleteReceiver); ok && l.batch == nil && !l.stopping() {
+		if cr, ok := l.src.(CompleteReceiver); ok && l.claimOnComplete.Load() && !l.stopping() {
 			l.completeAndReceive(cr, batch, locks)
 			continue
 		}
@@ -138,7 +138,7 @@ func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []mql
 		if err == nil {
 			serr = res[i]
 		} else {
-			serr = l.src.Complete(sctx, locks[i])
+			serr = l.set.Complete(sctx, locks[i])
 		}
 		if c.span != nil {
 			tracing.End(c.span, serr)
