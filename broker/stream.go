@@ -114,7 +114,13 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	go func() {
-		defer close(lines)
+		defer func() {
+			close(lines)
+			select { // wake a wait: the lines ended
+			case arrived <- struct{}{}:
+			default:
+			}
+		}()
 		err := readStreamLines(r.Body, MaxStreamLine, func(b []byte) error {
 			v, err := decodeBytes[wire.StreamSettle](b)
 			if err == nil {

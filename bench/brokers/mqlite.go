@@ -13,12 +13,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -134,6 +136,10 @@ const (
 	// completeReceive: one complete-receive request completes the last
 	// message and claims the next: one round trip and one commit.
 	completeReceive
+	// stream: consumer.Loop over the client's stream (one at a time:
+	// Concurrency 1, the rest of the window prefetched); in batches, a
+	// stream of 100 whose batches complete on it.
+	stream
 )
 
 // mq is one mqlite side: the broker process and a client consuming in one
@@ -153,7 +159,7 @@ func openMQLite(ctx context.Context, sz Sizes) ([]Side, error) {
 		return nil, err
 	}
 	var sides []Side
-	for _, mode := range []consumeMode{receiveComplete, completeReceive} {
+	for _, mode := range []consumeMode{receiveComplete, completeReceive, stream} {
 		c, err := client.New(client.Config{URL: b.url, Key: b.key})
 		if err != nil {
 			b.close()
@@ -166,6 +172,8 @@ func openMQLite(ctx context.Context, sz Sizes) ([]Side, error) {
 
 func (m *mq) Name() string {
 	switch m.mode {
+	case stream:
+		return "mqlite stream"
 	case completeReceive:
 		return "mqlite complete-receive"
 	default:
@@ -176,6 +184,8 @@ func (m *mq) Name() string {
 func (m *mq) Settings() string {
 	common := "the broker as its own process (broker.Config defaults), the store's defaults (WAL, synchronous NORMAL), client.Client over loopback HTTP/1.1 with keep-alive"
 	switch m.mode {
+	case stream:
+		return common + fmt.Sprintf("; consume one at a time: consumer.Loop over the client (Concurrency 1, Prefetch %d: a stream with a window of %d, completions on it); in batches: a stream with a window of 100, each batch of 100 completed on it in one line; latency: the same Loop", m.sz.Window-1, m.sz.Window)
 	case completeReceive:
 		return common + "; consume: CompleteAndReceive, completing the last claim (one message, or 100) and claiming the next in one request and one commit"
 	default:
@@ -223,7 +233,69 @@ func (m *mq) ProduceBatch(ctx context.Context, queue string, bodies [][]byte, ba
 	return nil
 }
 
+// loop runs consumer.Loop over the client on queue, one message at a time
+// with the rest of the window prefetched, until handle has seen n.
+func (m *mq) loop(ctx context.Context, queue string, n int, handle func()) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var seen atomic.Int64
+	err := consumer.Loop(lctx, m.c, queue, func(context.Context, mqlite.Message) error {
+		if handle != nil {
+			handle()
+		}
+		if seen.Add(1) == int64(n) {
+			cancel()
+		}
+		return nil
+	}, consumer.LoopOptions{Concurrency: 1, Prefetch: max(m.sz.Window-1, -1), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	if seen.Load() < int64(n) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// streamBatches consumes n messages from a stream of batch, completing each
+// batch on it.
+func (m *mq) streamBatches(ctx context.Context, queue string, n, batch int) error {
+	s, err := m.c.Stream(ctx, queue, batch)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var locks []mqlite.Lock
+	for got := 0; got < n; {
+		msgs, err := s.Receive(ctx)
+		if err != nil {
+			return err
+		}
+		for _, msg := range msgs {
+			locks = append(locks, msg.Lock())
+		}
+		got += len(msgs)
+		if len(locks) < batch && got < n {
+			continue
+		}
+		res, err := s.CompleteBatch(ctx, locks)
+		if err != nil {
+			return err
+		}
+		for _, e := range res {
+			if e != nil {
+				return e
+			}
+		}
+		locks = locks[:0]
+	}
+	return nil
+}
+
 func (m *mq) ConsumeOne(ctx context.Context, queue string, n int) error {
+	if m.mode == stream {
+		return m.loop(ctx, queue, n, nil)
+	}
 	if m.mode == completeReceive {
 		return m.completeReceive(ctx, queue, n, 1)
 	}
@@ -273,6 +345,9 @@ func (m *mq) completeReceive(ctx context.Context, queue string, n, batch int) er
 }
 
 func (m *mq) ConsumeBatch(ctx context.Context, queue string, n, batch int) error {
+	if m.mode == stream {
+		return m.streamBatches(ctx, queue, n, batch)
+	}
 	if m.mode == completeReceive {
 		return m.completeReceive(ctx, queue, n, batch)
 	}
@@ -308,6 +383,16 @@ func (m *mq) Latency(ctx context.Context, queue string, bodies [][]byte) ([]time
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
+	if m.mode == stream {
+		go func() { done <- m.loop(cctx, queue, len(bodies), func() { arrived <- time.Now() }) }()
+		out, err := sendAndWait(ctx, bodies, arrived, done, func(b []byte) error {
+			_, err := m.c.Send(ctx, queue, outbox.Message{Body: b})
+			return err
+		})
+		cancel()
+		<-done
+		return out, err
+	}
 	go func() {
 		done <- func() error {
 			var locks []mqlite.Lock
