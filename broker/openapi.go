@@ -70,7 +70,7 @@ var operations = map[string]operation{
 	"POST /v1/topics/{topic}/subscriptions":           {"Subscribe a new queue to a topic", wire.CreateSubscriptionRequest{}, wire.Topic{}, http.StatusCreated, nil},
 	"PUT /v1/topics/{topic}/subscriptions/{queue}":    {"Replace a subscription's filter", wire.UpdateSubscriptionRequest{}, wire.Topic{}, http.StatusOK, nil},
 	"DELETE /v1/topics/{topic}/subscriptions/{queue}": {"Remove a subscription and its queue", nil, nil, http.StatusNoContent, nil},
-	"GET /v1/schedules":                               {"List the schedules, a page at a time (after: the last name of the previous page)", nil, wire.SchedulesResponse{}, http.StatusOK, []string{"after:string"}},
+	"GET /v1/schedules":                               {"List the schedules, a page at a time (after: the last name of the previous page; max: at most this many, default 100; max_bytes: within this budget)", nil, wire.SchedulesResponse{}, http.StatusOK, []string{"after:string", "max", "max_bytes"}},
 	"POST /v1/schedules":                              {"Create a schedule", wire.CreateScheduleRequest{}, wire.Schedule{}, http.StatusCreated, nil},
 	"GET /v1/schedules/{schedule}":                    {"Read a schedule", nil, wire.Schedule{}, http.StatusOK, nil},
 	"PUT /v1/schedules/{schedule}":                    {"Replace a schedule's options", wire.UpdateScheduleRequest{}, wire.Schedule{}, http.StatusOK, nil},

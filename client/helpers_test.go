@@ -28,7 +28,7 @@ type bundle struct {
 func setup(t *testing.T, opts mqlite.QueueOptions) *bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	if opts.LockDuration == 0 {
 		opts.LockDuration = lease
 	}

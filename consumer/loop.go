@@ -19,12 +19,12 @@ import (
 )
 
 // ErrDrainTimeout is the cause of a handler's ctx cancelled because Loop was
-// stopping and LoopOptions.DrainTimeout passed. The other errors of Loop are
+// stopping and LoopConfig.DrainTimeout passed. The other errors of Loop are
 // the root package's: a lost lease matches mqlite.ErrLockLost, bad options
 // mqlite.ErrInvalidArgument.
 var ErrDrainTimeout = errors.New("consumer: drain timeout passed while stopping")
 
-// Defaults of LoopOptions' zero-valued fields.
+// Defaults of LoopConfig's zero-valued fields.
 const (
 	DefaultDrainTimeout  = 30 * time.Second
 	DefaultSettleTimeout = 5 * time.Second
@@ -39,7 +39,7 @@ const receiveWait = time.Minute
 var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2, Jitter: 0.2}
 
 // Handler processes one message. Returning nil completes the message; an
-// error abandons it for a retry after LoopOptions.Backoff, or, wrapped with
+// error abandons it for a retry after LoopConfig.Backoff, or, wrapped with
 // Permanent, dead-letters it. A panic is recovered and treated as an error.
 //
 // ctx is cancelled when the lease cannot be kept (the cause matches
@@ -49,8 +49,8 @@ var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second
 // make handlers idempotent.
 type Handler func(ctx context.Context, msg mqlite.Message) error
 
-// LoopOptions configures Loop. The zero value is ready to use.
-type LoopOptions struct {
+// LoopConfig configures Loop. The zero value is ready to use.
+type LoopConfig struct {
 	// Concurrency is how many handlers run at once. Defaults to 1.
 	Concurrency int
 	// Prefetch is how many claimed messages may wait for a free handler, so
@@ -75,7 +75,7 @@ type LoopOptions struct {
 	Observer Observer
 }
 
-func (o LoopOptions) withDefaults() (LoopOptions, error) {
+func (o LoopConfig) withDefaults() (LoopConfig, error) {
 	switch {
 	case o.Concurrency == 0:
 		o.Concurrency = 1
@@ -156,7 +156,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // child of the context the message was sent in (its traceparent property)
 // and carried by the handler's ctx; the settlement's span is its child. A
 // handler error sets the span's status to Error.
-func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopOptions) error {
+func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopConfig) error {
 	if src == nil {
 		return invalid("nil Source")
 	}
@@ -280,7 +280,7 @@ type loop struct {
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
-	o        LoopOptions
+	o        LoopConfig
 	clock    mqlite.Clock // the Source's, for lease arithmetic
 	log      *slog.Logger
 

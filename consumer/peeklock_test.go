@@ -24,7 +24,7 @@ type bundle struct {
 func setup(t *testing.T, opts mqlite.QueueOptions) *bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	if opts.LockDuration == 0 {
 		opts.LockDuration = lease
 	}
@@ -216,7 +216,7 @@ func TestReceiveAttemptReplay(t *testing.T) {
 			t.Errorf("replay %d: %+v, first %+v", i, again[i], first[i])
 		}
 	}
-	peek, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
+	peek, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	for _, m := range peek {
 		if m.DeliveryCount > 1 {
@@ -242,7 +242,7 @@ func TestReceiveAndDelete(t *testing.T) {
 			t.Errorf("seq %d: token %q until %v count %d, want no lease", m.Seq, m.LockToken, m.LockedUntil, m.DeliveryCount)
 		}
 	}
-	peek, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
+	peek, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(peek) != 0 {
 		t.Fatalf("rows left: %v", seqsOf(peek))
@@ -328,7 +328,7 @@ func TestDeliveryLimitDeadLetters(t *testing.T) {
 	b.Clock.Advance(lease) // the last allowed delivery's lease lapses
 	b.receiveNone(t)
 
-	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(dead) != 2 {
 		t.Fatalf("dead letters %v, want both", seqsOf(dead))
@@ -345,7 +345,7 @@ func TestRejectKeepsReasonAndDescription(t *testing.T) {
 	seq := b.send(t, outbox.Message{})[0]
 	m := b.receiveOne(t, seq)
 	must(t, b.src.Reject(ctx, m.Lock(), "schema", "field x missing"))
-	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].DeadLetterReason != "schema" || dead[0].DeadLetterDescription != "field x missing" ||
 		!dead[0].DeadLetteredAt.Equal(b.Clock.Now()) || dead[0].State != "dead_lettered" {
@@ -517,7 +517,7 @@ func TestDeferredOnLastDeliveryIsDeadLettered(t *testing.T) {
 	if _, err := b.src.ReceiveDeferred(ctx, "q", seq); !errors.Is(err, mqlite.ErrMessageNotFound) {
 		t.Fatalf("ReceiveDeferred: %v, want ErrMessageNotFound", err)
 	}
-	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].Seq != seq || dead[0].DeliveryCount != 1 ||
 		dead[0].DeadLetterReason != "max delivery count exceeded" {
@@ -553,7 +553,7 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 	res, err = b.Store.CompleteBatch(ctx, []mqlite.Lock{msgs[2].Lock()})
 	must(t, err)
 	wantLockLost(t, res[0])
-	left, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
+	left, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(left) != 1 || left[0].Seq != msgs[2].Seq {
 		t.Fatalf("left %v, want [%d]", seqsOf(left), msgs[2].Seq)

@@ -50,7 +50,7 @@ func (s signalling) Rejected(m mqlite.Message, took time.Duration, cause error) 
 // fake sink and counts its outcomes under the sink's name.
 func TestRelayObserverOnARelay(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "out", mqlite.QueueOptions{})
 	ctx := context.Background()
 	err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
@@ -63,7 +63,7 @@ func TestRelayObserverOnARelay(t *testing.T) {
 	}
 	ro := metrics.NewRelayObserver(nil)
 	done := make(chan struct{})
-	r, err := relay.New(tb.Store, "out", fakeSink{}, relay.Options{Concurrency: 1,
+	r, err := relay.New(tb.Store, "out", fakeSink{}, relay.Config{Concurrency: 1,
 		Observer: signalling{Observer: ro.Sink("fake"), done: done}})
 	if err != nil {
 		t.Fatal(err)

@@ -19,13 +19,13 @@
 // # Tracing
 //
 // With a tracer provider set globally (otel.SetTracerProvider: SendOne has
-// no Store to ask for Options.TracerProvider), SendOne and SendBatch record
+// no Store to ask for Config.TracerProvider), SendOne and SendBatch record
 // a "send <queue>" span of kind producer, child of ctx's span, and each
 // message takes that span's context along in its properties as W3C Trace
 // Context ("traceparent", and "tracestate" when there is one), unless the
 // caller set a traceparent property of its own or the two would take
 // Properties past mqlite.MaxPropertiesBytes. The trace context counts
-// against Options.MaxMessageBytes like any property (about 70 bytes).
+// against Config.MaxMessageBytes like any property (about 70 bytes).
 // Without a provider, tracing is off: nothing is recorded or added, and
 // the check costs no allocation.
 package outbox
@@ -60,7 +60,7 @@ var (
 // Message is one message to send.
 type Message struct {
 	// Body is the payload. The body and the other fields together are at
-	// most the store's Options.MaxMessageBytes (mqlite.ErrMessageTooLarge).
+	// most the store's Config.MaxMessageBytes (mqlite.ErrMessageTooLarge).
 	Body []byte
 	// MessageID identifies the message for de-duplication: a resend with the
 	// same id inside the queue's DedupWindow returns the original seq and
@@ -217,7 +217,7 @@ func convert(m Message) (engine.OutMessage, error) {
 // error matching mqlite.ErrInvalidArgument and the field's own sentinel
 // (mqlite.ErrInvalidMessage, mqlite.ErrInvalidTTL): what SendOne refuses
 // before it writes anything. A message that passes may still be over a
-// store's Options.MaxMessageBytes, or too far ahead (mqlite.MaxDelay): those
+// store's Config.MaxMessageBytes, or too far ahead (mqlite.MaxDelay): those
 // bounds depend on the store. The broker's client checks each message with
 // it before a request leaves the process.
 func (m Message) Validate() error {

@@ -61,7 +61,7 @@ func plainDB(t *testing.T) *sql.DB {
 
 func TestGoldenDDL(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	got := dumpSchema(t, b.Store.DB())
 	if *update {
 		if err := os.WriteFile(goldenPath, []byte(got), 0o644); err != nil {
@@ -118,7 +118,7 @@ func TestCheck(t *testing.T) {
 		{"a foreign mqlite_ table", exec(`CREATE TABLE mqlite_messages (id INTEGER PRIMARY KEY)`), 0, mqlite.ErrSchemaVersionMismatch},
 		{"a foreign MQLITE_ view", exec(`CREATE VIEW MQLITE_VIEW AS SELECT 1`), 0, mqlite.ErrSchemaVersionMismatch},
 		{"current token", apply, schema.Current, nil},
-		{"migrations left to record", then(apply, exec(`DELETE FROM mqlite_migrations WHERE version_id = 3`)), schema.Outdated, nil},
+		{"migrations left to record", then(apply, exec(`DELETE FROM mqlite_migrations WHERE version_id = 4`)), schema.Outdated, nil},
 		{"unprefixed layout", then(apply, exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-3'`)), 0, mqlite.ErrSchemaVersionMismatch},
 		{"other token", then(apply, exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-0'`)), 0, mqlite.ErrSchemaVersionMismatch},
 		{"guard table without a token", then(apply, exec(`DELETE FROM mqlite_guard`)), 0, mqlite.ErrSchemaVersionMismatch},
@@ -153,7 +153,7 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 	if err := schema.Apply(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO mqlite_queues VALUES ('q', 'standard', 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0)`); err != nil {
+	if _, err := db.Exec(`INSERT INTO mqlite_queues VALUES ('q', 'standard', 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0)`); err != nil {
 		t.Fatal(err)
 	}
 	state := func() string {
@@ -196,7 +196,7 @@ func TestSQLIsTheLayout(t *testing.T) {
 		t.Fatalf("run schema.SQL(): %v", err)
 	}
 	got := dumpSchema(t, db)
-	fresh := testdb.Open(t, mqlite.Options{})
+	fresh := testdb.Open(t, mqlite.Config{})
 	if want := dumpSchema(t, fresh.Store.DB()); got != want {
 		t.Fatalf("schema.SQL() makes another layout than Open:\n--- SQL ---\n%s\n--- Open ---\n%s", got, want)
 	}
@@ -206,7 +206,7 @@ func TestSQLIsTheLayout(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{ExistingOnly: true})
 	if err != nil {
 		t.Fatalf("open the store made by hand: %v", err)
 	}
@@ -231,7 +231,7 @@ func TestOperationsListsEveryObject(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger) \\|").FindAllStringSubmatch(string(doc), -1) {
 		listed[m[1]] = true
 	}
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	for _, name := range testdb.Strings(t, b.Store.DB(), `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
 		if !listed[name] {
 			t.Errorf("docs/operations.md does not list %s", name)

@@ -372,7 +372,7 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 }
 
 func peekCmd(g *globals) *cobra.Command {
-	var opts mqlite.PeekOptions
+	var opts mqlite.PeekParams
 	cmd := &cobra.Command{
 		Use:               "peek QUEUE",
 		Short:             "show messages without locking them",
@@ -431,7 +431,7 @@ func dlqCmd(g *globals) *cobra.Command {
 			return usagef("dlq needs a subcommand: list, redrive or purge")
 		},
 	}
-	var opts mqlite.PeekOptions
+	var opts mqlite.PeekParams
 	list := &cobra.Command{
 		Use:               "list QUEUE",
 		ValidArgsFunction: g.completeQueues,

@@ -61,13 +61,13 @@ type Bundle struct {
 // their ticks run on the wall clock and would change rows under a test at
 // random moments. Tests run the sweeps by hand instead (mqlite's own tests
 // through RunSweeps), which is deterministic.
-func Open(t testing.TB, opts mqlite.Options) *Bundle {
+func Open(t testing.TB, opts mqlite.Config) *Bundle {
 	t.Helper()
 	return OpenPath(t, filepath.Join(t.TempDir(), "mq.db"), opts)
 }
 
 // OpenPath is Open on the file at path, which may exist already.
-func OpenPath(t testing.TB, path string, opts mqlite.Options) *Bundle {
+func OpenPath(t testing.TB, path string, opts mqlite.Config) *Bundle {
 	t.Helper()
 	clock := NewClock()
 	opts.Clock = clock

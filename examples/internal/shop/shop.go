@@ -84,7 +84,7 @@ type Service interface {
 	Place(ctx context.Context, item string, quantity int, totalCents int64) (int64, error)
 	// Consume runs the service's handler in a consumer.Loop until ctx is
 	// cancelled.
-	Consume(ctx context.Context, opts consumer.LoopOptions) error
+	Consume(ctx context.Context, opts consumer.LoopConfig) error
 	// Counts counts the rows of the service's tables.
 	Counts(ctx context.Context) (Counts, error)
 	// SetFault sets the handler's fault injection; nil for none.
@@ -100,10 +100,10 @@ func EventID(m mqlite.Message) string {
 	return fmt.Sprintf("%s:%d", m.Queue, m.Seq)
 }
 
-// LoopOptions are the consumer options of the examples: a failed handler's
+// LoopConfig are the consumer options of the examples: a failed handler's
 // message comes back after 10 ms, then 20 ms, and so on.
-func LoopOptions() consumer.LoopOptions {
-	return consumer.LoopOptions{
+func LoopConfig() consumer.LoopConfig {
+	return consumer.LoopConfig{
 		Concurrency: 2,
 		Backoff:     consumer.Backoff{Initial: 10 * time.Millisecond, Jitter: -1},
 	}
@@ -114,7 +114,7 @@ const DrainTimeout = 30 * time.Second
 
 // Drain runs svc's consumer until n messages have been completed, then stops
 // it and waits for it. It fails if that takes longer than DrainTimeout.
-func Drain(ctx context.Context, svc Service, n int, opts consumer.LoopOptions) error {
+func Drain(ctx context.Context, svc Service, n int, opts consumer.LoopConfig) error {
 	if n == 0 {
 		return nil
 	}
@@ -214,7 +214,7 @@ func Demo(ctx context.Context, w io.Writer, path string,
 	newService func(ctx context.Context, st *mqlite.Store, out io.Writer) (Service, error),
 	between func(ctx context.Context, w io.Writer, st *mqlite.Store) error,
 ) (err error) {
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func Demo(ctx context.Context, w io.Writer, path string,
 		return nil
 	})
 	out.Printf("\nhandling %d events with consumer.Loop:\n", placed)
-	opts := LoopOptions()
+	opts := LoopConfig()
 	opts.Logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {

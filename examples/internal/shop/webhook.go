@@ -185,7 +185,7 @@ func Relay(ctx context.Context, st *mqlite.Store, rcv *Receiver, secret string, 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	rl, err := relay.New(st, RelayQueue, sink, relay.Options{
+	rl, err := relay.New(st, RelayQueue, sink, relay.Config{
 		// A refused POST comes back after 10 ms, then 20 ms, ...
 		Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Jitter: -1},
 		Logger:  logger,

@@ -38,7 +38,7 @@ type NewFunc func(t *testing.T, st *mqlite.Store) shop.Service
 func Open(t *testing.T, newService NewFunc) shop.Service {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -99,14 +99,14 @@ func failedOrderLeavesNeitherRowNorEvent(t *testing.T, svc shop.Service) {
 	if c := counts(t, svc); c.Orders != 1 {
 		t.Errorf("orders = %d, want 1 (only the book)", c.Orders)
 	}
-	msgs, err := svc.Store().Peek(ctx, shop.Queue, mqlite.PeekOptions{})
+	msgs, err := svc.Store().Peek(ctx, shop.Queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs) != 1 || msgs[0].MessageID != "order-1" || msgs[0].Subject != shop.SubjectPlaced {
 		t.Fatalf("queue holds %+v, want only order-1's event", msgs)
 	}
-	relayed, err := svc.Store().Peek(ctx, shop.RelayQueue, mqlite.PeekOptions{})
+	relayed, err := svc.Store().Peek(ctx, shop.RelayQueue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func relayedWithValidSignatures(t *testing.T, svc shop.Service) {
 			t.Fatal(err)
 		}
 	}
-	sent, err := svc.Store().Peek(ctx, shop.RelayQueue, mqlite.PeekOptions{})
+	sent, err := svc.Store().Peek(ctx, shop.RelayQueue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func eachEventHandledOnce(t *testing.T, svc shop.Service, stage string) {
 		}
 		return nil
 	})
-	opts := shop.LoopOptions()
+	opts := shop.LoopConfig()
 	opts.Logger = quiet
 	if err := shop.Drain(ctx, svc, orders, opts); err != nil {
 		t.Fatal(err)
