@@ -275,8 +275,8 @@ type loop struct {
 	// claimOnComplete is set while fetch claims with Receive from a
 	// CompleteReceiver: the completer then claims in its calls too.
 	claimOnComplete atomic.Bool
-	queue   string
-	handler Handler
+	queue           string
+	handler         Handler
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
