@@ -113,7 +113,7 @@ const n = 60
 // loopRequests runs Loop over src (Concurrency 1, no prefetch) until it
 // handled n messages and counts the requests by their last path segment.
 func loopRequests(t *testing.T, src func(*client.Client) consumer.Source) map[string]int {
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, tb, broker.Config{})
 	ct := &countingTransport{next: http.DefaultTransport, n: map[string]int{}}
@@ -136,7 +136,7 @@ func loopRequests(t *testing.T, src func(*client.Client) consumer.Source) map[st
 				close(done)
 			}
 			return nil
-		}, consumer.LoopOptions{Concurrency: 1, Prefetch: -1})
+		}, consumer.LoopConfig{Concurrency: 1, Prefetch: -1})
 	}()
 	select {
 	case <-done:

@@ -102,7 +102,7 @@ func TestStreamDroppedGivesBackByLease(t *testing.T) {
 // what it held back at once; a key without the queue cannot open one.
 func TestStreamRevoked(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	tb.Queue(t, "other", mqlite.QueueOptions{LockDuration: lease})
 	url, admin := serve(t, tb, broker.Config{})
@@ -133,7 +133,7 @@ func TestStreamRevoked(t *testing.T) {
 // open.
 func TestStreamRefusesBadLines(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, tb, broker.Config{MaxBatch: 10})
 	c := newClient(t, url, key, tb.Clock)

@@ -39,7 +39,7 @@ func serveMQLite(path string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }() // the parent went away
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -77,7 +77,7 @@ func startMQBroker(ctx context.Context) (*mqBroker, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, "bench.db")
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (m *mq) loop(ctx context.Context, queue string, n int, handle func()) error
 			cancel()
 		}
 		return nil
-	}, consumer.LoopOptions{Concurrency: 1, Prefetch: max(m.sz.Window-1, -1), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}, consumer.LoopConfig{Concurrency: 1, Prefetch: max(m.sz.Window-1, -1), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
 	}
