@@ -17,9 +17,10 @@ type Sizes struct {
 	Messages int // per throughput scenario
 	Latency  int // sends of the latency scenario
 	Runs     int
-	Batch    int // of the batched scenarios
-	Window   int // the streaming consumers' prefetch window
-	Body     int // bytes
+	Batch    int    // of the batched scenarios
+	Window   int    // the streaming consumers' prefetch window
+	Body     int    // bytes
+	Only     string // when set, only the scenarios whose name holds it
 }
 
 // Side is one broker under test, with its client.
@@ -109,7 +110,12 @@ type Result struct {
 // Run measures every scenario on every side, the sides taking turns within
 // each run.
 func Run(ctx context.Context, sides []Side, sz Sizes, progress io.Writer) (*Result, error) {
-	r := &Result{sides: sides, scs: scenarios()}
+	r := &Result{sides: sides}
+	for _, sc := range scenarios() {
+		if strings.Contains(sc.name, sz.Only) {
+			r.scs = append(r.scs, sc)
+		}
+	}
 	r.cells = make([][]*cell, len(r.scs))
 	for i := range r.cells {
 		r.cells[i] = make([]*cell, len(sides))

@@ -44,14 +44,15 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 20000, "messages per scenario")
 	lat := fs.Int("latency", 2000, "messages of the send-to-consumer scenario")
 	window := fs.Int("window", 100, "the prefetch window of the streaming consumers (RabbitMQ's QoS, JetStream's pull batch, mqlite's stream)")
-	only := fs.String("sides", "", "comma-separated sides to run (default all): "+strings.Join(sideNames(), ","))
+	sidesOnly := fs.String("sides", "", "comma-separated sides to run (default all): "+strings.Join(sideNames(), ","))
+	only := fs.String("scenario", "", "run only the scenarios whose name holds this text (\"consume one\")")
 	verbose := fs.Bool("v", false, "print each measurement to stderr as it is taken")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	sz := Sizes{Messages: *n, Latency: *lat, Runs: *runs, Batch: 100, Window: *window, Body: 256}
+	sz := Sizes{Messages: *n, Latency: *lat, Runs: *runs, Batch: 100, Window: *window, Body: 256, Only: *only}
 	if *short {
-		sz = Sizes{Messages: 300, Latency: 50, Runs: 1, Batch: 100, Window: 10, Body: 256}
+		sz = Sizes{Messages: 300, Latency: 50, Runs: 1, Batch: 100, Window: 10, Body: 256, Only: *only}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -59,7 +60,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		progress = stderr
 	}
-	sides, skipped, err := openSides(ctx, *only, sz)
+	sides, skipped, err := openSides(ctx, *sidesOnly, sz)
 	if err != nil {
 		fmt.Fprintln(stderr, "brokers:", err)
 		return 1

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -30,6 +31,10 @@ import (
 // free loopback port printed as "BROKER <url>", until SIGTERM or its stdin
 // closes.
 const serveEnv = "MQLITE_BENCH_SERVE"
+
+// profileEnv, set to a file's path, has the broker process write a CPU
+// profile of its whole life there (go tool pprof reads it).
+const profileEnv = "MQLITE_BENCH_CPUPROFILE"
 
 const brokerPrefix = "BROKER "
 
@@ -53,6 +58,17 @@ func serveMQLite(path string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if path := os.Getenv(profileEnv); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
 	fmt.Fprintf(stdout, "%shttp://%s\n", brokerPrefix, ln.Addr())
 	if err := srv.Serve(ctx, ln); err != nil {
