@@ -293,7 +293,7 @@ type CompleteReceiveRequest struct {
 // CompleteReceiveResponse is the response of complete-receive: one result
 // per lock completed, in order, and the messages claimed.
 type CompleteReceiveResponse struct {
-	Results  []ItemResult `json:"results"`
+	Results  []ItemResult      `json:"results"`
 	Messages []ReceivedMessage `json:"messages"`
 }
 
