@@ -774,7 +774,16 @@ func (s *Server) counts(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.CountsResponse{Queues: covered(r, all, func(m mqlite.QueueMetrics) string { return m.Queue }, wire.FromMetrics)})
+	ages, err := s.st.Ages(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	byQueue := make(map[string]mqlite.QueueAges, len(ages))
+	for _, a := range ages {
+		byQueue[a.Queue] = a
+	}
+	return ok(wire.CountsResponse{Queues: covered(r, all, func(m mqlite.QueueMetrics) string { return m.Queue },
+		func(m mqlite.QueueMetrics) wire.QueueCounts { return wire.FromMetrics(m).WithAges(byQueue[m.Queue]) })})
 }
 
 // covered returns conv of each of items whose queue (or topic) name the

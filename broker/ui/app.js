@@ -195,6 +195,9 @@ function renderQueues() {
       el("td", {}, q),
       ...states.map(cell),
       el("td", { class: "n", "data-queue": q, "data-state": "total" }, total),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "bytes" }, s ? fmtBytes(s.bytes) : ""),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "oldest" }, s ? fmtAge(s.oldest_age_ms) : ""),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "oldest-dead" }, s ? fmtAge(s.oldest_dead_letter_age_ms) : ""),
       el("td", { class: "n", "data-queue": q, "data-rate": "sent" }, fmtRate(r ? r.sent : null)),
       el("td", { class: "n", "data-queue": q, "data-rate": "completed" }, fmtRate(r ? r.completed : null)),
       el("td", { "data-queue": q, "data-option": "dedup" }, fmtDedup(state.options.get(q))));
@@ -203,6 +206,25 @@ function renderQueues() {
   draw($("chart"), state.series);
   $("chart-note").textContent = state.countersSeen ? "" :
     "This broker reports no counters: rates and the chart stay empty.";
+}
+
+// fmtBytes writes a byte count in B, KiB, MiB or GiB.
+function fmtBytes(n) {
+  if (n == null) return "";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+// fmtAge writes an age in milliseconds as s, m, h or d; "" for none.
+function fmtAge(ms) {
+  if (!ms) return "";
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(0)}s`;
+  if (s < 3600) return `${(s / 60).toFixed(0)}m`;
+  if (s < 86400) return `${(s / 3600).toFixed(1)}h`;
+  return `${(s / 86400).toFixed(1)}d`;
 }
 
 // fmtDedup says what a queue deduplicates, and for how long: "" when the

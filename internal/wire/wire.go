@@ -431,16 +431,19 @@ type Counters struct {
 }
 
 // QueueCounts is one queue's entry of GET /v1/counts: its messages per
-// state and its counters, as Store.Metrics keeps them (nothing read from
-// the file).
+// state, bytes and counters, as Store.Metrics keeps them (nothing read
+// from the file), and the ages of Store.Ages (two index seeks).
 type QueueCounts struct {
-	Queue        string   `json:"queue"`
-	Active       int64    `json:"active"`
-	Scheduled    int64    `json:"scheduled"`
-	Locked       int64    `json:"locked"`
-	Deferred     int64    `json:"deferred"`
-	DeadLettered int64    `json:"dead_lettered"`
-	Counters     Counters `json:"counters"`
+	Queue                 string   `json:"queue"`
+	Active                int64    `json:"active"`
+	Scheduled             int64    `json:"scheduled"`
+	Locked                int64    `json:"locked"`
+	Deferred              int64    `json:"deferred"`
+	DeadLettered          int64    `json:"dead_lettered"`
+	Bytes                 int64    `json:"bytes"`
+	OldestAgeMS           int64    `json:"oldest_age_ms"`
+	OldestDeadLetterAgeMS int64    `json:"oldest_dead_letter_age_ms"`
+	Counters              Counters `json:"counters"`
 }
 
 // CountsResponse is the response of GET /v1/counts.
@@ -451,7 +454,13 @@ type CountsResponse struct {
 // FromMetrics encodes the counts of m.
 func FromMetrics(m mqlite.QueueMetrics) QueueCounts {
 	return QueueCounts{Queue: m.Queue, Active: m.Active, Scheduled: m.Scheduled, Locked: m.Locked,
-		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Counters: Counters(m.Counters)}
+		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Bytes: m.Bytes, Counters: Counters(m.Counters)}
+}
+
+// WithAges sets the ages of c from a.
+func (c QueueCounts) WithAges(a mqlite.QueueAges) QueueCounts {
+	c.OldestAgeMS, c.OldestDeadLetterAgeMS = a.OldestActive.Milliseconds(), a.OldestDeadLetter.Milliseconds()
+	return c
 }
 
 // FromStats encodes s.
