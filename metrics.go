@@ -67,6 +67,10 @@ type QueueMetrics struct {
 	// letters included, as of the last commit (QueueStats.Bytes, kept in
 	// memory).
 	Bytes int64
+	// Consumers is how many receivers of the queue are live (Receivers);
+	// Waiting how many Receive calls of the queue run now; Locks how many
+	// leases its receivers hold.
+	Consumers, Waiting, Locks int64
 	// Counters are the queue's events since Open.
 	Counters QueueCounters
 	// Claim is the duration of the claim transactions of Receive (one per
@@ -157,7 +161,16 @@ func (s *Store) Metrics(ctx context.Context) ([]QueueMetrics, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	return s.tally.snapshot(), nil
+	out := s.tally.snapshot()
+	live := s.receivers.list()
+	for i := range out {
+		for _, r := range receiversOf(live, out[i].Queue) {
+			out[i].Consumers++
+			out[i].Waiting += int64(r.Waiting)
+			out[i].Locks += int64(r.Locks)
+		}
+	}
+	return out, nil
 }
 
 // QueueAges is how old the oldest waiting work of one queue is, by the

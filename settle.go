@@ -43,6 +43,9 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 		return s.eng.Settle(ctx, tx, st)
 	})
 	endSettle(span, err)
+	if err == nil || errors.Is(err, ErrLockLost) {
+		s.receivers.settled(l.Token)
+	}
 	return err
 }
 
@@ -80,8 +83,11 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
-	for _, l := range locks {
+	for i, l := range locks {
 		s.tally.observe(l.Queue, settleDuration, start)
+		if err == nil && i < len(out) && (out[i] == nil || errors.Is(out[i], ErrLockLost)) {
+			s.receivers.settled(l.Token)
+		}
 	}
 	endSettle(span, err)
 	if err != nil {
@@ -171,6 +177,13 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i, l := range locks {
+		if out[i].Err != nil {
+			s.receivers.settled(l.Token)
+		} else {
+			s.receivers.renewed(l.Token, out[i].LockedUntil)
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -124,4 +125,27 @@ func FuzzDecodeCreateSchedule(f *testing.F) {
 
 func FuzzDecodeUpdateSchedule(f *testing.F) {
 	fuzzDecoder(f, func(r wire.UpdateScheduleRequest) { _, _ = r.Options.Options() })
+}
+
+// FuzzClientHeader: a Mqlite-Client value is taken whole or refused with a
+// coded error, never trimmed; what is taken is bounded and plain ASCII.
+func FuzzClientHeader(f *testing.F) {
+	for _, s := range []string{"", "ABC123", "a.b_c-d", "a b", "é", string(make([]byte, 65))} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		r := httptest.NewRequest("POST", "/v1/queues/q/receive", nil)
+		r.Header.Set(wire.ClientHeader, name)
+		ctx, err := receiverCtx(r)
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		got := r.Header.Get(wire.ClientHeader)
+		if len(got) > wire.MaxClientNameLen || !wire.ValidClientName(got) || ctx == nil {
+			t.Fatalf("took %q", got)
+		}
+	})
 }

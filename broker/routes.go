@@ -193,7 +193,10 @@ func (s *Server) receive(r *http.Request) (result, error) {
 	if opts.MaxBytes, err = s.budget(opts.MaxBytes); err != nil {
 		return result{}, err
 	}
-	ctx := r.Context()
+	ctx, err := receiverCtx(r)
+	if err != nil {
+		return result{}, err
+	}
 	if opts.Wait > 0 {
 		if s.drain.Err() != nil {
 			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
@@ -325,7 +328,11 @@ func (s *Server) receiveDeferred(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	m, err := s.st.ReceiveDeferred(r.Context(), r.PathValue("queue"), req.Seq)
+	ctx, err := receiverCtx(r)
+	if err != nil {
+		return result{}, err
+	}
+	m, err := s.st.ReceiveDeferred(ctx, r.PathValue("queue"), req.Seq)
 	if err != nil {
 		return result{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -220,7 +221,9 @@ func run(ctx context.Context, l *loop, held int) error {
 		}()
 	}
 
-	err := l.fetch(ctx)
+	// The store counts this loop's receives under its own name (the
+	// broker's client ignores the tag: the broker names it).
+	err := l.fetch(mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))}))
 
 	// Stop: release what was claimed but not started, then drain.
 	close(l.stop)
@@ -248,6 +251,9 @@ func run(ctx context.Context, l *loop, held int) error {
 	<-renewerDone
 	return err
 }
+
+// loopNames numbers the loops of the process, for their ReceiverTag.
+var loopNames atomic.Int64
 
 // loop is the state of one Loop call.
 type loop struct {

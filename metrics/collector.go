@@ -45,6 +45,8 @@ const (
 	NameBytes            = "mqlite_queue_bytes"
 	NameOldestActive     = "mqlite_queue_oldest_active_age_seconds"
 	NameOldestDeadLetter = "mqlite_queue_oldest_dead_letter_age_seconds"
+	NameConsumers        = "mqlite_queue_consumers"
+	NameWaiting          = "mqlite_queue_waiting_receives"
 	NameClaim            = "mqlite_claim_duration_seconds"
 	NameSettle           = "mqlite_settle_duration_seconds"
 )
@@ -73,6 +75,7 @@ type Collector struct {
 	messages, deadLetters *prometheus.Desc
 	bytes                 *prometheus.Desc
 	oldest, oldestDead    *prometheus.Desc
+	consumers, waiting    *prometheus.Desc
 	counters              [len(counterNames)]*prometheus.Desc
 	claim, settle         *prometheus.Desc
 	upperBounds           []float64
@@ -94,6 +97,8 @@ func NewCollector(src Source, opts *CollectorOpts) *Collector {
 		messages:    desc(NameMessages, "Messages of the queue per state, as of the last commit.", "state"),
 		deadLetters: desc(NameDeadLetters, "Dead letters of the queue (the dead_lettered state of mqlite_queue_messages)."),
 		bytes:       desc(NameBytes, "Body bytes of the queue's messages, dead letters included, as of the last commit."),
+		consumers:   desc(NameConsumers, "Live receivers of the queue: in-process loops and the broker's remote receivers (mqlite.Store.Receivers)."),
+		waiting:     desc(NameWaiting, "Receive calls of the queue running now (long-polls waiting included)."),
 		oldest:      desc(NameOldestActive, "Age of the queue's claimable message of lowest sequence number; 0 when none."),
 		oldestDead:  desc(NameOldestDeadLetter, "Time since the queue's dead letter of lowest sequence number was dead-lettered; 0 when none."),
 		claim:       desc(NameClaim, "Duration of the claim transactions of Receive, empty ones included."),
@@ -113,6 +118,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 	ch <- c.deadLetters
 	ch <- c.bytes
+	ch <- c.consumers
+	ch <- c.waiting
 	if _, ok := c.src.(AgeSource); ok {
 		ch <- c.oldest
 		ch <- c.oldestDead
@@ -144,6 +151,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.deadLetters, prometheus.GaugeValue, float64(q.DeadLettered), q.Queue)
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(q.Bytes), q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.consumers, prometheus.GaugeValue, float64(q.Consumers), q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(q.Waiting), q.Queue)
 		for i, v := range counterValues(q.Counters) {
 			ch <- prometheus.MustNewConstMetric(c.counters[i], prometheus.CounterValue, float64(v), q.Queue)
 		}

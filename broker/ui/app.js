@@ -198,6 +198,8 @@ function renderQueues() {
       el("td", { class: "n", "data-queue": q, "data-gauge": "bytes" }, s ? fmtBytes(s.bytes) : ""),
       el("td", { class: "n", "data-queue": q, "data-gauge": "oldest" }, s ? fmtAge(s.oldest_age_ms) : ""),
       el("td", { class: "n", "data-queue": q, "data-gauge": "oldest-dead" }, s ? fmtAge(s.oldest_dead_letter_age_ms) : ""),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "consumers",
+        title: s ? `${s.waiting} receives waiting, ${s.locks} leases held` : "" }, s ? String(s.consumers ?? "") : ""),
       el("td", { class: "n", "data-queue": q, "data-rate": "sent" }, fmtRate(r ? r.sent : null)),
       el("td", { class: "n", "data-queue": q, "data-rate": "completed" }, fmtRate(r ? r.completed : null)),
       el("td", { "data-queue": q, "data-option": "dedup" }, fmtDedup(state.options.get(q))));

@@ -519,15 +519,38 @@ func statsCmd(g *globals) *cobra.Command {
 					v = all[0]
 				}
 				return g.emit(v, func(w io.Writer) {
-					fmt.Fprintln(w, "QUEUE\tACTIVE\tSCHEDULED\tLOCKED\tDEFERRED\tDEAD\tBYTES\tOLDEST")
+					fmt.Fprintln(w, "QUEUE\tACTIVE\tSCHEDULED\tLOCKED\tDEFERRED\tDEAD\tBYTES\tOLDEST\tOLDEST DEAD\tCONSUMERS")
 					for _, s := range all {
-						fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\n", s.Queue, s.Active, s.Scheduled, s.Locked, s.Deferred,
-							s.DeadLettered, s.Bytes, time.Duration(s.OldestAgeMS)*time.Millisecond)
+						fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t%d\n", s.Queue, s.Active, s.Scheduled, s.Locked, s.Deferred,
+							s.DeadLettered, s.Bytes, time.Duration(s.OldestAgeMS)*time.Millisecond,
+							time.Duration(s.OldestDeadLetterAgeMS)*time.Millisecond, s.ReceiversTotal)
+					}
+					if len(all) == 1 && len(all[0].Receivers) > 0 {
+						fmt.Fprintln(w)
+						printReceivers(w, all[0].Receivers)
 					}
 				})
 			})
 		},
 	}
+}
+
+// printReceivers lists the receivers of one queue: who, how many receives
+// wait, how many leases they hold, when last seen.
+func printReceivers(w io.Writer, rs []wire.Receiver) {
+	fmt.Fprintln(w, "RECEIVER\tKEY\tADDRESS\tWAITING\tLOCKS\tLAST SEEN")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", dash(r.Name), dash(r.KeyID), dash(r.Addr), r.Waiting, r.Locks,
+			r.LastSeen.UTC().Format(time.RFC3339))
+	}
+}
+
+// dash is s, or "-" when empty.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func printKeys(w io.Writer, ks []client.Key) {

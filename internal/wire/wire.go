@@ -415,6 +415,23 @@ type Stats struct {
 	OldestDeadLetterAgeMS int64  `json:"oldest_dead_letter_age_ms"`
 	// Counters are the queue's events since the broker opened the store.
 	Counters Counters `json:"counters"`
+	// Receivers are the queue's live receivers, at most MaxReceivers of
+	// them (in key, address and name order); ReceiversTotal counts all.
+	Receivers      []Receiver `json:"receivers"`
+	ReceiversTotal int        `json:"receivers_total"`
+}
+
+// MaxReceivers bounds the receivers of one Stats answer.
+const MaxReceivers = 100
+
+// Receiver is mqlite.Receiver on the wire (its queue is the answer's).
+type Receiver struct {
+	Name     string    `json:"name"`
+	KeyID    string    `json:"key_id,omitempty"`
+	Addr     string    `json:"addr,omitempty"`
+	Waiting  int       `json:"waiting"`
+	Locks    int       `json:"locks"`
+	LastSeen time.Time `json:"last_seen"`
 }
 
 // Counters is mqlite.QueueCounters on the wire. The dashboard reads these
@@ -443,6 +460,9 @@ type QueueCounts struct {
 	Bytes                 int64    `json:"bytes"`
 	OldestAgeMS           int64    `json:"oldest_age_ms"`
 	OldestDeadLetterAgeMS int64    `json:"oldest_dead_letter_age_ms"`
+	Consumers             int64    `json:"consumers"`
+	Waiting               int64    `json:"waiting"`
+	Locks                 int64    `json:"locks"`
 	Counters              Counters `json:"counters"`
 }
 
@@ -454,7 +474,8 @@ type CountsResponse struct {
 // FromMetrics encodes the counts of m.
 func FromMetrics(m mqlite.QueueMetrics) QueueCounts {
 	return QueueCounts{Queue: m.Queue, Active: m.Active, Scheduled: m.Scheduled, Locked: m.Locked,
-		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Bytes: m.Bytes, Counters: Counters(m.Counters)}
+		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Bytes: m.Bytes, Consumers: m.Consumers,
+		Waiting: m.Waiting, Locks: m.Locks, Counters: Counters(m.Counters)}
 }
 
 // WithAges sets the ages of c from a.
@@ -465,10 +486,18 @@ func (c QueueCounts) WithAges(a mqlite.QueueAges) QueueCounts {
 
 // FromStats encodes s.
 func FromStats(s mqlite.QueueStats) Stats {
-	return Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
+	out := Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
 		DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
 		OldestAgeMS: s.OldestAge.Milliseconds(), OldestDeadLetterAgeMS: s.OldestDeadLetterAge.Milliseconds(),
-		Counters: Counters(s.Counters)}
+		Counters: Counters(s.Counters), Receivers: []Receiver{}, ReceiversTotal: len(s.Receivers)}
+	for i, r := range s.Receivers {
+		if i == MaxReceivers {
+			break
+		}
+		out.Receivers = append(out.Receivers, Receiver{Name: r.Name, KeyID: r.KeyID, Addr: r.Addr,
+			Waiting: r.Waiting, Locks: r.Locks, LastSeen: r.LastSeen})
+	}
+	return out
 }
 
 // QueueStats decodes s.
@@ -476,7 +505,17 @@ func (s Stats) QueueStats() mqlite.QueueStats {
 	return mqlite.QueueStats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked,
 		Deferred: s.Deferred, DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
 		OldestAge: time.Duration(s.OldestAgeMS) * time.Millisecond, OldestDeadLetterAge: time.Duration(s.OldestDeadLetterAgeMS) * time.Millisecond,
-		Counters: mqlite.QueueCounters(s.Counters)}
+		Counters: mqlite.QueueCounters(s.Counters), Receivers: s.receivers()}
+}
+
+// receivers decodes the receivers of s; nil for none.
+func (s Stats) receivers() []mqlite.Receiver {
+	var out []mqlite.Receiver
+	for _, r := range s.Receivers {
+		out = append(out, mqlite.Receiver{Queue: s.Queue, ReceiverTag: mqlite.ReceiverTag{Name: r.Name, KeyID: r.KeyID, Addr: r.Addr},
+			Waiting: r.Waiting, Locks: r.Locks, LastSeen: r.LastSeen})
+	}
+	return out
 }
 
 // Match is mqlite.Match on the wire.
@@ -619,4 +658,28 @@ func quote(s string) string {
 		s = s[:64] + "..."
 	}
 	return `"` + s + `"`
+}
+
+// ClientHeader names the client instance that sends a request (the Go
+// client sets it to a random name per Client), so that the broker counts
+// two processes of one key and host as two receivers.
+const ClientHeader = "Mqlite-Client"
+
+// MaxClientNameLen bounds the value of ClientHeader.
+const MaxClientNameLen = 64
+
+// ValidClientName reports whether name is a ClientHeader value the broker
+// takes: empty (none sent), or 1 to MaxClientNameLen ASCII letters,
+// digits, '-', '_' or '.'.
+func ValidClientName(name string) bool {
+	if len(name) > MaxClientNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
