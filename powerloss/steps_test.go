@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/schema"
 )
 
 // The step tests cut the power at every step of one operation (Backup,
@@ -246,22 +247,30 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 	return true
 }
 
-// fixture is the file of the layout before the mqlite_ prefix (guard
-// token mqlite-schema-3), with a row of every kind, that the schema
-// package's upgrade test starts from (schema/testdata/v3/make.go made it).
-const fixture = "../schema/testdata/v3/store.db"
-
-// migrationTemplate is a folder holding a copy of the fixture, and the
-// number of messages in it.
-func migrationTemplate(t *testing.T) (string, int) {
-	t.Helper()
-	dir := t.TempDir()
-	copyFile(t, fixture, filepath.Join(dir, plDB))
-	return dir, rawCount(t, filepath.Join(dir, plDB), `SELECT count(*) FROM messages`)
+// migrationFixtures are the files of the earlier layouts, each with a row
+// of every kind, that the schema package's upgrade tests start from (made
+// by make.go beside each), by the table that holds their messages: the
+// layout before the mqlite_ prefix (guard token mqlite-schema-3), and the
+// first prefixed one (mqlite-schema-4).
+var migrationFixtures = []struct{ name, file, messages string }{
+	{"v3", "../schema/testdata/v3/store.db", "messages"},
+	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages"},
 }
 
-// layout is a file's tables, indexes and triggers with their SQL, and
-// its goose version.
+// migrationTemplate is a folder holding a copy of a fixture, and the
+// number of messages in it.
+func migrationTemplate(t *testing.T, file, messages string) (string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	copyFile(t, file, filepath.Join(dir, plDB))
+	return dir, rawCount(t, filepath.Join(dir, plDB), `SELECT count(*) FROM `+messages)
+}
+
+// layout is a file's tables, indexes and triggers with their SQL. goose's
+// version is left out: the upgrade from the unprefixed layout leaves the
+// current layout in one transaction and records the next, empty,
+// migration in another, so a cut between the two leaves the new layout at
+// an older version, which the next Open records.
 func layout(t *testing.T, path string) string {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
@@ -269,7 +278,7 @@ func layout(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT type, name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name`)
+	rows, err := db.Query(`SELECT type, name, coalesce(sql, '') FROM sqlite_schema WHERE name <> 'mqlite_migrations' ORDER BY type, name`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,23 +291,27 @@ func layout(t *testing.T, path string) string {
 		}
 		fmt.Fprintf(&b, "%s %s %s\n", typ, name, text)
 	}
-	var version int
-	if err := db.QueryRow(`SELECT max(version_id) FROM mqlite_migrations`).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(&b, "version %d", version)
 	return b.String()
 }
 
 // TestPowerLossMigration cuts the power at every step of an Open that
-// upgrades a file of the layout before the mqlite_ prefix (the schema
-// package's fixture): after each, the file passes integrity_check and
-// holds the old layout or the new one, nothing in between; Open then
-// finishes the upgrade with every message.
+// upgrades a file of each earlier layout (the schema package's fixtures):
+// after each, the file passes integrity_check and holds the old layout or
+// the new one, nothing in between; Open then finishes the upgrade with
+// every message.
 func TestPowerLossMigration(t *testing.T) {
 	t.Parallel()
+	for _, f := range migrationFixtures {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			powerLossMigration(t, f.file, f.messages)
+		})
+	}
+}
+
+func powerLossMigration(t *testing.T, file, table string) {
 	syncModes(t, func(t *testing.T, name string, full bool) {
-		template, messages := migrationTemplate(t)
+		template, messages := migrationTemplate(t, file, table)
 		old := layout(t, filepath.Join(template, plDB))
 		whole := runStep(t, template, "migrate", full, 0)
 		if !whole.done {
@@ -338,6 +351,9 @@ func TestPowerLossMigration(t *testing.T) {
 			}
 			if layout(t, path) != upgraded {
 				t.Fatalf("step %d: Open after the cut left another layout", step)
+			}
+			if v := rawCount(t, path, `SELECT max(version_id) FROM mqlite_migrations`); v != schema.Latest {
+				t.Fatalf("step %d: goose version %d after Open, want %d", step, v, schema.Latest)
 			}
 		}
 		t.Logf("synchronous=%s: an upgrading Open and Close take %d file operations; cut after %d of them: old layout %d times, new layout %d times, never in between",

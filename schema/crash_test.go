@@ -20,8 +20,8 @@ import (
 )
 
 // The migration crash test: a child process (this test binary, re-run as
-// TestMigrationCrashChild) upgrades a copy of the unprefixed fixture and
-// SIGKILLs itself after a chosen step of the upgrade, inside its one
+// TestMigrationCrashChild) upgrades a copy of a fixture of an earlier layout
+// and SIGKILLs itself after a chosen step of the upgrade, inside its one
 // transaction; or the parent kills it at a random moment while it upgrades
 // a larger file. Each time, the file the dead process left must hold the old
 // layout whole or the new one whole, never a mix, and then upgrade with
@@ -78,8 +78,9 @@ func startChild(t *testing.T, path, step string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
-// layoutOf says which layout the file holds, failing on a mix.
-func layoutOf(t *testing.T, path string) string {
+// layoutOf says which layout the file holds, the fixture's ("old") or
+// today's ("new"), failing on a mix.
+func (f fixture) layoutOf(t *testing.T, path string) string {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -90,22 +91,18 @@ func layoutOf(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := testdb.Int(t, db, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN
-		('queues', 'messages', 'message_bodies', 'dedup', 'settlement_receipts', 'receive_attempts',
-		 'topics', 'subscriptions', 'access_keys', 'schedules')`)
-	prefixed := testdb.Int(t, db, `SELECT count(*) FROM sqlite_schema WHERE name LIKE 'mqlite\_%' ESCAPE '\'
-		AND name NOT IN ('mqlite_guard', 'mqlite_migrations')`)
 	var check string
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Fatalf("integrity_check after the kill: %q, %v", check, err)
 	}
+	layout := layoutText(t, db)
 	switch {
-	case token == "mqlite-schema-3" && old == 10 && prefixed == 0:
+	case token == f.token && layout == f.layout(t):
 		return "old"
-	case token == schema.Token && old == 0 && prefixed > 20:
+	case token == schema.Token && layout == freshLayout(t):
 		return "new"
 	}
-	t.Fatalf("a mix of layouts: token %q, %d old tables, %d prefixed objects", token, old, prefixed)
+	t.Fatalf("a mix of layouts: token %q, layout:\n%s", token, layout)
 	return ""
 }
 
@@ -136,13 +133,22 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 }
 
-// TestMigrationCrash kills the upgrade after every one of its steps, and at
+// TestMigrationCrash kills each upgrade after every one of its steps, and at
 // random moments of the upgrade of a larger file: the old layout or the new
 // one every time, then an upgrade that loses nothing.
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
-	fixture, _ := copyFixture(t)
-	want := counts(t, fixture, "")
+	for _, f := range []fixture{unprefixedFixture, prefixedFixture} {
+		t.Run(f.token, func(t *testing.T) {
+			t.Parallel()
+			f.crash(t)
+		})
+	}
+}
+
+func (f fixture) crash(t *testing.T) {
+	fixture, _ := f.copyOf(t)
+	want := counts(t, fixture, f.prefix)
 	dir := t.TempDir()
 
 	// A run without a kill lists the steps.
@@ -155,7 +161,7 @@ func TestMigrationCrash(t *testing.T) {
 			steps = append(steps, s)
 		}
 	}
-	if err := cmd.Wait(); err != nil || len(steps) < 10 {
+	if err := cmd.Wait(); err != nil || len(steps) < 5 {
 		t.Fatalf("the listing run: %v, steps %q", err, steps)
 	}
 	stepCount := len(steps)
@@ -176,10 +182,10 @@ func TestMigrationCrash(t *testing.T) {
 		if err := cmd.Wait(); err == nil {
 			t.Fatalf("the child survived step %q", step)
 		}
-		if got := layoutOf(t, path); got != "old" {
+		if got := f.layoutOf(t, path); got != "old" {
 			t.Fatalf("killed after %q, inside the transaction: the file holds the %s layout, want the old one", step, got)
 		}
-		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil || m.From != 2 {
+		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil || m.From != f.version {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)
 		}
 		if got := counts(t, path, "mqlite_"); got != want {
@@ -191,8 +197,8 @@ func TestMigrationCrash(t *testing.T) {
 	// while: before it began, inside it, or after it committed.
 	big := filepath.Join(dir, "big.db")
 	copyFile(t, fixture, big)
-	grow(t, big, 10_000)
-	wantBig := counts(t, big, "")
+	f.grow(t, big, 10_000)
+	wantBig := counts(t, big, f.prefix)
 	seen := map[string]int{}
 	for i := range migrationRandomKills {
 		path := filepath.Join(dir, fmt.Sprintf("random-%d.db", i))
@@ -208,7 +214,7 @@ func TestMigrationCrash(t *testing.T) {
 		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		got := layoutOf(t, path)
+		got := f.layoutOf(t, path)
 		seen[got]++
 		if _, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil {
 			t.Fatalf("upgrade after a random kill: %v", err)
@@ -220,8 +226,8 @@ func TestMigrationCrash(t *testing.T) {
 	t.Logf("%d kills after a step (old layout each time), %d at random moments: %v", len(steps), migrationRandomKills, seen)
 }
 
-// grow adds n messages, with their dedup rows, to the unprefixed file.
-func grow(t *testing.T, path string, n int) {
+// grow adds n messages, with their dedup rows, to a copy of the fixture.
+func (f fixture) grow(t *testing.T, path string, n int) {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -229,13 +235,38 @@ func grow(t *testing.T, path string, n int) {
 	}
 	defer db.Close()
 	_, err = db.Exec(`WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?)
-		INSERT INTO messages (queue, enqueued_at, message_id, content_key, body_len, body)
+		INSERT INTO `+f.prefix+`messages (queue, enqueued_at, message_id, content_key, body_len, body)
 		SELECT 'nodedup', 1, 'grown-' || i, randomblob(16), 200, randomblob(200) FROM k`, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO dedup (queue, key, seq, content_key, expires_at)
-		SELECT 'nodedup', message_id, id, content_key, 1 FROM messages WHERE message_id LIKE 'grown-%'`); err != nil {
+	if _, err := db.Exec(`INSERT INTO ` + f.prefix + `dedup (queue, key, seq, content_key, expires_at)
+		SELECT 'nodedup', message_id, id, content_key, 1 FROM ` + f.prefix + `messages WHERE message_id LIKE 'grown-%'`); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// layout is the text of the fixture's layout, as layoutText reads it.
+func (f fixture) layout(t *testing.T) string {
+	t.Helper()
+	path, _ := f.copyOf(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return layoutText(t, db)
+}
+
+// freshLayout is the text of a fresh store's layout, as layoutText reads it.
+func freshLayout(t *testing.T) string {
+	t.Helper()
+	return layoutText(t, testdb.Open(t, mqlite.Options{}).Store.DB())
+}
+
+// layoutText is the text of every object in the file but goose's table.
+func layoutText(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	return strings.Join(testdb.Strings(t, db, `SELECT sql FROM sqlite_schema
+		WHERE sql IS NOT NULL AND name <> 'mqlite_migrations' ORDER BY type, name`), ";\n")
 }

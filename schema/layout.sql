@@ -5,7 +5,10 @@
 -- triggers. The upgrade from the unprefixed layout keeps its guard, creates
 -- the tables, copies the rows, and only then creates the indexes and
 -- triggers, so that no trigger fires on a copied row and each index is built
--- once.
+-- once. A column a later layout added to a table is written here as
+-- ALTER TABLE ... ADD COLUMN writes it into the table's text (", name type"
+-- before the closing parenthesis), so that a fresh file and an upgraded one
+-- hold the same text.
 
 -- mqlite: guard
 
@@ -15,12 +18,13 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-4');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-5');
 
 -- mqlite: tables
 
 -- A queue and its options. dedup_by_body = 1 deduplicates a message sent
 -- without a MessageID by its content key (QueueOptions.DedupByBody).
+-- paused_at is when the queue was paused (unix ms), 0 while it runs.
 CREATE TABLE mqlite_queues (
     name               TEXT    PRIMARY KEY,
     ordering           TEXT    NOT NULL CHECK (ordering IN ('standard', 'fifo')),
@@ -35,7 +39,7 @@ CREATE TABLE mqlite_queues (
     created_at         INTEGER NOT NULL,
     updated_at         INTEGER NOT NULL,
     dedup_by_body      INTEGER NOT NULL CHECK (dedup_by_body IN (0, 1))
-) STRICT;
+, paused_at INTEGER NOT NULL DEFAULT 0) STRICT;
 
 -- A message is a row and its state is a column. id is the sequence number:
 -- AUTOINCREMENT keeps it strictly increasing and never reused.
@@ -51,6 +55,7 @@ CREATE TABLE mqlite_queues (
 -- 32 dashes for lock_token, the length of a token and never one (tokens are
 -- hex): a claim then rewrites the row at the same size, where a NULL growing
 -- to 32 bytes split the row's full 1 KiB page on almost every claim.
+-- last_error is the last reason a delivery came back (NULL for none).
 CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY AUTOINCREMENT,
     queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
@@ -74,7 +79,7 @@ CREATE TABLE mqlite_messages (
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0
-) STRICT;
+, last_error TEXT) STRICT;
 
 -- The bodies too large to keep in their message's row, written once.
 CREATE TABLE mqlite_message_bodies (
@@ -116,14 +121,17 @@ CREATE TABLE mqlite_settlement_receipts (
 
 -- What a Receive tagged with an attempt id claimed, so a retry replays it.
 -- request holds the options of the Receive: a retry must repeat them.
+-- A rowid table keyed by the unique index mqlite_attempts_key: a lookup,
+-- which mostly misses, searches the index's small cells and reads the row,
+-- whose result spills to overflow pages, only on a hit.
 CREATE TABLE mqlite_receive_attempts (
+    id         INTEGER PRIMARY KEY,
     queue      TEXT    NOT NULL,
     attempt_id TEXT    NOT NULL,
     request    TEXT    NOT NULL,
     result     BLOB    NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, attempt_id)
-) STRICT, WITHOUT ROWID;
+    expires_at INTEGER NOT NULL
+) STRICT;
 
 -- Topics fan a send out to their subscriptions. A topic and a queue never
 -- share a name, so a send's target is never ambiguous.
@@ -292,5 +300,6 @@ END;
 -- The janitor deletes expired attempts oldest first; a queue is a
 -- subscription of one topic at most; the schedule loop finds the next period.
 CREATE INDEX mqlite_attempts_expires ON mqlite_receive_attempts (expires_at);
+CREATE UNIQUE INDEX mqlite_attempts_key ON mqlite_receive_attempts (queue, attempt_id);
 CREATE UNIQUE INDEX mqlite_subscription_queue ON mqlite_subscriptions (queue);
 CREATE INDEX mqlite_schedules_next ON mqlite_schedules (next_at);

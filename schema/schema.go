@@ -28,17 +28,22 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-4"
+const Token = "mqlite-schema-5"
 
 // unprefixedToken is the guard token of the layout before every name took
-// the mqlite_ prefix; migration 3 upgrades it in place.
+// the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
 const unprefixedToken = "mqlite-schema-3"
+
+// prefixedToken is the guard token of the first prefixed layout, before a
+// queue could pause, a message kept its last error, and receive attempts
+// were keyed by an index; migration 4 upgrades it in place.
+const prefixedToken = "mqlite-schema-4"
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 3
+const Latest = 4
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -88,15 +93,18 @@ func SQL() string {
 }
 
 // migrations are the goose migrations, each in its own transaction. A new
-// file runs all three: the first creates the layout, the other two find
-// nothing to do. A file made before the mqlite_ prefix has recorded versions
-// 1 and 2 (which then created the unprefixed layout) and runs only the
-// third, which upgrades it in one transaction.
+// file runs them all: the first creates the layout, the others find the
+// current token and do nothing. A file made before the mqlite_ prefix has
+// recorded versions 1 and 2 (which then created the unprefixed layout); the
+// third upgrades it to the current layout in one transaction, and the fourth
+// then finds nothing to do. A file of the first prefixed layout has recorded
+// 1 to 3 and runs only the fourth.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
 		goose.NewGoMigration(2, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }}, nil),
 		goose.NewGoMigration(3, &goose.GoFunc{RunTx: upgradeUnprefixed}, nil),
+		goose.NewGoMigration(4, &goose.GoFunc{RunTx: upgradePrefixed}, nil),
 	}
 }
 
@@ -125,24 +133,9 @@ var unprefixedTables = []string{"queues", "messages", "message_bodies", "dedup",
 // On a file that migration 1 created, it finds the new token and does
 // nothing.
 func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
-	var token string
-	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
-		return fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
-	}
-	if token == Token {
-		return nil
-	}
-	if token != unprefixedToken {
-		return fmt.Errorf("%w: upgrade: file has %q", errs.ErrSchemaVersionMismatch, token)
-	}
-	step := func(name, query string, args ...any) error {
-		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, unprefixedToken, Token, name, err)
-		}
-		if afterStep != nil {
-			afterStep(name)
-		}
-		return nil
+	step, err := upgradeFrom(ctx, tx, unprefixedToken)
+	if step == nil {
+		return err
 	}
 	if err := step("create the tables", part("tables")); err != nil {
 		return err
@@ -181,15 +174,84 @@ func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
 	return step("write the guard", `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
 
-// afterStep, when set (by the crash test), is called after each step of the
+// stepFunc runs one statement of an upgrade, naming the step in its error.
+type stepFunc func(name, query string, args ...any) error
+
+// upgradeFrom reads the guard of a file an upgrade from token runs on. It
+// returns the upgrade's step function when the file holds that layout; nil
+// and no error when it already holds the current one (a new file, or one an
+// earlier migration brought up to date); nil and an error otherwise.
+func upgradeFrom(ctx context.Context, tx *sql.Tx, from string) (stepFunc, error) {
+	var token string
+	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
+		return nil, fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
+	}
+	if token == Token {
+		return nil, nil
+	}
+	if token != from {
+		return nil, fmt.Errorf("%w: upgrade: file has %q", errs.ErrSchemaVersionMismatch, token)
+	}
+	return func(name, query string, args ...any) error {
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, from, Token, name, err)
+		}
+		if afterStep != nil {
+			afterStep(name)
+		}
+		return nil
+	}, nil
+}
+
+// afterStep, when set (by the crash test), is called after each step of an
 // upgrade, inside its transaction.
 var afterStep func(step string)
+
+// upgradePrefixed moves a file of the first prefixed layout to the current
+// one, in the migration's one transaction. Two columns are added in place
+// (SQLite writes no row for them: an old row reads the default); the
+// receive attempts, a few short-lived rows, are copied aside, and their
+// table is made again as a rowid table keyed by a unique index.
+func upgradePrefixed(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, prefixedToken)
+	if step == nil {
+		return err
+	}
+	const cols = "queue, attempt_id, request, result, expires_at"
+	for _, s := range []struct{ name, query string }{
+		{"add mqlite_queues.paused_at", `ALTER TABLE mqlite_queues ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0`},
+		{"add mqlite_messages.last_error", `ALTER TABLE mqlite_messages ADD COLUMN last_error TEXT`},
+		{"copy the receive attempts aside", `CREATE TEMP TABLE mqlite_attempts_copy AS SELECT ` + cols + ` FROM mqlite_receive_attempts`},
+		{"drop mqlite_receive_attempts", `DROP TABLE mqlite_receive_attempts`},
+		{"create mqlite_receive_attempts", statement("CREATE TABLE mqlite_receive_attempts (")},
+		{"copy the receive attempts back", `INSERT INTO mqlite_receive_attempts (` + cols + `) SELECT ` + cols + ` FROM temp.mqlite_attempts_copy`},
+		{"drop the copy", `DROP TABLE temp.mqlite_attempts_copy`},
+		{"create mqlite_attempts_expires", statement("CREATE INDEX mqlite_attempts_expires ")},
+		{"create mqlite_attempts_key", statement("CREATE UNIQUE INDEX mqlite_attempts_key ")},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
+	return step("write the guard", `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+}
+
+// statement returns the statement of layout.sql that begins with head, up
+// to its semicolon: a table or an index (a trigger's body holds semicolons).
+func statement(head string) string {
+	i := strings.Index(layout, "\n"+head)
+	if i < 0 {
+		panic("schema: layout.sql has no " + head) // the embedded file is fixed at build time
+	}
+	rest := layout[i+1:]
+	return rest[:strings.Index(rest, ";")]
+}
 
 // carrySequence makes the seqs of mqlite_messages go on after the highest
 // ever given in messages, deleted messages included. The copy gave
 // mqlite_messages a sequence row if it copied a message; sqlite_sequence has
 // no key, so the row is updated or inserted, never doubled.
-func carrySequence(step func(name, query string, args ...any) error) error {
+func carrySequence(step stepFunc) error {
 	if err := step("carry the message sequence", `UPDATE sqlite_sequence
 		SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))
 		WHERE name = 'mqlite_messages'`); err != nil {
@@ -296,6 +358,8 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
+	case prefixedToken:
+		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)
 		if err != nil {

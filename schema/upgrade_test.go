@@ -19,13 +19,27 @@ import (
 	"github.com/mqlite/mqlite/schema"
 )
 
-// fixtureDir holds a file of the unprefixed layout (mqlite-schema-3) with a
-// row of every kind, made by make.go there with the code of that layout.
-const fixtureDir = "testdata/v3"
+// A fixture is a committed file of an earlier layout with a row of every
+// kind, made by make.go beside it with the code of that layout.
+type fixture struct {
+	dir     string
+	token   string   // its guard token
+	version int64    // the last goose migration it recorded
+	prefix  string   // what its tables' names begin with
+	tables  []string // its tables, without the prefix
+}
 
-// unprefixed are the tables of that layout.
-var unprefixed = []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts",
+// tables are the tables of both earlier layouts, without a prefix.
+var tables = []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts",
 	"receive_attempts", "topics", "subscriptions", "access_keys", "schedules"}
+
+var (
+	// unprefixedFixture is the layout before the mqlite_ prefix.
+	unprefixedFixture = fixture{dir: "testdata/v3", token: "mqlite-schema-3", version: 2, tables: tables}
+	// prefixedFixture is the first prefixed layout: no paused_at, no
+	// last_error, receive attempts in a WITHOUT ROWID table.
+	prefixedFixture = fixture{dir: "testdata/v4", token: "mqlite-schema-4", version: 3, prefix: "mqlite_", tables: tables}
+)
 
 // fixtureExpect is what make.go wrote beside the file.
 type fixtureExpect struct {
@@ -36,11 +50,11 @@ type fixtureExpect struct {
 	AdminKey, RevokedKey                    string
 }
 
-// copyFixture copies the fixture's file into a new folder and returns its
-// path and what make.go recorded.
-func copyFixture(t *testing.T) (string, fixtureExpect) {
+// copyOf copies the fixture's file into a new folder and returns its path
+// and what make.go recorded.
+func (f fixture) copyOf(t *testing.T) (string, fixtureExpect) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, "store.db"))
+	b, err := os.ReadFile(filepath.Join(f.dir, "store.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +63,7 @@ func copyFixture(t *testing.T) (string, fixtureExpect) {
 		t.Fatal(err)
 	}
 	var exp fixtureExpect
-	j, err := os.ReadFile(filepath.Join(fixtureDir, "expect.json"))
+	j, err := os.ReadFile(filepath.Join(f.dir, "expect.json"))
 	if err == nil {
 		err = json.Unmarshal(j, &exp)
 	}
@@ -78,15 +92,15 @@ func columnsOf(t *testing.T, db *sql.DB, table string) []string {
 	return testdb.Strings(t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
 }
 
-// snapshot is every row of the unprefixed file's tables and its message
-// sequence, read with plain database/sql.
+// snapshot is every row of a fixture's tables and its message sequence,
+// read with plain database/sql.
 type snapshot struct {
 	cols map[string][]string
 	rows map[string][]string
 	seq  int64
 }
 
-func snapshotUnprefixed(t *testing.T, path string) snapshot {
+func (f fixture) snapshot(t *testing.T, path string) snapshot {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
@@ -94,34 +108,33 @@ func snapshotUnprefixed(t *testing.T, path string) snapshot {
 	}
 	defer db.Close()
 	s := snapshot{cols: map[string][]string{}, rows: map[string][]string{}}
-	for _, table := range unprefixed {
-		s.cols[table] = columnsOf(t, db, table)
-		s.rows[table] = rowsOf(t, db, table, s.cols[table])
+	for _, table := range f.tables {
+		s.cols[table] = columnsOf(t, db, f.prefix+table)
+		s.rows[table] = rowsOf(t, db, f.prefix+table, s.cols[table])
 		if len(s.rows[table]) == 0 {
 			t.Fatalf("the fixture's %s is empty: it must hold a row of every kind", table)
 		}
 	}
-	s.seq = testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = 'messages'`)
+	s.seq = testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = ?`, f.prefix+"messages")
 	return s
 }
 
-// TestUpgradeFromUnprefixed upgrades the committed file of the unprefixed
-// layout with today's migrations: the layout becomes exactly a fresh
-// store's, and every row of every table comes through unchanged, leases and
-// tokens included. Then a store opens on it (its recovery releases the
-// leases the fixture's process left, as after any crash) and keeps every
-// promise it had made about the rows: receipts, attempts, dedup, groups,
-// dead letters, schedules, keys, seqs.
-func TestUpgradeFromUnprefixed(t *testing.T) {
-	t.Parallel()
+// upgrade upgrades a copy of the fixture with today's migrations and checks
+// the file: the layout exactly a fresh store's, every row of every table
+// there unchanged (the columns the layout added hold their defaults), the
+// sequence carried, the guard an older binary refuses. It returns the path
+// and what make.go recorded.
+func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
+	t.Helper()
 	ctx := context.Background()
-	path, exp := copyFixture(t)
-	before := snapshotUnprefixed(t, path)
+	path, exp := f.copyOf(t)
+	before := f.snapshot(t, path)
 
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	db.SetMaxOpenConns(1)
 	if state, err := schema.Check(ctx, db); err != nil || state != schema.Outdated {
 		t.Fatalf("Check: %v, %v, want Outdated", state, err)
@@ -136,14 +149,20 @@ func TestUpgradeFromUnprefixed(t *testing.T) {
 	if tok, err := schema.GuardToken(ctx, db); err != nil || tok != schema.Token {
 		t.Fatalf("guard %q (%v), want %q: an older binary must refuse the file", tok, err, schema.Token)
 	}
-	for _, table := range unprefixed {
+	if v, err := schema.Version(ctx, db); err != nil || v != schema.Latest {
+		t.Fatalf("goose version %d (%v), want %d", v, err, schema.Latest)
+	}
+	for _, table := range f.tables {
 		got := rowsOf(t, db, "mqlite_"+table, before.cols[table])
 		if !slices.Equal(got, before.rows[table]) {
 			t.Errorf("mqlite_%s:\n got  %q\n want %q", table, got, before.rows[table])
 		}
 	}
-	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE dedup_by_body = 0`); n != 0 {
-		t.Errorf("%d queues lost body deduplication in the upgrade", n)
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE paused_at <> 0`); n != 0 {
+		t.Errorf("%d queues paused by the upgrade", n)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE last_error IS NOT NULL`); n != 0 {
+		t.Errorf("%d messages given a last error by the upgrade", n)
 	}
 	if seq := testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`); seq != before.seq {
 		t.Errorf("message sequence %d, want %d", seq, before.seq)
@@ -155,17 +174,25 @@ func TestUpgradeFromUnprefixed(t *testing.T) {
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Fatalf("integrity_check: %q, %v", check, err)
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	return path, exp, before
+}
 
+// keptPromises opens the upgraded file and checks that the store keeps
+// every promise it had made about the fixture's rows: receipts, attempts,
+// dedup by MessageID and by body (body, sent as seq bodySeq to bodyQueue, a
+// queue with DedupByBody), groups, dead letters, schedules, keys,
+// seqs. Its recovery releases the leases the fixture's process left, as
+// after any crash.
+func keptPromises(t *testing.T, path string, exp fixtureExpect, before snapshot, bodyQueue, body string, bodySeq int64, queues int) *mqlite.Store {
+	t.Helper()
+	ctx := context.Background()
 	st, err := mqlite.Open(ctx, path, mqlite.Options{Clock: atClock(exp.T0), ExistingOnly: true,
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1,
 		RetentionInterval: -1, ScheduleInterval: -1})
 	if err != nil {
 		t.Fatalf("open the upgraded file: %v", err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() })
 	must := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -182,23 +209,19 @@ func TestUpgradeFromUnprefixed(t *testing.T) {
 	if err != nil || len(got) != 0 {
 		t.Fatalf("attempt replay gave %d messages (%v), want none", len(got), err)
 	}
-	send := func(queue string, m outbox.Message) outbox.Result {
-		t.Helper()
-		var res []outbox.Result
-		must("send", st.Tx(ctx, func(tx *mqlite.Tx) error {
-			var err error
-			res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, []outbox.Message{m})
-			return err
-		}))
-		return res[0]
+	if got, err := st.Receive(ctx, "audit", mqlite.ReceiveOptions{AttemptID: "a new attempt"}); err != nil || len(got) != 1 || got[0].Seq != exp.AttemptSeq {
+		t.Fatalf("a new attempt gave %+v (%v), want the released seq %d", got, err, exp.AttemptSeq)
 	}
-	if r := send("orders", outbox.Message{Body: []byte(`{"n":2}`), MessageID: "order-2"}); !r.Duplicate || r.Seq != 2 {
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_receive_attempts`); n != 2 {
+		t.Fatalf("%d receive attempts recorded, want the upgraded one and the new one", n)
+	}
+	if r := sendOne(t, st, "orders", outbox.Message{Body: []byte(`{"n":2}`), MessageID: "order-2"}); !r.Duplicate || r.Seq != 2 {
 		t.Errorf("resend by MessageID: %+v, want a duplicate of seq 2", r)
 	}
-	if r := send("orders", outbox.Message{Body: []byte(`{"n":7}`)}); !r.Duplicate || r.Seq != 7 {
-		t.Errorf("resend of a body on an upgraded queue: %+v, want a duplicate of seq 7 (the queue keeps body dedup)", r)
+	if r := sendOne(t, st, bodyQueue, outbox.Message{Body: []byte(body)}); !r.Duplicate || r.Seq != bodySeq {
+		t.Errorf("resend of a body on %s: %+v, want a duplicate of seq %d (the queue keeps body dedup)", bodyQueue, r, bodySeq)
 	}
-	if r := send("orders", outbox.Message{Body: []byte("new")}); r.Duplicate || r.Seq != before.seq+1 {
+	if r := sendOne(t, st, "nodedup", outbox.Message{Body: []byte("new")}); r.Duplicate || r.Seq != before.seq+1 {
 		t.Errorf("new message: %+v, want seq %d: seqs go on, never reused", r, before.seq+1)
 	}
 	dead, err := st.PeekDeadLetters(ctx, "orders", mqlite.PeekOptions{})
@@ -234,14 +257,77 @@ func TestUpgradeFromUnprefixed(t *testing.T) {
 	}
 	m, err := st.Metrics(ctx)
 	must("metrics", err)
-	if len(m) != 5 {
-		t.Errorf("metrics of %d queues, want 5", len(m))
+	if len(m) != queues {
+		t.Errorf("metrics of %d queues, want %d", len(m), queues)
 	}
+	return st
+}
+
+// sendOne sends m to queue in its own transaction.
+func sendOne(t *testing.T, st *mqlite.Store, queue string, m outbox.Message) outbox.Result {
+	t.Helper()
+	var res []outbox.Result
+	if err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
+		var err error
+		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, []outbox.Message{m})
+		return err
+	}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	return res[0]
+}
+
+// TestUpgradeFromUnprefixed upgrades the committed file of the unprefixed
+// layout: every row comes through (leases and tokens included), every queue
+// keeps deduplicating bodies as it did, and the store keeps every promise.
+func TestUpgradeFromUnprefixed(t *testing.T) {
+	t.Parallel()
+	path, exp, before := unprefixedFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE dedup_by_body = 0`); n != 0 {
+		t.Errorf("%d queues lost body deduplication in the upgrade", n)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "orders", `{"n":7}`, 7, 5)
 
 	// A queue made after the upgrade does not deduplicate bodies.
-	must("create a queue", st.CreateQueue(ctx, "new", mqlite.QueueOptions{}))
-	if a, b := send("new", outbox.Message{Body: []byte("same")}), send("new", outbox.Message{Body: []byte("same")}); b.Duplicate || a.Seq == b.Seq {
+	if err := st.CreateQueue(context.Background(), "new", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := sendOne(t, st, "new", outbox.Message{Body: []byte("same")}), sendOne(t, st, "new", outbox.Message{Body: []byte("same")}); b.Duplicate || a.Seq == b.Seq {
 		t.Errorf("the same body twice on a new queue: %+v then %+v, want two messages", a, b)
+	}
+}
+
+// TestUpgradeFromPrefixed upgrades the committed file of the first prefixed
+// layout: the new columns read their defaults, the receive attempts move to
+// their keyed table, and the store keeps every promise; then a queue pauses
+// and a message keeps a last error on the upgraded file.
+func TestUpgradeFromPrefixed(t *testing.T) {
+	t.Parallel()
+	path, exp, before := prefixedFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testdb.Strings(t, db, `SELECT name FROM mqlite_queues WHERE dedup_by_body = 1`); !slices.Equal(got, []string{"bodies"}) {
+		t.Errorf("queues deduplicating bodies: %q, want bodies alone, as before", got)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 6)
+	if _, err := st.DB().Exec(`UPDATE mqlite_queues SET paused_at = 1 WHERE name = 'orders'`); err != nil {
+		t.Errorf("pause a queue on the upgraded file: %v", err)
+	}
+	if _, err := st.DB().Exec(`UPDATE mqlite_messages SET last_error = 'boom' WHERE id = ?`, exp.DeferredSeq); err != nil {
+		t.Errorf("keep a last error on the upgraded file: %v", err)
 	}
 }
 
@@ -256,7 +342,7 @@ func (c atClock) Now() time.Time { return time.Time(c) }
 func TestUpgradeFromBeforeSchedules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path, _ := copyFixture(t)
+	path, _ := unprefixedFixture.copyOf(t)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +375,7 @@ func TestUpgradeFromBeforeSchedules(t *testing.T) {
 func TestUpgradeFailsWhole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path, _ := copyFixture(t)
+	path, _ := unprefixedFixture.copyOf(t)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +410,7 @@ func TestUpgradeFailsWhole(t *testing.T) {
 func TestExistingOnlyRefusesTheUnprefixedLayout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path, _ := copyFixture(t)
+	path, _ := unprefixedFixture.copyOf(t)
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -115,8 +115,8 @@ var janitorSQL = []string{
 	`DELETE FROM mqlite_settlement_receipts WHERE (seq, lock_token, operation, args) IN (
 		SELECT seq, lock_token, operation, args FROM mqlite_settlement_receipts ORDER BY seq LIMIT ?2)
 	   AND expires_at <= ?1`,
-	`DELETE FROM mqlite_receive_attempts WHERE (queue, attempt_id) IN (
-		SELECT queue, attempt_id FROM mqlite_receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+	`DELETE FROM mqlite_receive_attempts WHERE id IN (
+		SELECT id FROM mqlite_receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
 }
 
 // dedupChunkEndSQL finds where the chunk of dedup keys that starts at the

@@ -4,6 +4,9 @@
 -- index mqlite_attempts_expires
 CREATE INDEX mqlite_attempts_expires ON mqlite_receive_attempts (expires_at);
 
+-- index mqlite_attempts_key
+CREATE UNIQUE INDEX mqlite_attempts_key ON mqlite_receive_attempts (queue, attempt_id);
+
 -- index mqlite_msg_active
 CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
@@ -99,7 +102,7 @@ CREATE TABLE mqlite_messages (
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0
-) STRICT;
+, last_error TEXT) STRICT;
 
 -- table mqlite_migrations
 CREATE TABLE mqlite_migrations (
@@ -124,17 +127,17 @@ CREATE TABLE mqlite_queues (
     created_at         INTEGER NOT NULL,
     updated_at         INTEGER NOT NULL,
     dedup_by_body      INTEGER NOT NULL CHECK (dedup_by_body IN (0, 1))
-) STRICT;
+, paused_at INTEGER NOT NULL DEFAULT 0) STRICT;
 
 -- table mqlite_receive_attempts
 CREATE TABLE mqlite_receive_attempts (
+    id         INTEGER PRIMARY KEY,
     queue      TEXT    NOT NULL,
     attempt_id TEXT    NOT NULL,
     request    TEXT    NOT NULL,
     result     BLOB    NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, attempt_id)
-) STRICT, WITHOUT ROWID;
+    expires_at INTEGER NOT NULL
+) STRICT;
 
 -- table mqlite_schedules
 CREATE TABLE mqlite_schedules (
