@@ -71,6 +71,8 @@ type QueueMetrics struct {
 	// Waiting how many Receive calls of the queue run now; Locks how many
 	// leases its receivers hold.
 	Consumers, Waiting, Locks int64
+	// Paused reports whether the queue is paused (Store.PauseQueue).
+	Paused bool
 	// Counters are the queue's events since Open.
 	Counters QueueCounters
 	// Claim is the duration of the claim transactions of Receive (one per

@@ -164,6 +164,9 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		if err != nil {
 			return err
 		}
+		if q.PausedAt != 0 {
+			return nil // paused: nothing to claim, nothing due; ResumeQueue wakes the wait
+		}
 		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,

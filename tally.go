@@ -88,6 +88,7 @@ func exactOf(per map[string]engine.StateStats) exactCounts {
 type queueTally struct {
 	states        [len(tallyStates)]int64
 	bytes         int64
+	paused        bool
 	counters      QueueCounters
 	claim, settle histogram
 }
@@ -124,7 +125,7 @@ func (t *tally) seed(ctx context.Context, db engine.DBTX) error {
 			return fmt.Errorf("seed counts: %w", err)
 		}
 		e := exactOf(per)
-		seeded[q.Name] = &queueTally{states: e.states, bytes: e.bytes}
+		seeded[q.Name] = &queueTally{states: e.states, bytes: e.bytes, paused: q.PausedAt != 0}
 	}
 	t.mu.Lock()
 	t.queues, t.on = seeded, true
@@ -344,6 +345,15 @@ func (t *tally) counters(queue string) QueueCounters {
 	return QueueCounters{}
 }
 
+// paused records a queue paused or resumed (after the commit).
+func (t *tally) paused(queue string, on bool) {
+	t.mu.Lock()
+	if qt := t.queues[queue]; qt != nil {
+		qt.paused = on
+	}
+	t.mu.Unlock()
+}
+
 // names returns the names of every queue, sorted.
 func (t *tally) names() []string {
 	t.mu.Lock()
@@ -363,7 +373,7 @@ func (t *tally) snapshot() []QueueMetrics {
 	for name, qt := range t.queues {
 		out = append(out, QueueMetrics{
 			Queue: name, Active: qt.states[0], Scheduled: qt.states[1], Locked: qt.states[2],
-			Deferred: qt.states[3], DeadLettered: qt.states[4], Bytes: qt.bytes, Counters: qt.counters,
+			Deferred: qt.states[3], DeadLettered: qt.states[4], Bytes: qt.bytes, Paused: qt.paused, Counters: qt.counters,
 			Claim: qt.claim.export(), Settle: qt.settle.export(),
 		})
 	}
