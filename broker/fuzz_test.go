@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http/httptest"
 	"reflect"
@@ -146,6 +147,26 @@ func FuzzClientHeader(f *testing.F) {
 		got := r.Header.Get(wire.ClientHeader)
 		if len(got) > wire.MaxClientNameLen || !wire.ValidClientName(got) || ctx == nil {
 			t.Fatalf("took %q", got)
+		}
+	})
+}
+
+// FuzzPauseBody: the pause and resume endpoints take no body; any byte of
+// one is refused with a coded error, and none is accepted.
+func FuzzPauseBody(f *testing.F) {
+	for _, s := range []string{"", "{}", "x", "\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest("POST", "/v1/queues/q/pause", bytes.NewReader(body))
+		err := noBody(r)
+		if (err == nil) != (len(body) == 0) {
+			t.Fatalf("body %q: %v", body, err)
+		}
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
 		}
 	})
 }

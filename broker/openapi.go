@@ -61,6 +61,8 @@ var operations = map[string]operation{
 	"GET /v1/queues/{queue}":                          {"Read a queue's options", nil, wire.QueueInfo{}, http.StatusOK, nil},
 	"PUT /v1/queues/{queue}":                          {"Replace a queue's options", wire.UpdateQueueRequest{}, wire.QueueInfo{}, http.StatusOK, nil},
 	"DELETE /v1/queues/{queue}":                       {"Delete a queue and its messages", nil, nil, http.StatusNoContent, nil},
+	"POST /v1/queues/{queue}/pause":                   {"Pause a queue: sends are accepted, receives claim nothing until it resumes", nil, wire.QueueInfo{}, http.StatusOK, nil},
+	"POST /v1/queues/{queue}/resume":                  {"Resume a paused queue; the receives waiting claim at once", nil, wire.QueueInfo{}, http.StatusOK, nil},
 	"GET /v1/topics":                                  {"List the topics the key covers", nil, wire.TopicsResponse{}, http.StatusOK, nil},
 	"POST /v1/topics":                                 {"Create a topic", wire.CreateTopicRequest{}, wire.Topic{}, http.StatusCreated, nil},
 	"GET /v1/topics/{topic}":                          {"Read a topic and its subscriptions", nil, wire.Topic{}, http.StatusOK, nil},

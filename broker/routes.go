@@ -42,6 +42,8 @@ func (s *Server) routes() http.Handler {
 		{"GET " + q, keys.Admin, "queue", s.getQueue},
 		{"PUT " + q, keys.Admin, "queue", s.updateQueue},
 		{"DELETE " + q, keys.Admin, "queue", s.deleteQueue},
+		{"POST " + q + "/pause", keys.Admin, "queue", s.pauseQueue},
+		{"POST " + q + "/resume", keys.Admin, "queue", s.resumeQueue},
 		{"GET /v1/topics", keys.Admin, "", s.listTopics},
 		{"POST /v1/topics", keys.Admin, "", s.createTopic},
 		{"GET /v1/topics/{topic}", keys.Admin, "topic", s.getTopic},
@@ -537,6 +539,32 @@ func (s *Server) updateQueue(r *http.Request) (result, error) {
 	}
 	name := r.PathValue("queue")
 	if err := s.st.UpdateQueue(r.Context(), name, opts); err != nil {
+		return result{}, err
+	}
+	q, err := s.st.GetQueue(r.Context(), name)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromQueueInfo(q))
+}
+
+func (s *Server) pauseQueue(r *http.Request) (result, error) {
+	return s.setPaused(r, s.st.PauseQueue)
+}
+
+func (s *Server) resumeQueue(r *http.Request) (result, error) {
+	return s.setPaused(r, s.st.ResumeQueue)
+}
+
+// setPaused runs PauseQueue or ResumeQueue on the request's queue and
+// answers the queue as it is then. The request has no body (a body is
+// refused).
+func (s *Server) setPaused(r *http.Request, set func(context.Context, string) error) (result, error) {
+	if err := noBody(r); err != nil {
+		return result{}, err
+	}
+	name := r.PathValue("queue")
+	if err := set(r.Context(), name); err != nil {
 		return result{}, err
 	}
 	q, err := s.st.GetQueue(r.Context(), name)

@@ -131,6 +131,8 @@ var routes = []route{
 	{"POST", "/v1/queues", `{"name":"q2"}`, keys.Admin, 403},
 	{"GET", "/v1/queues/q", ``, keys.Admin, 403},
 	{"PUT", "/v1/queues/q", `{"options":{}}`, keys.Admin, 403},
+	{"POST", "/v1/queues/q/pause", ``, keys.Admin, 403},
+	{"POST", "/v1/queues/q/resume", ``, keys.Admin, 403},
 	{"DELETE", "/v1/queues/q", ``, keys.Admin, 403},
 	{"GET", "/v1/topics", ``, keys.Admin, 200},
 	{"POST", "/v1/topics", `{"name":"t2"}`, keys.Admin, 403},

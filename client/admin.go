@@ -95,6 +95,16 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	return c.do(ctx, call{method: http.MethodDelete, path: qpath(name, "")})
 }
 
+// PauseQueue pauses a queue, as Store.PauseQueue.
+func (c *Client) PauseQueue(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(name, "/pause")})
+}
+
+// ResumeQueue resumes a paused queue, as Store.ResumeQueue.
+func (c *Client) ResumeQueue(ctx context.Context, name string) error {
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(name, "/resume")})
+}
+
 func tpath(topic, rest string) string { return "/v1/topics/" + url.PathEscape(topic) + rest }
 
 // CreateTopic creates a topic, as Store.CreateTopic.

@@ -47,6 +47,7 @@ const (
 	NameOldestDeadLetter = "mqlite_queue_oldest_dead_letter_age_seconds"
 	NameConsumers        = "mqlite_queue_consumers"
 	NameWaiting          = "mqlite_queue_waiting_receives"
+	NamePaused           = "mqlite_queue_paused"
 	NameClaim            = "mqlite_claim_duration_seconds"
 	NameSettle           = "mqlite_settle_duration_seconds"
 )
@@ -76,6 +77,7 @@ type Collector struct {
 	bytes                 *prometheus.Desc
 	oldest, oldestDead    *prometheus.Desc
 	consumers, waiting    *prometheus.Desc
+	paused                *prometheus.Desc
 	counters              [len(counterNames)]*prometheus.Desc
 	claim, settle         *prometheus.Desc
 	upperBounds           []float64
@@ -98,6 +100,7 @@ func NewCollector(src Source, opts *CollectorOpts) *Collector {
 		deadLetters: desc(NameDeadLetters, "Dead letters of the queue (the dead_lettered state of mqlite_queue_messages)."),
 		bytes:       desc(NameBytes, "Body bytes of the queue's messages, dead letters included, as of the last commit."),
 		consumers:   desc(NameConsumers, "Live receivers of the queue: in-process loops and the broker's remote receivers (mqlite.Store.Receivers)."),
+		paused:      desc(NamePaused, "1 while the queue is paused (receives claim nothing), else 0."),
 		waiting:     desc(NameWaiting, "Receive calls of the queue running now (long-polls waiting included)."),
 		oldest:      desc(NameOldestActive, "Age of the queue's claimable message of lowest sequence number; 0 when none."),
 		oldestDead:  desc(NameOldestDeadLetter, "Time since the queue's dead letter of lowest sequence number was dead-lettered; 0 when none."),
@@ -120,6 +123,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.bytes
 	ch <- c.consumers
 	ch <- c.waiting
+	ch <- c.paused
 	if _, ok := c.src.(AgeSource); ok {
 		ch <- c.oldest
 		ch <- c.oldestDead
@@ -153,6 +157,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(q.Bytes), q.Queue)
 		ch <- prometheus.MustNewConstMetric(c.consumers, prometheus.GaugeValue, float64(q.Consumers), q.Queue)
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(q.Waiting), q.Queue)
+		paused := 0.0
+		if q.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, q.Queue)
 		for i, v := range counterValues(q.Counters) {
 			ch <- prometheus.MustNewConstMetric(c.counters[i], prometheus.CounterValue, float64(v), q.Queue)
 		}

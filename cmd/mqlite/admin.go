@@ -53,11 +53,15 @@ func queueFlags(f *pflag.FlagSet, o *mqlite.QueueOptions, fifo *bool) {
 }
 
 func printQueues(w io.Writer, qs []mqlite.QueueInfo) {
-	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tDEDUP BY BODY\tCREATED")
+	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tDEDUP BY BODY\tCREATED\tPAUSED")
 	for _, q := range qs {
 		o := q.Options
-		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%v\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
-			o.DedupByBody, q.CreatedAt.Format(time.RFC3339))
+		paused := "-"
+		if q.Paused() {
+			paused = q.PausedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%v\t%s\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
+			o.DedupByBody, q.CreatedAt.Format(time.RFC3339), paused)
 	}
 }
 
@@ -135,10 +139,35 @@ func queuesCmd(g *globals) *cobra.Command {
 			})
 		},
 	}, &delYes)
+	pause := func(use, short string, resume bool) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " NAME", Short: short, Args: exactArgs(1),
+			Example:           "  mqlite queues " + use + " orders --db app.db",
+			ValidArgsFunction: g.completeQueues,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.with(cmd.Context(), func(b backend) error {
+					set := b.PauseQueue
+					if resume {
+						set = b.ResumeQueue
+					}
+					if err := set(cmd.Context(), args[0]); err != nil {
+						return err
+					}
+					q, err := b.GetQueue(cmd.Context(), args[0])
+					if err != nil {
+						return err
+					}
+					return g.emit(wire.FromQueueInfo(q), func(w io.Writer) { printQueues(w, []mqlite.QueueInfo{q}) })
+				})
+			},
+		}
+	}
 	return withExample(`  mqlite queues list --db app.db
-  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, purge, delete", list,
+  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, pause, resume, purge, delete", list,
 		set("create", "create a queue", `  mqlite queues create orders --max-delivery 5 --lock 1m --db app.db`, false),
 		set("update", "change a queue's options: only the flags given, the others stay", `  mqlite queues update orders --lock 2m --db app.db`, true),
+		pause("pause", "pause a queue: sends are accepted, receives get nothing until it resumes", false),
+		pause("resume", "resume a paused queue", true),
 		purgeCmd(g), del))
 }
 

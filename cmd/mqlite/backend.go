@@ -85,6 +85,8 @@ type backend interface {
 	GetQueue(ctx context.Context, name string) (mqlite.QueueInfo, error)
 	ListQueues(ctx context.Context) ([]mqlite.QueueInfo, error)
 	DeleteQueue(ctx context.Context, name string) error
+	PauseQueue(ctx context.Context, name string) error
+	ResumeQueue(ctx context.Context, name string) error
 	CreateTopic(ctx context.Context, name string) error
 	GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error)
 	ListTopics(ctx context.Context) ([]mqlite.TopicInfo, error)

@@ -383,17 +383,20 @@ type QueueInfo struct {
 	Options   QueueOptions `json:"options"`
 	CreatedAt time.Time    `json:"created_at"`
 	UpdatedAt time.Time    `json:"updated_at"`
+	// PausedAt is when the queue was paused; absent while it runs.
+	PausedAt time.Time `json:"paused_at,omitzero"`
 }
 
 // FromQueueInfo encodes q.
 func FromQueueInfo(q mqlite.QueueInfo) QueueInfo {
-	return QueueInfo{Name: q.Name, Options: FromQueueOptions(q.Options), CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+	return QueueInfo{Name: q.Name, Options: FromQueueOptions(q.Options), CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+		PausedAt: q.PausedAt}
 }
 
 // Info decodes q.
 func (q QueueInfo) Info() (mqlite.QueueInfo, error) {
 	o, err := q.Options.Options()
-	return mqlite.QueueInfo{Name: q.Name, Options: o, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}, err
+	return mqlite.QueueInfo{Name: q.Name, Options: o, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt, PausedAt: q.PausedAt}, err
 }
 
 // QueuesResponse is the response of the queue listing.
@@ -460,6 +463,7 @@ type QueueCounts struct {
 	Bytes                 int64    `json:"bytes"`
 	OldestAgeMS           int64    `json:"oldest_age_ms"`
 	OldestDeadLetterAgeMS int64    `json:"oldest_dead_letter_age_ms"`
+	Paused                bool     `json:"paused"`
 	Consumers             int64    `json:"consumers"`
 	Waiting               int64    `json:"waiting"`
 	Locks                 int64    `json:"locks"`
@@ -474,7 +478,7 @@ type CountsResponse struct {
 // FromMetrics encodes the counts of m.
 func FromMetrics(m mqlite.QueueMetrics) QueueCounts {
 	return QueueCounts{Queue: m.Queue, Active: m.Active, Scheduled: m.Scheduled, Locked: m.Locked,
-		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Bytes: m.Bytes, Consumers: m.Consumers,
+		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Bytes: m.Bytes, Paused: m.Paused, Consumers: m.Consumers,
 		Waiting: m.Waiting, Locks: m.Locks, Counters: Counters(m.Counters)}
 }
 
