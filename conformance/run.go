@@ -60,5 +60,6 @@ func groups() []group {
 		{"WakeBubble", wakeBubbleTests},
 		{"Topics", topicTests},
 		{"Periodic", periodicTests},
+		{"Pause", pauseTests},
 	}
 }
