@@ -108,6 +108,24 @@ func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error 
 	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
 }
 
+// MaxLastErrorLen bounds the reason of AbandonWithReason, in bytes.
+const MaxLastErrorLen = 1024
+
+// AbandonWithReason is Abandon that also keeps why the delivery came back
+// with the message (Message.LastError; "" keeps the last one): UTF-8 of at
+// most MaxLastErrorLen bytes, refused with ErrInvalidArgument otherwise
+// (nothing is changed). The reason is part of the request: a retry replays
+// only with the same delay and reason.
+func (s *Store) AbandonWithReason(ctx context.Context, l Lock, delay time.Duration, reason string) error {
+	if delay < 0 || delay > MaxDelay {
+		return invalidf(ErrInvalidArgument, "delay %v, want 0 to %v", delay, MaxDelay)
+	}
+	if len(reason) > MaxLastErrorLen || !utf8.ValidString(reason) {
+		return invalidf(ErrInvalidArgument, "abandon reason must be UTF-8 of at most %d bytes (%d given)", MaxLastErrorLen, len(reason))
+	}
+	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds(), LastError: reason}, l)
+}
+
 // Limits on the text Reject keeps with a dead letter.
 const (
 	MaxReasonLen      = 1024     // bytes of a dead-letter reason

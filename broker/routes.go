@@ -296,7 +296,7 @@ func (s *Server) abandon(r *http.Request) (result, error) {
 		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay_ms"}
 	}
 	l := mqlite.Lock{Queue: r.PathValue("queue"), Seq: req.Seq, Token: req.Token}
-	if err := s.st.Abandon(r.Context(), l, wire.MSDur(req.DelayMS)); err != nil {
+	if err := s.st.AbandonWithReason(r.Context(), l, wire.MSDur(req.DelayMS), req.Reason); err != nil {
 		return result{}, err
 	}
 	return noContent()

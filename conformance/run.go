@@ -61,5 +61,6 @@ func groups() []group {
 		{"Topics", topicTests},
 		{"Periodic", periodicTests},
 		{"Pause", pauseTests},
+		{"LastError", lastErrorTests},
 	}
 }

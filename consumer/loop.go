@@ -463,7 +463,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		if !drainCancelled {
 			delay = l.retryDelay(m, err)
 		}
-		if serr := l.src.Abandon(sctx, m.Lock(), delay); serr != nil {
+		if serr := l.abandon(sctx, m, delay, err); serr != nil {
 			l.settleFailed(m, "abandon", serr)
 			return false
 		}
@@ -471,6 +471,15 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
 	return false
+}
+
+// abandon gives m back after delay, with the handler's error as its last
+// error when the Source keeps one (ReasonAbandoner).
+func (l *loop) abandon(ctx context.Context, m mqlite.Message, delay time.Duration, err error) error {
+	if ra, ok := l.src.(ReasonAbandoner); ok {
+		return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
+	}
+	return l.src.Abandon(ctx, m.Lock(), delay)
 }
 
 // reason turns a permanent error into a dead-letter reason the store takes:

@@ -290,6 +290,13 @@ async function loadMessages() {
   body.dataset.loaded = queue;
 }
 
+// lastErrorPair is the detail's "last error" pair: why the last delivery
+// came back (the handler's or the sink's error), when one was kept.
+function lastErrorPair(m) {
+  if (!m.last_error) return [];
+  return [el("dt", {}, "last error"), el("dd", { id: "message-last-error" }, m.last_error)];
+}
+
 function showMessage(m, row) {
   for (const r of document.querySelectorAll("#messages-body tr")) r.classList.toggle("selected", r === row);
   const { text, kind } = decodeBody(m.body);
@@ -302,6 +309,7 @@ function showMessage(m, row) {
       ...pair("state", m.state), ...pair("delivery count", m.delivery_count),
       ...pair("message id", m.message_id || "—"), ...pair("group", m.group_id || "—"),
       ...pair("subject", m.subject || "—"), ...pair("enqueued", fmtTime(m.enqueued_at)),
+      ...lastErrorPair(m),
       ...(m.visible_at ? pair("visible at", fmtTime(m.visible_at)) : []),
       ...(m.locked_until ? pair("locked until", fmtTime(m.locked_until)) : []),
       ...(m.expires_at ? pair("expires", fmtTime(m.expires_at)) : [])),

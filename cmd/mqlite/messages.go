@@ -214,13 +214,13 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 		return
 	}
 	if dead {
-		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tBODY")
+		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tLAST ERROR\tBODY")
 	} else {
-		fmt.Fprintln(w, "SEQ\tSTATE\tDELIVERIES\tSUBJECT\tBODY")
+		fmt.Fprintln(w, "SEQ\tSTATE\tDELIVERIES\tSUBJECT\tLAST ERROR\tBODY")
 	}
 	for _, m := range msgs {
 		if dead {
-			fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, bodyText(m.Body))
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, lastError(m), bodyText(m.Body))
 			continue
 		}
 		state := string(m.State)
@@ -233,8 +233,21 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 				state = "received"
 			}
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, bodyText(m.Body))
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, lastError(m), bodyText(m.Body))
 	}
+}
+
+// lastError is the message's last error on one line, cut to 60 bytes
+// (--json carries it whole), or "-".
+func lastError(m mqlite.Message) string {
+	if m.LastError == "" {
+		return "-"
+	}
+	s := strings.Join(strings.Fields(m.LastError), " ")
+	if len(s) > 60 {
+		s = strings.ToValidUTF8(s[:57], "") + "..."
+	}
+	return s
 }
 
 // jsonMessage is a message as --json prints it: the broker's fields, but

@@ -186,6 +186,7 @@ type OutMessage struct {
 	DeadLetterReason      string            `json:"dead_letter_reason,omitempty"`
 	DeadLetterDescription string            `json:"dead_letter_description,omitempty"`
 	DeadLetteredAt        time.Time         `json:"dead_lettered_at,omitzero"`
+	LastError             string            `json:"last_error,omitempty"`
 }
 
 // FromMessage encodes m.
@@ -194,7 +195,7 @@ func FromMessage(m mqlite.Message) OutMessage {
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: string(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
-		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt}
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError}
 }
 
 // Message decodes m.
@@ -207,7 +208,7 @@ func (m OutMessage) Message() mqlite.Message {
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: mqlite.State(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
-		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt}
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError}
 }
 
 // FromMessages encodes msgs; never nil, so the JSON is [] and not null.
@@ -262,6 +263,9 @@ type AbandonRequest struct {
 	Seq     int64  `json:"seq"`
 	Token   string `json:"token"`
 	DelayMS int64  `json:"delay_ms,omitempty"`
+	// Reason, when not empty, is kept with the message as its last error
+	// (mqlite.Store.AbandonWithReason).
+	Reason string `json:"reason,omitempty"`
 }
 
 // RejectRequest is the body of reject.
