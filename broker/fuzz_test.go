@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -168,5 +169,33 @@ func FuzzPauseBody(f *testing.F) {
 				t.Fatalf("error without a code: %v", err)
 			}
 		}
+	})
+}
+
+// FuzzFindQuery: the query of a find is decoded or refused with a coded
+// error, never with a panic; an unknown or repeated parameter is refused.
+func FuzzFindQuery(f *testing.F) {
+	for _, s := range []string{"", "state=active&max=5", "subject_prefix=order.&scan_max=100", "x=1", "max=1&max=2",
+		"property_key=tenant&property_value=a", "max=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		opts, err := findOptions(q)
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		for name, vs := range q {
+			if !findParams[name] || len(vs) != 1 {
+				t.Fatalf("took %q", raw)
+			}
+		}
+		_ = opts
 	})
 }

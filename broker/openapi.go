@@ -42,6 +42,7 @@ var operations = map[string]operation{
 	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.Message{}, wire.SendResult{}, http.StatusCreated, nil},
 	"POST /v1/queues/{queue}/messages/batch":          {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
 	"GET /v1/queues/{queue}/messages":                 {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
+	"GET /v1/queues/{queue}/find":                     {"Find messages by state, subject prefix, message id and property, scanning at most scan_max per page", nil, wire.FindResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes", "scan_max", "state:string", "subject_prefix:string", "message_id:string", "property_key:string", "property_value:string"}},
 	"POST /v1/queues/{queue}/receive":                 {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/complete":                {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/complete-batch":          {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},

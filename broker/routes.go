@@ -23,6 +23,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + q + "/messages", keys.Producer, "queue", s.send},
 		{"POST " + q + "/messages/batch", keys.Producer, "queue", s.sendBatch},
 		{"GET " + q + "/messages", keys.Consumer, "queue", s.peek},
+		{"GET " + q + "/find", keys.Consumer, "queue", s.find},
 		{"POST " + q + "/receive", keys.Consumer, "queue", s.receive},
 		{"POST " + q + "/complete", keys.Consumer, "queue", s.complete},
 		{"POST " + q + "/complete-batch", keys.Consumer, "queue", s.completeBatch},

@@ -113,6 +113,7 @@ var routes = []route{
 	{"POST", "/v1/queues/q/messages", `{"body":"eA=="}`, keys.Producer, 403},
 	{"POST", "/v1/queues/q/messages/batch", `{"messages":[{"body":"eA=="}]}`, keys.Producer, 403},
 	{"GET", "/v1/queues/q/messages", ``, keys.Consumer, 403},
+	{"GET", "/v1/queues/q/find?subject_prefix=a", ``, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/receive", `{"max":1}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/complete", `{"seq":1,"token":"t"}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/complete-batch", `{"locks":[{"seq":1,"token":"t"}]}`, keys.Consumer, 403},
