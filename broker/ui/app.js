@@ -37,6 +37,7 @@ const state = {
   view: "queues",
   peekFrom: 0,
   filter: {},         // the message browser's search (find's parameters)
+  armedDelete: "",    // the queue whose delete button asks for a second click
   peekLast: 0,
 };
 
@@ -243,12 +244,22 @@ function queueActions(q, s) {
         $("queues-status").textContent = `${paused ? "Resumed" : "Paused"} ${q}.`;
         await poll();
       }) }, paused ? "Resume" : "Pause"),
-    el("button", { type: "button", class: "delete danger", "data-queue": q,
-      onclick: (ev) => arm(ev.currentTarget, "Click again to delete", async () => {
-        await api.deleteQueue(q);
-        $("queues-status").textContent = `Deleted ${q}.`;
-        await poll();
-      }) }, "Delete"),
+    // The table is rebuilt at every poll: the armed delete is kept in
+    // state, not on the button, so the second click finds it armed.
+    el("button", { type: "button", class: "delete danger" + (state.armedDelete === q ? " armed" : ""), "data-queue": q,
+      onclick: () => {
+        if (state.armedDelete !== q) {
+          state.armedDelete = q;
+          renderQueues();
+          return;
+        }
+        state.armedDelete = "";
+        guard(async () => {
+          await api.deleteQueue(q);
+          $("queues-status").textContent = `Deleted ${q}.`;
+          await poll();
+        });
+      } }, state.armedDelete === q ? "Click again to delete" : "Delete"),
   ];
 }
 
