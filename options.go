@@ -7,15 +7,17 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
-// Defaults of Options' zero-valued fields.
+// Defaults of Config's zero-valued fields.
 const (
 	DefaultBusyTimeout     = 5 * time.Second
 	DefaultMaxMessageBytes = 1 << 20
 )
 
-// MaxMessageBytesLimit is the largest Options.MaxMessageBytes. A message
+// MaxMessageBytesLimit is the largest Config.MaxMessageBytes. A message
 // costs several times its size in memory on its way in and out (SQLite
 // binds, copies and returns whole values; see docs/operations.md), so large
 // payloads belong in a file or an object store, with their address in the
@@ -34,8 +36,11 @@ const (
 	SyncFull
 )
 
-// Options configures Open. The zero value is ready to use.
-type Options struct {
+// Config configures Open: what builds a Store, which lives until Close. The
+// zero value is ready to use. Across mqlite a Config builds a long-lived
+// thing (a Store, a Loop, a relay, a broker, a client), …Options shape one
+// call (QueueOptions, ReceiveOptions), and …Params one query (PeekParams).
+type Config struct {
 	// Sync is the durability point. Defaults to SyncNormal, or to SyncFull
 	// when the environment variable MQLITE_SYNC is "full".
 	Sync SyncMode
@@ -120,18 +125,14 @@ const (
 // interval resolves one loop interval: 0 is def, -1 is off (0), any other
 // negative value is an error.
 func interval(v *time.Duration, def time.Duration, field string) error {
-	switch {
-	case *v == 0:
-		*v = def
-	case *v == -1:
-		*v = 0
-	case *v < 0:
-		return invalidf(ErrInvalidArgument, "%s %v, want a positive interval, 0 for the default or -1 for off", field, *v)
+	var err error
+	if *v, err = setting.DefaultOrOff(field, *v, def, 0); err != nil {
+		return invalidf(ErrInvalidArgument, "%v", err)
 	}
 	return nil
 }
 
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	if o.Sync == SyncNormal && strings.EqualFold(os.Getenv("MQLITE_SYNC"), "full") {
 		o.Sync = SyncFull
 	}

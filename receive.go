@@ -47,7 +47,7 @@ type ReceiveOptions struct {
 	Mode ReceiveMode
 	// MaxBytes, when positive, bounds what one Receive hands out: it claims
 	// messages in sequence order while their sizes (body and metadata, as
-	// Options.MaxMessageBytes counts them) add up to at most MaxBytes, and
+	// Config.MaxMessageBytes counts them) add up to at most MaxBytes, and
 	// the first message whatever its size, so a Receive is never empty for
 	// want of budget. Fewer than Max may then come back while more are
 	// ready. Zero means no bound. A replay (AttemptID) returns what the

@@ -55,7 +55,7 @@ func normal(t *testing.T, v any) string {
 }
 
 func FuzzDecodeSend(f *testing.F) {
-	fuzzDecoder(f, func(m wire.Message) { _ = m.Outbox() })
+	fuzzDecoder(f, func(m wire.SendMessage) { _ = m.Outbox() })
 }
 
 func FuzzDecodeSendBatch(f *testing.F) {

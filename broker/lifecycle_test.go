@@ -22,7 +22,7 @@ import (
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	st := testdb.Open(t, mqlite.Options{}).Store
+	st := testdb.Open(t, mqlite.Config{}).Store
 	for _, tc := range []struct {
 		name string
 		cfg  broker.Config
@@ -38,10 +38,13 @@ func TestConfig(t *testing.T) {
 		{"backup folder missing", broker.Config{Store: st, BackupDir: filepath.Join(t.TempDir(), "nope")}, false},
 		{"negative response budget", broker.Config{Store: st, MaxResponseBytes: -2}, false},
 		{"response budget off", broker.Config{Store: st, MaxResponseBytes: -1}, true},
+		{"negative cache ttl", broker.Config{Store: st, KeyCacheTTL: -2}, false},
+		{"negative batch", broker.Config{Store: st, MaxBatch: -1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := broker.New(tc.cfg)
-			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, broker.ErrConfig)) {
+			// Every bad Config is both the broker's and the family's.
+			if (err == nil) != tc.ok || (err != nil && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument))) {
 				t.Fatalf("New: %v, want ok=%v", err, tc.ok)
 			}
 		})
@@ -66,7 +69,7 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 // store is closed afterwards.
 func TestShutdownEndsLongPollsAndClosesTheStore(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	_, key, err := keys.Create(ctx, tb.Store, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
 	if err != nil {
@@ -121,7 +124,7 @@ func TestShutdownEndsLongPollsAndClosesTheStore(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Fatalf("readyz after shutdown: %d", resp.StatusCode)
 	}
-	if _, err := tb.Store.Peek(ctx, "q", mqlite.PeekOptions{}); !errors.Is(err, mqlite.ErrClosed) {
+	if _, err := tb.Store.Peek(ctx, "q", mqlite.PeekParams{}); !errors.Is(err, mqlite.ErrClosed) {
 		t.Fatalf("store after shutdown: %v, want ErrClosed", err)
 	}
 }
@@ -130,7 +133,7 @@ func TestShutdownEndsLongPollsAndClosesTheStore(t *testing.T) {
 // draining, and the store is closed.
 func TestServeStopsOnCancel(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	srv, err := broker.New(broker.Config{Store: tb.Store, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

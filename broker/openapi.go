@@ -39,7 +39,7 @@ type operation struct {
 // without its operation fails the broker's OpenAPI test (and the document
 // refuses to build), as does an operation without its route.
 var operations = map[string]operation{
-	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.Message{}, wire.SendResult{}, http.StatusCreated, nil},
+	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.SendMessage{}, wire.SendResult{}, http.StatusCreated, nil},
 	"POST /v1/queues/{queue}/messages/batch":          {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
 	"GET /v1/queues/{queue}/messages":                 {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
 	"GET /v1/queues/{queue}/find":                     {"Find messages by state, subject prefix, message id and property, scanning at most scan_max per page", nil, wire.FindResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes", "scan_max", "state:string", "subject_prefix:string", "message_id:string", "property_key:string", "property_value:string"}},
@@ -71,7 +71,7 @@ var operations = map[string]operation{
 	"POST /v1/topics/{topic}/subscriptions":           {"Subscribe a new queue to a topic", wire.CreateSubscriptionRequest{}, wire.Topic{}, http.StatusCreated, nil},
 	"PUT /v1/topics/{topic}/subscriptions/{queue}":    {"Replace a subscription's filter", wire.UpdateSubscriptionRequest{}, wire.Topic{}, http.StatusOK, nil},
 	"DELETE /v1/topics/{topic}/subscriptions/{queue}": {"Remove a subscription and its queue", nil, nil, http.StatusNoContent, nil},
-	"GET /v1/schedules":                               {"List the schedules, a page at a time (after: the last name of the previous page)", nil, wire.SchedulesResponse{}, http.StatusOK, []string{"after:string"}},
+	"GET /v1/schedules":                               {"List the schedules, a page at a time (after: the last name of the previous page; max: at most this many, default 100; max_bytes: within this budget)", nil, wire.SchedulesResponse{}, http.StatusOK, []string{"after:string", "max", "max_bytes"}},
 	"POST /v1/schedules":                              {"Create a schedule", wire.CreateScheduleRequest{}, wire.Schedule{}, http.StatusCreated, nil},
 	"GET /v1/schedules/{schedule}":                    {"Read a schedule", nil, wire.Schedule{}, http.StatusOK, nil},
 	"PUT /v1/schedules/{schedule}":                    {"Replace a schedule's options", wire.UpdateScheduleRequest{}, wire.Schedule{}, http.StatusOK, nil},

@@ -108,27 +108,21 @@ func (s *Server) checkBatch(n int, what string) error {
 	return nil
 }
 
-// sendMessages runs one outbox.SendBatch in one transaction.
-func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.Message) ([]outbox.Result, error) {
+// sendMessages sends in, in one transaction.
+func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.SendMessage) ([]outbox.Result, error) {
 	msgs := make([]outbox.Message, len(in))
 	for i, m := range in {
 		msgs[i] = m.Outbox()
 	}
-	var res []outbox.Result
-	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
-		return err
-	})
-	return res, err
+	return outbox.Send(ctx, s.st, queue, msgs...)
 }
 
 func (s *Server) send(r *http.Request) (result, error) {
-	m, err := decode[wire.Message](r.Body)
+	m, err := decode[wire.SendMessage](r.Body)
 	if err != nil {
 		return result{}, err
 	}
-	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.Message{m})
+	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.SendMessage{m})
 	if err != nil {
 		return result{}, err
 	}
@@ -235,7 +229,7 @@ func (s *Server) receive(r *http.Request) (result, error) {
 	}
 	if err != nil {
 		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
-			return ok(wire.MessagesResponse{Messages: []wire.OutMessage{}})
+			return ok(wire.MessagesResponse{Messages: []wire.ReceivedMessage{}})
 		}
 		return result{}, err
 	}
@@ -390,28 +384,34 @@ func (s *Server) budget(asked int64) (int64, error) {
 
 // peekOptions reads from_seq, max and max_bytes from the query string; the
 // answer's byte budget applies.
-func (s *Server) peekOptions(r *http.Request) (mqlite.PeekOptions, error) {
-	var opts mqlite.PeekOptions
-	q := r.URL.Query()
-	for _, f := range []struct {
-		name string
-		set  func(int64)
-	}{
-		{"from_seq", func(v int64) { opts.FromSeq = v }},
-		{"max", func(v int64) { opts.Max = int(min(v, 1<<30)) }},
-		{"max_bytes", func(v int64) { opts.MaxBytes = v }},
-	} {
-		if v := q.Get(f.name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return opts, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: f.name + " is not an integer"}
-			}
-			f.set(n)
-		}
+func (s *Server) peekOptions(r *http.Request) (mqlite.PeekParams, error) {
+	var opts mqlite.PeekParams
+	err := queryInts(r, map[string]func(int64){
+		"from_seq":  func(v int64) { opts.FromSeq = v },
+		"max":       func(v int64) { opts.Max = int(min(v, 1<<30)) },
+		"max_bytes": func(v int64) { opts.MaxBytes = v },
+	})
+	if err != nil {
+		return opts, err
 	}
-	var err error
 	opts.MaxBytes, err = s.budget(opts.MaxBytes)
 	return opts, err
+}
+
+// queryInts reads the integer parameters of the query string that set
+// names, each into its setter; one that is not an integer is refused.
+func queryInts(r *http.Request, set map[string]func(int64)) error {
+	q := r.URL.Query()
+	for name, f := range set {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: name + " is not an integer"}
+			}
+			f(n)
+		}
+	}
+	return nil
 }
 
 func (s *Server) peek(r *http.Request) (result, error) {

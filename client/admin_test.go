@@ -105,7 +105,7 @@ func TestTopicsAndAdminOverClient(t *testing.T) {
 	if len(qs) != 3 {
 		t.Fatalf("queues %+v", qs)
 	}
-	b.send(t, outbox.Message{}, outbox.Message{})
+	b.Send(t, "q", outbox.Message{}, outbox.Message{})
 	for range 2 {
 		m := b.receive(t, mqlite.ReceiveOptions{})
 		must(t, c.Reject(ctx, m[0].Lock(), "bad", ""))
@@ -137,7 +137,7 @@ func TestTopicsAndAdminOverClient(t *testing.T) {
 // limited to its role and queues, and stops working when revoked.
 func TestKeysOverClient(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	url, admin := serve(t, tb, broker.Config{})
 	ac := newClient(t, url, admin, tb.Clock)
@@ -175,7 +175,7 @@ func TestKeysOverClient(t *testing.T) {
 // those, with the counts per state Stats reads and the counters since Open.
 func TestCountsOverClient(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	tb.Queue(t, "other", mqlite.QueueOptions{})
 	url, admin := serve(t, tb, broker.Config{})
@@ -206,7 +206,7 @@ func TestCountsOverClient(t *testing.T) {
 // TestFindOverClient: the client's Find is the store's, through the broker.
 func TestFindOverClient(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
-	seqs := b.send(t, outbox.Message{Subject: "order.placed", Properties: map[string]string{"tenant": "a"}},
+	seqs := b.Send(t, "q", outbox.Message{Subject: "order.placed", Properties: map[string]string{"tenant": "a"}},
 		outbox.Message{Subject: "invoice.sent"})
 	res, err := b.src.Find(ctx, "q", mqlite.FindOptions{SubjectPrefix: "order.", PropertyKey: "tenant", PropertyValue: "a"})
 	must(t, err)

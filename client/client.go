@@ -7,7 +7,7 @@
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:7420", Key: os.Getenv("MQLITE_KEY")})
 //	defer c.Close()
-//	err = consumer.Loop(ctx, c, "orders", handle, consumer.LoopOptions{Concurrency: 8})
+//	err = consumer.Loop(ctx, c, "orders", handle, consumer.LoopConfig{Concurrency: 8})
 //
 // # Retries
 //
@@ -51,6 +51,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
@@ -144,16 +145,18 @@ func New(cfg Config) (*Client, error) {
 		return nil, configErr("URL %q is not an http(s) URL", cfg.URL)
 	}
 	for _, d := range []struct {
-		p   *time.Duration
-		def time.Duration
-	}{{&cfg.Timeout, DefaultTimeout}, {&cfg.MaxElapsed, DefaultMaxElapsed},
-		{&cfg.InitialInterval, DefaultInitialInterval}, {&cfg.MaxInterval, DefaultMaxInterval}} {
-		if *d.p == 0 {
-			*d.p = d.def
+		p    *time.Duration
+		def  time.Duration
+		name string
+	}{{&cfg.Timeout, DefaultTimeout, "Timeout"}, {&cfg.InitialInterval, DefaultInitialInterval, "InitialInterval"},
+		{&cfg.MaxInterval, DefaultMaxInterval, "MaxInterval"}} {
+		if *d.p, err = setting.Default(d.name, *d.p, d.def); err != nil {
+			return nil, configErr("%v", err)
 		}
 	}
-	if cfg.Timeout < 0 || cfg.InitialInterval < 0 || cfg.MaxInterval < 0 || cfg.MaxElapsed < -1 {
-		return nil, configErr("negative duration")
+	// -1 stays -1: no retries.
+	if cfg.MaxElapsed, err = setting.DefaultOrOff("MaxElapsed", cfg.MaxElapsed, DefaultMaxElapsed, -1); err != nil {
+		return nil, configErr("%v", err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = mqlite.SystemClock{}

@@ -181,7 +181,7 @@ func (c *Client) RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.
 	return res, nil
 }
 
-func peekQuery(opts mqlite.PeekOptions) string {
+func peekQuery(opts mqlite.PeekParams) string {
 	v := url.Values{}
 	if opts.FromSeq != 0 {
 		v.Set("from_seq", fmt.Sprint(opts.FromSeq))
@@ -199,7 +199,7 @@ func peekQuery(opts mqlite.PeekOptions) string {
 }
 
 // Peek reads messages of queue without locking them, as Store.Peek.
-func (c *Client) Peek(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error) {
+func (c *Client) Peek(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error) {
 	if err := checkQueue(queue); err != nil {
 		return nil, err
 	}

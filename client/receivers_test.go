@@ -50,7 +50,7 @@ func TestRemoteReceiversInStats(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	b.send(t, outbox.Message{Body: []byte("work")})
+	b.Send(t, "q", outbox.Message{Body: []byte("work")})
 	<-working
 	for {
 		rs := stats().Receivers

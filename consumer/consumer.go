@@ -36,7 +36,7 @@ type Source interface {
 	// RenewBatch extends several leases at once.
 	RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error)
 	// Peek reads messages without locking them.
-	Peek(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
+	Peek(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)
 }
 
 var _ Source = (*mqlite.Store)(nil)
@@ -54,7 +54,7 @@ type ReasonAbandoner interface {
 var _ ReasonAbandoner = (*mqlite.Store)(nil)
 
 // Clocker is a Source that tells the clock its leases are measured by.
-// *mqlite.Store is one: it returns Options.Clock. Loop reads "now" for lease
+// *mqlite.Store is one: it returns mqlite.Config.Clock. Loop reads "now" for lease
 // arithmetic from it; a Source that is not a Clocker is taken to run on the
 // wall clock (mqlite.SystemClock).
 type Clocker interface {

@@ -15,16 +15,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
 // ErrDrainTimeout is the cause of a handler's ctx cancelled because Loop was
-// stopping and LoopOptions.DrainTimeout passed. The other errors of Loop are
+// stopping and LoopConfig.DrainTimeout passed. The other errors of Loop are
 // the root package's: a lost lease matches mqlite.ErrLockLost, bad options
 // mqlite.ErrInvalidArgument.
 var ErrDrainTimeout = errors.New("consumer: drain timeout passed while stopping")
 
-// Defaults of LoopOptions' zero-valued fields.
+// Defaults of LoopConfig's zero-valued fields.
 const (
 	DefaultDrainTimeout  = 30 * time.Second
 	DefaultSettleTimeout = 5 * time.Second
@@ -39,7 +40,7 @@ const receiveWait = time.Minute
 var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2, Jitter: 0.2}
 
 // Handler processes one message. Returning nil completes the message; an
-// error abandons it for a retry after LoopOptions.Backoff, or, wrapped with
+// error abandons it for a retry after LoopConfig.Backoff, or, wrapped with
 // Permanent, dead-letters it. A panic is recovered and treated as an error.
 //
 // ctx is cancelled when the lease cannot be kept (the cause matches
@@ -49,8 +50,8 @@ var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second
 // make handlers idempotent.
 type Handler func(ctx context.Context, msg mqlite.Message) error
 
-// LoopOptions configures Loop. The zero value is ready to use.
-type LoopOptions struct {
+// LoopConfig configures Loop. The zero value is ready to use.
+type LoopConfig struct {
 	// Concurrency is how many handlers run at once. Defaults to 1.
 	Concurrency int
 	// Prefetch is how many claimed messages may wait for a free handler, so
@@ -75,35 +76,25 @@ type LoopOptions struct {
 	Observer Observer
 }
 
-func (o LoopOptions) withDefaults() (LoopOptions, error) {
-	switch {
-	case o.Concurrency == 0:
-		o.Concurrency = 1
-	case o.Concurrency < 0 || o.Concurrency > mqlite.MaxReceiveBatch:
+func (o LoopConfig) withDefaults() (LoopConfig, error) {
+	var err error
+	if o.Concurrency, err = setting.Default("Concurrency", o.Concurrency, 1); err != nil || o.Concurrency > mqlite.MaxReceiveBatch {
 		return o, invalid("Concurrency %d, want 1 to %d", o.Concurrency, mqlite.MaxReceiveBatch)
 	}
-	switch {
-	case o.Prefetch == 0:
-		o.Prefetch = o.Concurrency
-	case o.Prefetch == -1:
-		o.Prefetch = 0
-	case o.Prefetch < 0 || o.Prefetch > mqlite.MaxReceiveBatch:
+	if o.Prefetch, err = setting.DefaultOrOff("Prefetch", o.Prefetch, o.Concurrency, 0); err != nil {
+		return o, invalid("%v", err)
+	}
+	if o.Prefetch > mqlite.MaxReceiveBatch {
 		return o, invalid("Prefetch %d, want 1 to %d or -1 for none", o.Prefetch, mqlite.MaxReceiveBatch)
 	}
-	var err error
 	if o.Backoff, err = o.Backoff.withDefaults(); err != nil {
 		return o, err
 	}
-	switch {
-	case o.DrainTimeout == 0:
-		o.DrainTimeout = DefaultDrainTimeout
-	case o.DrainTimeout == -1:
-		o.DrainTimeout = 0
-	case o.DrainTimeout < 0:
-		return o, invalid("negative DrainTimeout %v (use -1 for none)", o.DrainTimeout)
+	if o.DrainTimeout, err = setting.DefaultOrOff("DrainTimeout", o.DrainTimeout, DefaultDrainTimeout, 0); err != nil {
+		return o, invalid("%v", err)
 	}
-	if o.SettleTimeout, err = durationOr(o.SettleTimeout, DefaultSettleTimeout, "SettleTimeout"); err != nil {
-		return o, err
+	if o.SettleTimeout, err = setting.Default("SettleTimeout", o.SettleTimeout, DefaultSettleTimeout); err != nil {
+		return o, invalid("%v", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -156,7 +147,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // child of the context the message was sent in (its traceparent property)
 // and carried by the handler's ctx; the settlement's span is its child. A
 // handler error sets the span's status to Error.
-func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopOptions) error {
+func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopConfig) error {
 	if src == nil {
 		return invalid("nil Source")
 	}
@@ -263,7 +254,7 @@ type loop struct {
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
-	o        LoopOptions
+	o        LoopConfig
 	clock    mqlite.Clock // the Source's, for lease arithmetic
 	log      *slog.Logger
 

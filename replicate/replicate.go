@@ -13,7 +13,7 @@
 //   - Replicator.WaitReplicated returns once everything committed before
 //     the call is on the replica: a send that must survive the loss of the
 //     machine waits for it after its commit (Replicator.Tx does both);
-//   - Replicator is a relay.Gate: a relay given it (relay.Options.Gate)
+//   - Replicator is a relay.Gate: a relay given it (relay.Config.Gate)
 //     forwards only messages already replicated, so that a failover can
 //     never leave the far side holding an event whose business rows were
 //     lost with the machine;
@@ -38,6 +38,7 @@ import (
 	"github.com/benbjohnson/litestream"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Defaults of Config's zero-valued fields.
@@ -77,17 +78,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Client == nil {
 		return c, invalid("nil Client")
 	}
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-		f   string
-	}{{&c.SyncInterval, DefaultSyncInterval, "SyncInterval"}, {&c.Retry, DefaultRetry, "Retry"}} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return c, invalid("negative %s %v", d.f, *d.v)
-		}
+	var err error
+	if c.SyncInterval, err = setting.Default("SyncInterval", c.SyncInterval, DefaultSyncInterval); err != nil {
+		return c, invalid("%v", err)
+	}
+	if c.Retry, err = setting.Default("Retry", c.Retry, DefaultRetry); err != nil {
+		return c, invalid("%v", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

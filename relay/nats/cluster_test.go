@@ -340,7 +340,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			counted := &countingSink{Sink: sink}
-			obs := relaytest.Relay(t, st, counted, relay.Options{
+			obs := relaytest.Relay(t, st, counted, relay.Config{
 				Concurrency: 8, HoldBackoff: relayHold, Backoff: consumer.Backoff{Initial: -1},
 			})
 			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= clusterN/4 })
@@ -399,7 +399,7 @@ func (c *countingSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.
 	}
 	for i, o := range out {
 		if o.Delivered() && c.lost.Add(1) <= lostAcks {
-			out[i] = relay.Retry(errLostAck, 0)
+			out[i] = relay.RetryAfter(errLostAck, 0)
 		}
 	}
 	return out
