@@ -8,16 +8,16 @@ import (
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
-// Bounds of FindOptions.ScanMax.
+// Bounds of FindParams.ScanMax.
 const (
 	DefaultFindScan = 10_000
 	MaxFindScan     = 100_000
 )
 
-// FindOptions configures Find: a page of the queue's messages from FromSeq
+// FindParams is the query of Find: a page of the queue's messages from FromSeq
 // on that match every filter set.
-type FindOptions struct {
-	// FromSeq, Max and MaxBytes page as PeekOptions' do.
+type FindParams struct {
+	// FromSeq, Max and MaxBytes page as PeekParams' do.
 	FromSeq  int64
 	Max      int
 	MaxBytes int64
@@ -50,8 +50,8 @@ type FindResult struct {
 	Scanned int
 }
 
-func (o *FindOptions) validate() error {
-	p := PeekOptions{FromSeq: o.FromSeq, Max: o.Max, MaxBytes: o.MaxBytes}
+func (o *FindParams) validate() error {
+	p := PeekParams{FromSeq: o.FromSeq, Max: o.Max, MaxBytes: o.MaxBytes}
 	if err := p.validate(); err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (o *FindOptions) validate() error {
 // filter reads the state's index where it has one; the subject, MessageID
 // and property filters read the rows of at most opts.ScanMax messages per
 // page, and the result says where the next page starts.
-func (s *Store) Find(ctx context.Context, queue string, opts FindOptions) (FindResult, error) {
+func (s *Store) Find(ctx context.Context, queue string, opts FindParams) (FindResult, error) {
 	if err := s.checkOpen(); err != nil {
 		return FindResult{}, err
 	}

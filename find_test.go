@@ -42,20 +42,20 @@ func TestFind(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		opts mqlite.FindOptions
+		opts mqlite.FindParams
 		want []int64
 		next int64
 	}{
-		{"everything", mqlite.FindOptions{}, seqs, 0},
-		{"state", mqlite.FindOptions{State: mqlite.StateLocked}, seqs[:1], 0},
-		{"subject prefix", mqlite.FindOptions{SubjectPrefix: "order."}, []int64{seqs[0], seqs[1], seqs[3]}, 0},
-		{"message id", mqlite.FindOptions{MessageID: "o-2"}, seqs[1:2], 0},
-		{"property", mqlite.FindOptions{PropertyKey: "tenant", PropertyValue: "a"}, []int64{seqs[0], seqs[2]}, 0},
-		{"two filters", mqlite.FindOptions{SubjectPrefix: "order.", PropertyKey: "tenant", PropertyValue: "a"}, seqs[:1], 0},
-		{"a page of the scan", mqlite.FindOptions{SubjectPrefix: "invoice", ScanMax: 2}, []int64{}, seqs[1] + 1},
-		{"the next page", mqlite.FindOptions{SubjectPrefix: "invoice", ScanMax: 2, FromSeq: seqs[1] + 1}, seqs[2:3], seqs[3] + 1},
-		{"the last page", mqlite.FindOptions{SubjectPrefix: "invoice", ScanMax: 2, FromSeq: seqs[3] + 1}, []int64{}, 0},
-		{"max", mqlite.FindOptions{Max: 1, FromSeq: seqs[1]}, seqs[1:2], seqs[1] + 1},
+		{"everything", mqlite.FindParams{}, seqs, 0},
+		{"state", mqlite.FindParams{State: mqlite.StateLocked}, seqs[:1], 0},
+		{"subject prefix", mqlite.FindParams{SubjectPrefix: "order."}, []int64{seqs[0], seqs[1], seqs[3]}, 0},
+		{"message id", mqlite.FindParams{MessageID: "o-2"}, seqs[1:2], 0},
+		{"property", mqlite.FindParams{PropertyKey: "tenant", PropertyValue: "a"}, []int64{seqs[0], seqs[2]}, 0},
+		{"two filters", mqlite.FindParams{SubjectPrefix: "order.", PropertyKey: "tenant", PropertyValue: "a"}, seqs[:1], 0},
+		{"a page of the scan", mqlite.FindParams{SubjectPrefix: "invoice", ScanMax: 2}, []int64{}, seqs[1] + 1},
+		{"the next page", mqlite.FindParams{SubjectPrefix: "invoice", ScanMax: 2, FromSeq: seqs[1] + 1}, seqs[2:3], seqs[3] + 1},
+		{"the last page", mqlite.FindParams{SubjectPrefix: "invoice", ScanMax: 2, FromSeq: seqs[3] + 1}, []int64{}, 0},
+		{"max", mqlite.FindParams{Max: 1, FromSeq: seqs[1]}, seqs[1:2], seqs[1] + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := st.Find(ctx, "q", tc.opts)
@@ -72,7 +72,7 @@ func TestFind(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []mqlite.FindOptions{
+	for _, bad := range []mqlite.FindParams{
 		{State: "gone"}, {ScanMax: -1}, {ScanMax: mqlite.MaxFindScan + 1}, {PropertyValue: "a"},
 		{SubjectPrefix: "\xff"}, {Max: 5000},
 	} {
@@ -80,7 +80,7 @@ func TestFind(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrInvalidArgument", bad, err)
 		}
 	}
-	if _, err := st.Find(ctx, "nope", mqlite.FindOptions{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
+	if _, err := st.Find(ctx, "nope", mqlite.FindParams{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
 		t.Errorf("unknown queue: %v", err)
 	}
 }

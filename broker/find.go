@@ -17,8 +17,8 @@ var findParams = map[string]bool{"from_seq": true, "max": true, "max_bytes": tru
 // findOptions decodes the query of a find: an unknown or repeated
 // parameter, or an integer that does not parse, is refused; the store
 // checks the values (bounds, UTF-8).
-func findOptions(q url.Values) (mqlite.FindOptions, error) {
-	var o mqlite.FindOptions
+func findOptions(q url.Values) (mqlite.FindParams, error) {
+	var o mqlite.FindParams
 	for name, vs := range q {
 		if !findParams[name] {
 			return o, errMalformed("unknown query parameter %s", wire.Quote(name))

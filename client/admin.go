@@ -260,7 +260,7 @@ func (c *Client) Ready(ctx context.Context) error {
 
 // Find returns a page of the queue's messages that match opts, as
 // Store.Find. The dead letters (State StateDeadLettered) need an admin key.
-func (c *Client) Find(ctx context.Context, queue string, opts mqlite.FindOptions) (mqlite.FindResult, error) {
+func (c *Client) Find(ctx context.Context, queue string, opts mqlite.FindParams) (mqlite.FindResult, error) {
 	if err := checkQueue(queue); err != nil {
 		return mqlite.FindResult{}, err
 	}

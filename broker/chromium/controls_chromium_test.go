@@ -157,7 +157,7 @@ func TestDashboardOperatorControls(t *testing.T) {
 		setValue("publish-properties", "region=us, by=ops"),
 		chromedp.Click(chromedp.ID("publish-submit")))
 	p.until("published", `document.getElementById('messages-status').textContent.startsWith('Published seq ')`)
-	res, err := st.Find(ctx, "orders", mqlite.FindOptions{MessageID: "manual-1"})
+	res, err := st.Find(ctx, "orders", mqlite.FindParams{MessageID: "manual-1"})
 	if err != nil || len(res.Messages) != 1 {
 		t.Fatalf("the published message: %+v %v", res, err)
 	}

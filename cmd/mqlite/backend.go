@@ -80,7 +80,7 @@ type backend interface {
 	DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error)
 	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
 	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
-	Find(ctx context.Context, queue string, opts mqlite.FindOptions) (mqlite.FindResult, error)
+	Find(ctx context.Context, queue string, opts mqlite.FindParams) (mqlite.FindResult, error)
 	CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
 	UpdateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
 	GetQueue(ctx context.Context, name string) (mqlite.QueueInfo, error)

@@ -408,7 +408,7 @@ func peekCmd(g *globals) *cobra.Command {
 }
 
 func findCmd(g *globals) *cobra.Command {
-	var opts mqlite.FindOptions
+	var opts mqlite.FindParams
 	var state, property string
 	cmd := &cobra.Command{
 		Use:   "find QUEUE",
