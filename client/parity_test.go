@@ -19,7 +19,9 @@ var storeOnly = map[string]string{
 	"Path":           "the file's path: a client has no file",
 	"Migration":      "what Open did to the file's layout: the broker's business",
 	"Metrics":        "the gauges of every queue for a Prometheus collector: the broker serves them at /metrics",
+	"Ages":           "the oldest ages of every queue for the same collector: the broker serves them at /metrics and in Counts",
 	"TracerProvider": "the store's tracing: a client traces with the global provider",
+	"Receivers":      "the live receivers of every queue, kept in the process's memory: over the broker, each queue's Stats carries its receivers",
 }
 
 // clientOnly are the exported methods of *client.Client that *mqlite.Store
