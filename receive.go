@@ -304,6 +304,9 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 				return err
 			}
 		}
+		if q.PausedAt != 0 {
+			return nil // paused: the completions commit, nothing is claimed
+		}
 		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
@@ -312,8 +315,11 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		s.tally.redelivered(queue, redeliveries(claimed))
 		return err
 	})
-	for range locks {
+	for i, l := range locks {
 		s.tally.observe(queue, settleDuration, start)
+		if err == nil && (results[i] == nil || errors.Is(results[i], ErrLockLost)) {
+			s.receivers.settled(l.Token)
+		}
 	}
 	s.tally.observe(queue, claimDuration, start)
 	endSettle(span, err)
@@ -328,6 +334,9 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 	for i, c := range claimed {
 		out[i] = toMessage(queue, c)
 	}
+	who := receiverID{queue: queue, tag: receiverOf(ctx)}
+	s.receivers.enter(who)
+	s.receivers.leave(who, out)
 	if tr := tracing.Tracer(s.opts.TracerProvider); tr != nil {
 		s.traceClaim(ctx, tr, queue, start, out, nil)
 	}

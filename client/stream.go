@@ -78,6 +78,7 @@ func (c *Client) Stream(ctx context.Context, queue string, window int) (*Stream,
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set(wire.ClientHeader, c.name) // the broker counts this client as one receiver
 	if c.cfg.Key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
 	}
