@@ -169,7 +169,11 @@ func run(ctx context.Context, l *loop, held int) error {
 	l.clock = clockOf(l.src)
 	l.log = o.Logger.With("queue", l.queue)
 	l.hctx = hctx
-	l.sctx = context.WithoutCancel(ctx)
+	// The store counts this loop's receives, and the claims its
+	// completions make, under the loop's own name (the broker's client
+	// ignores the tag: the broker names it).
+	tag := mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))}
+	l.sctx = mqlite.WithReceiver(context.WithoutCancel(ctx), tag)
 	l.stop = make(chan struct{})
 	l.slots = make(chan struct{}, held)
 	l.work = make(chan *delivery, held)
@@ -218,9 +222,7 @@ func run(ctx context.Context, l *loop, held int) error {
 		}()
 	}
 
-	// The store counts this loop's receives under its own name (the
-	// broker's client ignores the tag: the broker names it).
-	rctx := mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))})
+	rctx := mqlite.WithReceiver(ctx, tag)
 	var err error
 	if l.streamed != nil {
 		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
