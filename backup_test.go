@@ -20,10 +20,10 @@ import (
 func allMessages(t *testing.T, st *mqlite.Store, queue string) []mqlite.Message {
 	t.Helper()
 	var out []mqlite.Message
-	for _, peek := range []func(context.Context, string, mqlite.PeekOptions) ([]mqlite.Message, error){
+	for _, peek := range []func(context.Context, string, mqlite.PeekParams) ([]mqlite.Message, error){
 		st.Peek, st.PeekDeadLetters,
 	} {
-		msgs, err := peek(context.Background(), queue, mqlite.PeekOptions{Max: 1000})
+		msgs, err := peek(context.Background(), queue, mqlite.PeekParams{Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cp, err := mqlite.Open(ctx, dst, mqlite.Options{Clock: b.Clock})
+	cp, err := mqlite.Open(ctx, dst, mqlite.Config{Clock: b.Clock})
 	if err != nil {
 		t.Fatalf("open the copy: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestBackupKilledLeavesNoPartialFile(t *testing.T) {
 
 	countIn := func(p string) int64 {
 		t.Helper()
-		b, err := mqlite.Open(ctx, p, mqlite.Options{})
+		b, err := mqlite.Open(ctx, p, mqlite.Config{})
 		if err != nil {
 			t.Fatalf("open %s: %v", p, err)
 		}
@@ -171,7 +171,7 @@ func TestBackupKilledLeavesNoPartialFile(t *testing.T) {
 		}
 		return
 	}
-	st2, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st2, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestFilesArePrivate(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "private.db")
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

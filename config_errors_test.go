@@ -23,7 +23,7 @@ import (
 // TestNewValidates (relay/nats, relay/amqp).
 func TestBadConfigIsInvalidArgument(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	nop := func(context.Context, mqlite.Message) error { return nil }
 	batchNop := func(context.Context, []mqlite.Message) []error { return nil }
@@ -33,20 +33,20 @@ func TestBadConfigIsInvalidArgument(t *testing.T) {
 		also error // the package's own name, when it has one
 	}{
 		{"mqlite.Open", func() error {
-			_, err := mqlite.Open(context.Background(), t.TempDir()+"/x.db", mqlite.Options{MaxMessageBytes: -5})
+			_, err := mqlite.Open(context.Background(), t.TempDir()+"/x.db", mqlite.Config{MaxMessageBytes: -5})
 			return err
 		}, nil},
 		{"Store.CreateQueue", func() error {
 			return b.Store.CreateQueue(context.Background(), "r", mqlite.QueueOptions{LockDuration: -1})
 		}, mqlite.ErrInvalidLockDuration},
 		{"consumer.Loop", func() error {
-			return consumer.Loop(context.Background(), b.Store, "q", nop, consumer.LoopOptions{Concurrency: -1})
+			return consumer.Loop(context.Background(), b.Store, "q", nop, consumer.LoopConfig{Concurrency: -1})
 		}, nil},
 		{"consumer.LoopBatch", func() error {
-			return consumer.LoopBatch(context.Background(), b.Store, "q", batchNop, consumer.BatchOptions{MaxBatch: -1})
+			return consumer.LoopBatch(context.Background(), b.Store, "q", batchNop, consumer.BatchConfig{MaxBatch: -1})
 		}, nil},
 		{"relay.New", func() error {
-			_, err := relay.New(b.Store, "q", nil, relay.Options{})
+			_, err := relay.New(b.Store, "q", nil, relay.Config{})
 			return err
 		}, nil},
 		{"webhook.New", func() error {

@@ -10,14 +10,14 @@
 //
 // # The store
 //
-//	st, err := mqlite.Open(ctx, "app.db", mqlite.Options{})
+//	st, err := mqlite.Open(ctx, "app.db", mqlite.Config{})
 //	defer st.Close()
 //	err = st.CreateQueue(ctx, "orders", mqlite.QueueOptions{})
 //
 // One file has one writer: Open takes an advisory lock on "<file>.lock" and a
 // second Open of the file, in any process, fails with ErrDBLocked. The store
 // holds exactly one SQLite connection (WAL mode, synchronous=NORMAL unless
-// Options.Sync or MQLITE_SYNC=full say FULL); every statement of the process
+// Config.Sync or MQLITE_SYNC=full say FULL); every statement of the process
 // is serialized on it, which is what makes each claim atomic. Store.DB is
 // that connection's *sql.DB, for the application's own tables. A file
 // written by an incompatible mqlite is refused with ErrSchemaVersionMismatch
@@ -46,7 +46,7 @@
 //
 // # Time
 //
-// Every timestamp is epoch milliseconds from Options.Clock, the one entrance
+// Every timestamp is epoch milliseconds from Config.Clock, the one entrance
 // of time; Store.Clock returns it. Time reaches SQL by two routes:
 //
 //   - As a parameter: the store's own statements (claim, settle, renew,
@@ -62,7 +62,7 @@
 // No timestamp a message, a lease, a receipt or a schedule stores, and no
 // moment that is due, is read from the wall clock or SQLite's
 // CURRENT_TIMESTAMP: all come from the Clock. The wall clock only measures
-// how long a call waits or runs: Receive's Wait, Options.BusyTimeout, and
+// how long a call waits or runs: Receive's Wait, Config.BusyTimeout, and
 // the durations of spans and metrics. consumer.Loop asks its Source for the
 // clock (consumer.Clocker), so a Loop over a store with a fake clock needs
 // no second one. Tests inject a fake clock and move it instead of sleeping.

@@ -14,11 +14,11 @@ var (
 	// not an mqlite store but holds an object whose name begins with
 	// "mqlite_", a name mqlite reserves. The file is left untouched.
 	ErrSchemaVersionMismatch = sentinel("mqlite: schema version mismatch")
-	// ErrNoStore is returned by Open with Options.ExistingOnly when the path
+	// ErrNoStore is returned by Open with Config.ExistingOnly when the path
 	// holds no mqlite store: no file at all, or a SQLite file without
 	// mqlite's schema. Nothing is created or written.
 	ErrNoStore = sentinel("mqlite: no store")
-	// ErrMigrationNeeded is returned by Open with Options.ExistingOnly when
+	// ErrMigrationNeeded is returned by Open with Config.ExistingOnly when
 	// the store's layout is older than this binary's: migrate it (Migrate,
 	// `mqlite migrate`, or Open without ExistingOnly). Nothing is written.
 	ErrMigrationNeeded = sentinel("mqlite: the store needs a migration")
@@ -60,7 +60,7 @@ var (
 	// ErrQueueExists: CreateQueue (or CreateSubscription) with a name
 	// already in use by a queue or a topic.
 	ErrQueueExists = sentinel("mqlite: queue already exists")
-	// ErrMessageTooLarge: a message over Options.MaxMessageBytes (its body
+	// ErrMessageTooLarge: a message over Config.MaxMessageBytes (its body
 	// and its metadata together).
 	ErrMessageTooLarge = sentinel("mqlite: message too large")
 	// ErrDuplicateConflict: a MessageID seen inside the dedup window with a

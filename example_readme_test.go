@@ -34,7 +34,7 @@ func Example() {
 // placeOrder is the README's example, on the file at path.
 func placeOrder(ctx context.Context, path string) error {
 	// README:begin
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func placeOrder(ctx context.Context, path string) error {
 	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM orders`).Scan(&orders); err != nil {
 		return err
 	}
-	msgs, err := st.Peek(ctx, "orders", mqlite.PeekOptions{})
+	msgs, err := st.Peek(ctx, "orders", mqlite.PeekParams{})
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func openExample(ctx context.Context, opts mqlite.QueueOptions) (*mqlite.Store, 
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func ExampleStore_Redrive() {
 	}
 	fmt.Println("handed out after the limit:", len(msgs))
 
-	dead, err := st.PeekDeadLetters(ctx, "jobs", mqlite.PeekOptions{})
+	dead, err := st.PeekDeadLetters(ctx, "jobs", mqlite.PeekParams{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -174,4 +174,36 @@ func ExampleStore_CreateSchedule() {
 	m := msgs[0]
 	fmt.Println(string(m.Body), m.Subject, strings.HasPrefix(m.MessageID, "schedule/heartbeat/"))
 	// Output: ping heartbeat true
+}
+
+// ExampleStore_ListSchedules reads every schedule a page at a time: each
+// page starts after the last name of the one before, and an empty page is
+// the end. A name "TARGET/NAME" is in the namespace of its target.
+func ExampleStore_ListSchedules() {
+	ctx := context.Background()
+	st, done := openExample(ctx, mqlite.QueueOptions{})
+	defer done()
+
+	for _, name := range []string{"jobs/hourly", "jobs/nightly", "weekly"} {
+		if err := st.CreateSchedule(ctx, name, mqlite.ScheduleOptions{Target: "jobs", Every: time.Hour}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for opts := (mqlite.ListSchedulesParams{Max: 2}); ; {
+		page, err := st.ListSchedules(ctx, opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, s := range page {
+			fmt.Printf("%s (namespace %q)\n", s.Name, mqlite.ScheduleNamespace(s.Name))
+		}
+		opts.After = page[len(page)-1].Name
+	}
+	// Output:
+	// jobs/hourly (namespace "jobs")
+	// jobs/nightly (namespace "jobs")
+	// weekly (namespace "")
 }

@@ -32,7 +32,7 @@ func TestDiskFullAndReadOnlyHaveSentinels(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			db := b.Store.DB()
 			cause := tc.cause
@@ -81,7 +81,7 @@ func TestOpenLeavesAForeignFileUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := mqlite.Open(context.Background(), path, mqlite.Options{}); !errors.Is(err, mqlite.ErrSchemaVersionMismatch) {
+	if st, err := mqlite.Open(context.Background(), path, mqlite.Config{}); !errors.Is(err, mqlite.ErrSchemaVersionMismatch) {
 		if err == nil {
 			_ = st.Close()
 		}
@@ -132,7 +132,7 @@ func TestTxInFlightAtCloseCannotCommit(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	if other, err := mqlite.Open(ctx, path, mqlite.Options{}); !errors.Is(err, mqlite.ErrDBLocked) {
+	if other, err := mqlite.Open(ctx, path, mqlite.Config{}); !errors.Is(err, mqlite.ErrDBLocked) {
 		if err == nil {
 			_ = other.Close()
 		}
@@ -150,7 +150,7 @@ func TestTxInFlightAtCloseCannotCommit(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	again, err := mqlite.Open(ctx, path, mqlite.Options{})
+	again, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestSecondWriterRefusedWithoutTheSidecar(t *testing.T) {
 			if err := tamper(path + ".lock"); err != nil {
 				t.Fatal(err)
 			}
-			if other, err := mqlite.Open(context.Background(), path, mqlite.Options{}); !errors.Is(err, mqlite.ErrDBLocked) {
+			if other, err := mqlite.Open(context.Background(), path, mqlite.Config{}); !errors.Is(err, mqlite.ErrDBLocked) {
 				if err == nil {
 					_ = other.Close()
 				}

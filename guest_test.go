@@ -98,7 +98,7 @@ func TestAStoreBesideTheApplicationsTables(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b := testdb.OpenPath(t, path, mqlite.Options{})
+	b := testdb.OpenPath(t, path, mqlite.Config{})
 	st := b.Store
 	if !st.Migration().Created() {
 		t.Fatalf("Migration() = %+v, want a new store", st.Migration())

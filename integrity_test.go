@@ -156,7 +156,7 @@ func runIntegrity(t *testing.T, n int, seed uint64) {
 
 func (w *integrity) open() {
 	w.t.Helper()
-	st, err := mqlite.Open(w.ctx, w.path, mqlite.Options{
+	st, err := mqlite.Open(w.ctx, w.path, mqlite.Config{
 		Clock: w.clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
 		JanitorInterval: -1, RetentionInterval: -1,
 	})
@@ -386,7 +386,7 @@ func (w *integrity) settleOne(got mqlite.Message) {
 		w.stats["rejects"]++
 	case m.deliveries < integrityMax:
 		// A message deferred on its last allowed delivery is dead-lettered
-		// by ReceiveDeferred (TestDeferredOnLastDeliveryIsDeadLettered);
+		// by ReceiveDeferred (the conformance kit's DeliveryBound/DeferredOnLastDelivery);
 		// the model here defers only below the limit.
 		if err = w.st.Defer(w.ctx, got.Lock()); err == nil {
 			m.deferred = true
@@ -584,12 +584,12 @@ func (w *integrity) verifyFinal() {
 	if _, err := mqlite.RunSweeps(w.ctx, w.st); err != nil {
 		t.Fatal(err)
 	}
-	if live, err := w.st.Peek(w.ctx, integrityQueue, mqlite.PeekOptions{Max: 1000}); err != nil || len(live) != 0 {
+	if live, err := w.st.Peek(w.ctx, integrityQueue, mqlite.PeekParams{Max: 1000}); err != nil || len(live) != 0 {
 		t.Fatalf("after the drain %d messages are live (%v)", len(live), err)
 	}
 	dead := map[int64]mqlite.Message{}
 	for from := int64(0); ; {
-		page, err := w.st.PeekDeadLetters(w.ctx, integrityQueue, mqlite.PeekOptions{FromSeq: from, Max: 1000})
+		page, err := w.st.PeekDeadLetters(w.ctx, integrityQueue, mqlite.PeekParams{FromSeq: from, Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

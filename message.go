@@ -9,7 +9,7 @@ import (
 
 // Limits on the fields of a message. A field over its limit, or text that
 // is not valid UTF-8, is ErrInvalidMessage; the whole message (body and
-// fields together) is also bounded by Options.MaxMessageBytes
+// fields together) is also bounded by Config.MaxMessageBytes
 // (ErrMessageTooLarge).
 const (
 	MaxMessageIDLen = 256  // bytes of MessageID

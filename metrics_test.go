@@ -34,7 +34,7 @@ func metricsOf(t *testing.T, st *mqlite.Store, queue string) (mqlite.QueueMetric
 // and one settlement per settle call.
 func TestMetricsCountAKnownWorkload(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", testdb.WorkloadQueue)
 	ctx := context.Background()
 	err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
@@ -80,7 +80,7 @@ func TestMetricsCountAKnownWorkload(t *testing.T) {
 // from the file) while the counters start again.
 func TestMetricsFollowQueues(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	ctx := context.Background()
 	tb.Queue(t, "a", mqlite.QueueOptions{})
 	if m, ok := metricsOf(t, tb.Store, "a"); !ok || m.Counters != (mqlite.QueueCounters{}) || m.Active != 0 {
@@ -100,7 +100,7 @@ func TestMetricsFollowQueues(t *testing.T) {
 	if err := tb.Store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, tb.Path, mqlite.Options{Clock: tb.Clock})
+	st, err := mqlite.Open(ctx, tb.Path, mqlite.Config{Clock: tb.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestStatsHealsCountsASavepointHid(t *testing.T) {
 	for _, reap := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reap=%v", reap), func(t *testing.T) {
 			t.Parallel()
-			tb := testdb.Open(t, mqlite.Options{ReaperInterval: -1})
+			tb := testdb.Open(t, mqlite.Config{ReaperInterval: -1})
 			ctx := context.Background()
 			tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Second})
 			sendCommitted(t, tb.Store, "q", outbox.Message{Body: []byte("kept")})
@@ -186,7 +186,7 @@ func TestMetricsMatchStatsAfterRandomOps(t *testing.T) {
 }
 
 func randomOps(t *testing.T, r *rand.Rand, n int) {
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	st, ctx := tb.Store, context.Background()
 	queues := []string{"a", "b", "c"}
 	tb.Queue(t, "a", mqlite.QueueOptions{MaxDeliveryCount: 2, LockDuration: time.Second})

@@ -8,8 +8,8 @@ import (
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
-// PeekOptions configures Peek.
-type PeekOptions struct {
+// PeekParams configures Peek.
+type PeekParams struct {
 	// FromSeq is the first sequence number to look at. Defaults to 0 (the
 	// oldest message).
 	FromSeq int64
@@ -23,7 +23,7 @@ type PeekOptions struct {
 	MaxBytes int64
 }
 
-func (o *PeekOptions) validate() error {
+func (o *PeekParams) validate() error {
 	var err error
 	if o.Max, err = batchMax(o.Max, 100); err != nil {
 		return err
@@ -39,21 +39,21 @@ func (o *PeekOptions) validate() error {
 
 // Peek returns messages of queue in sequence order, in every state but
 // dead-lettered, without locking or counting a delivery.
-func (s *Store) Peek(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
+func (s *Store) Peek(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
 	return s.peek(ctx, queue, opts, engine.Peek)
 }
 
 // PeekDeadLetters returns the dead letters of queue in sequence order, with
 // why (DeadLetterReason, DeadLetterDescription), when (DeadLetteredAt) and
 // after how many deliveries (DeliveryCount) each was dead-lettered.
-func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekOptions) ([]Message, error) {
+func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
 	return s.peek(ctx, queue, opts, engine.PeekDeadLetters)
 }
 
 // peekFunc is engine.Peek or engine.PeekDeadLetters.
 type peekFunc func(ctx context.Context, db engine.DBTX, r engine.PeekRequest) ([]engine.Row, error)
 
-func (s *Store) peek(ctx context.Context, queue string, opts PeekOptions, read peekFunc) ([]Message, error) {
+func (s *Store) peek(ctx context.Context, queue string, opts PeekParams, read peekFunc) ([]Message, error) {
 	if err := validateQueueName(queue); err != nil {
 		return nil, err
 	}

@@ -11,13 +11,13 @@ import (
 	"github.com/mqlite/mqlite/internal/setting"
 )
 
-// Defaults of Options' zero-valued fields.
+// Defaults of Config's zero-valued fields.
 const (
 	DefaultBusyTimeout     = 5 * time.Second
 	DefaultMaxMessageBytes = 1 << 20
 )
 
-// MaxMessageBytesLimit is the largest Options.MaxMessageBytes. A message
+// MaxMessageBytesLimit is the largest Config.MaxMessageBytes. A message
 // costs several times its size in memory on its way in and out (SQLite
 // binds, copies and returns whole values; see docs/operations.md), so large
 // payloads belong in a file or an object store, with their address in the
@@ -36,8 +36,11 @@ const (
 	SyncFull
 )
 
-// Options configures Open. The zero value is ready to use.
-type Options struct {
+// Config configures Open: what builds a Store, which lives until Close. The
+// zero value is ready to use. Across mqlite a Config builds a long-lived
+// thing (a Store, a Loop, a relay, a broker, a client), …Options shape one
+// call (QueueOptions, ReceiveOptions), and …Params one query (PeekParams).
+type Config struct {
 	// Sync is the durability point. Defaults to SyncNormal, or to SyncFull
 	// when the environment variable MQLITE_SYNC is "full".
 	Sync SyncMode
@@ -129,7 +132,7 @@ func interval(v *time.Duration, def time.Duration, field string) error {
 	return nil
 }
 
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	if o.Sync == SyncNormal && strings.EqualFold(os.Getenv("MQLITE_SYNC"), "full") {
 		o.Sync = SyncFull
 	}

@@ -65,7 +65,7 @@ func queueNames(t *testing.T, st *mqlite.Store) []string {
 func TestQueueCRUD(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	st := b.Store
 
 	b.Queue(t, "orders", mqlite.QueueOptions{})
@@ -155,7 +155,7 @@ func TestQueueOptionsResolve(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			b.Queue(t, "q", tc.in)
 			if got := getQueue(t, b.Store, "q").Options; got != tc.want {
 				t.Fatalf("resolved %+v, want %+v", got, tc.want)
@@ -208,7 +208,7 @@ func TestQueueValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			st := b.Store
 
 			check(t, "CreateQueue", st.CreateQueue(ctx, tc.queue, tc.opts), tc.want)
@@ -229,7 +229,7 @@ func TestQueueValidation(t *testing.T) {
 func TestQueueNameValidationOnLookup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := testdb.Open(t, mqlite.Options{}).Store
+	st := testdb.Open(t, mqlite.Config{}).Store
 	if _, err := st.GetQueue(ctx, "a b"); !errors.Is(err, mqlite.ErrInvalidQueueName) {
 		t.Errorf("GetQueue: %v, want ErrInvalidQueueName", err)
 	}
@@ -240,7 +240,7 @@ func TestQueueNameValidationOnLookup(t *testing.T) {
 
 func TestQueueExists(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	err := b.Store.CreateQueue(context.Background(), "q", mqlite.QueueOptions{MaxDeliveryCount: 2})
 	if !errors.Is(err, mqlite.ErrQueueExists) {
@@ -254,7 +254,7 @@ func TestQueueExists(t *testing.T) {
 func TestQueueNotFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := testdb.Open(t, mqlite.Options{}).Store
+	st := testdb.Open(t, mqlite.Config{}).Store
 	calls := map[string]func() error{
 		"GetQueue":    func() error { _, err := st.GetQueue(ctx, "missing"); return err },
 		"DeleteQueue": func() error { return st.DeleteQueue(ctx, "missing") },
@@ -273,7 +273,7 @@ func TestQueueNotFound(t *testing.T) {
 func TestUpdateQueueOrdering(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	st := b.Store
 	b.Queue(t, "q", mqlite.QueueOptions{})
 

@@ -15,7 +15,7 @@ func (b *sweepBundle) reopen() {
 	if err := b.Store.Close(); err != nil {
 		b.t.Fatalf("close: %v", err)
 	}
-	st, err := mqlite.Open(context.Background(), b.Path, mqlite.Options{
+	st, err := mqlite.Open(context.Background(), b.Path, mqlite.Config{
 		Clock: b.Clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
 		JanitorInterval: -1, RetentionInterval: -1,
 	})
@@ -90,7 +90,7 @@ func TestRecoveryManyQueuesAndFreshFile(t *testing.T) {
 		if n := len(b.deadSeqs(q)); n != 1 {
 			t.Errorf("%s: %d dead letters, want 1", q, n)
 		}
-		msgs, err := b.Store.Peek(context.Background(), q, mqlite.PeekOptions{})
+		msgs, err := b.Store.Peek(context.Background(), q, mqlite.PeekParams{})
 		if err != nil || len(msgs) != 1 || msgs[0].State != mqlite.StateActive {
 			t.Errorf("%s: %+v %v, want one active message", q, msgs, err)
 		}

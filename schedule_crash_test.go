@@ -52,8 +52,8 @@ func (c killClock) Now() time.Time {
 	return time.Now()
 }
 
-func schedCrashOptions(c killClock, loop bool) mqlite.Options {
-	o := mqlite.Options{Clock: c, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
+func schedCrashOptions(c killClock, loop bool) mqlite.Config {
+	o := mqlite.Config{Clock: c, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
 		JanitorInterval: -1, RetentionInterval: -1, ScheduleInterval: -1}
 	if loop {
 		o.ScheduleInterval = 0 // the default: the loop sleeps until each period
@@ -142,7 +142,7 @@ func TestScheduleCrash(t *testing.T) {
 	first := info.Options.Start.Add(time.Second)
 	var n int
 	for from := int64(0); ; {
-		msgs, err := st.Peek(ctx, "ticks", mqlite.PeekOptions{FromSeq: from, Max: 1000})
+		msgs, err := st.Peek(ctx, "ticks", mqlite.PeekParams{FromSeq: from, Max: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

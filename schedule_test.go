@@ -25,7 +25,7 @@ var noDedup = mqlite.QueueOptions{DedupWindow: -1}
 // in sequence order, read from their MessageIDs.
 func periodsIn(t *testing.T, st *mqlite.Store, queue, name string) []time.Time {
 	t.Helper()
-	msgs, err := st.Peek(context.Background(), queue, mqlite.PeekOptions{Max: 1000})
+	msgs, err := st.Peek(context.Background(), queue, mqlite.PeekParams{Max: 1000})
 	if err != nil {
 		t.Fatalf("peek %s: %v", queue, err)
 	}
@@ -75,7 +75,7 @@ func getSchedule(t *testing.T, st *mqlite.Store, name string) mqlite.ScheduleInf
 func TestScheduleCRUD(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	st := b.Store
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	if err := st.CreateTopic(ctx, "events"); err != nil {
@@ -103,7 +103,7 @@ func TestScheduleCRUD(t *testing.T) {
 	if !every.NextAt.Equal(testdb.Start.Add(90*time.Second)) || !every.Options.Start.Equal(testdb.Start) {
 		t.Fatalf("interval schedule: NextAt %v Start %v, want Start+90s and Start", every.NextAt, every.Options.Start)
 	}
-	list, err := st.ListSchedules(ctx)
+	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesParams{})
 	if err != nil || len(list) != 2 || list[0].Name != "every" || list[1].Name != "hourly" {
 		t.Fatalf("ListSchedules = %+v, %v; want every, hourly", list, err)
 	}
@@ -185,7 +185,7 @@ func TestScheduleCRUD(t *testing.T) {
 	if err := st.CreateSchedule(ctx, "big", big); !errors.Is(err, mqlite.ErrMessageTooLarge) {
 		t.Errorf("oversize body: %v, want ErrMessageTooLarge", err)
 	}
-	if list, _ := st.ListSchedules(ctx); len(list) != 1 {
+	if list, _ := st.ListSchedules(ctx, mqlite.ListSchedulesParams{}); len(list) != 1 {
 		t.Fatalf("failed calls wrote schedules: %+v", list)
 	}
 	if got := getSchedule(t, st, "every"); got.Options.Every != 90*time.Second {
@@ -198,7 +198,7 @@ func TestScheduleCRUD(t *testing.T) {
 func TestScheduleFiresOncePerPeriod(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	err := b.Store.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute,
 		Body: []byte("tick"), Subject: "subj", Properties: map[string]string{"k": "v"}, GroupID: "g", TTL: time.Hour})
@@ -227,7 +227,7 @@ func TestScheduleFiresOncePerPeriod(t *testing.T) {
 		}
 	}
 	wantPeriods(t, b.Store, "q", "m", first, time.Minute, 3)
-	msgs, err := b.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := b.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestScheduleFiresOncePerPeriod(t *testing.T) {
 func TestScheduleCronInTimeZone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	if err := b.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +289,8 @@ func reopen(t *testing.T, st *mqlite.Store, clock mqlite.Clock) *mqlite.Store {
 	return st2
 }
 
-func loopsOff(clock mqlite.Clock) mqlite.Options {
-	return mqlite.Options{Clock: clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
+func loopsOff(clock mqlite.Clock) mqlite.Config {
+	return mqlite.Config{Clock: clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
 		JanitorInterval: -1, RetentionInterval: -1, ScheduleInterval: -1}
 }
 
@@ -300,7 +300,7 @@ func loopsOff(clock mqlite.Clock) mqlite.Options {
 func TestScheduleCatchUpAcrossRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	err := b.Store.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute, CatchUp: 3})
 	if err != nil {
@@ -430,7 +430,7 @@ func TestScheduleLoopWakesAtNextPeriod(t *testing.T) {
 func TestUpdateScheduleConcurrentWithFiring(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	opts := mqlite.ScheduleOptions{Target: "q", Every: time.Second, CatchUp: mqlite.MaxScheduleCatchUp, Body: []byte("0")}
 	if err := b.Store.CreateSchedule(ctx, "m", opts); err != nil {
@@ -474,7 +474,7 @@ func TestUpdateScheduleConcurrentWithFiring(t *testing.T) {
 func TestScheduleTargetDeleted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", noDedup)
 	if err := b.Store.CreateSchedule(ctx, "m", mqlite.ScheduleOptions{Target: "q", Every: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -528,7 +528,7 @@ func TestCloseInsideTxWithScheduleLoopWaiting(t *testing.T) {
 func TestUpdateScheduleAfterTheClockStepsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{ScheduleInterval: -1})
+	b := testdb.Open(t, mqlite.Config{ScheduleInterval: -1})
 	b.Queue(t, "q", noDedup)
 	opts := mqlite.ScheduleOptions{Target: "q", Every: time.Minute, Body: []byte("tick")}
 	if err := b.Store.CreateSchedule(ctx, "m", opts); err != nil {
@@ -556,4 +556,94 @@ func TestUpdateScheduleAfterTheClockStepsBack(t *testing.T) {
 		t.Fatalf("fired %d at the second period, want 1", n)
 	}
 	wantPeriods(t, b.Store, "q", "m", first, time.Minute, 2)
+}
+
+// TestListSchedulesPages: ListSchedules answers one page, after a name, at
+// most Max schedules, within MaxBytes (the first whatever its size); bad
+// options are refused.
+func TestListSchedulesPages(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Config{})
+	tb.Queue(t, "q", noDedup)
+	st := tb.Store
+	ctx := context.Background()
+	for i, size := range []int{10, 10, 500, 10, 10} {
+		opts := mqlite.ScheduleOptions{Target: "q", Every: time.Hour, Body: make([]byte, size)}
+		if err := st.CreateSchedule(ctx, fmt.Sprint("s", i), opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each schedule weighs its body, its name (2) and its target (1).
+	for _, c := range []struct {
+		name string
+		opts mqlite.ListSchedulesParams
+		want []string
+	}{
+		{"every one", mqlite.ListSchedulesParams{}, []string{"s0", "s1", "s2", "s3", "s4"}},
+		{"max", mqlite.ListSchedulesParams{Max: 2}, []string{"s0", "s1"}},
+		{"after", mqlite.ListSchedulesParams{After: "s1", Max: 2}, []string{"s2", "s3"}},
+		{"after a name that is not there", mqlite.ListSchedulesParams{After: "s10"}, []string{"s2", "s3", "s4"}},
+		{"budget", mqlite.ListSchedulesParams{MaxBytes: 30}, []string{"s0", "s1"}},
+		{"the first whatever its size", mqlite.ListSchedulesParams{After: "s1", MaxBytes: 30}, []string{"s2"}},
+		{"the end", mqlite.ListSchedulesParams{After: "s4"}, nil},
+	} {
+		got, err := st.ListSchedules(ctx, c.opts)
+		var names []string
+		for _, s := range got {
+			names = append(names, s.Name)
+		}
+		if err != nil || !slices.Equal(names, c.want) {
+			t.Errorf("%s: %v, %v; want %v", c.name, names, err, c.want)
+		}
+	}
+	for _, opts := range []mqlite.ListSchedulesParams{{Max: -1}, {Max: 1001}, {MaxBytes: -1}, {After: "bad name"}} {
+		if _, err := st.ListSchedules(ctx, opts); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", opts, err)
+		}
+	}
+}
+
+// TestScheduleNamespaces: a name "TARGET/NAME" is in the namespace of its
+// target, and the store admits there only schedules of that target, on
+// create and on update; malformed names are refused, nothing written.
+func TestScheduleNamespaces(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Config{})
+	tb.Queue(t, "q", noDedup)
+	tb.Queue(t, "r", noDedup)
+	st := tb.Store
+	ctx := context.Background()
+	every := func(target string) mqlite.ScheduleOptions {
+		return mqlite.ScheduleOptions{Target: target, Every: time.Hour}
+	}
+	if err := st.CreateSchedule(ctx, "q/nightly", every("q")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateSchedule(ctx, "r/nightly", every("r")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"q/other", st.CreateSchedule(ctx, "q/other", every("r"))},
+		{"update q/nightly to r", st.UpdateSchedule(ctx, "q/nightly", every("r"))},
+		{"a/b/c", st.CreateSchedule(ctx, "a/b/c", every("a"))},
+		{"/x", st.CreateSchedule(ctx, "/x", every("q"))},
+		{"q/", st.CreateSchedule(ctx, "q/", every("q"))},
+		{"too long", st.CreateSchedule(ctx, "q/"+strings.Repeat("x", mqlite.MaxQueueNameLen), every("q"))},
+	} {
+		if !errors.Is(c.err, mqlite.ErrInvalidSchedule) || !errors.Is(c.err, mqlite.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidSchedule", c.name, c.err)
+		}
+	}
+	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesParams{})
+	if err != nil || len(list) != 2 || list[0].Options.Target != "q" || list[1].Options.Target != "r" {
+		t.Fatalf("schedules: %+v, %v; want q/nightly and r/nightly as created", list, err)
+	}
+	for name, want := range map[string]string{"nightly": "", "q/nightly": "q", "orders.eu/x": "orders.eu"} {
+		if got := mqlite.ScheduleNamespace(name); got != want {
+			t.Errorf("ScheduleNamespace(%q) = %q, want %q", name, got, want)
+		}
+	}
 }

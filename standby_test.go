@@ -44,7 +44,7 @@ func openStandby(t *testing.T, ctx context.Context, path string) <-chan openResu
 	h := signalHandler{waiting: make(chan struct{})}
 	res := make(chan openResult, 1)
 	go func() {
-		st, err := mqlite.Open(ctx, path, mqlite.Options{WaitForLock: true, Logger: slog.New(h)})
+		st, err := mqlite.Open(ctx, path, mqlite.Config{WaitForLock: true, Logger: slog.New(h)})
 		res <- openResult{st, err}
 	}()
 	select {
@@ -68,17 +68,14 @@ func TestOpenWaitForLockTakesOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "standby.db")
-	primary, err := mqlite.Open(ctx, path, mqlite.Options{})
+	primary, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := primary.CreateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := primary.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("kept")})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(ctx, primary, "q", outbox.Message{Body: []byte("kept")}); err != nil {
 		t.Fatal(err)
 	}
 	if msgs, err := primary.Receive(ctx, "q", mqlite.ReceiveOptions{}); err != nil || len(msgs) != 1 {
@@ -131,7 +128,7 @@ func TestOpenWaitForLockCtx(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "standby.db")
-			primary, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+			primary, err := mqlite.Open(context.Background(), path, mqlite.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ type Store struct {
 	db      *sql.DB
 	release func()
 	lock    fileLock
-	opts    Options
+	opts    Config
 	path    string
 	notify  *notify.Notifier
 	bounds  *engine.DueBounds // until when nothing of a queue is due
@@ -57,19 +57,19 @@ type Store struct {
 // keyed on the canonical path so that every spelling of the file (relative,
 // absolute, through a symlink) collides: a second Open of the same file, in
 // this process or another, fails at once with ErrDBLocked, even if the
-// sidecar was deleted or renamed meanwhile; with Options.WaitForLock it waits
+// sidecar was deleted or renamed meanwhile; with Config.WaitForLock it waits
 // for the other store to go instead (a hot standby). It then checks the schema guard
 // (a file written by an incompatible mqlite, or a foreign file with a table
 // of a name mqlite uses, is refused with ErrSchemaVersionMismatch and left
 // untouched), puts the file in WAL mode, and applies the embedded
 // migrations. Every lease left in the file by an earlier process is then
 // released (recovery: back to active, or dead-lettered when it was the last
-// allowed delivery), and the background loops of Options start.
+// allowed delivery), and the background loops of Config start.
 //
 // The store holds one connection: database/sql queues every statement onto
 // it, which is what makes each claim atomic without locks. Cancelling ctx
 // abandons the open, a wait for the lock included.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("open: %w", errors.Join(ErrInvalidArgument, errors.New("empty path")))
 	}
@@ -148,9 +148,9 @@ func (s *Store) open(ctx context.Context) error {
 	return s.tally.seed(ctx, db)
 }
 
-// refuse returns the error of a file that Options.ExistingOnly does not let
+// refuse returns the error of a file that Config.ExistingOnly does not let
 // Open create or migrate.
-func (o Options) refuse(state schema.State) error {
+func (o Config) refuse(state schema.State) error {
 	switch {
 	case !o.ExistingOnly:
 		return nil
@@ -163,7 +163,7 @@ func (o Options) refuse(state schema.State) error {
 }
 
 // probe checks, before Open takes any lock, that path holds a store that
-// Options.ExistingOnly lets Open use, without creating or writing anything:
+// Config.ExistingOnly lets Open use, without creating or writing anything:
 // a missing file is ErrNoStore with no file left behind, and a SQLite file
 // without mqlite's schema is ErrNoStore with its bytes untouched. The
 // connection is read-write but query-only, so that on close SQLite removes
@@ -185,7 +185,7 @@ func probe(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	return Options{ExistingOnly: true}.refuse(state)
+	return Config{ExistingOnly: true}.refuse(state)
 }
 
 // Migration is what Open did to the file's layout, in goose versions of
@@ -208,9 +208,9 @@ func (s *Store) Migration() Migration { return s.migration }
 // (ErrDBLocked while a store has the file open) and runs the crash recovery
 // as Open does. An upgrade runs in one transaction: on failure (ErrMigration,
 // with the step) or a crash the file keeps its earlier layout.
-func Migrate(ctx context.Context, path string, opts Options) (Migration, error) {
+func Migrate(ctx context.Context, path string, opts Config) (Migration, error) {
 	if opts.ExistingOnly {
-		return Migration{}, invalidf(ErrInvalidArgument, "Migrate with Options.ExistingOnly")
+		return Migration{}, invalidf(ErrInvalidArgument, "Migrate with Config.ExistingOnly")
 	}
 	opts.ReaperInterval, opts.SchedulerInterval, opts.TTLInterval = -1, -1, -1
 	opts.JanitorInterval, opts.RetentionInterval, opts.ScheduleInterval = -1, -1, -1
@@ -252,7 +252,7 @@ func canonicalPath(path string) (string, error) {
 // that transaction ends, and only then are the file locks released, so no
 // second store can open the file while a transaction of this one is still
 // open, and nothing commits after the locks are gone. Close waits for that up
-// to Options.BusyTimeout, then returns; the locks then go as soon as the
+// to Config.BusyTimeout, then returns; the locks then go as soon as the
 // transaction ends (Close called from inside a Tx callback returns that way).
 // It is safe to call more than once; later calls return the first call's
 // result.
@@ -311,12 +311,12 @@ func (s *Store) releaseLock() {
 type fileLock struct{ sidecar, file *flock.Flock }
 
 // lockRetry is how often a store waiting for the file lock
-// (Options.WaitForLock) tries it again: the most a takeover lags the death
+// (Config.WaitForLock) tries it again: the most a takeover lags the death
 // of the holder. flock(2) offers no wait that ctx could interrupt, and a
 // goroutine blocked in one would outlive a cancelled Open, so the wait
 // polls; one non-blocking flock call per lockRetry costs nothing worth
 // measuring. The wait is on the operating system, not on the store's data,
-// so it runs on real time rather than Options.Clock.
+// so it runs on real time rather than Config.Clock.
 const lockRetry = 10 * time.Millisecond
 
 // lockFile takes the store's advisory locks on canon: one on the sidecar
@@ -327,7 +327,7 @@ const lockRetry = 10 * time.Millisecond
 // when the file is replaced under its name. Taking the file's lock creates
 // a missing file, 0600: it holds every body and key hash, and SQLite gives
 // its WAL and shared-memory files the file's mode.
-func lockFile(ctx context.Context, canon string, opts Options) (fileLock, error) {
+func lockFile(ctx context.Context, canon string, opts Config) (fileLock, error) {
 	l := fileLock{sidecar: flock.New(canon + ".lock"), file: flock.New(canon, flock.SetPermissions(0o600))}
 	logged := false
 	for _, f := range []*flock.Flock{l.sidecar, l.file} {
@@ -368,7 +368,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Path returns the canonical path of the store's file.
 func (s *Store) Path() string { return s.path }
 
-// Clock returns the store's clock, Options.Clock: every timestamp of the
+// Clock returns the store's clock, Config.Clock: every timestamp of the
 // store is read from it. consumer.Loop asks for it (consumer.Clocker) so
 // that its lease arithmetic agrees with the store's.
 func (s *Store) Clock() Clock { return s.opts.Clock }

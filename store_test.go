@@ -31,7 +31,7 @@ const (
 func TestHelperProcess(t *testing.T) {
 	switch os.Getenv(helperEnv) {
 	case "backup": // TestBackupKilledLeavesNoPartialFile
-		st, err := mqlite.Open(context.Background(), os.Getenv(helperPathEnv), mqlite.Options{})
+		st, err := mqlite.Open(context.Background(), os.Getenv(helperPathEnv), mqlite.Config{})
 		if err == nil {
 			err = st.Backup(context.Background(), os.Getenv(helperPathEnv)+".bak")
 		}
@@ -41,7 +41,7 @@ func TestHelperProcess(t *testing.T) {
 	default:
 		return
 	}
-	st, err := mqlite.Open(context.Background(), os.Getenv(helperPathEnv), mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), os.Getenv(helperPathEnv), mqlite.Config{})
 	switch {
 	case err == nil:
 		if err := st.Close(); err != nil {
@@ -80,7 +80,7 @@ func openInOtherProcess(t *testing.T, path string) string {
 func openFresh(t *testing.T) (*mqlite.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mq.db")
-	st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,9 +147,9 @@ func TestOpenLockedInProcess(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			other := tc.spelling(t, b.Path)
-			st, err := mqlite.Open(context.Background(), other, mqlite.Options{})
+			st, err := mqlite.Open(context.Background(), other, mqlite.Config{})
 			if err == nil {
 				_ = st.Close()
 				t.Fatalf("second Open(%q) succeeded, want ErrDBLocked", other)
@@ -176,7 +176,7 @@ func TestCloseReleasesLock(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	st2, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st2, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatalf("reopen after Close: %v", err)
 	}
@@ -230,7 +230,7 @@ func TestOpenRefusesOtherSchemaToken(t *testing.T) {
 	before := fileHash(t, path)
 
 	for attempt := range 2 {
-		st, err := mqlite.Open(ctx, path, mqlite.Options{})
+		st, err := mqlite.Open(ctx, path, mqlite.Config{})
 		if err == nil {
 			_ = st.Close()
 			t.Fatal("Open of a file with another guard token succeeded")
@@ -253,13 +253,13 @@ func TestOpenInvalidOptions(t *testing.T) {
 	tests := []struct {
 		name      string
 		emptyPath bool
-		opts      mqlite.Options
+		opts      mqlite.Config
 	}{
-		{"empty path", true, mqlite.Options{}},
-		{"unknown sync mode", false, mqlite.Options{Sync: 7}},
-		{"negative busy timeout", false, mqlite.Options{BusyTimeout: -time.Second}},
-		{"negative max message bytes", false, mqlite.Options{MaxMessageBytes: -1}},
-		{"max message bytes over 256 MiB", false, mqlite.Options{MaxMessageBytes: 256<<20 + 1}},
+		{"empty path", true, mqlite.Config{}},
+		{"unknown sync mode", false, mqlite.Config{Sync: 7}},
+		{"negative busy timeout", false, mqlite.Config{BusyTimeout: -time.Second}},
+		{"negative max message bytes", false, mqlite.Config{MaxMessageBytes: -1}},
+		{"max message bytes over 256 MiB", false, mqlite.Config{MaxMessageBytes: 256<<20 + 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,7 +286,7 @@ func TestOpenInvalidOptions(t *testing.T) {
 
 func TestOpenSettings(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{BusyTimeout: 250 * time.Millisecond})
+	b := testdb.Open(t, mqlite.Config{BusyTimeout: 250 * time.Millisecond})
 	db := b.Store.DB()
 	var mode string
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {
@@ -319,7 +319,7 @@ func TestSyncMode(t *testing.T) {
 		want int64
 	}{
 		{"default", "", mqlite.SyncNormal, 1},
-		{"Options.Sync full", "", mqlite.SyncFull, 2},
+		{"Config.Sync full", "", mqlite.SyncFull, 2},
 		{"MQLITE_SYNC=full", "full", mqlite.SyncNormal, 2},
 		{"MQLITE_SYNC=FULL", "FULL", mqlite.SyncNormal, 2},
 		{"MQLITE_SYNC=normal", "normal", mqlite.SyncNormal, 1},
@@ -327,7 +327,7 @@ func TestSyncMode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("MQLITE_SYNC", tc.env)
-			b := testdb.Open(t, mqlite.Options{Sync: tc.sync})
+			b := testdb.Open(t, mqlite.Config{Sync: tc.sync})
 			if got := testdb.Int(t, b.Store.DB(), `PRAGMA synchronous`); got != tc.want {
 				t.Fatalf("PRAGMA synchronous = %d, want %d", got, tc.want)
 			}

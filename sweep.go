@@ -87,7 +87,7 @@ type loops struct {
 }
 
 // startLoops starts one goroutine per sweep whose interval is on, and the
-// schedule loop unless Options.ScheduleInterval turns it off. Each stops
+// schedule loop unless Config.ScheduleInterval turns it off. Each stops
 // when the store closes; Close waits for them (stopLoops) before it closes
 // the connection.
 func (s *Store) startLoops() {

@@ -28,7 +28,7 @@ type sweepBundle struct {
 func sweepSetup(t *testing.T) *sweepBundle {
 	t.Helper()
 	t.Parallel()
-	return &sweepBundle{Bundle: testdb.Open(t, mqlite.Options{}), t: t}
+	return &sweepBundle{Bundle: testdb.Open(t, mqlite.Config{}), t: t}
 }
 
 // send commits msgs on queue in one transaction and returns their seqs.
@@ -80,10 +80,10 @@ func (b *sweepBundle) state(queue string, seq int64) mqlite.Message {
 
 func peekSeq(t *testing.T, st *mqlite.Store, queue string, seq int64) mqlite.Message {
 	t.Helper()
-	for _, peek := range []func(context.Context, string, mqlite.PeekOptions) ([]mqlite.Message, error){
+	for _, peek := range []func(context.Context, string, mqlite.PeekParams) ([]mqlite.Message, error){
 		st.Peek, st.PeekDeadLetters,
 	} {
-		msgs, err := peek(context.Background(), queue, mqlite.PeekOptions{FromSeq: seq, Max: 1})
+		msgs, err := peek(context.Background(), queue, mqlite.PeekParams{FromSeq: seq, Max: 1})
 		if err != nil {
 			t.Fatalf("peek %s/%d: %v", queue, seq, err)
 		}
@@ -271,7 +271,7 @@ func (b *sweepBundle) deadLetter(queue string, msgs ...outbox.Message) []int64 {
 
 func (b *sweepBundle) deadSeqs(queue string) []int64 {
 	b.t.Helper()
-	msgs, err := b.Store.PeekDeadLetters(context.Background(), queue, mqlite.PeekOptions{Max: 1000})
+	msgs, err := b.Store.PeekDeadLetters(context.Background(), queue, mqlite.PeekParams{Max: 1000})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestLoopsRunOnTheirOwn(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, err := mqlite.Open(ctx, filepath.Join(dir, "mq.db"), mqlite.Options{
+		st, err := mqlite.Open(ctx, filepath.Join(dir, "mq.db"), mqlite.Config{
 			ReaperInterval: time.Second, SchedulerInterval: time.Second,
 			TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 		})
@@ -444,11 +444,11 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 
 // TestLoopErrorsAreLoggedAndLoopsGoOn: a sweep that fails reports to
-// Options.Logger and runs again at its next tick.
+// Config.Logger and runs again at its next tick.
 func TestLoopErrorsAreLoggedAndLoopsGoOn(t *testing.T) {
 	t.Parallel()
 	logs := &lockedBuffer{n: make(chan struct{}, 1)}
-	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
 		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, RetentionInterval: -1,
 		JanitorInterval: time.Millisecond,
@@ -488,7 +488,7 @@ func TestLoopsStartStopStress(t *testing.T) {
 	path := filepath.Join(dir, "mq.db")
 	ms := time.Millisecond
 	for i := range 30 {
-		st, err := mqlite.Open(context.Background(), path, mqlite.Options{
+		st, err := mqlite.Open(context.Background(), path, mqlite.Config{
 			ReaperInterval: ms, SchedulerInterval: ms, TTLInterval: ms, JanitorInterval: ms, RetentionInterval: ms,
 		})
 		if err != nil {
@@ -513,7 +513,7 @@ func TestLoopsStartStopStress(t *testing.T) {
 func TestLoopIntervalOptions(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "mq.db")
-	for _, o := range []mqlite.Options{
+	for _, o := range []mqlite.Config{
 		{ReaperInterval: -2}, {SchedulerInterval: -time.Second}, {TTLInterval: -5},
 		{JanitorInterval: -time.Minute}, {RetentionInterval: -2},
 	} {
@@ -521,7 +521,7 @@ func TestLoopIntervalOptions(t *testing.T) {
 			t.Errorf("Open(%+v): %v, want ErrInvalidArgument", o, err)
 		}
 	}
-	st, err := mqlite.Open(context.Background(), path, mqlite.Options{
+	st, err := mqlite.Open(context.Background(), path, mqlite.Config{
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
 	if err != nil {
@@ -540,7 +540,7 @@ func TestLoopIntervalOptions(t *testing.T) {
 func TestCloseInsideTxWithLoopsWaiting(t *testing.T) {
 	t.Parallel()
 	ms := time.Millisecond
-	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
 		ReaperInterval: ms, SchedulerInterval: ms, TTLInterval: ms, JanitorInterval: ms, RetentionInterval: ms,
 		BusyTimeout: 50 * ms,
 	})
@@ -582,13 +582,13 @@ func (c countingClock) Now() time.Time {
 	return c.Clock.Now()
 }
 
-// TestLoopsReadTheInjectedClock: the loops take "now" from Options.Clock.
+// TestLoopsReadTheInjectedClock: the loops take "now" from Config.Clock.
 // The fake clock stands months before the wall clock, so a loop reading the
 // wall clock would reap the lease at once.
 func TestLoopsReadTheInjectedClock(t *testing.T) {
 	t.Parallel()
 	clock := countingClock{Clock: testdb.NewClock(), reads: make(chan struct{})}
-	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
 		Clock: clock, ReaperInterval: time.Millisecond,
 		SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
@@ -599,10 +599,7 @@ func TestLoopsReadTheInjectedClock(t *testing.T) {
 	if err := st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{LockDuration: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	err = st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", body("x"))
-		return err
-	})
+	_, err = outbox.Send(context.Background(), st, "q", body("x"))
 	if err != nil {
 		t.Fatal(err)
 	}

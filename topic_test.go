@@ -32,10 +32,7 @@ func topicSetup(t *testing.T, subs map[string]mqlite.SubscriptionOptions) *sweep
 // publish sends msgs to the topic in one transaction.
 func (b *sweepBundle) publish(msgs ...outbox.Message) {
 	b.t.Helper()
-	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "orders", msgs)
-		return err
-	})
+	_, err := outbox.Send(context.Background(), b.Store, "orders", msgs...)
 	if err != nil {
 		b.t.Fatalf("publish: %v", err)
 	}

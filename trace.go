@@ -11,7 +11,7 @@ import (
 )
 
 // TracerProvider returns the provider of the store's spans:
-// Options.TracerProvider, or otel.GetTracerProvider() (read at each call)
+// Config.TracerProvider, or otel.GetTracerProvider() (read at each call)
 // when that is nil. consumer.Loop and the relay ask for it
 // (consumer.TracerProviderSource), so one setting traces a whole process.
 func (s *Store) TracerProvider() trace.TracerProvider {

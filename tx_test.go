@@ -16,7 +16,7 @@ import (
 // txBundle is a store with a queue "q" and a business table biz.
 func txBundle(t *testing.T) *testdb.Bundle {
 	t.Helper()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	if _, err := b.Store.DB().Exec(`CREATE TABLE biz (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)

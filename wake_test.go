@@ -18,7 +18,7 @@ import (
 // a message out at its due moment.
 func wakeStore(t *testing.T, dir string, q mqlite.QueueOptions) *mqlite.Store {
 	t.Helper()
-	st, err := mqlite.Open(context.Background(), filepath.Join(dir, "mq.db"), mqlite.Options{
+	st, err := mqlite.Open(context.Background(), filepath.Join(dir, "mq.db"), mqlite.Config{
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
 	if err != nil {
@@ -33,10 +33,7 @@ func wakeStore(t *testing.T, dir string, q mqlite.QueueOptions) *mqlite.Store {
 
 func sendTx(t *testing.T, st *mqlite.Store, msgs ...outbox.Message) {
 	t.Helper()
-	err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", msgs)
-		return err
-	})
+	_, err := outbox.Send(context.Background(), st, "q", msgs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ type mq struct {
 
 func mqliteOpener(sync mqlite.SyncMode, messageID bool) func(context.Context, string) (Instance, error) {
 	return func(ctx context.Context, path string) (Instance, error) {
-		st, err := mqlite.Open(ctx, path, mqlite.Options{Sync: sync, Logger: slog.New(slog.DiscardHandler)})
+		st, err := mqlite.Open(ctx, path, mqlite.Config{Sync: sync, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return nil, err
 		}
@@ -322,7 +322,7 @@ func (m *mq) Latency(ctx context.Context, at []time.Duration) ([]time.Duration, 
 		errc <- consumer.Loop(loopCtx, m.st, queueName, func(_ context.Context, msg mqlite.Message) error {
 			l.arrived(msg.Body)
 			return nil
-		}, consumer.LoopOptions{Concurrency: latencyWorkers, Logger: slog.New(slog.DiscardHandler)})
+		}, consumer.LoopConfig{Concurrency: latencyWorkers, Logger: slog.New(slog.DiscardHandler)})
 	}()
 	lat, err := l.run(ctx, at, func(ctx context.Context, body []byte) error { return m.Send(ctx, [][]byte{body}) })
 	stop()

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -52,7 +53,7 @@ func normal(t *testing.T, v any) string {
 }
 
 func FuzzDecodeSend(f *testing.F) {
-	fuzzDecoder(f, func(m wire.Message) { _ = m.Outbox() })
+	fuzzDecoder(f, func(m wire.SendMessage) { _ = m.Outbox() })
 }
 
 func FuzzDecodeSendBatch(f *testing.F) {
@@ -76,6 +77,15 @@ func FuzzDecodeLocks(f *testing.F) {
 		for _, l := range r.Locks {
 			_ = l.Lock("q")
 		}
+	})
+}
+
+func FuzzDecodeCompleteReceive(f *testing.F) {
+	fuzzDecoder(f, func(r wire.CompleteReceiveRequest) {
+		for _, l := range r.Complete {
+			_ = l.Lock("q")
+		}
+		_, _ = r.Receive.Options()
 	})
 }
 
@@ -124,4 +134,44 @@ func FuzzDecodeCreateSchedule(f *testing.F) {
 
 func FuzzDecodeUpdateSchedule(f *testing.F) {
 	fuzzDecoder(f, func(r wire.UpdateScheduleRequest) { _, _ = r.Options.Options() })
+}
+
+func FuzzDecodeStreamSettle(f *testing.F) {
+	fuzzDecoder(f, func(r wire.StreamSettle) {
+		for _, l := range r.Complete {
+			_ = l.Lock("q")
+		}
+		_ = r.Items()
+	})
+}
+
+// FuzzStreamLines runs the stream's line reader over arbitrary bytes with a
+// small line bound: it never panics, hands over only non-blank lines no
+// longer than the bound, and each line it decodes is a settlement object.
+func FuzzStreamLines(f *testing.F) {
+	f.Add([]byte("{\"complete\":[{\"seq\":1,\"token\":\"ab\"}]}\n\n{\"release\":[2]}\r\n"))
+	f.Add([]byte("{}\n[1]\n"))
+	f.Add([]byte("{\"abandon\":[{\"seq\":1,\"token\":\"x\",\"delay_ms\":-1}]}"))
+	const max = 256
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := readStreamLines(bytes.NewReader(data), max, func(line []byte) error {
+			if len(line) == 0 || len(line) > max {
+				t.Fatalf("a line of %d bytes", len(line))
+			}
+			v, err := decodeBytes[wire.StreamSettle](line)
+			if err != nil {
+				return err
+			}
+			if !utf8.Valid(line) {
+				t.Fatalf("accepted a line that is not UTF-8: %q", line)
+			}
+			_ = v.Items()
+			return nil
+		})
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+		}
+	})
 }

@@ -80,10 +80,7 @@ func TestTopicAdminNeedsEveryQueueItChanges(t *testing.T) {
 	f := start(t, broker.Config{})
 	f.subscribe(t, "mine", "theirs")
 	scoped, _ := f.key(t, keys.Admin, "t", "mine")
-	if err := f.tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "t", outbox.Message{Body: []byte("x"), Subject: "s"})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(ctx, f.tb.Store, "t", outbox.Message{Body: []byte("x"), Subject: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ method, path, body string }{
@@ -303,7 +300,7 @@ func TestRevocationEndsWaitingReceives(t *testing.T) {
 	if a.status != 401 {
 		t.Fatalf("the revoked key's waiting receive answered %d %s, want 401", a.status, a.body)
 	}
-	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 0 {
 		t.Fatalf("the message sent after the revocation: %+v, %v; want it undelivered", msgs, err)
 	}
@@ -322,7 +319,7 @@ func TestScheduleDurationsThatOverflowAreRefused(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 400", body, st, e)
 		}
 	}
-	if ss, err := f.tb.Store.ListSchedules(ctx); err != nil || len(ss) != 0 {
+	if ss, err := f.tb.Store.ListSchedules(ctx, mqlite.ListSchedulesParams{}); err != nil || len(ss) != 0 {
 		t.Fatalf("schedules after refused creations: %+v, %v", ss, err)
 	}
 	if err := f.tb.Store.CreateSchedule(ctx, "s", mqlite.ScheduleOptions{Target: "q", Every: time.Minute}); err != nil {
@@ -358,7 +355,7 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	if st, e := f.do(t, "POST", "/v1/queues/q/messages", f.keys["producer"], []byte(`{"body":"eA==","message_id":"\ud83d\ude00"}`)); st != 201 {
 		t.Errorf("a surrogate pair: %d %+v", st, e)
 	}
-	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekParams{})
 	if err != nil || len(msgs) != 1 || msgs[0].MessageID != "\U0001F600" {
 		t.Fatalf("stored: %+v, %v; want only the valid message", msgs, err)
 	}
@@ -476,10 +473,7 @@ func TestDelaysAreBounded(t *testing.T) {
 	if st != 400 {
 		t.Errorf("batch with a deliver_at in 2319: %d %+v, want 400", st, e)
 	}
-	if err := f.tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("held")})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(ctx, f.tb.Store, "q", outbox.Message{Body: []byte("held")}); err != nil {
 		t.Fatal(err)
 	}
 	var got wire.MessagesResponse

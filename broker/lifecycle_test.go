@@ -22,7 +22,7 @@ import (
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	st := testdb.Open(t, mqlite.Options{}).Store
+	st := testdb.Open(t, mqlite.Config{}).Store
 	for _, tc := range []struct {
 		name string
 		cfg  broker.Config
@@ -69,7 +69,7 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 // store is closed afterwards.
 func TestShutdownEndsLongPollsAndClosesTheStore(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	_, key, err := keys.Create(ctx, tb.Store, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
 	if err != nil {
@@ -124,7 +124,7 @@ func TestShutdownEndsLongPollsAndClosesTheStore(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Fatalf("readyz after shutdown: %d", resp.StatusCode)
 	}
-	if _, err := tb.Store.Peek(ctx, "q", mqlite.PeekOptions{}); !errors.Is(err, mqlite.ErrClosed) {
+	if _, err := tb.Store.Peek(ctx, "q", mqlite.PeekParams{}); !errors.Is(err, mqlite.ErrClosed) {
 		t.Fatalf("store after shutdown: %v, want ErrClosed", err)
 	}
 }
@@ -133,7 +133,7 @@ func TestShutdownEndsLongPollsAndClosesTheStore(t *testing.T) {
 // draining, and the store is closed.
 func TestServeStopsOnCancel(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	srv, err := broker.New(broker.Config{Store: tb.Store, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

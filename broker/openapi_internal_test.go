@@ -31,7 +31,7 @@ const goldenOpenAPI = "../docs/openapi.json"
 // newTestServer is a broker on a fresh store, not listening.
 func newTestServer(t *testing.T) *Server {
 	t.Helper()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	s, err := New(Config{Store: tb.Store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ type fixture struct {
 func start(t *testing.T, cfg broker.Config) *fixture {
 	t.Helper()
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	if err := tb.Store.CreateTopic(ctx, "t"); err != nil {
 		t.Fatal(err)

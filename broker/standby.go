@@ -7,7 +7,7 @@ import (
 )
 
 // StandbyHandler returns the handler a hot standby serves while its Open
-// waits for the file lock (mqlite.Options.WaitForLock; `mqlite serve
+// waits for the file lock (mqlite.Config.WaitForLock; `mqlite serve
 // --standby`): /healthz answers 200 {"status":"standby"}, because the
 // process is alive, and /readyz and every other path 503 unavailable with
 // reason "standby" and Retry-After: 1, so that a load balancer routes to the

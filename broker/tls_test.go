@@ -61,7 +61,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 func TestServeTLS(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, pool := selfSigned(t)
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	srv, err := broker.New(broker.Config{Store: tb.Store, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

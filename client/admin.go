@@ -12,7 +12,7 @@ import (
 
 // PeekDeadLetters returns the dead letters of queue, as
 // Store.PeekDeadLetters. Needs an admin key.
-func (c *Client) PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error) {
+func (c *Client) PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error) {
 	var out wire.MessagesResponse
 	if err := c.do(ctx, call{method: http.MethodGet, path: qpath(queue, "/dead-letters"+peekQuery(opts)), out: &out}); err != nil {
 		return nil, err

@@ -105,7 +105,7 @@ func TestTopicsAndAdminOverClient(t *testing.T) {
 	if len(qs) != 3 {
 		t.Fatalf("queues %+v", qs)
 	}
-	b.send(t, outbox.Message{}, outbox.Message{})
+	b.Send(t, "q", outbox.Message{}, outbox.Message{})
 	for range 2 {
 		m := b.receive(t, mqlite.ReceiveOptions{})
 		must(t, c.Reject(ctx, m[0].Lock(), "bad", ""))
@@ -137,7 +137,7 @@ func TestTopicsAndAdminOverClient(t *testing.T) {
 // limited to its role and queues, and stops working when revoked.
 func TestKeysOverClient(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	url, admin := serve(t, tb, broker.Config{})
 	ac := newClient(t, url, admin, tb.Clock)
@@ -175,7 +175,7 @@ func TestKeysOverClient(t *testing.T) {
 // those, with the counts per state Stats reads and the counters since Open.
 func TestCountsOverClient(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	tb.Queue(t, "other", mqlite.QueueOptions{})
 	url, admin := serve(t, tb, broker.Config{})

@@ -166,7 +166,7 @@ func BenchmarkBrokerPeekRSS(b *testing.B) {
 	const msgs, peeks = 200, 4
 	path := filepath.Join(b.TempDir(), "large.db")
 	key := prepareFile(b, path, "large")
-	st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), path, mqlite.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func BenchmarkBrokerPeekRSS(b *testing.B) {
 				var wg sync.WaitGroup
 				for range peeks {
 					wg.Go(func() {
-						m, err := cl.Peek(context.Background(), "large", mqlite.PeekOptions{Max: 1000})
+						m, err := cl.Peek(context.Background(), "large", mqlite.PeekParams{Max: 1000})
 						if err != nil {
 							b.Error(err)
 						}

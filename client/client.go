@@ -7,7 +7,7 @@
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:7420", Key: os.Getenv("MQLITE_KEY")})
 //	defer c.Close()
-//	err = consumer.Loop(ctx, c, "orders", handle, consumer.LoopOptions{Concurrency: 8})
+//	err = consumer.Loop(ctx, c, "orders", handle, consumer.LoopConfig{Concurrency: 8})
 //
 // # Retries
 //

@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 				fake = testdb.NewClock()
 				clock = fake
 			}
-			st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+			st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
 				Clock: clock, ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
 				JanitorInterval: -1, RetentionInterval: -1,
 			})

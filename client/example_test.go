@@ -23,7 +23,7 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "mqlite-example")
 	defer os.RemoveAll(dir)
-	st, _ := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, _ := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	_ = st.CreateQueue(ctx, "orders", mqlite.QueueOptions{})
 	_, key, _ := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{keys.AllQueues}})
 	srv, _ := broker.New(broker.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,7 @@ func TestSendValidatesBeforeSending(t *testing.T) {
 	}))
 	defer ts.Close()
 	c := newClient(t, ts.URL, "k", nil)
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	for _, m := range []outbox.Message{
 		{MessageID: "a\xff"},
@@ -51,10 +52,7 @@ func TestSendValidatesBeforeSending(t *testing.T) {
 			t.Errorf("SendBatch(%+v): %v, want ErrInvalidArgument", m, err)
 		}
 		// The store says the same.
-		err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", m)
-			return err
-		})
+		_, err := outbox.Send(ctx, b.Store, "q", m)
 		if _, errc := c.Send(ctx, "q", m); !sameSentinels(err, errc) {
 			t.Errorf("outbox.SendOne(%+v): %v, the client: %v", m, err, errc)
 		}
@@ -80,7 +78,7 @@ func sameSentinels(a, b error) bool {
 // and consumer.Loop over the client still handles every message once.
 func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, b, broker.Config{MaxResponseBytes: 3000})
 	c := newClient(t, url, key, b.Clock)
@@ -92,7 +90,7 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	if _, err := c.SendBatch(ctx, "q", msgs); err != nil {
 		t.Fatal(err)
 	}
-	peeked, err := c.Peek(ctx, "q", mqlite.PeekOptions{Max: 100})
+	peeked, err := c.Peek(ctx, "q", mqlite.PeekParams{Max: 100})
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek of 100: %d messages, %v; want 3 (the budget)", len(peeked), err)
 	}
@@ -102,8 +100,20 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ss, err := c.ListSchedules(ctx); err != nil || len(ss) != 5 {
-		t.Fatalf("ListSchedules: %d, %v; want the 5 of every page", len(ss), err)
+	var pages []int
+	for opts := (mqlite.ListSchedulesParams{}); ; {
+		ss, err := c.ListSchedules(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ss) == 0 {
+			break
+		}
+		pages = append(pages, len(ss))
+		opts.After = ss[len(ss)-1].Name
+	}
+	if !slices.Equal(pages, []int{3, 2}) {
+		t.Fatalf("ListSchedules pages of %v schedules, want 3, 2 (the budget)", pages)
 	}
 	got, err := c.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 10})
 	if err != nil || len(got) != 3 {
@@ -123,7 +133,7 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 				cancel()
 			}
 			return nil
-		}, consumer.LoopOptions{Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		}, consumer.LoopConfig{Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Loop: %v", err)

@@ -28,7 +28,7 @@ func TestLoadLoopback(t *testing.T) {
 		total = v
 	}
 	const producers, consumers, batch = 4, 4, 50
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "load", mqlite.QueueOptions{LockDuration: time.Minute})
 	url, key := serve(t, tb, broker.Config{})
 

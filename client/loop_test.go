@@ -58,7 +58,7 @@ func TestLoopOverClient(t *testing.T) {
 	lctx, cancel := context.WithCancel(ctx)
 	loopErr := make(chan error, 1)
 	go func() {
-		loopErr <- consumer.Loop(lctx, b.src, "q", handler, consumer.LoopOptions{
+		loopErr <- consumer.Loop(lctx, b.src, "q", handler, consumer.LoopConfig{
 			Concurrency: 4, Backoff: consumer.Backoff{Initial: -1}})
 	}()
 	select {
@@ -68,12 +68,12 @@ func TestLoopOverClient(t *testing.T) {
 	}
 	cancel()
 	must(t, <-loopErr)
-	left, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
+	left, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(left) != 0 {
-		t.Fatalf("left in the queue: %v", seqsOf(left))
+		t.Fatalf("left in the queue: %v", testdb.Seqs(left))
 	}
-	dead, err := b.src.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+	dead, err := b.src.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].MessageID != "m9" || dead[0].DeadLetterReason != "poison" {
 		t.Fatalf("dead letters %+v", dead)
@@ -84,7 +84,7 @@ func TestLoopOverClient(t *testing.T) {
 // gets a message committed later at once, not at the end of its wait.
 func TestLoopOverClientWakesOnCommit(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, tb, broker.Config{})
 	polling := make(chan struct{}, 100)
@@ -99,11 +99,11 @@ func TestLoopOverClientWakesOnCommit(t *testing.T) {
 		loopErr <- consumer.Loop(lctx, b.src, "q", func(ctx context.Context, m mqlite.Message) error {
 			got <- time.Now()
 			return nil
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 	}()
-	<-polling // the Loop's receive is on its way: it finds nothing and waits
+	<-polling // the Loop's receive (its stream) is on its way: it finds nothing and waits
 	sent := time.Now()
-	b.send(t, outbox.Message{Body: []byte("wake")})
+	b.Send(t, "q", outbox.Message{Body: []byte("wake")})
 	select {
 	case at := <-got:
 		if d := at.Sub(sent); d > 5*time.Second {
@@ -116,14 +116,14 @@ func TestLoopOverClientWakesOnCommit(t *testing.T) {
 	must(t, <-loopErr)
 }
 
-// signalTransport signals each receive request it sends.
+// signalTransport signals each receive or stream request it sends.
 type signalTransport struct {
 	next http.RoundTripper
 	sent chan<- struct{}
 }
 
 func (s signalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(r.URL.Path, "/receive") {
+	if strings.HasSuffix(r.URL.Path, "/receive") || strings.HasSuffix(r.URL.Path, "/stream") {
 		select {
 		case s.sent <- struct{}{}:
 		default:

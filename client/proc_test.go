@@ -41,7 +41,7 @@ func TestBrokerProcess(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ReaperInterval: 100 * time.Millisecond})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{ReaperInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func (p *brokerProc) cpu() time.Duration {
 func prepareFile(t testing.TB, path string, queues ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

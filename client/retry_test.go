@@ -76,7 +76,7 @@ func (l *lossy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and their dedup row.
 func TestRetriesAreSafe(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	_, key, err := keys.Create(ctx, tb.Store, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
 	must(t, err)

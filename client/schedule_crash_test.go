@@ -24,7 +24,7 @@ func TestScheduleBrokerCrash(t *testing.T) {
 	const kills = 4
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sched.db")
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ScheduleInterval: -1})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{ScheduleInterval: -1})
 	must(t, err)
 	must(t, st.CreateQueue(ctx, "ticks", mqlite.QueueOptions{DedupWindow: -1}))
 	must(t, st.CreateSchedule(ctx, "tick", mqlite.ScheduleOptions{Target: "ticks", Every: time.Second}))
@@ -43,12 +43,12 @@ func TestScheduleBrokerCrash(t *testing.T) {
 	<-time.After(1500 * time.Millisecond)
 	p.stop(t)
 
-	st, err = mqlite.Open(ctx, path, mqlite.Options{ScheduleInterval: -1})
+	st, err = mqlite.Open(ctx, path, mqlite.Config{ScheduleInterval: -1})
 	must(t, err)
 	defer st.Close()
 	info, err := st.GetSchedule(ctx, "tick")
 	must(t, err)
-	msgs, err := st.Peek(ctx, "ticks", mqlite.PeekOptions{Max: 1000})
+	msgs, err := st.Peek(ctx, "ticks", mqlite.PeekParams{Max: 1000})
 	must(t, err)
 	first := info.Options.Start.Add(time.Second)
 	for i, m := range msgs {

@@ -25,7 +25,7 @@ func TestSendCarriesTraceContextOverTheBroker(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	url, key := serve(t, b, broker.Config{})
 	c := newClient(t, url, key, b.Clock)
@@ -37,7 +37,7 @@ func TestSendCarriesTraceContextOverTheBroker(t *testing.T) {
 	if _, err := c.SendBatch(ctx, "q", []outbox.Message{{Body: []byte("two")}}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := b.Store.Peek(context.Background(), "q", mqlite.PeekOptions{Max: 10})
+	msgs, err := b.Store.Peek(context.Background(), "q", mqlite.PeekParams{Max: 10})
 	if err != nil || len(msgs) != 2 {
 		t.Fatalf("peek: %d messages, %v", len(msgs), err)
 	}

@@ -101,7 +101,7 @@ type Queues interface {
 // Operator is the operator's view of the dead letters and counts.
 type Operator interface {
 	// PeekDeadLetters reads dead letters; see mqlite.Store.PeekDeadLetters.
-	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
+	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)
 	// Redrive brings dead letters back; see mqlite.Store.Redrive.
 	Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error)
 	// DeliverNow makes scheduled messages due now; see

@@ -195,7 +195,7 @@ func (k *kit) wantErr(err, target error, what string) {
 // deadLetters returns the dead letters of queue.
 func (k *kit) deadLetters(queue string) []mqlite.Message {
 	k.t.Helper()
-	msgs, err := k.st.PeekDeadLetters(k.ctx, queue, mqlite.PeekOptions{Max: 1000})
+	msgs, err := k.st.PeekDeadLetters(k.ctx, queue, mqlite.PeekParams{Max: 1000})
 	k.must(err, "peek dead letters")
 	return msgs
 }
@@ -203,7 +203,7 @@ func (k *kit) deadLetters(queue string) []mqlite.Message {
 // peek returns the messages of queue that are not dead letters.
 func (k *kit) peek(queue string) []mqlite.Message {
 	k.t.Helper()
-	msgs, err := k.st.Peek(k.ctx, queue, mqlite.PeekOptions{Max: 1000})
+	msgs, err := k.st.Peek(k.ctx, queue, mqlite.PeekParams{Max: 1000})
 	k.must(err, "peek")
 	return msgs
 }

@@ -10,7 +10,7 @@ import (
 
 // Scheduler creates periodic messages. A Store that is also a Scheduler
 // (mqlite.Store and client.Client are) has the Periodic subtests run; they
-// need the implementation's schedule loop on (Options.ScheduleInterval not
+// need the implementation's schedule loop on (Config.ScheduleInterval not
 // -1), which sends each period's message by itself.
 type Scheduler interface {
 	// CreateSchedule creates a schedule; see mqlite.Store.CreateSchedule.

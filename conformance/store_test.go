@@ -16,7 +16,7 @@ import (
 // loopsOff turns every background loop off: the kit moves a fake clock,
 // and a loop ticking on the wall clock would change rows under it. Every
 // promise must hold without a sweep.
-func loopsOff(o mqlite.Options) mqlite.Options {
+func loopsOff(o mqlite.Config) mqlite.Config {
 	o.ReaperInterval, o.SchedulerInterval, o.TTLInterval = -1, -1, -1
 	o.JanitorInterval, o.RetentionInterval = -1, -1
 	return o
@@ -36,7 +36,7 @@ func embedded(tx func(st *mqlite.Store) txFunc) conformance.Harness {
 			c := testdb.NewClock()
 			fake, clock = c, c
 		}
-		opts := loopsOff(mqlite.Options{Clock: clock})
+		opts := loopsOff(mqlite.Config{Clock: clock})
 		path := filepath.Join(t.TempDir(), "mq.db")
 		open := func() *mqlite.Store {
 			st, err := mqlite.Open(context.Background(), path, opts)

@@ -111,7 +111,7 @@ var claimTests = []subtest{
 			msgs[i] = outbox.Message{Body: fmt.Appendf(nil, "%0*d", size-2, i), MessageID: fmt.Sprintf("m%d", i)}
 		}
 		s := k.send("q", msgs...)
-		peeked, err := k.st.Peek(k.ctx, "q", mqlite.PeekOptions{Max: 10, MaxBytes: 2*size + size/2})
+		peeked, err := k.st.Peek(k.ctx, "q", mqlite.PeekParams{Max: 10, MaxBytes: 2*size + size/2})
 		k.must(err, "peek")
 		if got := seqs(peeked); !slices.Equal(got, s[:2]) {
 			t.Fatalf("peek within %d bytes: seqs %v, want %v", 2*size+size/2, got, s[:2])

@@ -13,12 +13,12 @@ import (
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
-// DefaultMaxBatch is the default of BatchOptions.MaxBatch.
+// DefaultMaxBatch is the default of BatchConfig.MaxBatch.
 const DefaultMaxBatch = 100
 
 // BatchHandler processes a batch of messages and returns one error per
 // message, in the order of msgs: nil completes that message, an error
-// abandons it (after its RetryAfter, else LoopOptions.Backoff), a
+// abandons it (after its RetryAfter, else LoopConfig.Backoff), a
 // Permanent error (or a DeadLetter) dead-letters it. Returning a slice of
 // another length, or panicking, fails every message of the batch.
 //
@@ -30,11 +30,11 @@ const DefaultMaxBatch = 100
 // message whose lease was lost is not settled, whatever its result.
 type BatchHandler func(ctx context.Context, msgs []mqlite.Message) []error
 
-// BatchOptions configures LoopBatch: LoopOptions, where Concurrency counts
+// BatchConfig configures LoopBatch: LoopConfig, where Concurrency counts
 // handler calls (batches) at once, plus the size of a batch. The zero value
 // is ready to use.
-type BatchOptions struct {
-	LoopOptions
+type BatchConfig struct {
+	LoopConfig
 	// MaxBatch is the most messages one handler call gets. A call gets
 	// what has been claimed and waits, up to MaxBatch; it never waits for
 	// a batch to fill. Defaults to 100; at most mqlite.MaxReceiveBatch.
@@ -53,7 +53,7 @@ var errBatchResults = errors.New("consumer: batch handler returned the wrong num
 // each handler call runs in one "process <queue>" span, carried by its ctx
 // and linked to every message's sender (a batch of one is its sender's
 // child).
-func LoopBatch(ctx context.Context, src Source, queue string, handler BatchHandler, opts BatchOptions) error {
+func LoopBatch(ctx context.Context, src Source, queue string, handler BatchHandler, opts BatchConfig) error {
 	if src == nil {
 		return invalid("nil Source")
 	}

@@ -16,8 +16,8 @@ import (
 
 // startBatch runs LoopBatch on queue "q" in the background; stop cancels it
 // and returns LoopBatch's result.
-func (e *loopEnv) startBatch(h consumer.BatchHandler, opts consumer.BatchOptions) (stop func() error) {
-	opts.LoopOptions = e.options(opts.LoopOptions)
+func (e *loopEnv) startBatch(h consumer.BatchHandler, opts consumer.BatchConfig) (stop func() error) {
+	opts.LoopConfig = e.options(opts.LoopConfig)
 	return e.launch(func(lctx context.Context) error { return consumer.LoopBatch(lctx, e.src, "q", h, opts) })
 }
 
@@ -40,7 +40,7 @@ func TestLoopBatchSettlesEachMessageByItsResult(t *testing.T) {
 			"dead":  consumer.DeadLetter("http 400", "bad request: field x"),
 			"later": consumer.RetryAfter(errors.New("throttled"), 7*time.Second),
 			"perm":  consumer.Permanent(errors.New("undecodable")),
-		}), consumer.BatchOptions{LoopOptions: consumer.LoopOptions{Backoff: exact}})
+		}), consumer.BatchConfig{LoopConfig: consumer.LoopConfig{Backoff: exact}})
 		synctest.Wait()
 		left := e.peek()
 		if _, ok := left[seqs[0]]; ok {
@@ -52,7 +52,7 @@ func TestLoopBatchSettlesEachMessageByItsResult(t *testing.T) {
 		if m := left[seqs[3]]; m.State != mqlite.StateScheduled || !m.VisibleAt.Equal(time.Now().Add(7*time.Second)) {
 			t.Fatalf("retry-after message: %s at %v, want scheduled after 7s", m.State, m.VisibleAt)
 		}
-		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 		must(t, err)
 		got := map[int64][2]string{}
 		for _, d := range dead {
@@ -77,7 +77,7 @@ func TestLoopBatchGathersWhatWaits(t *testing.T) {
 		stop := e.startBatch(func(ctx context.Context, msgs []mqlite.Message) []error {
 			sizes.update(func(s []int) []int { return append(s, len(msgs)) })
 			return make([]error, len(msgs))
-		}, consumer.BatchOptions{MaxBatch: 10})
+		}, consumer.BatchConfig{MaxBatch: 10})
 		synctest.Wait()
 		got := sizes.get()
 		total := 0
@@ -105,7 +105,7 @@ func TestLoopBatchRunsBatchesConcurrently(t *testing.T) {
 			running.update(func(n int) int { return n + 1 })
 			<-release
 			return make([]error, len(msgs))
-		}, consumer.BatchOptions{LoopOptions: consumer.LoopOptions{Concurrency: 3}, MaxBatch: 1})
+		}, consumer.BatchConfig{LoopConfig: consumer.LoopConfig{Concurrency: 3}, MaxBatch: 1})
 		e.send("a", "b", "c", "d")
 		synctest.Wait()
 		if n := running.get(); n != 3 {
@@ -132,7 +132,7 @@ func TestLoopBatchFailsTheWholeBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 				e.send("a", "b")
-				stop := e.startBatch(tc.handler, consumer.BatchOptions{LoopOptions: consumer.LoopOptions{Backoff: exact}})
+				stop := e.startBatch(tc.handler, consumer.BatchConfig{LoopConfig: consumer.LoopConfig{Backoff: exact}})
 				synctest.Wait()
 				for _, m := range e.peek() {
 					if m.State != mqlite.StateScheduled || m.DeliveryCount != 1 {
@@ -158,7 +158,7 @@ func TestLoopBatchLostLeaseIsNotSettled(t *testing.T) {
 			<-ctx.Done()
 			cancelled <- context.Cause(ctx)
 			return make([]error, len(msgs))
-		}, consumer.BatchOptions{LoopOptions: consumer.LoopOptions{}})
+		}, consumer.BatchConfig{LoopConfig: consumer.LoopConfig{}})
 		// Another consumer takes the message over: purge the locked message
 		// from under the batch, so the renewal finds its lock lost.
 		_, err := e.st.Purge(ctx, "q", mqlite.PurgeOptions{State: mqlite.StateLocked})
@@ -179,7 +179,7 @@ func TestLoopRetryAfterOverridesTheBackoff(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			return consumer.RetryAfter(errors.New("429"), 42*time.Second)
-		}, consumer.LoopOptions{Backoff: exact})
+		}, consumer.LoopConfig{Backoff: exact})
 		e.send("x")
 		synctest.Wait()
 		if d := e.obs.delayList(); !slices.Equal(d, []time.Duration{42 * time.Second}) {
@@ -193,12 +193,12 @@ func TestLoopBatchBadArguments(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		h    consumer.BatchHandler
-		opts consumer.BatchOptions
+		opts consumer.BatchConfig
 	}{
-		{"nil handler", nil, consumer.BatchOptions{}},
-		{"negative MaxBatch", byBody(nil), consumer.BatchOptions{MaxBatch: -1}},
-		{"huge MaxBatch", byBody(nil), consumer.BatchOptions{MaxBatch: mqlite.MaxReceiveBatch + 1}},
-		{"negative Concurrency", byBody(nil), consumer.BatchOptions{LoopOptions: consumer.LoopOptions{Concurrency: -2}}},
+		{"nil handler", nil, consumer.BatchConfig{}},
+		{"negative MaxBatch", byBody(nil), consumer.BatchConfig{MaxBatch: -1}},
+		{"huge MaxBatch", byBody(nil), consumer.BatchConfig{MaxBatch: mqlite.MaxReceiveBatch + 1}},
+		{"negative Concurrency", byBody(nil), consumer.BatchConfig{LoopConfig: consumer.LoopConfig{Concurrency: -2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := consumer.LoopBatch(ctx, nopSource{}, "q", tc.h, tc.opts)
@@ -216,9 +216,9 @@ func TestDeadLetterIsCutToWhatTheStoreTakes(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		seq := e.send("refused")[0]
 		long := consumer.DeadLetter(strings.Repeat("r", mqlite.MaxReasonLen+5), "bad \xff "+strings.Repeat("d", mqlite.MaxDescriptionLen))
-		stop := e.startBatch(func(context.Context, []mqlite.Message) []error { return []error{long} }, consumer.BatchOptions{})
+		stop := e.startBatch(func(context.Context, []mqlite.Message) []error { return []error{long} }, consumer.BatchConfig{})
 		synctest.Wait()
-		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 		must(t, err)
 		if len(dead) != 1 {
 			t.Fatalf("%d dead letters, want 1", len(dead))

@@ -36,13 +36,13 @@ type Source interface {
 	// RenewBatch extends several leases at once.
 	RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error)
 	// Peek reads messages without locking them.
-	Peek(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
+	Peek(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)
 }
 
 var _ Source = (*mqlite.Store)(nil)
 
 // Clocker is a Source that tells the clock its leases are measured by.
-// *mqlite.Store is one: it returns Options.Clock. Loop reads "now" for lease
+// *mqlite.Store is one: it returns mqlite.Config.Clock. Loop reads "now" for lease
 // arithmetic from it; a Source that is not a Clocker is taken to run on the
 // wall clock (mqlite.SystemClock).
 type Clocker interface {
@@ -58,4 +58,32 @@ func clockOf(src Source) mqlite.Clock {
 		return c.Clock()
 	}
 	return mqlite.SystemClock{}
+}
+
+// Streamer is a Source that can open a stream of a queue's messages with a
+// prefetch window, as the broker's client can: the broker keeps up to the
+// window handed out and unsettled, and settlements flow back on the same
+// stream while messages flow out. Loop over a Streamer receives and
+// settles on a stream of Concurrency+Prefetch messages; when the stream
+// breaks it settles what the stream handed out through the Source's own
+// calls and opens another.
+type Streamer interface {
+	// OpenStream opens a stream of queue with a window of window messages.
+	OpenStream(ctx context.Context, queue string, window int) (Stream, error)
+}
+
+// Stream is an open stream of a Streamer. It must be safe for concurrent use.
+type Stream interface {
+	// Receive waits for the messages handed out since the last call.
+	Receive(ctx context.Context) ([]mqlite.Message, error)
+	// CompleteBatch completes locks; each gets its own result.
+	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
+	// Abandon gives a delivery back, claimable after delay.
+	Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error
+	// Reject dead-letters a delivery.
+	Reject(ctx context.Context, l mqlite.Lock, reason, description string) error
+	// Release frees the places of deliveries given up without a settlement.
+	Release(ctx context.Context, locks ...mqlite.Lock) error
+	// Close ends the stream.
+	Close() error
 }

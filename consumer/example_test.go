@@ -21,7 +21,7 @@ func ExampleLoop() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -52,10 +52,10 @@ func ExampleLoop() {
 			stop() // Loop drains and returns
 		}
 		return nil // completes the message
-	}, consumer.LoopOptions{Concurrency: 1})
+	}, consumer.LoopConfig{Concurrency: 1})
 	fmt.Println("loop returned:", err)
 
-	left, err := st.Peek(ctx, "orders", mqlite.PeekOptions{})
+	left, err := st.Peek(ctx, "orders", mqlite.PeekParams{})
 	if err != nil {
 		log.Fatal(err)
 	}

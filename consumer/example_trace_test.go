@@ -35,7 +35,7 @@ func Example_tracing() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{TracerProvider: tp})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{TracerProvider: tp})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func Example_tracing() {
 		span.End()
 		stop()
 		return nil
-	}, consumer.LoopOptions{})
+	}, consumer.LoopConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

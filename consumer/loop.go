@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -19,12 +20,12 @@ import (
 )
 
 // ErrDrainTimeout is the cause of a handler's ctx cancelled because Loop was
-// stopping and LoopOptions.DrainTimeout passed. The other errors of Loop are
+// stopping and LoopConfig.DrainTimeout passed. The other errors of Loop are
 // the root package's: a lost lease matches mqlite.ErrLockLost, bad options
 // mqlite.ErrInvalidArgument.
 var ErrDrainTimeout = errors.New("consumer: drain timeout passed while stopping")
 
-// Defaults of LoopOptions' zero-valued fields.
+// Defaults of LoopConfig's zero-valued fields.
 const (
 	DefaultDrainTimeout  = 30 * time.Second
 	DefaultSettleTimeout = 5 * time.Second
@@ -39,7 +40,7 @@ const receiveWait = time.Minute
 var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2, Jitter: 0.2}
 
 // Handler processes one message. Returning nil completes the message; an
-// error abandons it for a retry after LoopOptions.Backoff, or, wrapped with
+// error abandons it for a retry after LoopConfig.Backoff, or, wrapped with
 // Permanent, dead-letters it. A panic is recovered and treated as an error.
 //
 // ctx is cancelled when the lease cannot be kept (the cause matches
@@ -49,8 +50,8 @@ var receiveRetry = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second
 // make handlers idempotent.
 type Handler func(ctx context.Context, msg mqlite.Message) error
 
-// LoopOptions configures Loop. The zero value is ready to use.
-type LoopOptions struct {
+// LoopConfig configures Loop. The zero value is ready to use.
+type LoopConfig struct {
 	// Concurrency is how many handlers run at once. Defaults to 1.
 	Concurrency int
 	// Prefetch is how many claimed messages may wait for a free handler, so
@@ -75,7 +76,7 @@ type LoopOptions struct {
 	Observer Observer
 }
 
-func (o LoopOptions) withDefaults() (LoopOptions, error) {
+func (o LoopConfig) withDefaults() (LoopConfig, error) {
 	var err error
 	if o.Concurrency, err = setting.Default("Concurrency", o.Concurrency, 1); err != nil || o.Concurrency > mqlite.MaxReceiveBatch {
 		return o, invalid("Concurrency %d, want 1 to %d", o.Concurrency, mqlite.MaxReceiveBatch)
@@ -146,7 +147,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // child of the context the message was sent in (its traceparent property)
 // and carried by the handler's ctx; the settlement's span is its child. A
 // handler error sets the span's status to Error.
-func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopOptions) error {
+func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopConfig) error {
 	if src == nil {
 		return invalid("nil Source")
 	}
@@ -177,8 +178,14 @@ func run(ctx context.Context, l *loop, held int) error {
 		l.slots <- struct{}{}
 	}
 
+	l.set = l.src
+	sr, streaming := l.src.(Streamer)
+	if streaming && l.batch == nil {
+		l.streamed = &streamed{Source: l.src}
+		l.set = l.streamed
+	}
 	var completerDone chan struct{}
-	if bc, ok := l.src.(CompleteBatcher); ok {
+	if bc, ok := l.set.(CompleteBatcher); ok {
 		l.completions = make(chan completion, cap(l.slots))
 		completerDone = make(chan struct{})
 		go func() {
@@ -211,10 +218,19 @@ func run(ctx context.Context, l *loop, held int) error {
 		}()
 	}
 
-	err := l.fetch(ctx)
+	var err error
+	if l.streamed != nil {
+		err = l.fetchStream(ctx, sr, min(held, mqlite.MaxReceiveBatch))
+	} else {
+		err = l.fetch(ctx)
+	}
 
-	// Stop: release what was claimed but not started, then drain.
+	// Stop: release what was claimed but not started, then drain. Once
+	// feed was taken after stop, the completer delivers no more.
 	close(l.stop)
+	l.feed.Lock()
+	//lint:ignore SA2001 a barrier: no deliver is under way past it
+	l.feed.Unlock()
 	l.releaseWaiting()
 	close(l.work)
 	drained := make(chan struct{})
@@ -242,13 +258,20 @@ func run(ctx context.Context, l *loop, held int) error {
 
 // loop is the state of one Loop call.
 type loop struct {
-	src     Source
-	queue   string
-	handler Handler
+	src Source
+	// set is what Loop settles through: src, or streamed while it
+	// streams (then streamed is not nil).
+	set      Source
+	streamed *streamed
+	// claimOnComplete is set while fetch claims with Receive from a
+	// CompleteReceiver: the completer then claims in its calls too.
+	claimOnComplete atomic.Bool
+	queue           string
+	handler         Handler
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
-	o        LoopOptions
+	o        LoopConfig
 	clock    mqlite.Clock // the Source's, for lease arithmetic
 	log      *slog.Logger
 
@@ -256,6 +279,7 @@ type loop struct {
 	sctx context.Context // parent of settlements: never cancelled
 
 	stop     chan struct{}  // closed when Loop stops claiming
+	feed     sync.Mutex     // held while deliver fills l.work
 	slots    chan struct{}  // one token per message Loop may hold
 	work     chan *delivery // claimed messages waiting for a handler
 	renewals *renewer
@@ -289,6 +313,9 @@ func (l *loop) stopping() bool {
 // fetch claims messages into l.work until ctx is cancelled (nil) or
 // Receive fails for good (the error).
 func (l *loop) fetch(ctx context.Context) error {
+	if _, ok := l.src.(CompleteReceiver); ok && l.batch == nil {
+		l.claimOnComplete.Store(true) // the completer claims too; a stream does not need it
+	}
 	failures := 0
 	for {
 		select {
@@ -330,13 +357,27 @@ func (l *loop) fetch(ctx context.Context) error {
 		if len(msgs) == 0 {
 			continue
 		}
-		l.o.Observer.Received(l.queue, len(msgs))
-		for _, m := range msgs {
-			d := &delivery{msg: m, until: m.LockedUntil}
-			d.ctx, d.cancel = context.WithCancelCause(l.hctx)
-			l.renewals.add(d, l.clock.Now())
-			l.work <- d // never blocks: l.work has room for every slot
+		l.deliver(msgs)
+	}
+}
+
+// deliver hands claimed messages, each holding a slot, to the workers, or,
+// once Loop is stopping, gives them back at once. feed orders it with the
+// closing of l.work.
+func (l *loop) deliver(msgs []mqlite.Message) {
+	l.o.Observer.Received(l.queue, len(msgs))
+	l.feed.Lock()
+	defer l.feed.Unlock()
+	stopping := l.stopping()
+	for _, m := range msgs {
+		d := &delivery{msg: m, until: m.LockedUntil}
+		d.ctx, d.cancel = context.WithCancelCause(l.hctx)
+		if stopping {
+			l.release(d)
+			continue
 		}
+		l.renewals.add(d, l.clock.Now())
+		l.work <- d // never blocks: l.work has room for every slot
 	}
 }
 
@@ -371,16 +412,28 @@ func (l *loop) release(d *delivery) {
 	lost := l.renewals.remove(d)
 	d.cancel(context.Canceled)
 	if lost != nil {
+		l.forget(d)
 		return // the renewer reported it
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
-	if err := l.src.Abandon(sctx, d.msg.Lock(), 0); err != nil {
+	if err := l.set.Abandon(sctx, d.msg.Lock(), 0); err != nil {
 		l.settleFailed(d.msg, "abandon", err)
 		return
 	}
 	l.log.Debug("consumer: released unstarted message", msgAttrs(d.msg)...)
 	l.o.Observer.Abandoned(d.msg, 0, 0, nil)
+}
+
+// forget frees, in the open stream's window, the place of a delivery whose
+// lease was lost: Loop does not settle it.
+func (l *loop) forget(d *delivery) {
+	if l.streamed == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+	defer cancel()
+	l.streamed.release(sctx, d.msg.Lock())
 }
 
 // handle runs the handler on d and settles d by its outcome.
@@ -417,6 +470,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 	if lost != nil {
 		l.log.Warn("consumer: handler finished after its lease was lost; not settling",
 			append(msgAttrs(d.msg), "handler_err", err, "took", took)...)
+		l.forget(d)
 		return false
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
@@ -430,14 +484,14 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
 		return true
 	case err == nil:
-		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {
+		if serr := l.set.Complete(sctx, m.Lock()); serr != nil {
 			l.settleFailed(m, "complete", serr)
 			return false
 		}
 		l.o.Observer.Completed(m, took)
 	case IsPermanent(err):
 		why, description := deadLetterOf(err)
-		if serr := l.src.Reject(sctx, m.Lock(), why, description); serr != nil {
+		if serr := l.set.Reject(sctx, m.Lock(), why, description); serr != nil {
 			l.settleFailed(m, "reject", serr)
 			return false
 		}
@@ -448,7 +502,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		if !drainCancelled {
 			delay = l.retryDelay(m, err)
 		}
-		if serr := l.src.Abandon(sctx, m.Lock(), delay); serr != nil {
+		if serr := l.set.Abandon(sctx, m.Lock(), delay); serr != nil {
 			l.settleFailed(m, "abandon", serr)
 			return false
 		}

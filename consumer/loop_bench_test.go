@@ -29,7 +29,7 @@ import (
 // queue "q" (de-duplication off: the benchmarks send many equal bodies).
 func benchLoopStore(b *testing.B) *mqlite.Store {
 	b.Helper()
-	st, err := mqlite.Open(context.Background(), filepath.Join(b.TempDir(), "mq.db"), mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), filepath.Join(b.TempDir(), "mq.db"), mqlite.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func benchLoopStore(b *testing.B) *mqlite.Store {
 }
 
 // runBenchLoop runs Loop in the background until the benchmark ends.
-func runBenchLoop(b *testing.B, st consumer.Source, h consumer.Handler, opts consumer.LoopOptions) {
+func runBenchLoop(b *testing.B, st consumer.Source, h consumer.Handler, opts consumer.LoopConfig) {
 	b.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	lctx, cancel := context.WithCancel(context.Background())
@@ -79,7 +79,7 @@ func benchLatency(b *testing.B, noCheckpoint bool) {
 	runBenchLoop(b, st, func(ctx context.Context, m mqlite.Message) error {
 		started <- time.Duration(time.Now().UnixNano() - committing.Load())
 		return nil
-	}, consumer.LoopOptions{Concurrency: 1})
+	}, consumer.LoopConfig{Concurrency: 1})
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	body := make([]byte, 256)
@@ -117,7 +117,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // ignores b.N: run it with -benchtime 1x.
 func BenchmarkLoopIdleCPU(b *testing.B) {
 	st := benchLoopStore(b)
-	runBenchLoop(b, st, func(context.Context, mqlite.Message) error { return nil }, consumer.LoopOptions{Concurrency: 8})
+	runBenchLoop(b, st, func(context.Context, mqlite.Message) error { return nil }, consumer.LoopConfig{Concurrency: 8})
 	time.Sleep(100 * time.Millisecond) // let Loop start and settle in its wait
 	const idle = 2 * time.Second
 	b.ResetTimer()
@@ -156,10 +156,7 @@ func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 			for i := range msgs {
 				msgs[i] = outbox.Message{Body: body}
 			}
-			if err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-				_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", msgs)
-				return err
-			}); err != nil {
+			if _, err := outbox.Send(ctx, st, "q", msgs...); err != nil {
 				return err
 			}
 			n -= k
@@ -180,7 +177,7 @@ func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
 			close(all)
 		}
 		return nil
-	}, consumer.LoopOptions{Concurrency: 8})
+	}, consumer.LoopConfig{Concurrency: 8})
 	produced := make(chan error, 1)
 	go func() { produced <- send(b.N - backlog) }()
 	if err := <-produced; err != nil {

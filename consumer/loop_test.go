@@ -17,6 +17,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -40,7 +41,7 @@ func bubble(t *testing.T, qopts mqlite.QueueOptions, f func(t *testing.T, e *loo
 	t.Helper()
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{})
+		st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,13 +68,13 @@ func advance(d time.Duration) {
 
 // start runs Loop on queue "q" in the background; stop cancels it and
 // returns Loop's result.
-func (e *loopEnv) start(h consumer.Handler, opts consumer.LoopOptions) (stop func() error) {
+func (e *loopEnv) start(h consumer.Handler, opts consumer.LoopConfig) (stop func() error) {
 	opts = e.options(opts)
 	return e.launch(func(lctx context.Context) error { return consumer.Loop(lctx, e.src, "q", h, opts) })
 }
 
 // options sets opts' Observer and, when unset, its Logger to e's recorders.
-func (e *loopEnv) options(opts consumer.LoopOptions) consumer.LoopOptions {
+func (e *loopEnv) options(opts consumer.LoopConfig) consumer.LoopConfig {
 	opts.Observer = e.obs
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: e.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -113,7 +114,7 @@ func (e *loopEnv) send(bodies ...string) []int64 {
 // peek returns queue q's messages by seq.
 func (e *loopEnv) peek() map[int64]mqlite.Message {
 	e.t.Helper()
-	msgs, err := e.st.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := e.st.Peek(ctx, "q", mqlite.PeekParams{})
 	must(e.t, err)
 	out := map[int64]mqlite.Message{}
 	for _, m := range msgs {
@@ -278,7 +279,7 @@ func TestLoopWakesOnCommitWithoutPolling(t *testing.T) {
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			got <- string(m.Body)
 			return nil
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 		begin := time.Now()
 		if n := e.src.receives.Load(); n != 1 {
 			t.Fatalf("%d Receives before any send, want 1 (waiting)", n)
@@ -334,12 +335,10 @@ func TestLoopWakesAtScheduledTime(t *testing.T) {
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			at.Store(time.Now().UnixMilli())
 			return nil
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 		due := time.Now().Add(7 * time.Second)
-		must(t, e.st.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("later"), DeliverAt: due})
-			return err
-		}))
+		_, err := outbox.Send(ctx, e.st, "q", outbox.Message{Body: []byte("later"), DeliverAt: due})
+		must(t, err)
 		advance(7*time.Second - time.Millisecond)
 		if at.Load() != 0 {
 			t.Fatal("handled before its DeliverAt")
@@ -364,7 +363,7 @@ func TestLoopRenewsSlowHandlerLease(t *testing.T) {
 				cause.set(context.Cause(ctx))
 				return ctx.Err()
 			}
-		}, consumer.LoopOptions{Concurrency: 1, Prefetch: 1})
+		}, consumer.LoopConfig{Concurrency: 1, Prefetch: 1})
 		// One message runs; the other waits, prefetched, for the handler.
 		seqs := e.send("slow", "waiting")
 		synctest.Wait()
@@ -415,7 +414,7 @@ func TestLoopLostLeaseCancelsHandler(t *testing.T) {
 			<-ctx.Done()
 			causeBox.set(context.Cause(ctx))
 			return ctx.Err()
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 		e.send("stolen")
 		synctest.Wait()
 		m := <-running
@@ -452,7 +451,7 @@ func TestLoopExpiredLeaseIsNotSettledTwice(t *testing.T) {
 			<-release
 			cause.set(context.Cause(ctx))
 			return nil
-		}, consumer.LoopOptions{Concurrency: 1, Prefetch: -1})
+		}, consumer.LoopConfig{Concurrency: 1, Prefetch: -1})
 		seq := e.send("x")[0]
 		synctest.Wait()
 		src.fail.Store(true)
@@ -504,7 +503,7 @@ func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			countsBox.update(func(c []int) []int { return append(c, m.DeliveryCount) })
 			return errors.New("downstream unavailable")
-		}, consumer.LoopOptions{Backoff: exact})
+		}, consumer.LoopConfig{Backoff: exact})
 		seq := e.send("retry me")[0]
 		synctest.Wait()
 		for i, delay := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
@@ -522,10 +521,10 @@ func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 			t.Fatalf("delivery counts %v", counts)
 		}
 		// The fourth failure was the last allowed delivery: dead-lettered.
-		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].Seq != seq {
-			t.Fatalf("dead letters %v", seqsOf(dead))
+			t.Fatalf("dead letters %v", testdb.Seqs(dead))
 		}
 		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 		if delays := e.obs.delayList(); !slices.Equal(delays, want) {
@@ -539,10 +538,10 @@ func TestLoopPermanentErrorDeadLetters(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			return fmt.Errorf("decode: %w", consumer.Permanent(errors.New("field total missing")))
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 		seq := e.send("{}")[0]
 		synctest.Wait()
-		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].Seq != seq || dead[0].DeadLetterReason != "decode: field total missing" || dead[0].DeliveryCount != 1 {
 			t.Fatalf("dead letters %+v", dead)
@@ -559,7 +558,7 @@ func TestLoopSurvivesPanic(t *testing.T) {
 				panic("nil map somewhere")
 			}
 			return nil
-		}, consumer.LoopOptions{Backoff: exact})
+		}, consumer.LoopConfig{Backoff: exact})
 		seqs := e.send("boom")
 		synctest.Wait()
 		seqs = append(seqs, e.send("fine")...)
@@ -588,7 +587,7 @@ func TestLoopShutdownReleasesAndAbandonsHeldMessages(t *testing.T) {
 			<-ctx.Done() // a handler that takes until it is cancelled
 			causesBox.update(func(c []error) []error { return append(c, context.Cause(ctx)) })
 			return ctx.Err()
-		}, consumer.LoopOptions{Concurrency: 1, Prefetch: 2, DrainTimeout: 5 * time.Second, Backoff: exact})
+		}, consumer.LoopConfig{Concurrency: 1, Prefetch: 2, DrainTimeout: 5 * time.Second, Backoff: exact})
 		seqs := e.send("a", "b", "c", "d")
 		synctest.Wait()
 		held := e.peek()
@@ -639,7 +638,7 @@ func TestLoopShutdownLetsRunningHandlerFinish(t *testing.T) {
 			<-release
 			cause.set(context.Cause(ctx))
 			return nil
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 		seq := e.send("finish me")[0]
 		synctest.Wait()
 		stopped := make(chan error, 1)
@@ -685,7 +684,7 @@ func testLoopConcurrency(t *testing.T, batched bool) {
 			running.Add(-1)
 			handled.Add(1)
 			return nil
-		}, consumer.LoopOptions{Concurrency: 4, Prefetch: 3})
+		}, consumer.LoopConfig{Concurrency: 4, Prefetch: 3})
 		bodies := make([]string, 20)
 		for i := range bodies {
 			bodies[i] = fmt.Sprint(i)
@@ -727,7 +726,7 @@ func TestLoopReturnsWhenTheStoreCloses(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- consumer.Loop(ctx, e.st, "q", func(context.Context, mqlite.Message) error { return nil },
-				consumer.LoopOptions{Logger: slog.New(slog.DiscardHandler)})
+				consumer.LoopConfig{Logger: slog.New(slog.DiscardHandler)})
 		}()
 		synctest.Wait()
 		must(t, e.st.Close())
@@ -745,20 +744,20 @@ func TestLoopBadArguments(t *testing.T) {
 		src     consumer.Source
 		queue   string
 		handler consumer.Handler
-		opts    consumer.LoopOptions
+		opts    consumer.LoopConfig
 		want    error
 	}{
-		{"nil source", nil, "q", nop, consumer.LoopOptions{}, mqlite.ErrInvalidArgument},
-		{"nil handler", b.src, "q", nil, consumer.LoopOptions{}, mqlite.ErrInvalidArgument},
-		{"negative concurrency", b.src, "q", nop, consumer.LoopOptions{Concurrency: -1}, mqlite.ErrInvalidArgument},
-		{"bad prefetch", b.src, "q", nop, consumer.LoopOptions{Prefetch: -2}, mqlite.ErrInvalidArgument},
-		{"bad drain", b.src, "q", nop, consumer.LoopOptions{DrainTimeout: -2}, mqlite.ErrInvalidArgument},
-		{"bad settle", b.src, "q", nop, consumer.LoopOptions{SettleTimeout: -1}, mqlite.ErrInvalidArgument},
-		{"bad multiplier", b.src, "q", nop, consumer.LoopOptions{Backoff: consumer.Backoff{Multiplier: 0.5}}, mqlite.ErrInvalidArgument},
-		{"bad jitter", b.src, "q", nop, consumer.LoopOptions{Backoff: consumer.Backoff{Jitter: 2}}, mqlite.ErrInvalidArgument},
-		{"initial above max", b.src, "q", nop, consumer.LoopOptions{Backoff: consumer.Backoff{Initial: time.Hour, Max: time.Minute}}, mqlite.ErrInvalidArgument},
-		{"bad queue name", b.src, "", nop, consumer.LoopOptions{}, mqlite.ErrInvalidQueueName},
-		{"unknown queue", b.src, "nope", nop, consumer.LoopOptions{}, mqlite.ErrQueueNotFound},
+		{"nil source", nil, "q", nop, consumer.LoopConfig{}, mqlite.ErrInvalidArgument},
+		{"nil handler", b.src, "q", nil, consumer.LoopConfig{}, mqlite.ErrInvalidArgument},
+		{"negative concurrency", b.src, "q", nop, consumer.LoopConfig{Concurrency: -1}, mqlite.ErrInvalidArgument},
+		{"bad prefetch", b.src, "q", nop, consumer.LoopConfig{Prefetch: -2}, mqlite.ErrInvalidArgument},
+		{"bad drain", b.src, "q", nop, consumer.LoopConfig{DrainTimeout: -2}, mqlite.ErrInvalidArgument},
+		{"bad settle", b.src, "q", nop, consumer.LoopConfig{SettleTimeout: -1}, mqlite.ErrInvalidArgument},
+		{"bad multiplier", b.src, "q", nop, consumer.LoopConfig{Backoff: consumer.Backoff{Multiplier: 0.5}}, mqlite.ErrInvalidArgument},
+		{"bad jitter", b.src, "q", nop, consumer.LoopConfig{Backoff: consumer.Backoff{Jitter: 2}}, mqlite.ErrInvalidArgument},
+		{"initial above max", b.src, "q", nop, consumer.LoopConfig{Backoff: consumer.Backoff{Initial: time.Hour, Max: time.Minute}}, mqlite.ErrInvalidArgument},
+		{"bad queue name", b.src, "", nop, consumer.LoopConfig{}, mqlite.ErrInvalidQueueName},
+		{"unknown queue", b.src, "nope", nop, consumer.LoopConfig{}, mqlite.ErrQueueNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := consumer.Loop(ctx, tc.src, tc.queue, tc.handler, tc.opts)
@@ -781,7 +780,7 @@ func TestLoopHandsOutTheNextOfAGroupAtOnce(t *testing.T) {
 				stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 					got.update(func(s []string) []string { return append(s, string(m.Body)) })
 					return nil
-				}, consumer.LoopOptions{Concurrency: 2})
+				}, consumer.LoopConfig{Concurrency: 2})
 				begin := time.Now()
 				must(t, e.st.Tx(ctx, func(tx *mqlite.Tx) error {
 					for _, b := range []string{"1", "2", "3"} {
@@ -819,9 +818,9 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 	go func() {
 		done <- consumer.Loop(lctx, b.src, "q", func(context.Context, mqlite.Message) error {
 			return errors.New("not yet")
-		}, consumer.LoopOptions{Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+		}, consumer.LoopConfig{Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
 	}()
-	seq := b.send(t, outbox.Message{})[0]
+	seq := b.Send(t, "q", outbox.Message{})[0]
 	select {
 	case delay := <-obs.ch:
 		if delay != time.Second {
@@ -830,7 +829,7 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the message was not handled")
 	}
-	msgs, err := b.src.Peek(ctx, "q", mqlite.PeekOptions{})
+	msgs, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(msgs) != 1 || msgs[0].Seq != seq || msgs[0].State != "scheduled" || !msgs[0].VisibleAt.Equal(b.Clock.Now().Add(time.Second)) {
 		t.Fatalf("after the failure: %+v", msgs)
@@ -858,7 +857,7 @@ func TestLoopRetriesFailedReceives(t *testing.T) {
 		flaky.n.Store(3)
 		e.src = &countingSource{Source: flaky}
 		seq := e.send("x")[0]
-		stop := e.start(func(context.Context, mqlite.Message) error { return nil }, consumer.LoopOptions{})
+		stop := e.start(func(context.Context, mqlite.Message) error { return nil }, consumer.LoopConfig{})
 		// Retried after 100ms, 200ms and 400ms (±20% jitter): 560ms to 840ms.
 		advance(500 * time.Millisecond)
 		wantEvents(t, e.obs)
@@ -898,7 +897,7 @@ func TestLoopStopStress(t *testing.T) {
 		}
 		for i := range 15 {
 			drain := []time.Duration{-1, 20 * time.Millisecond, 40 * time.Millisecond}[i%3]
-			stop := e.start(h, consumer.LoopOptions{Concurrency: 1 + i%4, Prefetch: i%3 - 1, DrainTimeout: drain})
+			stop := e.start(h, consumer.LoopConfig{Concurrency: 1 + i%4, Prefetch: i%3 - 1, DrainTimeout: drain})
 			advance(time.Duration(i*13%50) * time.Millisecond)
 			must(t, stop())
 			for seq, m := range e.peek() {
@@ -907,14 +906,14 @@ func TestLoopStopStress(t *testing.T) {
 				}
 			}
 		}
-		stop := e.start(h, consumer.LoopOptions{Concurrency: 4})
+		stop := e.start(h, consumer.LoopConfig{Concurrency: 4})
 		advance(time.Second)
 		must(t, stop())
 		if left := e.peek(); len(left) != 0 {
 			t.Fatalf("%d messages never handled", len(left))
 		}
 		if d := done.get(); len(d) != total {
-			dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekOptions{})
+			dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 			must(t, err)
 			t.Fatalf("handled %d distinct messages, want %d; dead letters %+v", len(d), total, dead)
 		}
@@ -934,7 +933,7 @@ func TestLoopWakesWhenAnotherConsumersLeaseExpires(t *testing.T) {
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			counts.update(func(c []int) []int { return append(c, m.DeliveryCount) })
 			return nil
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 		advance(lease - time.Millisecond)
 		if c := counts.get(); len(c) != 0 {
 			t.Fatalf("handled %v while the other lease ran", c)
@@ -962,7 +961,7 @@ func TestLoopReportsLockLostAtSettlement(t *testing.T) {
 				<-release
 			}
 			return nil
-		}, consumer.LoopOptions{Concurrency: 1, Prefetch: -1})
+		}, consumer.LoopConfig{Concurrency: 1, Prefetch: -1})
 		seq := e.send("x")[0]
 		synctest.Wait()
 		advance(lease)
@@ -985,7 +984,7 @@ func TestLoopReportsLockLostAtSettlement(t *testing.T) {
 func TestLoopRetriesAtTheBackoff(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{
+		st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
 			ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 		})
 		must(t, err)
@@ -1002,7 +1001,7 @@ func TestLoopRetriesAtTheBackoff(t *testing.T) {
 			}
 			close(done)
 			return nil
-		}, consumer.LoopOptions{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Jitter: -1}})
+		}, consumer.LoopConfig{Backoff: consumer.Backoff{Initial: 200 * time.Millisecond, Multiplier: 2, Jitter: -1}})
 		e.send("x")
 		<-done
 		must(t, stop())

@@ -11,7 +11,7 @@ import (
 )
 
 // TracerProviderSource is a Source that names the OpenTelemetry provider
-// its spans go to. *mqlite.Store is one (Options.TracerProvider). Loop and
+// its spans go to. *mqlite.Store is one (mqlite.Config.TracerProvider). Loop and
 // the relay record their spans there too; a Source that is not one (the
 // broker's client) is traced by otel.GetTracerProvider().
 type TracerProviderSource interface {

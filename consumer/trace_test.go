@@ -51,7 +51,7 @@ func TestLoopProcessSpan(t *testing.T) {
 			rec := endSignal{tracetest.NewSpanRecorder(), make(chan string, 100)}
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			defer tp.Shutdown(context.Background())
-			b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
+			b := testdb.Open(t, mqlite.Config{TracerProvider: tp})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			// A message from a traced sender (another process: this
 			// test leaves the global provider alone, so the outbox here
@@ -59,10 +59,7 @@ func TestLoopProcessSpan(t *testing.T) {
 			sctx, send := tp.Tracer("test").Start(context.Background(), "sender")
 			props := propagation.MapCarrier{}
 			propagation.TraceContext{}.Inject(sctx, props)
-			if err := b.Store.Tx(sctx, func(tx *mqlite.Tx) error {
-				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte("x"), MessageID: "m1", Properties: props})
-				return err
-			}); err != nil {
+			if _, err := outbox.Send(sctx, b.Store, "q", outbox.Message{Body: []byte("x"), MessageID: "m1", Properties: props}); err != nil {
 				t.Fatal(err)
 			}
 			send.End()
@@ -74,7 +71,7 @@ func TestLoopProcessSpan(t *testing.T) {
 				done <- consumer.Loop(ctx, b.Store, "q", func(ctx context.Context, _ mqlite.Message) error {
 					seen <- trace.SpanContextFromContext(ctx)
 					return tc.handler
-				}, consumer.LoopOptions{}) // the fake clock stands: an abandoned message does not come back
+				}, consumer.LoopConfig{}) // the fake clock stands: an abandoned message does not come back
 			}()
 			timeout := time.After(30 * time.Second)
 		wait:
@@ -129,17 +126,14 @@ func TestLoopBatchProcessSpan(t *testing.T) {
 	rec := endSignal{tracetest.NewSpanRecorder(), make(chan string, 100)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
-	b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
+	b := testdb.Open(t, mqlite.Config{TracerProvider: tp})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	senders := map[string]trace.SpanContext{} // body → its sender's span
 	for _, body := range []string{"a", "bad", "c"} {
 		sctx, send := tp.Tracer("test").Start(context.Background(), "sender "+body)
 		props := propagation.MapCarrier{}
 		propagation.TraceContext{}.Inject(sctx, props)
-		if err := b.Store.Tx(sctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body), Properties: props})
-			return err
-		}); err != nil {
+		if _, err := outbox.Send(sctx, b.Store, "q", outbox.Message{Body: []byte(body), Properties: props}); err != nil {
 			t.Fatal(err)
 		}
 		send.End()
@@ -165,7 +159,7 @@ func TestLoopBatchProcessSpan(t *testing.T) {
 			}
 			calls <- c
 			return errs
-		}, consumer.BatchOptions{MaxBatch: 3})
+		}, consumer.BatchConfig{MaxBatch: 3})
 	}()
 	var got []call
 	timeout := time.After(30 * time.Second)

@@ -113,7 +113,7 @@ func TestSQLTx(t *testing.T) {
 				if err := db.Model(&Order{}).Order("item").Pluck("item", &orders).Error; err != nil {
 					t.Fatal(err)
 				}
-				msgs, err := st.Peek(context.Background(), "orders", mqlite.PeekOptions{})
+				msgs, err := st.Peek(context.Background(), "orders", mqlite.PeekParams{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -148,7 +148,7 @@ func TestSQLTxOutsideATransaction(t *testing.T) {
 func open(t *testing.T, prepared bool) (*mqlite.Store, *gorm.DB) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "app.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ type Source interface {
 
 var _ Source = (*mqlite.Store)(nil)
 
-// CollectorOpts configures NewCollector. A nil *CollectorOpts means the
+// CollectorConfig configures NewCollector. A nil *CollectorConfig means the
 // defaults.
-type CollectorOpts struct {
+type CollectorConfig struct {
 	// ConstLabels are added to every metric, to tell two stores of one
 	// process apart (e.g. {"store": "billing"}). Defaults to none.
 	ConstLabels prometheus.Labels
@@ -63,9 +63,9 @@ var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector returns a Collector of src's counts. Register it:
 // prometheus.MustRegister(metrics.NewCollector(store, nil)).
-func NewCollector(src Source, opts *CollectorOpts) *Collector {
+func NewCollector(src Source, opts *CollectorConfig) *Collector {
 	if opts == nil {
-		opts = &CollectorOpts{}
+		opts = &CollectorConfig{}
 	}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, append([]string{"queue"}, labels...), opts.ConstLabels)

@@ -20,21 +20,18 @@ import (
 // and one settlement per settle call.
 func TestCollectorOnAnEmbeddedStore(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", testdb.WorkloadQueue)
 	ctx := context.Background()
 	send := func(body string) {
-		err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body)})
-			return err
-		})
+		_, err := outbox.Send(ctx, tb.Store, "q", outbox.Message{Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	testdb.MetricsWorkload(t, tb.Store, "q", send, tb.Clock)
 
-	c := metrics.NewCollector(tb.Store, &metrics.CollectorOpts{ConstLabels: prometheus.Labels{"store": "test"}})
+	c := metrics.NewCollector(tb.Store, &metrics.CollectorConfig{ConstLabels: prometheus.Labels{"store": "test"}})
 	const want = `
 # HELP mqlite_queue_abandoned_total Deliveries given back by Abandon, dead-lettered ones included.
 # TYPE mqlite_queue_abandoned_total counter
@@ -101,7 +98,7 @@ mqlite_queue_sent_total{queue="q",store="test"} 5
 // registry instead of an empty, healthy-looking scrape.
 func TestCollectorFailsTheScrapeOnAClosedStore(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(tb.Store, nil))
 	if err := tb.Store.Close(); err != nil {

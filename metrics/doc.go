@@ -12,10 +12,10 @@
 //     no table and costs the same on a million-message queue as on an empty
 //     one.
 //   - NewObserver is a consumer.Observer: give it to consumer.Loop (or
-//     LoopBatch) as LoopOptions.Observer for handler durations and the
+//     LoopBatch) as LoopConfig.Observer for handler durations and the
 //     loop's outcomes.
 //   - NewRelayObserver counts a relay's outcomes per sink: give
-//     RelayObserver.Sink("webhook") to relay.Options.Observer.
+//     RelayObserver.Sink("webhook") to relay.Config.Observer.
 //
 // Every metric name starts with mqlite_; docs/operations.md ("Metrics")
 // lists them with their labels. The broker serves the store's collector at

@@ -24,7 +24,7 @@ func ExampleNewCollector() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func ExampleNewCollector() {
 			stop()
 		}
 		return nil
-	}, consumer.LoopOptions{Concurrency: 1, Observer: obs})
+	}, consumer.LoopConfig{Concurrency: 1, Observer: obs})
 	if err != nil {
 		log.Fatal(err)
 	}

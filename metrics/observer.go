@@ -9,9 +9,9 @@ import (
 	"github.com/mqlite/mqlite/consumer"
 )
 
-// ObserverOpts configures NewObserver and NewRelayObserver. A nil
-// *ObserverOpts means the defaults.
-type ObserverOpts struct {
+// ObserverConfig configures NewObserver and NewRelayObserver. A nil
+// *ObserverConfig means the defaults.
+type ObserverConfig struct {
 	// Buckets are the upper bounds, in seconds, of the duration
 	// histograms. Defaults to prometheus.DefBuckets (5ms to 10s).
 	Buckets []float64
@@ -19,8 +19,8 @@ type ObserverOpts struct {
 	ConstLabels prometheus.Labels
 }
 
-func (o *ObserverOpts) orDefaults() ObserverOpts {
-	var out ObserverOpts
+func (o *ObserverConfig) orDefaults() ObserverConfig {
+	var out ObserverConfig
 	if o != nil {
 		out = *o
 	}
@@ -56,8 +56,8 @@ var (
 )
 
 // NewObserver returns an Observer. Register it, and give it to the loops:
-// consumer.LoopOptions{Observer: obs}.
-func NewObserver(opts *ObserverOpts) *Observer {
+// consumer.LoopConfig{Observer: obs}.
+func NewObserver(opts *ObserverConfig) *Observer {
 	o := opts.orDefaults()
 	return &Observer{
 		received: o.counterVec("mqlite_loop_received_total", "Messages consumer.Loop claimed.", "queue"),
@@ -70,11 +70,11 @@ func NewObserver(opts *ObserverOpts) *Observer {
 	}
 }
 
-func (o ObserverOpts) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+func (o ObserverConfig) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: o.ConstLabels}, labels)
 }
 
-func (o ObserverOpts) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
+func (o ObserverConfig) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: o.ConstLabels,
 		Buckets: o.Buckets}, labels)
 }

@@ -61,7 +61,7 @@ mqlite_loop_received_total{queue="q"} 7
 // TestRelayObserver: each sink's outcomes are counted under its own label.
 func TestRelayObserver(t *testing.T) {
 	t.Parallel()
-	ro := metrics.NewRelayObserver(&metrics.ObserverOpts{Buckets: []float64{0.01, 0.1}})
+	ro := metrics.NewRelayObserver(&metrics.ObserverConfig{Buckets: []float64{0.01, 0.1}})
 	m := mqlite.Message{Queue: "out", Seq: 1}
 	for _, c := range []struct {
 		sink   string

@@ -35,8 +35,8 @@ type RelayObserver struct {
 var _ prometheus.Collector = (*RelayObserver)(nil)
 
 // NewRelayObserver returns a RelayObserver. Register it, and give each
-// relay the observer of its sink: relay.Options{Observer: ro.Sink("webhook")}.
-func NewRelayObserver(opts *ObserverOpts) *RelayObserver {
+// relay the observer of its sink: relay.Config{Observer: ro.Sink("webhook")}.
+func NewRelayObserver(opts *ObserverConfig) *RelayObserver {
 	o := opts.orDefaults()
 	return &RelayObserver{
 		outcomes: o.counterVec("mqlite_relay_outcomes_total",
@@ -66,7 +66,7 @@ func (r *RelayObserver) Collect(ch chan<- prometheus.Metric) {
 
 // Sink returns the consumer.Observer of the relays to the sink named name
 // (a label value: "webhook", "nats", "orders-rabbit"), for
-// relay.Options.Observer. It is a relay.HoldObserver too, so the relay
+// relay.Config.Observer. It is a relay.HoldObserver too, so the relay
 // counts its holds.
 func (r *RelayObserver) Sink(name string) consumer.Observer { return sinkObserver{r: r, sink: name} }
 

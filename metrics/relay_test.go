@@ -64,13 +64,13 @@ func send(t *testing.T, st *mqlite.Store, msgs ...outbox.Message) {
 // fake sink and counts its outcomes under the sink's name.
 func TestRelayObserverOnARelay(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "out", mqlite.QueueOptions{})
 	ctx := context.Background()
 	send(t, tb.Store, outbox.Message{Body: []byte("ok1")}, outbox.Message{Body: []byte("bad")}, outbox.Message{Body: []byte("ok2")})
 	ro := metrics.NewRelayObserver(nil)
 	done := make(chan struct{})
-	r, err := relay.New(tb.Store, "out", fakeSink{}, relay.Options{Concurrency: 1,
+	r, err := relay.New(tb.Store, "out", fakeSink{}, relay.Config{Concurrency: 1,
 		Observer: signalling{Observer: ro.Sink("fake"), done: done}})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func (s signallingHolds) Held(m mqlite.Message, reason string, cause error) {
 // delivery.
 func TestRelayObserverCountsHolds(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "out", mqlite.QueueOptions{})
 	ctx := context.Background()
 	send(t, tb.Store, outbox.Message{Body: []byte("a")})
@@ -142,7 +142,7 @@ func TestRelayObserverCountsHolds(t *testing.T) {
 	}
 	holds := &atomic.Int32{}
 	holds.Store(2)
-	r, err := relay.New(tb.Store, "out", holdingSink{holds: holds}, relay.Options{Concurrency: 1,
+	r, err := relay.New(tb.Store, "out", holdingSink{holds: holds}, relay.Config{Concurrency: 1,
 		HoldBackoff: consumer.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
 		Observer:    signallingHolds{signalling: signalling{Observer: ro.Sink("fake"), done: done}, held: obs}})
 	if err != nil {

@@ -90,7 +90,7 @@ func randomBody() []byte {
 func benchStore(b *testing.B) (*sql.DB, string) {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "bench.db")
-	st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), path, mqlite.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func openExample(ctx context.Context) (*mqlite.Store, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

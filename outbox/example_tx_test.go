@@ -71,7 +71,7 @@ func Example_sqlx() {
 	if err := db.SelectContext(ctx, &items, `SELECT item FROM orders ORDER BY id`); err != nil {
 		log.Fatal(err)
 	}
-	events, err := st.Peek(ctx, "orders", mqlite.PeekOptions{})
+	events, err := st.Peek(ctx, "orders", mqlite.PeekParams{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,13 +19,13 @@
 // # Tracing
 //
 // With a tracer provider set globally (otel.SetTracerProvider: SendOne has
-// no Store to ask for Options.TracerProvider), SendOne and SendBatch record
+// no Store to ask for Config.TracerProvider), SendOne and SendBatch record
 // a "send <queue>" span of kind producer, child of ctx's span, and each
 // message takes that span's context along in its properties as W3C Trace
 // Context ("traceparent", and "tracestate" when there is one), unless the
 // caller set a traceparent property of its own or the two would take
 // Properties past mqlite.MaxPropertiesBytes. The trace context counts
-// against Options.MaxMessageBytes like any property (about 70 bytes).
+// against Config.MaxMessageBytes like any property (about 70 bytes).
 // Without a provider, tracing is off: nothing is recorded or added, and
 // the check costs no allocation.
 package outbox
@@ -60,7 +60,7 @@ var (
 // Message is one message to send.
 type Message struct {
 	// Body is the payload. The body and the other fields together are at
-	// most the store's Options.MaxMessageBytes (mqlite.ErrMessageTooLarge).
+	// most the store's Config.MaxMessageBytes (mqlite.ErrMessageTooLarge).
 	Body []byte
 	// MessageID identifies the message for de-duplication: a resend with the
 	// same id inside the queue's DedupWindow returns the original seq and
@@ -163,7 +163,7 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 
 // enqueue is send after the span began.
 func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
-	out := make([]engine.OutMessage, len(msgs))
+	out := make([]engine.SendMessage, len(msgs))
 	for i, m := range msgs {
 		om, err := convert(m)
 		if err != nil {
@@ -191,11 +191,11 @@ func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Re
 	return res, nil
 }
 
-func convert(m Message) (engine.OutMessage, error) {
+func convert(m Message) (engine.SendMessage, error) {
 	if err := m.Validate(); err != nil {
-		return engine.OutMessage{}, err
+		return engine.SendMessage{}, err
 	}
-	om := engine.OutMessage{
+	om := engine.SendMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		TTLMS: m.TTL.Milliseconds(), Props: m.Properties,
 	}
@@ -205,7 +205,7 @@ func convert(m Message) (engine.OutMessage, error) {
 	if len(m.Properties) > 0 {
 		b, err := json.Marshal(m.Properties)
 		if err != nil {
-			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
+			return engine.SendMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
 		}
 		om.Properties = string(b)
 	}
@@ -217,7 +217,7 @@ func convert(m Message) (engine.OutMessage, error) {
 // error matching mqlite.ErrInvalidArgument and the field's own sentinel
 // (mqlite.ErrInvalidMessage, mqlite.ErrInvalidTTL): what SendOne refuses
 // before it writes anything. A message that passes may still be over a
-// store's Options.MaxMessageBytes, or too far ahead (mqlite.MaxDelay): those
+// store's Config.MaxMessageBytes, or too far ahead (mqlite.MaxDelay): those
 // bounds depend on the store. The broker's client checks each message with
 // it before a request leaves the process.
 func (m Message) Validate() error {

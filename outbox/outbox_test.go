@@ -199,7 +199,7 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				b := testdb.Open(t, mqlite.Options{})
+				b := testdb.Open(t, mqlite.Config{})
 				b.Queue(t, "q", tc.queue)
 				var seq int64
 				if batch {
@@ -250,7 +250,7 @@ func TestSendCommitKeepsEveryField(t *testing.T) {
 
 func TestSendHoldsLaterGroupMembers(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "std", mqlite.QueueOptions{})
 	b.Queue(t, "fifo", mqlite.QueueOptions{Ordering: mqlite.FIFO})
 	tests := []struct {
@@ -278,7 +278,7 @@ func TestSendRollbackLeavesNothing(t *testing.T) {
 	t.Parallel()
 	errBoom := errors.New("boom")
 	msgs := []outbox.Message{{Body: []byte("a"), MessageID: "a"}, {Body: []byte("b")}}
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	st := b.Store
 
@@ -337,7 +337,7 @@ func TestDedupReplay(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			b.Queue(t, "q", mqlite.QueueOptions{DedupByBody: tc.msg.MessageID == ""})
 			st := b.Store
 			first := sendOne(t, st, "q", tc.msg)
@@ -373,7 +373,7 @@ func TestDedupReplay(t *testing.T) {
 
 func TestDedupDifferentBodyWithoutIDIsNew(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{DedupByBody: true})
 	a := sendOne(t, b.Store, "q", outbox.Message{Body: []byte("a")})
 	c := sendOne(t, b.Store, "q", outbox.Message{Body: []byte("c")})
@@ -384,7 +384,7 @@ func TestDedupDifferentBodyWithoutIDIsNew(t *testing.T) {
 
 func TestDedupIsPerQueue(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q1", mqlite.QueueOptions{})
 	b.Queue(t, "q2", mqlite.QueueOptions{})
 	msg := outbox.Message{Body: []byte("x"), MessageID: "same"}
@@ -395,7 +395,7 @@ func TestDedupIsPerQueue(t *testing.T) {
 
 func TestDedupConflict(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	st := b.Store
 	orig := sendOne(t, st, "q", outbox.Message{Body: []byte("original"), MessageID: "id"})
@@ -433,7 +433,7 @@ func TestDedupWindowPasses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			b.Queue(t, "q", mqlite.QueueOptions{DedupWindow: time.Minute})
 			first := sendOne(t, b.Store, "q", outbox.Message{Body: []byte("x"), MessageID: "id"})
 			b.Clock.Advance(time.Minute)
@@ -454,7 +454,7 @@ func TestDedupWindowPasses(t *testing.T) {
 
 func TestDedupDisabled(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{DedupWindow: -1})
 	msgs := []outbox.Message{
 		{Body: []byte("x"), MessageID: "id"},
@@ -482,7 +482,7 @@ func TestDedupDisabled(t *testing.T) {
 
 func TestSendBatchConflictingSlot(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	st := b.Store
 	orig := sendOne(t, st, "q", outbox.Message{Body: []byte("X"), MessageID: "a"})
@@ -623,7 +623,7 @@ func TestSendBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			st := b.Store
 			sendOne(t, st, "q", outbox.Message{Body: []byte("already there"), MessageID: "there"})
@@ -665,7 +665,7 @@ func TestSendNotAStore(t *testing.T) {
 		{"plain SQLite file", func(t *testing.T) string { return filepath.Join(t.TempDir(), "plain.db") }, false},
 		{"mqlite file opened without mqlite", func(t *testing.T) string {
 			path := filepath.Join(t.TempDir(), "mq.db")
-			st, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+			st, err := mqlite.Open(context.Background(), path, mqlite.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -730,7 +730,7 @@ func TestSendNotAStore(t *testing.T) {
 func TestSendWithSQLXAndConn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	st := b.Store
 	if _, err := st.DB().Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`); err != nil {
@@ -789,15 +789,12 @@ func TestSendWithSQLXAndConn(t *testing.T) {
 // before it is hashed, copied or bound: the refusal allocates a small part of
 // the body's size. Not parallel: it reads the process's allocation counter.
 func TestOversizeRefusedBeforeItIsTouched(t *testing.T) {
-	b := testdb.Open(t, mqlite.Options{MaxMessageBytes: mqlite.MaxMessageBytesLimit})
+	b := testdb.Open(t, mqlite.Config{MaxMessageBytes: mqlite.MaxMessageBytesLimit})
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	body := make([]byte, mqlite.MaxMessageBytesLimit+1)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-		return err
-	})
+	_, err := outbox.Send(context.Background(), b.Store, "q", outbox.Message{Body: body})
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, mqlite.ErrMessageTooLarge) {
 		t.Fatalf("send: %v, want ErrMessageTooLarge", err)

@@ -24,7 +24,7 @@ func BenchmarkSendTopic(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			st, err := mqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), mqlite.Options{})
+			st, err := mqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), mqlite.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,10 +44,7 @@ func BenchmarkSendTopic(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
-				err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-					_, err := outbox.SendOne(tx.Context(), tx.SQL(), target, outbox.Message{Body: randomBody()})
-					return err
-				})
+				_, err := outbox.Send(ctx, st, target, outbox.Message{Body: randomBody()})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -48,7 +48,7 @@ func TestSendCarriesTraceContext(t *testing.T) {
 				otel.SetTracerProvider(tp)
 				defer otel.SetTracerProvider(prev)
 			}
-			b := testdb.Open(t, mqlite.Options{})
+			b := testdb.Open(t, mqlite.Config{})
 			b.Queue(t, "q", mqlite.QueueOptions{})
 			before := maps.Clone(tc.props)
 			ctx, caller := tp.Tracer("test").Start(context.Background(), "caller")

@@ -58,7 +58,7 @@ func relayWorker(ctx context.Context, w workerEnv) error {
 	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 		return err
 	}
-	rl, err := relay.New(st, relayQueue, relaySink{}, relay.Options{
+	rl, err := relay.New(st, relayQueue, relaySink{}, relay.Config{
 		Concurrency: relayConcurrency, MaxBatch: relayBatch, Observer: relayObserver{}, DrainTimeout: -1,
 	})
 	if err != nil {
@@ -90,10 +90,7 @@ func relayWorker(ctx context.Context, w workerEnv) error {
 		for i := range msgs {
 			msgs[i] = outbox.Message{Body: fmt.Appendf(nil, "%d", rng.Uint64())}
 		}
-		if err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendBatch(tx.Context(), tx.SQL(), relayQueue, msgs)
-			return err
-		}); err != nil {
+		if _, err := outbox.Send(ctx, st, relayQueue, msgs...); err != nil {
 			return err
 		}
 	}

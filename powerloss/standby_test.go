@@ -10,7 +10,7 @@ import (
 	"github.com/mqlite/mqlite/powerloss/forgetfs"
 )
 
-// envStandby makes a store worker a hot standby (Options.WaitForLock).
+// envStandby makes a store worker a hot standby (Config.WaitForLock).
 const envStandby = "MQLITE_POWERLOSS_STANDBY"
 
 // TestPowerLossStandby: after each power cut, the machine comes back with

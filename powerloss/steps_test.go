@@ -167,7 +167,7 @@ func backupTemplate(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, plDB), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, plDB), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +178,7 @@ func backupTemplate(t *testing.T) string {
 	for i := range msgs {
 		msgs[i] = outbox.Message{Body: fmt.Appendf(nil, "message %d %s", i, strings.Repeat("b", 200))}
 	}
-	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), plQueue, msgs)
-		return err
-	})
+	_, err = outbox.Send(ctx, st, plQueue, msgs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,14 +34,14 @@ const (
 
 func init() { workers["store"] = storeWorker }
 
-func openOpts(full bool) mqlite.Options {
+func openOpts(full bool) mqlite.Config {
 	sync := mqlite.SyncNormal
 	if full {
 		sync = mqlite.SyncFull
 	}
 	// Leases long enough that none lapses in a worker's life, and no
 	// janitor: every receipt and attempt of a run stays to be replayed.
-	return mqlite.Options{Sync: sync, JanitorInterval: -1, RetentionInterval: -1, TTLInterval: -1, ScheduleInterval: -1,
+	return mqlite.Config{Sync: sync, JanitorInterval: -1, RetentionInterval: -1, TTLInterval: -1, ScheduleInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)}
 }
 

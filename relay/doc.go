@@ -8,7 +8,7 @@
 //
 //   - delivered: the message is completed;
 //   - retryable, with an optional retry-after: the message is abandoned, to
-//     come again after that delay or after Options.Backoff's;
+//     come again after that delay or after Config.Backoff's;
 //   - permanent, with a reason: the message is dead-lettered with the reason
 //     and the far side's answer as the description.
 //
@@ -21,7 +21,7 @@
 // store hands a group's messages out one at a time and holds the next back
 // while one is locked or waits for a retry; the Relay also never sends two
 // messages of a group at once itself. Messages of different groups, and
-// messages without a group, go out in parallel: up to Options.Concurrency
+// messages without a group, go out in parallel: up to Config.Concurrency
 // batches at once, and sinks send the messages of a batch concurrently.
 //
 // # The stable id

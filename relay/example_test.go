@@ -41,7 +41,7 @@ func ExampleNew() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func ExampleNew() {
 	}
 
 	sink := printSink{done: make(chan struct{})}
-	r, err := relay.New(st, "events", sink, relay.Options{Logger: slog.New(slog.DiscardHandler)})
+	r, err := relay.New(st, "events", sink, relay.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func ExampleNew() {
 	if err := <-done; err != nil {
 		log.Fatal(err)
 	}
-	dead, err := st.PeekDeadLetters(ctx, "events", mqlite.PeekOptions{})
+	dead, err := st.PeekDeadLetters(ctx, "events", mqlite.PeekParams{})
 	if err != nil {
 		log.Fatal(err)
 	}

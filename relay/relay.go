@@ -26,7 +26,7 @@ const (
 	HeaderGroupID       = "Mqlite-Group-Id"
 )
 
-// Defaults of Options' zero-valued fields.
+// Defaults of Config's zero-valued fields.
 const (
 	DefaultConcurrency = 8
 	DefaultMaxBatch    = 100
@@ -41,12 +41,12 @@ var ErrGroupBusy = errors.New("relay: another message of the group is in flight"
 // Sink delivers messages to a far side. It is the one thing a sink
 // implements; Relay does the rest.
 type Sink interface {
-	// Send delivers msgs, a batch of up to Options.MaxBatch messages, and
+	// Send delivers msgs, a batch of up to Config.MaxBatch messages, and
 	// returns one Outcome per message, in the order of msgs. A batch holds
 	// at most one message of each GroupID, so Send may deliver the messages
 	// of one batch concurrently. Each message must carry ID(msg) as its
 	// identity on the far side. Send must return when ctx is cancelled;
-	// Relay calls it from several goroutines at once (Options.Concurrency).
+	// Relay calls it from several goroutines at once (Config.Concurrency).
 	Send(ctx context.Context, msgs []mqlite.Message) []Outcome
 }
 
@@ -57,7 +57,7 @@ type Outcome struct {
 	Err error
 	// RetryAfter is how long the far side asked to be left alone (an HTTP
 	// Retry-After); the message is retried after it instead of after
-	// Options.Backoff's delay. Zero leaves the delay to the Backoff.
+	// Config.Backoff's delay. Zero leaves the delay to the Backoff.
 	RetryAfter time.Duration
 	// DeadLetter marks a failure that no retry can fix (the far side
 	// refused the message): the message is dead-lettered with Reason and
@@ -72,7 +72,7 @@ type Outcome struct {
 	// Hold marks a failure that is the far side's and not the message's:
 	// nothing there takes the message (no stream, topic or queue matches
 	// it). The relay keeps the message, its lease renewed and its delivery
-	// count unchanged, and sends it again after Options.HoldBackoff's
+	// count unchanged, and sends it again after Config.HoldBackoff's
 	// delay, until it goes through or Run stops. See Hold.
 	Hold bool
 }
@@ -82,7 +82,7 @@ type Outcome struct {
 func Delivered() Outcome { return Outcome{} }
 
 // RetryAfter is the outcome of a message that may go through later: the
-// relay abandons it, to come again after after, or after Options.Backoff's
+// relay abandons it, to come again after after, or after Config.Backoff's
 // delay when after is zero. It is consumer.RetryAfter's outcome for a sink
 // (the same words for the same fate), except that a nil err still retries.
 func RetryAfter(err error, after time.Duration) Outcome {
@@ -105,7 +105,7 @@ func DeadLetter(reason, description string) Outcome {
 // being set up, a stream not created yet, a topic deleted by mistake). The
 // relay logs err once, keeps the message locked (LoopBatch renews its
 // lease, so it costs no delivery) and sends it again after
-// Options.HoldBackoff's delay, until it is delivered or Run stops. A
+// Config.HoldBackoff's delay, until it is delivered or Run stops. A
 // misconfigured far side thus holds the backlog back instead of pushing it
 // into the dead letters. reason names what the far side lacks in a few
 // fixed words ("no_stream", "no_topic", "unroutable", "no_exchange"): it
@@ -121,7 +121,7 @@ func Hold(reason string, err error) Outcome {
 	return Outcome{Err: err, Hold: true, Reason: reason}
 }
 
-// HoldObserver is an Options.Observer that is also told of every hold:
+// HoldObserver is an Config.Observer that is also told of every hold:
 // each time a Send answered Hold for a message. metrics.RelayObserver's
 // sink observers are HoldObservers. Held is called from the relay's
 // goroutines, concurrently, and must return quickly. An Observer that
@@ -158,8 +158,8 @@ func ID(m mqlite.Message) string {
 	return m.Queue + ":" + strconv.FormatInt(m.Seq, 10)
 }
 
-// Options configures a Relay. The zero value is ready to use.
-type Options struct {
+// Config configures a Relay. The zero value is ready to use.
+type Config struct {
 	// Concurrency is how many Sends run at once. Defaults to 8.
 	Concurrency int
 	// MaxBatch is the most messages one Send gets. Defaults to 100; at
@@ -190,12 +190,12 @@ type Options struct {
 	Gate Gate
 }
 
-// DefaultHoldBackoff is Options.HoldBackoff's default: 1s doubling up to
+// DefaultHoldBackoff is Config.HoldBackoff's default: 1s doubling up to
 // 30s, so that a far side fixed by hand is noticed within half a minute.
 var DefaultHoldBackoff = consumer.Backoff{Initial: time.Second, Max: 30 * time.Second}
 
 // Gate holds the messages of a relay back until they may leave the
-// machine. It is an optional part of a Relay (Options.Gate), kept to one
+// machine. It is an optional part of a Relay (Config.Gate), kept to one
 // method so that the root module needs to know nothing of what it waits
 // for: the replicate module's Replicator waits until the commits of the
 // messages are replicated, so that a failover to the replica can never
@@ -203,7 +203,7 @@ var DefaultHoldBackoff = consumer.Backoff{Initial: time.Second, Max: 30 * time.S
 type Gate interface {
 	// Wait blocks until every message of msgs may be sent, or until ctx
 	// ends, and then returns ctx's error. It is called from several
-	// goroutines at once (Options.Concurrency), with messages the relay
+	// goroutines at once (Config.Concurrency), with messages the relay
 	// holds the leases of; errors other than ctx's retry the batch.
 	Wait(ctx context.Context, msgs []mqlite.Message) error
 }
@@ -221,12 +221,12 @@ type Relay struct {
 	src   consumer.Source
 	queue string
 	sink  Sink
-	opts  consumer.BatchOptions
+	opts  consumer.BatchConfig
 
 	gate        Gate
 	holdBackoff consumer.Backoff
 	log         *slog.Logger
-	holds       HoldObserver // nil unless Options.Observer is one
+	holds       HoldObserver // nil unless Config.Observer is one
 	holding     atomic.Bool  // a Send is holding messages the far side has no place for
 
 	mu     sync.Mutex
@@ -235,7 +235,7 @@ type Relay struct {
 
 // New returns a Relay that forwards queue of src to sink. It validates its
 // arguments (errors match mqlite.ErrInvalidArgument) and does not touch src.
-func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, error) {
+func New(src consumer.Source, queue string, sink Sink, opts Config) (*Relay, error) {
 	switch {
 	case src == nil:
 		return nil, invalid("nil Source")
@@ -262,8 +262,8 @@ func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, er
 	return &Relay{
 		src: src, queue: queue, sink: sink, groups: map[string]struct{}{},
 		gate: opts.Gate, holdBackoff: opts.HoldBackoff, log: log, holds: holds,
-		opts: consumer.BatchOptions{
-			LoopOptions: consumer.LoopOptions{
+		opts: consumer.BatchConfig{
+			LoopConfig: consumer.LoopConfig{
 				Concurrency:  opts.Concurrency,
 				Backoff:      opts.Backoff,
 				DrainTimeout: opts.DrainTimeout,
@@ -276,7 +276,7 @@ func New(src consumer.Source, queue string, sink Sink, opts Options) (*Relay, er
 }
 
 // Run relays until ctx is cancelled, then lets the Sends in flight finish
-// (up to Options.DrainTimeout), gives back what it holds and returns nil.
+// (up to Config.DrainTimeout), gives back what it holds and returns nil.
 // It returns early with an error when the queue cannot be read for good
 // (it does not exist: mqlite.ErrQueueNotFound; the store closed:
 // mqlite.ErrClosed) or an option is invalid (mqlite.ErrInvalidArgument).

@@ -24,7 +24,7 @@ func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 	return f(ctx, msgs)
 }
 
-func start(t *testing.T, src consumer.Source, sink relay.Sink, opts relay.Options) *relaytest.Observer {
+func start(t *testing.T, src consumer.Source, sink relay.Sink, opts relay.Config) *relaytest.Observer {
 	t.Helper()
 	return relaytest.Relay(t, src, sink, opts)
 }
@@ -67,9 +67,9 @@ func TestOutcomesSettle(t *testing.T) {
 			}
 		}
 		return out
-	}), relay.Options{Backoff: consumer.Backoff{Initial: 5 * time.Second, Jitter: -1}})
+	}), relay.Config{Backoff: consumer.Backoff{Initial: 5 * time.Second, Jitter: -1}})
 	obs.WaitFor(t, "every outcome", func(c relaytest.Counts) bool { return c.Completed+c.Abandoned+c.Rejected == 4 })
-	msgs, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekOptions{})
+	msgs, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestOutcomesSettle(t *testing.T) {
 			t.Errorf("message %d: %s at %v, want scheduled after %v", m.Seq, m.State, m.VisibleAt, want[m.Seq])
 		}
 	}
-	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestWrongNumberOfOutcomesRetries(t *testing.T) {
 	t.Parallel()
 	b := relaytest.Open(t, mqlite.QueueOptions{})
 	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a")})
-	obs := start(t, b.Store, sinkFunc(func(context.Context, []mqlite.Message) []relay.Outcome { return nil }), relay.Options{})
+	obs := start(t, b.Store, sinkFunc(func(context.Context, []mqlite.Message) []relay.Outcome { return nil }), relay.Config{})
 	c := obs.WaitFor(t, "the abandon", func(c relaytest.Counts) bool { return c.Abandoned == 1 })
 	if c.Completed != 0 {
 		t.Fatalf("counts %+v", c)
@@ -137,7 +137,7 @@ func TestNeverTwoOfAGroupInFlight(t *testing.T) {
 		inFlight--
 		mu.Unlock()
 		return make([]relay.Outcome, len(msgs))
-	}), relay.Options{Concurrency: 2, MaxBatch: 1, Backoff: consumer.Backoff{Initial: -1}})
+	}), relay.Config{Concurrency: 2, MaxBatch: 1, Backoff: consumer.Backoff{Initial: -1}})
 	c := obs.WaitFor(t, "the busy group's abandon", func(c relaytest.Counts) bool { return c.Abandoned > 0 })
 	if !errors.Is(c.Causes[0], relay.ErrGroupBusy) {
 		t.Fatalf("cause %v, want ErrGroupBusy", c.Causes[0])
@@ -172,7 +172,7 @@ func TestHoldKeepsTheMessages(t *testing.T) {
 			counts[m.DeliveryCount]++
 		}
 		return out
-	}), relay.Options{Concurrency: 1, HoldBackoff: consumer.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}, Logger: logs.Logger()})
+	}), relay.Config{Concurrency: 1, HoldBackoff: consumer.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}, Logger: logs.Logger()})
 	c := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
 	if c.Abandoned != 0 || c.Rejected != 0 {
 		t.Fatalf("counts %+v: a held message was abandoned or dead-lettered", c)
@@ -208,7 +208,7 @@ func TestGateHoldsBatchesBack(t *testing.T) {
 			t.Errorf("the sink got %d messages before the gate opened", len(msgs))
 		}
 		return make([]relay.Outcome, len(msgs))
-	}), relay.Options{Gate: gateFunc(func(ctx context.Context, msgs []mqlite.Message) error {
+	}), relay.Config{Gate: gateFunc(func(ctx context.Context, msgs []mqlite.Message) error {
 		select {
 		case waited <- struct{}{}:
 		default:
@@ -236,7 +236,7 @@ func TestGateHoldsBatchesBack(t *testing.T) {
 func TestRunStopsAndReportsAMissingQueue(t *testing.T) {
 	t.Parallel()
 	b := relaytest.Open(t, mqlite.QueueOptions{})
-	r, err := relay.New(b.Store, "nope", sinkFunc(nil), relay.Options{Logger: slog.New(slog.DiscardHandler)})
+	r, err := relay.New(b.Store, "nope", sinkFunc(nil), relay.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +254,13 @@ func TestNewValidates(t *testing.T) {
 		src   consumer.Source
 		queue string
 		sink  relay.Sink
-		opts  relay.Options
+		opts  relay.Config
 	}{
-		{"nil source", nil, "q", sink, relay.Options{}},
-		{"nil sink", b.Store, "q", nil, relay.Options{}},
-		{"no queue", b.Store, "", sink, relay.Options{}},
-		{"negative concurrency", b.Store, "q", sink, relay.Options{Concurrency: -1}},
-		{"huge batch", b.Store, "q", sink, relay.Options{MaxBatch: mqlite.MaxReceiveBatch + 1}},
+		{"nil source", nil, "q", sink, relay.Config{}},
+		{"nil sink", b.Store, "q", nil, relay.Config{}},
+		{"no queue", b.Store, "", sink, relay.Config{}},
+		{"negative concurrency", b.Store, "q", sink, relay.Config{Concurrency: -1}},
+		{"huge batch", b.Store, "q", sink, relay.Config{MaxBatch: mqlite.MaxReceiveBatch + 1}},
 	} {
 		if _, err := relay.New(tc.src, tc.queue, tc.sink, tc.opts); !errors.Is(err, mqlite.ErrInvalidArgument) {
 			t.Errorf("%s: New = %v, want ErrInvalidArgument", tc.name, err)

@@ -30,7 +30,7 @@ func BenchmarkCommit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
 			path := filepath.Join(b.TempDir(), "app.db")
-			st, err := mqlite.Open(ctx, path, mqlite.Options{})
+			st, err := mqlite.Open(ctx, path, mqlite.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -52,10 +52,7 @@ func BenchmarkCommit(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				start := time.Now()
-				err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-					_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-					return err
-				})
+				_, err := outbox.Send(ctx, st, "q", outbox.Message{Body: body})
 				took = append(took, time.Since(start))
 				if err != nil {
 					failed++

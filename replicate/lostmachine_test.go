@@ -50,7 +50,7 @@ func TestLostMachinePrimary(t *testing.T) {
 	}
 	primary, replica, _ := strings.Cut(dirs, "|")
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(primary, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(primary, "app.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestLostMachinePrimary(t *testing.T) {
 			say("F %s", m.MessageID)
 		}
 		return make([]relay.Outcome, len(msgs))
-	}), relay.Options{Gate: rep, Logger: slog.New(slog.DiscardHandler)})
+	}), relay.Config{Gate: rep, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestLostMachine(t *testing.T) {
 	if err := sb.Promote(pctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, standbyPath, mqlite.Options{})
+	st, err := mqlite.Open(ctx, standbyPath, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@
 //   - Replicator.WaitReplicated returns once everything committed before
 //     the call is on the replica: a send that must survive the loss of the
 //     machine waits for it after its commit (Replicator.Tx does both);
-//   - Replicator is a relay.Gate: a relay given it (relay.Options.Gate)
+//   - Replicator is a relay.Gate: a relay given it (relay.Config.Gate)
 //     forwards only messages already replicated, so that a failover can
 //     never leave the far side holding an event whose business rows were
 //     lost with the machine;

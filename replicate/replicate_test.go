@@ -30,7 +30,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func open(t *testing.T) *mqlite.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "app.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +43,7 @@ func open(t *testing.T) *mqlite.Store {
 
 func send(t *testing.T, st *mqlite.Store, body string) {
 	t.Helper()
-	err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: []byte(body)})
-		return err
-	})
+	_, err := outbox.Send(context.Background(), st, "q", outbox.Message{Body: []byte(body)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +60,12 @@ func restored(t *testing.T, dir string) []string {
 	if err := litestream.NewReplicaWithClient(nil, file.NewReplicaClient(dir)).Restore(ctx, opt); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	msgs, err := st.Peek(ctx, "q", mqlite.PeekOptions{Max: 1000})
+	msgs, err := st.Peek(ctx, "q", mqlite.PeekParams{Max: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestMigrationCrashChild(t *testing.T) {
 		}
 	})
 	fmt.Println("started")
-	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil {
+	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil {
 		t.Fatalf("child migrate: %v", err)
 	}
 	fmt.Println("migrated")
@@ -185,7 +185,7 @@ func (f fixture) crash(t *testing.T) {
 		if got := f.layoutOf(t, path); got != "old" {
 			t.Fatalf("killed after %q, inside the transaction: the file holds the %s layout, want the old one", step, got)
 		}
-		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil || m.From != f.version {
+		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil || m.From != f.version {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)
 		}
 		if got := counts(t, path, "mqlite_"); got != want {
@@ -216,7 +216,7 @@ func (f fixture) crash(t *testing.T) {
 		_ = cmd.Wait()
 		got := f.layoutOf(t, path)
 		seen[got]++
-		if _, err := mqlite.Migrate(context.Background(), path, mqlite.Options{}); err != nil {
+		if _, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil {
 			t.Fatalf("upgrade after a random kill: %v", err)
 		}
 		if got := counts(t, path, "mqlite_"); got != wantBig {
@@ -261,7 +261,7 @@ func (f fixture) layout(t *testing.T) string {
 // freshLayout is the text of a fresh store's layout, as layoutText reads it.
 func freshLayout(t *testing.T) string {
 	t.Helper()
-	return layoutText(t, testdb.Open(t, mqlite.Options{}).Store.DB())
+	return layoutText(t, testdb.Open(t, mqlite.Config{}).Store.DB())
 }
 
 // layoutText is the text of every object in the file but goose's table.

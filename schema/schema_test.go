@@ -61,7 +61,7 @@ func plainDB(t *testing.T) *sql.DB {
 
 func TestGoldenDDL(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	got := dumpSchema(t, b.Store.DB())
 	if *update {
 		if err := os.WriteFile(goldenPath, []byte(got), 0o644); err != nil {
@@ -196,7 +196,7 @@ func TestSQLIsTheLayout(t *testing.T) {
 		t.Fatalf("run schema.SQL(): %v", err)
 	}
 	got := dumpSchema(t, db)
-	fresh := testdb.Open(t, mqlite.Options{})
+	fresh := testdb.Open(t, mqlite.Config{})
 	if want := dumpSchema(t, fresh.Store.DB()); got != want {
 		t.Fatalf("schema.SQL() makes another layout than Open:\n--- SQL ---\n%s\n--- Open ---\n%s", got, want)
 	}
@@ -206,7 +206,7 @@ func TestSQLIsTheLayout(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{ExistingOnly: true})
 	if err != nil {
 		t.Fatalf("open the store made by hand: %v", err)
 	}
@@ -231,7 +231,7 @@ func TestOperationsListsEveryObject(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger) \\|").FindAllStringSubmatch(string(doc), -1) {
 		listed[m[1]] = true
 	}
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	for _, name := range testdb.Strings(t, b.Store.DB(), `SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\_%' ESCAPE '\'`) {
 		if !listed[name] {
 			t.Errorf("docs/operations.md does not list %s", name)

@@ -142,7 +142,7 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 	if err := schema.Apply(ctx, db); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
-	fresh := testdb.Open(t, mqlite.Options{})
+	fresh := testdb.Open(t, mqlite.Config{})
 	if got, want := dumpSchema(t, db), dumpSchema(t, fresh.Store.DB()); got != want {
 		t.Fatalf("the upgraded layout differs from a fresh one:\n--- upgraded ---\n%s\n--- fresh ---\n%s", got, want)
 	}
@@ -186,7 +186,7 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 func keptPromises(t *testing.T, path string, exp fixtureExpect, before snapshot, bodyQueue, body string, bodySeq int64, queues int) *mqlite.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, path, mqlite.Options{Clock: atClock(exp.T0), ExistingOnly: true,
+	st, err := mqlite.Open(ctx, path, mqlite.Config{Clock: atClock(exp.T0), ExistingOnly: true,
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1,
 		RetentionInterval: -1, ScheduleInterval: -1})
 	if err != nil {
@@ -224,7 +224,7 @@ func keptPromises(t *testing.T, path string, exp fixtureExpect, before snapshot,
 	if r := sendOne(t, st, "nodedup", outbox.Message{Body: []byte("new")}); r.Duplicate || r.Seq != before.seq+1 {
 		t.Errorf("new message: %+v, want seq %d: seqs go on, never reused", r, before.seq+1)
 	}
-	dead, err := st.PeekDeadLetters(ctx, "orders", mqlite.PeekOptions{})
+	dead, err := st.PeekDeadLetters(ctx, "orders", mqlite.PeekParams{})
 	must("peek dead letters", err)
 	if len(dead) != 1 || dead[0].DeadLetterReason != "bad-order" || dead[0].DeadLetterDescription != "the order has no lines" {
 		t.Errorf("dead letters %+v", dead)
@@ -353,7 +353,7 @@ func TestUpgradeFromBeforeSchedules(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ScheduleInterval: -1})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{ScheduleInterval: -1})
 	if err != nil {
 		t.Fatalf("open a version-1 file: %v", err)
 	}
@@ -387,7 +387,7 @@ func TestUpgradeFailsWhole(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = mqlite.Open(ctx, path, mqlite.Options{})
+	_, err = mqlite.Open(ctx, path, mqlite.Config{})
 	if !errors.Is(err, mqlite.ErrMigration) || !strings.Contains(err.Error(), "receive_attempts") {
 		t.Fatalf("Open: %v, want ErrMigration naming receive_attempts", err)
 	}
@@ -404,7 +404,7 @@ func TestUpgradeFailsWhole(t *testing.T) {
 	}
 }
 
-// TestExistingOnlyRefusesTheUnprefixedLayout: with Options.ExistingOnly an
+// TestExistingOnlyRefusesTheUnprefixedLayout: with Config.ExistingOnly an
 // older layout is ErrMigrationNeeded and is not touched; Migrate upgrades it
 // and says so.
 func TestExistingOnlyRefusesTheUnprefixedLayout(t *testing.T) {
@@ -415,20 +415,20 @@ func TestExistingOnlyRefusesTheUnprefixedLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true}); !errors.Is(err, mqlite.ErrMigrationNeeded) {
+	if _, err := mqlite.Open(ctx, path, mqlite.Config{ExistingOnly: true}); !errors.Is(err, mqlite.ErrMigrationNeeded) {
 		t.Fatalf("Open(ExistingOnly): %v, want ErrMigrationNeeded", err)
 	}
 	if now, _ := os.ReadFile(path); string(now) != string(orig) {
 		t.Fatal("a refused open changed the file")
 	}
-	m, err := mqlite.Migrate(ctx, path, mqlite.Options{})
+	m, err := mqlite.Migrate(ctx, path, mqlite.Config{})
 	if err != nil || m.From != 2 || m.To != schema.Latest {
 		t.Fatalf("Migrate: %+v, %v", m, err)
 	}
-	if m, err = mqlite.Migrate(ctx, path, mqlite.Options{}); err != nil || m.From != schema.Latest {
+	if m, err = mqlite.Migrate(ctx, path, mqlite.Config{}); err != nil || m.From != schema.Latest {
 		t.Fatalf("Migrate again: %+v, %v, want up to date", m, err)
 	}
-	st, err := mqlite.Open(ctx, path, mqlite.Options{ExistingOnly: true})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{ExistingOnly: true})
 	if err != nil {
 		t.Fatalf("Open(ExistingOnly) after Migrate: %v", err)
 	}

@@ -11,7 +11,7 @@
 // redelivery, the lease is renewed while the message is out, and Close gives
 // back what the subscriptions hold.
 //
-//	st, _ := mqlite.Open(ctx, "app.db", mqlite.Options{})
+//	st, _ := mqlite.Open(ctx, "app.db", mqlite.Config{})
 //	sub, _ := watermill.NewSubscriber(st, watermill.SubscriberConfig{AutoCreateQueues: true})
 //	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
 //		// ... INSERT INTO orders ... on tx.SQL()

@@ -18,7 +18,7 @@ func ExampleNewTxPublisher() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "example-*")
 	defer os.RemoveAll(dir)
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{Logger: quiet})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{Logger: quiet})
 	if err != nil {
 		fmt.Println(err)
 		return

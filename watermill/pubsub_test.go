@@ -93,7 +93,7 @@ func (s *suite) test(t *testing.T) *suiteTest {
 	if st, ok := s.tests[t.Name()]; ok {
 		return st
 	}
-	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{Logger: quiet})
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

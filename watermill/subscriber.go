@@ -71,7 +71,7 @@ type SubscriberConfig struct {
 type Subscriber struct {
 	src  consumer.Source
 	cfg  SubscriberConfig
-	loop consumer.LoopOptions
+	loop consumer.LoopConfig
 
 	ctx    context.Context // cancelled by Close; parent of every subscription's stop
 	cancel context.CancelFunc
@@ -108,7 +108,7 @@ func NewSubscriber(src consumer.Source, cfg SubscriberConfig) (*Subscriber, erro
 	if backoff == (consumer.Backoff{}) {
 		backoff.Initial = -1 // no delay
 	}
-	lo := consumer.LoopOptions{
+	lo := consumer.LoopConfig{
 		Concurrency: cfg.Concurrency,
 		Prefetch:    cfg.Prefetch,
 		Backoff:     backoff,
@@ -129,7 +129,7 @@ func NewSubscriber(src consumer.Source, cfg SubscriberConfig) (*Subscriber, erro
 // already cancelled so that the Loop returns at once having claimed nothing
 // (a call on a done ctx changes nothing): NewSubscriber refuses what every
 // Subscribe would, with Loop's words, and keeps no second copy of its rules.
-func validate(src consumer.Source, lo consumer.LoopOptions) error {
+func validate(src consumer.Source, lo consumer.LoopConfig) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	nop := func(context.Context, mqlite.Message) error { return nil }
@@ -162,7 +162,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		if err := s.initialize(ctx, topic); err != nil {
 			return nil, fmt.Errorf("mqlite/watermill: subscribe to %s: %w", topic, err)
 		}
-	} else if _, err := s.src.Peek(ctx, queue, mqlite.PeekOptions{Max: 1}); err != nil {
+	} else if _, err := s.src.Peek(ctx, queue, mqlite.PeekParams{Max: 1}); err != nil {
 		// Loop would find a missing queue too, but only after Subscribe
 		// returned: tell the caller now.
 		return nil, fmt.Errorf("mqlite/watermill: subscribe to %s: %w", topic, err)

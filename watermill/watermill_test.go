@@ -25,7 +25,7 @@ type testBundle struct {
 func setup(t *testing.T, qopts mqlite.QueueOptions) testBundle {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{Logger: quiet})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func (b testBundle) publish(t *testing.T, ids ...string) {
 
 func (b testBundle) peek(t *testing.T) []mqlite.Message {
 	t.Helper()
-	msgs, err := b.st.Peek(context.Background(), b.queue, mqlite.PeekOptions{})
+	msgs, err := b.st.Peek(context.Background(), b.queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestRedeliveredAfterCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "mq.db")
-	st, err := mqlite.Open(ctx, path, mqlite.Options{Logger: quiet})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +476,7 @@ func TestRedeliveredAfterCrash(t *testing.T) {
 	}
 	held.Ack() // too late: the store is closed, the Ack settles nothing
 
-	st2, err := mqlite.Open(ctx, path, mqlite.Options{Logger: quiet}) // recovery releases the lease
+	st2, err := mqlite.Open(ctx, path, mqlite.Config{Logger: quiet}) // recovery releases the lease
 	if err != nil {
 		t.Fatal(err)
 	}

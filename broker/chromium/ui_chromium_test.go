@@ -156,7 +156,7 @@ func checkCounts(t *testing.T, bctx context.Context, st *mqlite.Store, queues ..
 func TestDashboardChromium(t *testing.T) {
 	chromium(t)
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	st := tb.Store
 	orders, dead := dashboardData(t, st)
 	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
@@ -207,7 +207,7 @@ func TestDashboardChromium(t *testing.T) {
 	p.do("redrive", chromedp.Click(chromedp.CSS(row+" button.redrive")))
 	p.until("the redriven row goes", fmt.Sprintf(`document.querySelector('%s') === null &&
 		document.getElementById('dlq-status').textContent.startsWith('Redrove 1 ')`, row))
-	msgs, err := st.Peek(ctx, "billing", mqlite.PeekOptions{})
+	msgs, err := st.Peek(ctx, "billing", mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestDashboardChromium(t *testing.T) {
 	if i < 0 || msgs[i].State != mqlite.StateActive {
 		t.Fatalf("after redrive, billing holds %+v; want seq %d active", msgs, dead[0])
 	}
-	if dl, err := st.PeekDeadLetters(ctx, "billing", mqlite.PeekOptions{}); err != nil || len(dl) != 1 || dl[0].Seq != dead[1] {
+	if dl, err := st.PeekDeadLetters(ctx, "billing", mqlite.PeekParams{}); err != nil || len(dl) != 1 || dl[0].Seq != dead[1] {
 		t.Fatalf("after redrive, dead letters %+v, %v; want only %d", dl, err, dead[1])
 	}
 	p.do("queues again", chromedp.Click(chromedp.CSS(`#nav a[data-view="queues"]`)))
@@ -452,7 +452,7 @@ func withCounters(next http.Handler) http.Handler {
 func TestDashboardRates(t *testing.T) {
 	chromium(t)
 	t.Parallel()
-	st := testdb.Open(t, mqlite.Options{}).Store
+	st := testdb.Open(t, mqlite.Config{}).Store
 	dashboardData(t, st)
 	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
 	if err != nil {

@@ -75,7 +75,7 @@ type backend interface {
 	consumer.Source
 	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
 	SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error)
-	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekOptions) ([]mqlite.Message, error)
+	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)
 	Redrive(ctx context.Context, queue string, opts mqlite.RedriveOptions) (int, error)
 	DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error)
 	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
@@ -95,7 +95,7 @@ type backend interface {
 	CreateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
 	UpdateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
 	GetSchedule(ctx context.Context, name string) (mqlite.ScheduleInfo, error)
-	ListSchedules(ctx context.Context) ([]mqlite.ScheduleInfo, error)
+	ListSchedules(ctx context.Context, opts mqlite.ListSchedulesParams) ([]mqlite.ScheduleInfo, error)
 	DeleteSchedule(ctx context.Context, name string) error
 	Backup(ctx context.Context, dst string) error
 	CreateKey(ctx context.Context, role string, queues []string) (client.Key, string, error)
@@ -112,13 +112,7 @@ type local struct{ *mqlite.Store }
 
 // SendBatch sends msgs in one transaction.
 func (l local) SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error) {
-	var res []outbox.Result
-	err := l.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		res, err = outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
-		return err
-	})
-	return res, err
+	return outbox.Send(ctx, l.Store, queue, msgs...)
 }
 
 func keyOf(k keys.Key) client.Key {
@@ -166,7 +160,7 @@ func (g *globals) open(ctx context.Context, mode openMode) (backend, error) {
 	case g.url != "":
 		return g.newClient()
 	case g.db != "":
-		st, err := g.openStore(ctx, mode, mqlite.Options{})
+		st, err := g.openStore(ctx, mode, mqlite.Config{})
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +171,7 @@ func (g *globals) open(ctx context.Context, mode openMode) (backend, error) {
 
 // openStore opens the store at --db with opts in mode, and explains the
 // refusals a user can act on.
-func (g *globals) openStore(ctx context.Context, mode openMode, opts mqlite.Options) (*mqlite.Store, error) {
+func (g *globals) openStore(ctx context.Context, mode openMode, opts mqlite.Config) (*mqlite.Store, error) {
 	opts.ExistingOnly = mode == existingStore
 	st, err := mqlite.Open(ctx, g.db, opts)
 	switch {

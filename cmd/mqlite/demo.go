@@ -36,7 +36,7 @@ type order struct {
 // back together, the queue is printed to w, and a consumer.Loop drains it.
 // It can run again on the same file: each run adds three orders.
 func demo(ctx context.Context, w io.Writer, path string) (err error) {
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func consume(ctx context.Context, w io.Writer, st *mqlite.Store) error {
 			stop() // the queue is drained: Loop settles what it holds and returns
 		}
 		return consumer.Permanent(err) // nil stays nil: the message is completed
-	}, consumer.LoopOptions{Concurrency: 1})
+	}, consumer.LoopConfig{Concurrency: 1})
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}

@@ -131,7 +131,7 @@ func TestDemoRunsTwice(t *testing.T) {
 	}
 
 	// The file holds what the demo said, and the store is closed (Open works).
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 // the body as JSON when it is valid JSON, and in body_base64 otherwise
 // (the wire's base64 of every body is for programs, not for jq).
 type jsonMessage struct {
-	wire.OutMessage
+	wire.ReceivedMessage
 	Body       json.RawMessage `json:"body,omitempty"`
 	BodyBase64 []byte          `json:"body_base64,omitempty"`
 }
@@ -256,7 +256,7 @@ type jsonMessages struct {
 func toJSON(msgs []mqlite.Message, settled string) jsonMessages {
 	out := jsonMessages{Messages: make([]jsonMessage, len(msgs))}
 	for i, m := range msgs {
-		j := jsonMessage{OutMessage: wire.FromMessage(m)}
+		j := jsonMessage{ReceivedMessage: wire.FromMessage(m)}
 		if json.Valid(m.Body) {
 			j.Body = m.Body
 		} else {
@@ -372,7 +372,7 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 }
 
 func peekCmd(g *globals) *cobra.Command {
-	var opts mqlite.PeekOptions
+	var opts mqlite.PeekParams
 	cmd := &cobra.Command{
 		Use:               "peek QUEUE",
 		Short:             "show messages without locking them",
@@ -431,7 +431,7 @@ func dlqCmd(g *globals) *cobra.Command {
 			return usagef("dlq needs a subcommand: list, redrive or purge")
 		},
 	}
-	var opts mqlite.PeekOptions
+	var opts mqlite.PeekParams
 	list := &cobra.Command{
 		Use:               "list QUEUE",
 		ValidArgsFunction: g.completeQueues,

@@ -20,7 +20,7 @@ func schemaCmd(g *globals) *cobra.Command {
 trigger a store adds to a file, and the migrations table that records them.
 Nothing is opened or written: read it before a store shares your database, or
 run it yourself (sqlite3 app.db < mqlite.sql) and open the store with
-Options.ExistingOnly.`,
+Config.ExistingOnly.`,
 		Example: `  mqlite schema > mqlite.sql`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,7 +56,7 @@ schema). The other commands never migrate: they ask for this one.`,
 			if g.url != "" || g.db == "" {
 				return usagef("migrate works on a file: give --db FILE (not --url)")
 			}
-			m, err := mqlite.Migrate(cmd.Context(), g.db, mqlite.Options{})
+			m, err := mqlite.Migrate(cmd.Context(), g.db, mqlite.Config{})
 			if err != nil {
 				return err
 			}

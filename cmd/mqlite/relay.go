@@ -165,7 +165,7 @@ func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) 
 		defer stop()
 		observer = ro.Sink(f.sink)
 	}
-	r, err := relay.New(src, f.queue, hintSink{Sink: sink, f: f, log: log, once: &sync.Map{}}, relay.Options{
+	r, err := relay.New(src, f.queue, hintSink{Sink: sink, f: f, log: log, once: &sync.Map{}}, relay.Config{
 		Concurrency: f.concurrency, MaxBatch: f.max, DrainTimeout: f.drain,
 		Logger: log, Observer: deadLetterLog{Observer: observer, log: log, maxDelivery: maxDelivery},
 	})

@@ -113,7 +113,7 @@ func relayFile(t *testing.T, msgs ...outbox.Message) string {
 	t.Helper()
 	ctx := context.Background()
 	path := t.TempDir() + "/app.db"
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -86,13 +87,26 @@ func updateSchedule(cmd *cobra.Command, b backend, name string, o mqlite.Schedul
 	return b.UpdateSchedule(cmd.Context(), name, opts)
 }
 
+// allSchedules reads every schedule b lists, a page at a time.
+func allSchedules(ctx context.Context, b backend) ([]mqlite.ScheduleInfo, error) {
+	var all []mqlite.ScheduleInfo
+	for opts := (mqlite.ListSchedulesParams{}); ; {
+		page, err := b.ListSchedules(ctx, opts)
+		if err != nil || len(page) == 0 {
+			return all, err
+		}
+		all = append(all, page...)
+		opts.After = page[len(page)-1].Name
+	}
+}
+
 func schedulesCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "list the schedules", Args: noArgs,
 		Example: `  mqlite schedules list --db app.db`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.with(cmd.Context(), func(b backend) error {
-				ss, err := b.ListSchedules(cmd.Context())
+				ss, err := allSchedules(cmd.Context(), b)
 				if err != nil {
 					return err
 				}

@@ -94,7 +94,7 @@ standby").`,
 				}
 				fmt.Fprintf(g.stderr, "mqlite: WARNING: serving plain HTTP on %s: every request carries its access key in clear text\n", ln.Addr())
 			}
-			opts := mqlite.Options{Logger: cfg.Logger, WaitForLock: standby}
+			opts := mqlite.Config{Logger: cfg.Logger, WaitForLock: standby}
 			var st *mqlite.Store
 			if standby {
 				fmt.Fprintf(g.stdout, "mqlite broker standby for %s on %s://%s\n", g.db, scheme, ln.Addr())

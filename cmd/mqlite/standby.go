@@ -16,7 +16,7 @@ import (
 // When the open returns, the standby server stops and ln, still open, is
 // the broker's: a connection that arrives meanwhile waits in ln's backlog
 // for the broker to accept it.
-func openStandby(ctx context.Context, ln *net.TCPListener, path string, opts mqlite.Options, certFile, keyFile string) (*mqlite.Store, error) {
+func openStandby(ctx context.Context, ln *net.TCPListener, path string, opts mqlite.Config, certFile, keyFile string) (*mqlite.Store, error) {
 	srv := &http.Server{Handler: broker.StandbyHandler(), ReadHeaderTimeout: broker.DefaultReadHeaderTimeout}
 	served := make(chan error, 1)
 	go func() {

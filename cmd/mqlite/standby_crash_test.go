@@ -126,7 +126,7 @@ func TestStandbyTakeoverCrash(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "standby.db")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestServeStandby(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "app.db")
-			primary, err := mqlite.Open(context.Background(), path, mqlite.Options{})
+			primary, err := mqlite.Open(context.Background(), path, mqlite.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

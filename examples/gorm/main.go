@@ -62,7 +62,7 @@ func exitCode() int {
 
 // run is the example on the store at path, writing to w.
 func run(ctx context.Context, w io.Writer, path string) (err error) {
-	st, err := mqlite.Open(ctx, path, mqlite.Options{})
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func consumeUntil(ctx context.Context, svc *Service, n int) error {
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := &completions{left: n, stop: stop}
-	err := svc.Consume(loopCtx, consumer.LoopOptions{
+	err := svc.Consume(loopCtx, consumer.LoopConfig{
 		Concurrency: 2,
 		// A failed event comes back after 10 ms, then 20 ms, and so on.
 		Backoff:  consumer.Backoff{Initial: 10 * time.Millisecond, Jitter: -1},

@@ -71,7 +71,7 @@ func main() {
 // no new requests, the consumer and the relay settle what they hold, the
 // store closes.
 func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (err error) {
-	st, err := mqlite.Open(ctx, cfg.db, mqlite.Options{Logger: log})
+	st, err := mqlite.Open(ctx, cfg.db, mqlite.Config{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 		defer wg.Done()
 		err := consumer.Loop(ctx, st, eventsQueue, func(ctx context.Context, m mqlite.Message) error {
 			return ship(ctx, st, m)
-		}, consumer.LoopOptions{Concurrency: 4, Logger: log})
+		}, consumer.LoopConfig{Concurrency: 4, Logger: log})
 		if err != nil {
 			errs <- fmt.Errorf("consumer: %w", err)
 		}
@@ -119,7 +119,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 			return err
 		}
 		defer sink.Close()
-		r, err := relay.New(st, webhookQueue, sink, relay.Options{Logger: log, Observer: relayMetrics.Sink("webhook")})
+		r, err := relay.New(st, webhookQueue, sink, relay.Config{Logger: log, Observer: relayMetrics.Sink("webhook")})
 		if err != nil {
 			return err
 		}

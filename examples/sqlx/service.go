@@ -162,7 +162,7 @@ func reserve(ctx context.Context, tx *sqlx.Tx, item string, quantity int) error 
 
 // Consume runs a consumer.Loop of Handle over the queue until ctx is
 // cancelled.
-func (s *Service) Consume(ctx context.Context, opts consumer.LoopOptions) error {
+func (s *Service) Consume(ctx context.Context, opts consumer.LoopConfig) error {
 	if err := consumer.Loop(ctx, s.st, Queue, s.Handle, opts); err != nil {
 		return fmt.Errorf("consume %s: %w", Queue, err)
 	}

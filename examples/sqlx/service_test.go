@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 func open(t *testing.T) *Service {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

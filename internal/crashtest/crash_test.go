@@ -54,7 +54,7 @@ const (
 )
 
 func openStore(path string) (*mqlite.Store, error) {
-	return mqlite.Open(context.Background(), path, mqlite.Options{
+	return mqlite.Open(context.Background(), path, mqlite.Config{
 		ReaperInterval: 50 * time.Millisecond, SchedulerInterval: 50 * time.Millisecond,
 		TTLInterval: -1, JanitorInterval: 200 * time.Millisecond, RetentionInterval: -1,
 	})
@@ -375,7 +375,7 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 		t.Fatal(err)
 	}
 
-	st, err := mqlite.Open(ctx, path, mqlite.Options{
+	st, err := mqlite.Open(ctx, path, mqlite.Config{
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
 	if err != nil {

@@ -114,8 +114,8 @@ const claimDeleteSQL = `DELETE FROM mqlite_messages
 	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
-// sizeSQL is the size of message m as Options.MaxMessageBytes counts it
-// (OutMessage.Size): its body and its metadata.
+// sizeSQL is the size of message m as Config.MaxMessageBytes counts it
+// (SendMessage.Size): its body and its metadata.
 const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce(octet_length(m.group_id), 0)
 	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
 
@@ -452,8 +452,8 @@ type PeekRequest struct {
 	MaxBytes int64
 }
 
-// Size is the row's size as Options.MaxMessageBytes counts it
-// (OutMessage.Size): its body and its metadata.
+// Size is the row's size as Config.MaxMessageBytes counts it
+// (SendMessage.Size): its body and its metadata.
 func (r Row) Size() int64 {
 	n := len(r.Body) + len(r.MessageID) + len(r.Subject) + len(r.Properties)
 	if r.GroupID != nil {

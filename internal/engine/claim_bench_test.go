@@ -28,10 +28,7 @@ func fill(b *testing.B, st *mqlite.Store, q string, n int, group string) {
 		for i := range msgs {
 			msgs[i] = outbox.Message{Body: body, MessageID: fmt.Sprintf("%s-%d", q, done+i), GroupID: group}
 		}
-		err := st.Tx(bctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendBatch(tx.Context(), tx.SQL(), q, msgs)
-			return err
-		})
+		_, err := outbox.Send(bctx, st, q, msgs...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -52,7 +49,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Run(fmt.Sprintf("raw/batch=%d", batch), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				tb := testdb.Open(b, mqlite.Options{})
+				tb := testdb.Open(b, mqlite.Config{})
 				db := tb.Store.DB()
 				rawFill(b, db, drainBacklog)
 				wal := testdb.NewWALCounter(b, tb.Path)
@@ -70,7 +67,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Run(fmt.Sprintf("mqlite/batch=%d", batch), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				tb := testdb.Open(b, mqlite.Options{})
+				tb := testdb.Open(b, mqlite.Config{})
 				tb.Queue(b, "q", mqlite.QueueOptions{})
 				fill(b, tb.Store, "q", drainBacklog, "")
 				wal := testdb.NewWALCounter(b, tb.Path)
@@ -204,7 +201,7 @@ func BenchmarkClaimCost(b *testing.B) {
 			SELECT 'q', CASE i WHEN 1 THEN 'locked' ELSE 'active' END, i > 1, ?1, 'tok', 0, 'g', x'00', 256, zeroblob(256) FROM n`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			tb := testdb.Open(b, mqlite.Options{})
+			tb := testdb.Open(b, mqlite.Config{})
 			tb.Queue(b, "q", mqlite.QueueOptions{DedupWindow: -1, MaxDeliveryCount: mqlite.MaxDeliveryLimit})
 			if tc.setup != "" {
 				if _, err := tb.Store.DB().Exec(tc.setup, far); err != nil {

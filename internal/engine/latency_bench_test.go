@@ -118,7 +118,7 @@ func BenchmarkLatency(b *testing.B) {
 // closes the channel and the store; cleanup calls it too.
 func latencyStore(b *testing.B, concurrency int) (st *mqlite.Store, got chan time.Duration, stop func()) {
 	b.Helper()
-	st, err := mqlite.Open(context.Background(), filepath.Join(b.TempDir(), "mq.db"), mqlite.Options{})
+	st, err := mqlite.Open(context.Background(), filepath.Join(b.TempDir(), "mq.db"), mqlite.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func latencyStore(b *testing.B, concurrency int) (st *mqlite.Store, got chan tim
 		done <- consumer.Loop(ctx, st, "q", func(_ context.Context, m mqlite.Message) error {
 			got <- time.Duration(time.Now().UnixNano() - int64(binary.BigEndian.Uint64(m.Body)))
 			return nil
-		}, consumer.LoopOptions{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+		}, consumer.LoopConfig{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
 	}()
 	var once sync.Once
 	stopLoop := func() {
@@ -155,10 +155,7 @@ func send(b *testing.B, st *mqlite.Store) {
 	body := make([]byte, 256)
 	binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
 	binary.BigEndian.PutUint64(body[8:], uint64(time.Now().UnixNano())) // a distinct content key
-	err := st.Tx(bctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-		return err
-	})
+	_, err := outbox.Send(bctx, st, "q", outbox.Message{Body: body})
 	if err != nil {
 		b.Error(err)
 	}

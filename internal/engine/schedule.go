@@ -124,29 +124,86 @@ func GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error) {
 	return r, nil
 }
 
-// ListSchedules returns every schedule in name order.
-func ListSchedules(ctx context.Context, db DBTX) ([]Schedule, error) {
-	return querySchedules(ctx, db, `SELECT `+scheduleColumns+` FROM mqlite_schedules ORDER BY name`)
+// Size is what a schedule weighs in a listing: its message's body and
+// metadata, its name and target. scheduleSizeSQL computes the same.
+func (r Schedule) Size() int64 {
+	return int64(len(r.Name) + len(r.Target) + len(r.Cron) + len(r.TimeZone) + len(r.Body) + len(r.GroupID) +
+		len(r.Subject) + len(r.Properties) + len(r.LastError))
+}
+
+// scheduleSizeSQL is Schedule.Size in SQL. length of a BLOB reads no
+// overflow page: SQLite takes it from the record's header.
+const scheduleSizeSQL = `octet_length(name) + octet_length(target) + octet_length(cron) + octet_length(time_zone) +
+	length(body) + octet_length(group_id) + octet_length(subject) + octet_length(properties) + octet_length(last_error)`
+
+// ListSchedules returns up to limit schedules named after after, in name
+// order. With maxBytes > 0 it stops before their sizes add up past it (the
+// first comes whatever its size): the sizes are read first, without the
+// bodies, so that no schedule past the page is ever read whole.
+func ListSchedules(ctx context.Context, db DBTX, after string, limit int, maxBytes int64) ([]Schedule, error) {
+	if maxBytes <= 0 {
+		return querySchedules(ctx, db, 0, `SELECT `+scheduleColumns+` FROM mqlite_schedules
+			WHERE name > ? ORDER BY name LIMIT ?`, after, limit)
+	}
+	last, err := schedulePageEnd(ctx, db, after, limit, maxBytes)
+	if err != nil || last == "" {
+		return nil, err
+	}
+	// A schedule changed since its size was read is bounded again here.
+	return querySchedules(ctx, db, maxBytes, `SELECT `+scheduleColumns+` FROM mqlite_schedules
+		WHERE name > ? AND name <= ? ORDER BY name LIMIT ?`, after, last, limit)
+}
+
+// schedulePageEnd returns the name of the last schedule of the page that
+// starts after after: at most limit schedules, within maxBytes (the first
+// whatever its size); "" when no schedule follows after.
+func schedulePageEnd(ctx context.Context, db DBTX, after string, limit int, maxBytes int64) (string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name, `+scheduleSizeSQL+` FROM mqlite_schedules
+		WHERE name > ? ORDER BY name LIMIT ?`, after, limit)
+	if err != nil {
+		return "", fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	var last string
+	var total int64
+	for rows.Next() {
+		var name string
+		var size int64
+		if err := rows.Scan(&name, &size); err != nil {
+			return "", fmt.Errorf("list schedules: %w", err)
+		}
+		if total += size; total > maxBytes && last != "" {
+			break
+		}
+		last = name
+	}
+	return last, rows.Err()
 }
 
 // DueSchedules returns up to limit schedules whose next period has begun by
 // now, earliest first (mqlite_schedules_next).
 func DueSchedules(ctx context.Context, db DBTX, now int64, limit int) ([]Schedule, error) {
-	return querySchedules(ctx, db, `SELECT `+scheduleColumns+` FROM mqlite_schedules
+	return querySchedules(ctx, db, 0, `SELECT `+scheduleColumns+` FROM mqlite_schedules
 		WHERE next_at <= ? ORDER BY next_at LIMIT ?`, now, limit)
 }
 
-func querySchedules(ctx context.Context, db DBTX, query string, args ...any) ([]Schedule, error) {
+// querySchedules reads the schedules of query, stopping before their sizes
+// add up past maxBytes when it is positive (the first is always kept).
+func querySchedules(ctx context.Context, db DBTX, maxBytes int64, query string, args ...any) ([]Schedule, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
 	var out []Schedule
+	var total int64
 	for rows.Next() {
 		r, err := scanSchedule(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		if total += r.Size(); maxBytes > 0 && total > maxBytes && len(out) > 0 {
+			break
 		}
 		out = append(out, r)
 	}

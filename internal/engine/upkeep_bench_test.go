@@ -25,7 +25,7 @@ const largeBody = mqlite.MaxMessageBytesLimit - 1024
 func BenchmarkLargeMessage(b *testing.B) {
 	body := make([]byte, largeBody)
 	b.Run("raw", func(b *testing.B) {
-		tb := testdb.Open(b, mqlite.Options{})
+		tb := testdb.Open(b, mqlite.Config{})
 		db := tb.Store.DB()
 		if _, err := db.Exec(`CREATE TABLE raw (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, body BLOB NOT NULL,
 			state TEXT NOT NULL, received_at INTEGER NOT NULL)`); err != nil {
@@ -46,12 +46,9 @@ func BenchmarkLargeMessage(b *testing.B) {
 		b.ReportMetric(float64(wal.Frames*(engine.PageSize+24))/float64(b.N), "walB/op")
 	})
 	b.Run("mqlite", func(b *testing.B) {
-		tb := testdb.Open(b, mqlite.Options{MaxMessageBytes: mqlite.MaxMessageBytesLimit})
+		tb := testdb.Open(b, mqlite.Config{MaxMessageBytes: mqlite.MaxMessageBytesLimit})
 		tb.Queue(b, "q", mqlite.QueueOptions{})
-		err := tb.Store.Tx(bctx, func(tx *mqlite.Tx) error {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-			return err
-		})
+		_, err := outbox.Send(bctx, tb.Store, "q", outbox.Message{Body: body})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -113,7 +110,7 @@ func fillRaw(b *testing.B, db *sql.DB, queue string, n int) {
 // a million, and of the million itself: Stats must cost in proportion to
 // the queue asked about.
 func BenchmarkStats(b *testing.B) {
-	tb := testdb.Open(b, mqlite.Options{})
+	tb := testdb.Open(b, mqlite.Config{})
 	tb.Queue(b, "big", mqlite.QueueOptions{})
 	tb.Queue(b, "small", mqlite.QueueOptions{})
 	fillRaw(b, tb.Store.DB(), "big", bigQueue)
@@ -179,7 +176,7 @@ func threadCPU() time.Duration {
 func BenchmarkJanitor(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
-		tb := testdb.Open(b, mqlite.Options{})
+		tb := testdb.Open(b, mqlite.Config{})
 		tb.Queue(b, "q", mqlite.QueueOptions{})
 		if _, err := tb.Store.DB().Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
 			INSERT INTO mqlite_dedup (queue, key, seq, expires_at) SELECT 'q', randomblob(16), i, 1 FROM n`, bigQueue); err != nil {

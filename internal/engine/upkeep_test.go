@@ -14,13 +14,10 @@ import (
 // appends a few pages of WAL, not the body's size.
 func TestStateChangeKeepsLargeBody(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	body := make([]byte, 512<<10)
-	if err := tb.Store.Tx(bctx, func(tx *mqlite.Tx) error {
-		_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-		return err
-	}); err != nil {
+	if _, err := outbox.Send(bctx, tb.Store, "q", outbox.Message{Body: body}); err != nil {
 		t.Fatal(err)
 	}
 	wal := testdb.NewWALCounter(t, tb.Path)
@@ -64,7 +61,7 @@ func TestStateChangeKeepsLargeBody(t *testing.T) {
 // whatever the keys' order and kinds.
 func TestJanitorWalksDedupInChunks(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	db := tb.Store.DB()
 	// 3,000 keys over two queues, content keys and MessageIDs, every
 	// other one expired at 10.

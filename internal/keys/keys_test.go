@@ -19,7 +19,7 @@ var ctx = context.Background()
 
 func TestCreateAuthenticateRevoke(t *testing.T) {
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	k, secret, err := keys.Create(ctx, b.Store, keys.Scope{Role: keys.Consumer, Queues: []string{"orders"}})
 	if err != nil {
 		t.Fatal(err)

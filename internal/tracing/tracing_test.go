@@ -141,7 +141,7 @@ func TestOffAllocatesNothing(t *testing.T) {
 }
 
 // globalSource names the global provider, as a Store without
-// Options.TracerProvider does.
+// Config.TracerProvider does.
 type globalSource struct{}
 
 func (globalSource) TracerProvider() trace.TracerProvider { return otel.GetTracerProvider() }

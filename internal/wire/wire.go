@@ -36,8 +36,8 @@ func MSDur(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Message is a message to send.
-type Message struct {
+// SendMessage is a message to send.
+type SendMessage struct {
 	Body       []byte            `json:"body"`
 	MessageID  string            `json:"message_id,omitempty"`
 	GroupID    string            `json:"group_id,omitempty"`
@@ -48,14 +48,14 @@ type Message struct {
 }
 
 // FromOutbox encodes an outbox.Message.
-func FromOutbox(m outbox.Message) Message {
-	return Message{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+func FromOutbox(m outbox.Message) SendMessage {
+	return SendMessage{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		Properties: m.Properties, DeliverAt: m.DeliverAt, TTLMS: DurMS(m.TTL)}
 }
 
 // Outbox decodes the message for outbox.SendOne. A missing body is an
 // empty one.
-func (m Message) Outbox() outbox.Message {
+func (m SendMessage) Outbox() outbox.Message {
 	body := m.Body
 	if body == nil {
 		body = []byte{}
@@ -70,7 +70,7 @@ func (m Message) Outbox() outbox.Message {
 
 // SendBatchRequest is the body of a batched send.
 type SendBatchRequest struct {
-	Messages []Message `json:"messages"`
+	Messages []SendMessage `json:"messages"`
 }
 
 // Copy is one copy a send left in one queue (a topic's subscription, or the
@@ -167,8 +167,8 @@ func (r ReceiveRequest) Options() (mqlite.ReceiveOptions, error) {
 	return opts, nil
 }
 
-// OutMessage is a message as received or peeked.
-type OutMessage struct {
+// ReceivedMessage is a message as received or peeked.
+type ReceivedMessage struct {
 	Queue                 string            `json:"queue"`
 	Seq                   int64             `json:"seq"`
 	Body                  []byte            `json:"body"`
@@ -189,8 +189,8 @@ type OutMessage struct {
 }
 
 // FromMessage encodes m.
-func FromMessage(m mqlite.Message) OutMessage {
-	return OutMessage{Queue: m.Queue, Seq: m.Seq, Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID,
+func FromMessage(m mqlite.Message) ReceivedMessage {
+	return ReceivedMessage{Queue: m.Queue, Seq: m.Seq, Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID,
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: string(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
@@ -198,7 +198,7 @@ func FromMessage(m mqlite.Message) OutMessage {
 }
 
 // Message decodes m.
-func (m OutMessage) Message() mqlite.Message {
+func (m ReceivedMessage) Message() mqlite.Message {
 	body := m.Body
 	if body == nil {
 		body = []byte{}
@@ -211,8 +211,8 @@ func (m OutMessage) Message() mqlite.Message {
 }
 
 // FromMessages encodes msgs; never nil, so the JSON is [] and not null.
-func FromMessages(msgs []mqlite.Message) []OutMessage {
-	out := make([]OutMessage, len(msgs))
+func FromMessages(msgs []mqlite.Message) []ReceivedMessage {
+	out := make([]ReceivedMessage, len(msgs))
 	for i, m := range msgs {
 		out[i] = FromMessage(m)
 	}
@@ -220,7 +220,7 @@ func FromMessages(msgs []mqlite.Message) []OutMessage {
 }
 
 // Messages decodes msgs.
-func Messages(msgs []OutMessage) []mqlite.Message {
+func Messages(msgs []ReceivedMessage) []mqlite.Message {
 	out := make([]mqlite.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Message()
@@ -231,12 +231,12 @@ func Messages(msgs []OutMessage) []mqlite.Message {
 // MessagesResponse is the response of receive, peek and the dead-letter
 // listing.
 type MessagesResponse struct {
-	Messages []OutMessage `json:"messages"`
+	Messages []ReceivedMessage `json:"messages"`
 }
 
 // MessageResponse is the response of receive-deferred.
 type MessageResponse struct {
-	Message OutMessage `json:"message"`
+	Message ReceivedMessage `json:"message"`
 }
 
 // LockRequest is the body of complete, defer and renew, and one lock of the
@@ -280,6 +280,21 @@ type SeqRequest struct {
 // ResultsResponse is the response of complete-batch: one result per lock.
 type ResultsResponse struct {
 	Results []ItemResult `json:"results"`
+}
+
+// CompleteReceiveRequest is the body of complete-receive: the deliveries
+// to complete (of the path's queue) and the receive that follows them in
+// the same commit.
+type CompleteReceiveRequest struct {
+	Complete []LockRequest  `json:"complete,omitempty"`
+	Receive  ReceiveRequest `json:"receive"`
+}
+
+// CompleteReceiveResponse is the response of complete-receive: one result
+// per lock completed, in order, and the messages claimed.
+type CompleteReceiveResponse struct {
+	Results  []ItemResult `json:"results"`
+	Messages []ReceivedMessage `json:"messages"`
 }
 
 // ItemResult is one lock's outcome in a batch: no error, or its error.

@@ -75,7 +75,7 @@ func sink(t *testing.T, cfg relayamqp.Config) *relayamqp.Sink {
 
 // retryAtOnce is the relay backoff of these tests: the fake clock never
 // ends a delay, and the sink's own reconnect backoff spaces the attempts.
-var retryAtOnce = relay.Options{Backoff: consumer.Backoff{Initial: -1}}
+var retryAtOnce = relay.Config{Backoff: consumer.Backoff{Initial: -1}}
 
 // traceparent is a valid W3C Trace Context parent.
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

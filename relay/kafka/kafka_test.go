@@ -51,7 +51,7 @@ func sink(t *testing.T, cfg relaykafka.Config) *relaykafka.Sink {
 
 // retryAtOnce is the relay backoff of these tests: the fake clock never
 // ends a delay.
-var retryAtOnce = relay.Options{Backoff: consumer.Backoff{Initial: -1}}
+var retryAtOnce = relay.Config{Backoff: consumer.Backoff{Initial: -1}}
 
 // readAll consumes topic from the start until it has read n records.
 func readAll(t *testing.T, addrs []string, topic string, n int) []*kgo.Record {
@@ -210,7 +210,7 @@ func TestNoTopicHoldsTheMessages(t *testing.T) {
 	relaytest.Send(t, b.Store, relaytest.Bodies(n, 16, false)...)
 	logs := &relaytest.Logs{}
 	spy := relaytest.HoldSpy{Sink: sink(t, relaykafka.Config{Brokers: c.ListenAddrs()}), Held: make(chan error, 1)}
-	obs := relaytest.Relay(t, b.Store, spy, relay.Options{
+	obs := relaytest.Relay(t, b.Store, spy, relay.Config{
 		Logger: logs.Logger(), Backoff: consumer.Backoff{Initial: -1},
 		HoldBackoff: consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	})
@@ -256,7 +256,7 @@ func TestBadTopicIsDeadLettered(t *testing.T) {
 	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("b"), Subject: "x"})
 	obs := relaytest.Relay(t, b.Store, sink(t, relaykafka.Config{Brokers: c.ListenAddrs(), Topic: "{{if .Subject}}events{{end}}"}), retryAtOnce)
 	obs.WaitFor(t, "a delivery and a dead letter", func(c relaytest.Counts) bool { return c.Completed == 1 && c.Rejected == 1 })
-	dead, err := b.Store.PeekDeadLetters(ctx, relaytest.Queue, mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, relaytest.Queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

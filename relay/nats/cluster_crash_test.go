@@ -36,7 +36,7 @@ const (
 )
 
 func openClusterCrashStore(path string) (*mqlite.Store, error) {
-	return mqlite.Open(context.Background(), path, mqlite.Options{ReaperInterval: 50 * time.Millisecond})
+	return mqlite.Open(context.Background(), path, mqlite.Config{ReaperInterval: 50 * time.Millisecond})
 }
 
 // TestClusterRelayCrashWorker is the relay process; it does nothing unless
@@ -64,7 +64,7 @@ func TestClusterRelayCrashWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relaytest.RunUntilEmpty(t, st, sink, relay.Options{
+	relaytest.RunUntilEmpty(t, st, sink, relay.Config{
 		Concurrency: 8, HoldBackoff: relayHold,
 		Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 	})

@@ -340,7 +340,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			counted := &countingSink{Sink: sink}
-			obs := relaytest.Relay(t, st, counted, relay.Options{
+			obs := relaytest.Relay(t, st, counted, relay.Config{
 				Concurrency: 8, HoldBackoff: relayHold, Backoff: consumer.Backoff{Initial: -1},
 			})
 			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= clusterN/4 })

@@ -103,7 +103,7 @@ func ids(t testing.TB, s jetstream.Stream) map[string]int {
 }
 
 // startRelay runs a relay from the test store to JetStream with cfg.
-func startRelay(t testing.TB, b *testdb.Bundle, cfg relaynats.Config, opts relay.Options) *relaytest.Observer {
+func startRelay(t testing.TB, b *testdb.Bundle, cfg relaynats.Config, opts relay.Config) *relaytest.Observer {
 	t.Helper()
 	sink, err := relaynats.New(cfg)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestPublishesWithIDHeadersAndSubject(t *testing.T) {
 		outbox.Message{Body: []byte("a"), Subject: "created", Properties: map[string]string{"tenant": "acme", "Nats-Msg-Id": "forged", "traceparent": "malformed"}},
 		outbox.Message{Body: []byte("b"), Subject: "paid", MessageID: "order-9", GroupID: "customer-1", Properties: map[string]string{"traceparent": traceparent}},
 		outbox.Message{Body: []byte("c")}) // no subject: "EV." is no subject
-	obs := startRelay(t, b, relaynats.Config{JetStream: js, Subject: "EV.{{.Subject}}", AckTimeout: ackTimeout}, relay.Options{})
+	obs := startRelay(t, b, relaynats.Config{JetStream: js, Subject: "EV.{{.Subject}}", AckTimeout: ackTimeout}, relay.Config{})
 	obs.WaitFor(t, "two deliveries and a dead letter", func(c relaytest.Counts) bool { return c.Completed == 2 && c.Rejected == 1 })
 
 	// Different groups go out concurrently: find each by its id.
@@ -156,7 +156,7 @@ func TestPublishesWithIDHeadersAndSubject(t *testing.T) {
 	if h := byID["order-9"].Header; h.Get("traceparent") != traceparent {
 		t.Fatalf("traceparent not passed on: %v", h)
 	}
-	dead, err := b.Store.PeekDeadLetters(ctx, relaytest.Queue, mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(ctx, relaytest.Queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := relaytest.Relay(t, st, sink, relay.Options{Concurrency: 8, Backoff: consumer.Backoff{Initial: -1}})
+	obs := relaytest.Relay(t, st, sink, relay.Config{Concurrency: 8, Backoff: consumer.Backoff{Initial: -1}})
 
 	// Mid-stream the server goes down and comes back on the same store
 	// dir and port; publishes in flight get no PubAck and are retried.
@@ -240,7 +240,7 @@ func TestNoStreamHoldsTheMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	spy := relaytest.HoldSpy{Sink: sink, Held: make(chan error, 1)}
-	obs := relaytest.Relay(t, b.Store, spy, relay.Options{
+	obs := relaytest.Relay(t, b.Store, spy, relay.Config{
 		Logger: logs.Logger(), HoldBackoff: consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 	})
 	relaytest.WaitHolds(t, spy, 3, relaynats.ErrNoStream) // three rounds of holds with no stream
@@ -268,7 +268,7 @@ func TestStandaloneServer(t *testing.T) {
 	const n = 1000
 	b := relaytest.Open(t, mqlite.QueueOptions{})
 	relaytest.Send(t, b.Store, relaytest.Bodies(n, 256, true)...)
-	obs := startRelay(t, b, relaynats.Config{JetStream: js, Subject: name + ".{{.Queue}}", AckTimeout: ackTimeout}, relay.Options{})
+	obs := startRelay(t, b, relaynats.Config{JetStream: js, Subject: name + ".{{.Queue}}", AckTimeout: ackTimeout}, relay.Config{})
 	obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
 	relaytest.Empty(t, b.Store)
 	if got := ids(t, s); len(got) != n {

@@ -33,7 +33,7 @@ func BenchmarkRelayWebhook(b *testing.B) {
 	b.ResetTimer()
 	cpu := testdb.CPUTime()
 	start := time.Now()
-	obs := relaytest.Relay(b, st.Store, sink, relay.Options{Concurrency: 8})
+	obs := relaytest.Relay(b, st.Store, sink, relay.Config{Concurrency: 8})
 	obs.WaitFor(b, "every delivery", func(c relaytest.Counts) bool { return c.Completed == b.N })
 	took := time.Since(start)
 	b.StopTimer()

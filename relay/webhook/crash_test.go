@@ -41,7 +41,7 @@ const (
 )
 
 func openCrashStore(path string) (*mqlite.Store, error) {
-	return mqlite.Open(context.Background(), path, mqlite.Options{
+	return mqlite.Open(context.Background(), path, mqlite.Config{
 		ReaperInterval: 50 * time.Millisecond, SchedulerInterval: 50 * time.Millisecond,
 	})
 }
@@ -63,7 +63,7 @@ func TestRelayCrashWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	relaytest.RunUntilEmpty(t, st, sink, relay.Options{
+	relaytest.RunUntilEmpty(t, st, sink, relay.Config{
 		MaxBatch: 20,
 		Backoff:  consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 	})

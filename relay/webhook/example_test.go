@@ -52,7 +52,7 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer sink.Close()
-	r, err := relay.New(st, "events", sink, relay.Options{Logger: slog.New(slog.DiscardHandler)})
+	r, err := relay.New(st, "events", sink, relay.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}

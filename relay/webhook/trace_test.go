@@ -50,7 +50,7 @@ func TestTraceFollowsMessage(t *testing.T) {
 		_ = tp.Shutdown(context.Background())
 	})
 
-	b := testdb.Open(t, mqlite.Options{TracerProvider: tp})
+	b := testdb.Open(t, mqlite.Config{TracerProvider: tp})
 	b.Queue(t, "orders", mqlite.QueueOptions{})
 	b.Queue(t, "events", mqlite.QueueOptions{})
 	st := b.Store
@@ -94,9 +94,9 @@ func TestTraceFollowsMessage(t *testing.T) {
 				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "events", outbox.Message{Body: m.Body, MessageID: "event-1"})
 				return err
 			})
-		}, consumer.LoopOptions{})
+		}, consumer.LoopConfig{})
 	}()
-	r, err := relay.New(st, "events", sink, relay.Options{})
+	r, err := relay.New(st, "events", sink, relay.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

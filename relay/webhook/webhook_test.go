@@ -50,7 +50,7 @@ type bundle struct {
 // setup starts a receiver answering with answer (called with the request
 // and how many came before it), a webhook sink with cfg pointed at it, and
 // a relay with ropts over a fresh queue.
-func setup(t *testing.T, cfg webhook.Config, ropts relay.Options, answer func(w http.ResponseWriter, r *http.Request, n int)) *bundle {
+func setup(t *testing.T, cfg webhook.Config, ropts relay.Config, answer func(w http.ResponseWriter, r *http.Request, n int)) *bundle {
 	t.Helper()
 	b := &bundle{Bundle: relaytest.Open(t, mqlite.QueueOptions{}), reqs: make(chan request, 10_000)}
 	var mu sync.Mutex
@@ -100,7 +100,7 @@ func TestSignedDelivery(t *testing.T) {
 	for _, envelope := range []bool{false, true} {
 		t.Run(fmt.Sprint("envelope=", envelope), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, webhook.Config{Envelope: envelope}, relay.Options{}, ok)
+			b := setup(t, webhook.Config{Envelope: envelope}, relay.Config{}, ok)
 			body := []byte(`{"order":42}`)
 			seq := relaytest.Send(t, b.Store, outbox.Message{
 				Body: body, GroupID: "customer-7", Subject: "orders.created",
@@ -162,7 +162,7 @@ func TestSignedDelivery(t *testing.T) {
 
 func TestRetriesA500ThenDelivers(t *testing.T) {
 	t.Parallel()
-	b := setup(t, webhook.Config{}, relay.Options{Backoff: now}, func(w http.ResponseWriter, r *http.Request, n int) {
+	b := setup(t, webhook.Config{}, relay.Config{Backoff: now}, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 0 {
 			http.Error(w, "database down", http.StatusInternalServerError)
 		}
@@ -183,12 +183,12 @@ func TestRetriesA500ThenDelivers(t *testing.T) {
 
 func TestDeadLettersA400WithTheAnswer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, webhook.Config{}, relay.Options{}, func(w http.ResponseWriter, r *http.Request, n int) {
+	b := setup(t, webhook.Config{}, relay.Config{}, func(w http.ResponseWriter, r *http.Request, n int) {
 		http.Error(w, "field total missing", http.StatusBadRequest)
 	})
 	seq := relaytest.Send(t, b.Store, outbox.Message{Body: []byte("{}")})[0]
 	b.obs.WaitFor(t, "the dead letter", func(c relaytest.Counts) bool { return c.Rejected == 1 })
-	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekOptions{})
+	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestHonoursRetryAfter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, webhook.Config{MaxRetryAfter: 10 * time.Minute}, relay.Options{Backoff: now}, func(w http.ResponseWriter, r *http.Request, n int) {
+			b := setup(t, webhook.Config{MaxRetryAfter: 10 * time.Minute}, relay.Config{Backoff: now}, func(w http.ResponseWriter, r *http.Request, n int) {
 				if string(r.Header.Get("webhook-id")) != "slow" || n > 0 {
 					return
 				}
@@ -226,7 +226,7 @@ func TestHonoursRetryAfter(t *testing.T) {
 			if d := c.Delays[0]; d > tc.want || d < tc.want-time.Second {
 				t.Fatalf("retry delay %v, want %v", d, tc.want)
 			}
-			msgs, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekOptions{})
+			msgs, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekParams{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +254,7 @@ func TestHonoursRetryAfter(t *testing.T) {
 
 func TestRetriesATimeout(t *testing.T) {
 	t.Parallel()
-	b := setup(t, webhook.Config{Timeout: 100 * time.Millisecond}, relay.Options{Backoff: now}, func(w http.ResponseWriter, r *http.Request, n int) {
+	b := setup(t, webhook.Config{Timeout: 100 * time.Millisecond}, relay.Config{Backoff: now}, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 0 {
 			<-r.Context().Done() // hang until the sink gives up
 		}
@@ -284,7 +284,7 @@ func TestKeepsGroupOrderWhileOthersOvertake(t *testing.T) {
 	order := map[string][]int64{}
 	othersDone := make(chan struct{})
 	var closeOnce sync.Once
-	b := setup(t, webhook.Config{}, relay.Options{Concurrency: 8, MaxBatch: 1}, func(w http.ResponseWriter, r *http.Request, n int) {
+	b := setup(t, webhook.Config{}, relay.Config{Concurrency: 8, MaxBatch: 1}, func(w http.ResponseWriter, r *http.Request, n int) {
 		g := r.Header.Get(relay.HeaderGroupID)
 		seq, _ := strconv.ParseInt(r.Header.Get(relay.HeaderSeq), 10, 64)
 		mu.Lock()
@@ -370,7 +370,7 @@ func TestRetryable(t *testing.T) {
 
 func TestRedirectIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	b := setup(t, webhook.Config{}, relay.Options{}, func(w http.ResponseWriter, r *http.Request, n int) {
+	b := setup(t, webhook.Config{}, relay.Config{}, func(w http.ResponseWriter, r *http.Request, n int) {
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)
 	})
 	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("x")})

@@ -54,7 +54,7 @@ func run(ctx context.Context, w io.Writer) error {
 	defer os.RemoveAll(dir)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Options{Logger: quiet})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{Logger: quiet})
 	if err != nil {
 		return err
 	}

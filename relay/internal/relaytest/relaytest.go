@@ -36,7 +36,7 @@ const Timeout = 60 * time.Second
 // queue must outlast a far side that is down for a while.
 func Open(t testing.TB, qopts mqlite.QueueOptions) *testdb.Bundle {
 	t.Helper()
-	b := testdb.Open(t, mqlite.Options{})
+	b := testdb.Open(t, mqlite.Config{})
 	if qopts.MaxDeliveryCount == 0 {
 		qopts.MaxDeliveryCount = mqlite.MaxDeliveryLimit
 	}
@@ -55,7 +55,7 @@ func Open(t testing.TB, qopts mqlite.QueueOptions) *testdb.Bundle {
 func OpenWallClock(t testing.TB) *mqlite.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"), mqlite.Options{ReaperInterval: 100 * time.Millisecond})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"), mqlite.Config{ReaperInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,21 +102,15 @@ func Send(t testing.TB, st *mqlite.Store, msgs ...outbox.Message) []int64 {
 	var seqs []int64
 	for len(msgs) > 0 {
 		n := min(len(msgs), 500)
-		err := st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-			res, err := outbox.SendBatch(tx.Context(), tx.SQL(), Queue, msgs[:n])
-			if err != nil {
-				return err
-			}
-			for _, r := range res {
-				if r.Err != nil {
-					return r.Err
-				}
-				seqs = append(seqs, r.Seq)
-			}
-			return nil
-		})
+		res, err := outbox.Send(context.Background(), st, Queue, msgs[:n]...)
 		if err != nil {
 			t.Fatalf("send: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("send: %v", r.Err)
+			}
+			seqs = append(seqs, r.Seq)
 		}
 		msgs = msgs[n:]
 	}
@@ -164,7 +158,7 @@ func Start(t testing.TB, r *relay.Relay) (stop func()) {
 // Relay starts a relay of Queue from src to sink with opts, its logs
 // discarded unless opts has a Logger, and a new Observer, which it
 // returns. The test's cleanup stops it.
-func Relay(t testing.TB, src consumer.Source, sink relay.Sink, opts relay.Options) *Observer {
+func Relay(t testing.TB, src consumer.Source, sink relay.Sink, opts relay.Config) *Observer {
 	t.Helper()
 	obs := NewObserver()
 	opts.Observer = obs
@@ -422,7 +416,7 @@ func (e EmptyWatch) Completed(mqlite.Message, time.Duration) {
 // RunUntilEmpty is the body of a crash test's relay process: it relays
 // Queue of st to sink with opts (its logs discarded) until the queue is
 // empty, failing the test on an error.
-func RunUntilEmpty(t testing.TB, st *mqlite.Store, sink relay.Sink, opts relay.Options) {
+func RunUntilEmpty(t testing.TB, st *mqlite.Store, sink relay.Sink, opts relay.Config) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
