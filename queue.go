@@ -226,11 +226,17 @@ type QueueInfo struct {
 	Options   QueueOptions
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// PausedAt is when the queue was paused (PauseQueue); zero while it
+	// runs.
+	PausedAt time.Time
 }
+
+// Paused reports whether the queue is paused.
+func (q QueueInfo) Paused() bool { return !q.PausedAt.IsZero() }
 
 func queueInfo(q engine.Queue) QueueInfo {
 	return QueueInfo{Name: q.Name, Options: queueOptions(q),
-		CreatedAt: fromMillis(q.CreatedAt), UpdatedAt: fromMillis(q.UpdatedAt)}
+		CreatedAt: fromMillis(q.CreatedAt), UpdatedAt: fromMillis(q.UpdatedAt), PausedAt: fromMillis(q.PausedAt)}
 }
 
 // CreateQueue creates the queue name with opts. A bad option is a typed
@@ -274,6 +280,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 		return err
 	}
 	defer s.queues.forget(name)
+	defer s.receivers.dropQueue(name)
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteQueue(ctx, tx, name) })
 }
 

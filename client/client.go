@@ -126,6 +126,7 @@ type Config struct {
 // done.
 type Client struct {
 	cfg     Config
+	name    string // this instance's wire.ClientHeader
 	base    string
 	http    *http.Client
 	ownHTTP bool
@@ -160,7 +161,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = mqlite.SystemClock{}
 	}
-	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), http: cfg.HTTPClient}
+	c := &Client{cfg: cfg, name: rand.Text()[:16], base: strings.TrimRight(cfg.URL, "/"), http: cfg.HTTPClient}
 	if c.http == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 256
@@ -307,6 +308,7 @@ func (c *Client) try(ctx context.Context, cl call, body []byte) error {
 	if c.cfg.Key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
 	}
+	req.Header.Set(wire.ClientHeader, c.name) // the broker counts this client as one receiver
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -218,11 +218,14 @@ func run(ctx context.Context, l *loop, held int) error {
 		}()
 	}
 
+	// The store counts this loop's receives under its own name (the
+	// broker's client ignores the tag: the broker names it).
+	rctx := mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))})
 	var err error
 	if l.streamed != nil {
-		err = l.fetchStream(ctx, sr, min(held, mqlite.MaxReceiveBatch))
+		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
 	} else {
-		err = l.fetch(ctx)
+		err = l.fetch(rctx)
 	}
 
 	// Stop: release what was claimed but not started, then drain. Once
@@ -255,6 +258,9 @@ func run(ctx context.Context, l *loop, held int) error {
 	<-renewerDone
 	return err
 }
+
+// loopNames numbers the loops of the process, for their ReceiverTag.
+var loopNames atomic.Int64
 
 // loop is the state of one Loop call.
 type loop struct {
@@ -502,7 +508,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		if !drainCancelled {
 			delay = l.retryDelay(m, err)
 		}
-		if serr := l.set.Abandon(sctx, m.Lock(), delay); serr != nil {
+		if serr := l.abandon(sctx, m, delay, err); serr != nil {
 			l.settleFailed(m, "abandon", serr)
 			return false
 		}
@@ -510,6 +516,20 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
 	return false
+}
+
+// abandon gives m back after delay, with the handler's error as its last
+// error when the Source keeps one (ReasonAbandoner).
+func (l *loop) abandon(ctx context.Context, m mqlite.Message, delay time.Duration, err error) error {
+	// Through what Loop settles with (the stream, while one is open) when
+	// it keeps a reason, else through the source's own call: a lock is the
+	// same on either.
+	for _, s := range []Source{l.set, l.src} {
+		if ra, ok := s.(ReasonAbandoner); ok {
+			return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
+		}
+	}
+	return l.set.Abandon(ctx, m.Lock(), delay)
 }
 
 // reason turns a permanent error into a dead-letter reason the store takes:

@@ -81,6 +81,10 @@ func TestOutcomesSettle(t *testing.T) {
 		if m.State != mqlite.StateScheduled || !m.VisibleAt.Equal(b.Clock.Now().Add(want[m.Seq])) {
 			t.Errorf("message %d: %s at %v, want scheduled after %v", m.Seq, m.State, m.VisibleAt, want[m.Seq])
 		}
+		// The sink's error is kept with the message as its last error.
+		if !strings.Contains(m.LastError, relaytest.ErrInjected.Error()) {
+			t.Errorf("message %d: last error %q, want the sink's %q", m.Seq, m.LastError, relaytest.ErrInjected)
+		}
 	}
 	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekParams{})
 	if err != nil {

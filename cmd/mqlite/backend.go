@@ -80,11 +80,14 @@ type backend interface {
 	DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error)
 	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
 	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
+	Find(ctx context.Context, queue string, opts mqlite.FindParams) (mqlite.FindResult, error)
 	CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
 	UpdateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
 	GetQueue(ctx context.Context, name string) (mqlite.QueueInfo, error)
 	ListQueues(ctx context.Context) ([]mqlite.QueueInfo, error)
 	DeleteQueue(ctx context.Context, name string) error
+	PauseQueue(ctx context.Context, name string) error
+	ResumeQueue(ctx context.Context, name string) error
 	CreateTopic(ctx context.Context, name string) error
 	GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error)
 	ListTopics(ctx context.Context) ([]mqlite.TopicInfo, error)

@@ -24,7 +24,7 @@ func (s StreamSettle) Items() int {
 // the stream.
 type StreamEvent struct {
 	Messages []ReceivedMessage `json:"messages,omitempty"`
-	Line     int64        `json:"line,omitempty"`
-	Results  []ItemResult `json:"results,omitempty"`
-	Error    *Error       `json:"error,omitempty"`
+	Line     int64             `json:"line,omitempty"`
+	Results  []ItemResult      `json:"results,omitempty"`
+	Error    *Error            `json:"error,omitempty"`
 }
