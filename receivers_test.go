@@ -53,7 +53,7 @@ func TestReceiversFollowLoops(t *testing.T) {
 	start := func(h consumer.Handler) (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- consumer.Loop(ctx, st, "q", h, consumer.LoopOptions{Concurrency: 1, Prefetch: -1}) }()
+		go func() { done <- consumer.Loop(ctx, st, "q", h, consumer.LoopConfig{Concurrency: 1, Prefetch: -1}) }()
 		return func() {
 			cancel()
 			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
