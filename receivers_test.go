@@ -47,7 +47,7 @@ func receiversOf(t *testing.T, st *mqlite.Store, queue string) []mqlite.Receiver
 // counts the consumers, waiting receives and locks per queue.
 func TestReceiversFollowLoops(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
 	st := tb.Store
 	start := func(h consumer.Handler) (stop func()) {
@@ -109,7 +109,7 @@ func TestReceiversFollowLoops(t *testing.T) {
 // deleted queue's receivers are gone.
 func TestReceiversByTag(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	st, ctx := tb.Store, context.Background()
 	sendCommitted(t, st, "q", outbox.Message{Body: []byte("a")})
