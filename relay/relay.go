@@ -121,7 +121,7 @@ func Hold(reason string, err error) Outcome {
 	return Outcome{Err: err, Hold: true, Reason: reason}
 }
 
-// HoldObserver is an Config.Observer that is also told of every hold:
+// HoldObserver is a Config.Observer that is also told of every hold:
 // each time a Send answered Hold for a message. metrics.RelayObserver's
 // sink observers are HoldObservers. Held is called from the relay's
 // goroutines, concurrently, and must return quickly. An Observer that

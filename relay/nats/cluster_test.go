@@ -253,16 +253,32 @@ const clusterAckTimeout = relaynats.DefaultAckTimeout
 
 // streamIDs reads the whole stream with an ordered consumer and counts
 // each Nats-Msg-Id; it returns the counts and the number of messages.
+// untilResponders calls f until it returns without error, as long as the
+// error is that no server answered, failing the test after
+// relaytest.Timeout or on any other error.
+func untilResponders[T any](t testing.TB, what string, f func() (T, error)) T {
+	t.Helper()
+	deadline := time.Now().Add(relaytest.Timeout)
+	for {
+		v, err := f()
+		if err == nil {
+			return v
+		}
+		if !errors.Is(err, natsgo.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		<-time.After(50 * time.Millisecond) // a poll of the condition
+	}
+}
+
 func streamIDs(t testing.TB, s jetstream.Stream) (map[string]int, int) {
 	t.Helper()
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Right after a node came back, a request can find no responder for a
+	// moment (the stream's group is still catching up): ask again.
+	info := untilResponders(t, "stream info", func() (*jetstream.StreamInfo, error) { return s.Info(ctx) })
+	cons := untilResponders(t, "ordered consumer", func() (jetstream.Consumer, error) {
+		return s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	})
 	got, total := map[string]int{}, 0
 	for total < int(info.State.Msgs) {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
