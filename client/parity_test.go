@@ -19,6 +19,8 @@ var storeOnly = map[string]string{
 	"Path":           "the file's path: a client has no file",
 	"Migration":      "what Open did to the file's layout: the broker's business",
 	"Metrics":        "the gauges of every queue for a Prometheus collector: the broker serves them at /metrics",
+	"Ages":           "the age gauges of every queue for a Prometheus collector: the broker serves them at /metrics and in GET /v1/counts",
+	"Receivers":      "the live receivers of every queue, kept in the broker's memory: each queue's Stats carries its own",
 	"TracerProvider": "the store's tracing: a client traces with the global provider",
 }
 
