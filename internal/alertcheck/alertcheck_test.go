@@ -162,7 +162,7 @@ func dashboardExprs(t *testing.T, path string) []string {
 func scrape(t *testing.T) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Options{})
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
