@@ -7,7 +7,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # staticcheck at a pinned version, fetched from the module proxy by go run.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test race crash bench lint screenshots
+.PHONY: test race crash bench bench-brokers lint screenshots
 
 test:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 ./...); done
@@ -52,6 +52,14 @@ bench:
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
 	for i in 1 2 3; do (cd powerloss && go test -run '^$$' -bench BenchmarkSyncMode -benchtime 3000x .); done   # FULL beside NORMAL (docs/operations.md, "Power loss")
+	$(MAKE) bench-brokers
+
+# The broker's five scenarios beside the local RabbitMQ (5672) and JetStream
+# (4222) in one run, with each server's CPU per message (docs/benchmark.md,
+# "The consume path against RabbitMQ and JetStream"). A side whose server
+# is down is left out (MQLITE_REQUIRE_SERVICES=1: the run fails instead).
+bench-brokers:
+	go run -C bench/brokers . -v
 
 # gofmt, go vet and staticcheck over every module (staticcheck with the
 # build tags of the crash and stress tests, so that it sees their helpers),

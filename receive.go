@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqlite/mqlite/internal/engine"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
@@ -252,4 +254,82 @@ func batchMax(v, def int) (int, error) {
 		return 0, invalidf(ErrInvalidArgument, "Max %d, want 1 to %d", v, MaxReceiveBatch)
 	}
 	return v, nil
+}
+
+// CompleteAndReceive completes locks, all of queue, and claims up to
+// opts.Max messages of queue, in one transaction (one commit): a consumer
+// that handles one message at a time acknowledges the last and takes the
+// next in one call. Each lock gets its own result, nil or ErrLockLost,
+// exactly as CompleteBatch gives it, and the claim is Receive's with the
+// same options (AttemptID replays it; the completions replay from their
+// receipts). When nothing is claimable and opts.Wait is positive, the
+// completions commit first and the call then waits as Receive does. A lock
+// of another queue is ErrInvalidArgument and nothing is done.
+func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lock, opts ReceiveOptions) ([]error, []Message, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	if err := validateReceive(queue, &opts); err != nil {
+		return nil, nil, err
+	}
+	if len(locks) > MaxReceiveBatch {
+		return nil, nil, invalidf(ErrInvalidArgument, "%d locks, at most %d", len(locks), MaxReceiveBatch)
+	}
+	sets := make([]engine.Settlement, len(locks))
+	for i, l := range locks {
+		if err := validateLock(l); err != nil {
+			return nil, nil, err
+		}
+		if l.Queue != queue {
+			return nil, nil, invalidf(ErrInvalidArgument, "a lock of queue %q in a call on %q", l.Queue, queue)
+		}
+		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
+	}
+	results := make([]error, len(locks))
+	var claimed []engine.Row
+	var span trace.Span
+	if len(locks) > 0 {
+		span = s.startSettle(ctx, string(engine.OpComplete), queue, len(locks))
+	}
+	start := time.Now()
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		q, err := s.queues.get(ctx, tx, queue)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if len(sets) > 0 {
+			s.tally.tag(causeComplete)
+			if results, err = engine.CompleteMany(ctx, tx, sets, now); err != nil {
+				return err
+			}
+		}
+		s.tally.tag(causeReceive)
+		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
+			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
+			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: now, Bounds: s.bounds,
+		})
+		s.tally.redelivered(queue, redeliveries(claimed))
+		return err
+	})
+	for range locks {
+		s.tally.observe(queue, settleDuration, start)
+	}
+	s.tally.observe(queue, claimDuration, start)
+	endSettle(span, err)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(claimed) == 0 && opts.Wait > 0 {
+		msgs, err := s.Receive(ctx, queue, opts)
+		return results, msgs, err
+	}
+	out := make([]Message, len(claimed))
+	for i, c := range claimed {
+		out[i] = toMessage(queue, c)
+	}
+	if tr := tracing.Tracer(s.opts.TracerProvider); tr != nil {
+		s.traceClaim(ctx, tr, queue, start, out, nil)
+	}
+	return results, out, nil
 }

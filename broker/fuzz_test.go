@@ -199,3 +199,43 @@ func FuzzFindQuery(f *testing.F) {
 		_ = opts
 	})
 }
+
+func FuzzDecodeStreamSettle(f *testing.F) {
+	fuzzDecoder(f, func(r wire.StreamSettle) {
+		for _, l := range r.Complete {
+			_ = l.Lock("q")
+		}
+		_ = r.Items()
+	})
+}
+
+// FuzzStreamLines runs the stream's line reader over arbitrary bytes with a
+// small line bound: it never panics, hands over only non-blank lines no
+// longer than the bound, and each line it decodes is a settlement object.
+func FuzzStreamLines(f *testing.F) {
+	f.Add([]byte("{\"complete\":[{\"seq\":1,\"token\":\"ab\"}]}\n\n{\"release\":[2]}\r\n"))
+	f.Add([]byte("{}\n[1]\n"))
+	f.Add([]byte("{\"abandon\":[{\"seq\":1,\"token\":\"x\",\"delay_ms\":-1}]}"))
+	const max = 256
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := readStreamLines(bytes.NewReader(data), max, func(line []byte) error {
+			if len(line) == 0 || len(line) > max {
+				t.Fatalf("a line of %d bytes", len(line))
+			}
+			v, err := decodeBytes[wire.StreamSettle](line)
+			if err != nil {
+				return err
+			}
+			if !utf8.Valid(line) {
+				t.Fatalf("accepted a line that is not UTF-8: %q", line)
+			}
+			_ = v.Items()
+			return nil
+		})
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+		}
+	})
+}

@@ -173,6 +173,10 @@ func (w *statusWriter) WriteHeader(s int) {
 	w.ResponseWriter.WriteHeader(s)
 }
 
+// Unwrap gives http.ResponseController the connection's writer (flushes,
+// deadlines and full duplex, for the streaming receive).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -214,7 +218,9 @@ func (s *Server) wrap(e endpoint) http.Handler {
 		// browser guesses their type.
 		sw.Header().Set("Cache-Control", "no-store")
 		sw.Header().Set("X-Content-Type-Options", "nosniff")
-		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+		if e.pattern != streamPattern { // a stream bounds each of its lines instead
+			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+		}
 		var keyID string
 		err := func() error {
 			token, found := bearer(r.Header.Get("Authorization"))
@@ -250,6 +256,11 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			return nil
 		}()
 		if err != nil {
+			if e.pattern == streamPattern {
+				// The stream's lines were not read: close the connection
+				// rather than read them to their end before answering.
+				sw.Header().Set("Connection", "close")
+			}
 			eb := errorBody(err)
 			status := wire.Status(eb.Code)
 			if status == http.StatusServiceUnavailable {

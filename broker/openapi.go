@@ -39,13 +39,15 @@ type operation struct {
 // without its operation fails the broker's OpenAPI test (and the document
 // refuses to build), as does an operation without its route.
 var operations = map[string]operation{
-	"POST /v1/queues/{queue}/messages":                {"Send one message", wire.SendMessage{}, wire.SendResult{}, http.StatusCreated, nil},
-	"POST /v1/queues/{queue}/messages/batch":          {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
-	"GET /v1/queues/{queue}/messages":                 {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
-	"GET /v1/queues/{queue}/find":                     {"Find messages by state, subject prefix, message id and property, scanning at most scan_max per page", nil, wire.FindResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes", "scan_max", "state:string", "subject_prefix:string", "message_id:string", "property_key:string", "property_value:string"}},
-	"POST /v1/queues/{queue}/receive":                 {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},
-	"POST /v1/queues/{queue}/complete":                {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
-	"POST /v1/queues/{queue}/complete-batch":          {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
+	"POST /v1/queues/{queue}/messages":         {"Send one message", wire.SendMessage{}, wire.SendResult{}, http.StatusCreated, nil},
+	"POST /v1/queues/{queue}/messages/batch":   {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
+	"GET /v1/queues/{queue}/messages":          {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
+	"GET /v1/queues/{queue}/find":              {"Find messages by state, subject prefix, message id and property, scanning at most scan_max per page", nil, wire.FindResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes", "scan_max", "state:string", "subject_prefix:string", "message_id:string", "property_key:string", "property_value:string"}},
+	"POST /v1/queues/{queue}/receive":          {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},
+	"POST /v1/queues/{queue}/complete":         {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
+	"POST /v1/queues/{queue}/complete-batch":   {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
+	"POST /v1/queues/{queue}/complete-receive": {"Complete deliveries and receive the next messages in one commit", wire.CompleteReceiveRequest{}, wire.CompleteReceiveResponse{}, http.StatusOK, nil},
+	streamPattern:                                     {"Stream: messages out while fewer than window are unsettled, settlements in (newline-delimited JSON both ways)", wire.StreamSettle{}, wire.StreamEvent{}, http.StatusOK, []string{"window", "max_bytes"}},
 	"POST /v1/queues/{queue}/abandon":                 {"Give a delivery back, to come again after delay_ms", wire.AbandonRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/reject":                  {"Dead-letter a delivery with a reason", wire.RejectRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/defer":                   {"Defer a delivery: it comes back only by its seq", wire.LockRequest{}, nil, http.StatusNoContent, nil},

@@ -27,6 +27,8 @@ func (s *Server) routes() http.Handler {
 		{"POST " + q + "/receive", keys.Consumer, "queue", s.receive},
 		{"POST " + q + "/complete", keys.Consumer, "queue", s.complete},
 		{"POST " + q + "/complete-batch", keys.Consumer, "queue", s.completeBatch},
+		{"POST " + q + "/complete-receive", keys.Consumer, "queue", s.completeReceive},
+		{streamPattern, keys.Consumer, "queue", s.stream},
 		{"POST " + q + "/abandon", keys.Consumer, "queue", s.abandon},
 		{"POST " + q + "/reject", keys.Consumer, "queue", s.reject},
 		{"POST " + q + "/defer", keys.Consumer, "queue", s.deferMsg},
@@ -177,63 +179,138 @@ func coveredCopies(k keys.Key, r outbox.Result) outbox.Result {
 	return out
 }
 
+// receiveOptions checks a receive's options and bounds them by the
+// broker's: its wait by Config.MaxWait, its bytes by the answer's budget.
+func (s *Server) receiveOptions(req wire.ReceiveRequest) (mqlite.ReceiveOptions, error) {
+	opts, err := req.Options()
+	if err != nil {
+		return opts, err
+	}
+	opts.Wait = min(opts.Wait, s.cfg.MaxWait)
+	opts.MaxBytes, err = s.budget(opts.MaxBytes)
+	return opts, err
+}
+
+// waitFor readies the ctx of a receive: tagged with the receiver it is for
+// (the store's registry of receivers counts it), and, when it may wait
+// (wait > 0), holding one of Config.MaxLongPolls tokens (503
+// too_many_long_polls when none is left), ended by a shutdown (the receive
+// then answers nothing) and by the revocation of the request's key
+// (errRevoked as the cause). done releases what it took.
+func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Context, done func(), err error) {
+	if ctx, err = receiverCtx(r); err != nil {
+		return nil, nil, err
+	}
+	if wait <= 0 {
+		return ctx, func() {}, nil
+	}
+	if s.drain.Err() != nil {
+		return nil, nil, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
+	}
+	select {
+	case s.polls <- struct{}{}:
+		s.polling.Add(1)
+	default:
+		return nil, nil, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.drain, func() { cancel(nil) })
+	remove, ok := s.waiting.add(keyOf(ctx).ID, cancel)
+	done = func() {
+		if remove != nil {
+			remove()
+		}
+		stop()
+		cancel(nil)
+		<-s.polls
+		s.polling.Done()
+	}
+	if !ok {
+		done()
+		return nil, nil, errRevokedKey()
+	}
+	return ctx, done, nil
+}
+
+// received answers what a receive under ctx (from waitFor) claimed: a key
+// revoked while it waited gets 401 and what the claim took as the
+// revocation began goes back at once; a shutdown that ended the wait
+// answers nothing.
+func (s *Server) received(r *http.Request, ctx context.Context, msgs []mqlite.Message, err error) ([]wire.ReceivedMessage, error) {
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		for _, m := range msgs {
+			_ = s.st.Abandon(context.WithoutCancel(ctx), m.Lock(), 0)
+		}
+		return nil, errRevokedKey()
+	}
+	if err != nil {
+		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
+			return []wire.ReceivedMessage{}, nil
+		}
+		return nil, err
+	}
+	return wire.FromMessages(msgs), nil
+}
+
 func (s *Server) receive(r *http.Request) (result, error) {
 	req, err := decode[wire.ReceiveRequest](r.Body)
 	if err != nil {
 		return result{}, err
 	}
-	opts, err := req.Options()
+	opts, err := s.receiveOptions(req)
 	if err != nil {
 		return result{}, err
 	}
-	opts.Wait = min(opts.Wait, s.cfg.MaxWait)
-	if opts.MaxBytes, err = s.budget(opts.MaxBytes); err != nil {
-		return result{}, err
-	}
-	ctx, err := receiverCtx(r)
+	ctx, done, err := s.waitFor(r, opts.Wait)
 	if err != nil {
 		return result{}, err
 	}
-	if opts.Wait > 0 {
-		if s.drain.Err() != nil {
-			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
-		}
-		select {
-		case s.polls <- struct{}{}:
-			s.polling.Add(1)
-			defer func() { <-s.polls; s.polling.Done() }()
-		default:
-			return result{}, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
-		}
-		// A shutdown ends the wait: the receive answers with nothing. A
-		// revocation of its key ends it too, with 401.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		stop := context.AfterFunc(s.drain, func() { cancel(nil) })
-		defer stop()
-		remove, ok := s.waiting.add(keyOf(ctx).ID, cancel)
-		if !ok {
-			return result{}, errRevokedKey()
-		}
-		defer remove()
-	}
+	defer done()
 	msgs, err := s.st.Receive(ctx, r.PathValue("queue"), opts)
-	if errors.Is(context.Cause(ctx), errRevoked) {
-		// Revoked while it waited: what the claim took as the revocation
-		// began goes back at once, and the key gets nothing.
-		for _, m := range msgs {
-			_ = s.st.Abandon(context.WithoutCancel(ctx), m.Lock(), 0)
-		}
-		return result{}, errRevokedKey()
-	}
+	out, err := s.received(r, ctx, msgs, err)
 	if err != nil {
-		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
-			return ok(wire.MessagesResponse{Messages: []wire.ReceivedMessage{}})
-		}
 		return result{}, err
 	}
-	return ok(wire.MessagesResponse{Messages: wire.FromMessages(msgs)})
+	return ok(wire.MessagesResponse{Messages: out})
+}
+
+// completeReceive completes the request's locks and claims the next
+// messages in one commit (Store.CompleteAndReceive): one round trip per
+// message for a consumer that handles one at a time.
+func (s *Server) completeReceive(r *http.Request) (result, error) {
+	req, err := decode[wire.CompleteReceiveRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.checkBatch(len(req.Complete), "locks"); err != nil {
+		return result{}, err
+	}
+	opts, err := s.receiveOptions(req.Receive)
+	if err != nil {
+		return result{}, err
+	}
+	q := r.PathValue("queue")
+	locks := make([]mqlite.Lock, len(req.Complete))
+	for i, l := range req.Complete {
+		locks[i] = l.Lock(q)
+	}
+	ctx, done, err := s.waitFor(r, opts.Wait)
+	if err != nil {
+		return result{}, err
+	}
+	defer done()
+	res, msgs, err := s.st.CompleteAndReceive(ctx, q, locks, opts)
+	if err != nil && res == nil {
+		return result{}, err
+	}
+	out := wire.CompleteReceiveResponse{Results: make([]wire.ItemResult, len(res))}
+	for i, e := range res {
+		out.Results[i].Error = wire.ErrorOf(e)
+	}
+	if out.Messages, err = s.received(r, ctx, msgs, err); err != nil {
+		return result{}, err
+	}
+	return ok(out)
 }
 
 func (s *Server) complete(r *http.Request) (result, error) {

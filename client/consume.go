@@ -84,6 +84,48 @@ func (c *Client) lockBatch(ctx context.Context, locks []mqlite.Lock, op string, 
 	return nil
 }
 
+// CompleteAndReceive completes locks, all of queue, and claims the next
+// messages of queue in one request and one commit, as
+// Store.CompleteAndReceive: a consumer that handles one message at a time
+// pays one round trip per message. Each lock gets its own result; with
+// opts.Wait it long-polls once the completions committed. Without an
+// AttemptID one is generated for this call, so that its retries replay the
+// claim (and the completions answer from their receipts).
+func (c *Client) CompleteAndReceive(ctx context.Context, queue string, locks []mqlite.Lock, opts mqlite.ReceiveOptions) ([]error, []mqlite.Message, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, nil, err
+	}
+	if opts.Wait < 0 {
+		return nil, nil, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative wait"}
+	}
+	req := wire.CompleteReceiveRequest{Complete: make([]wire.LockRequest, len(locks))}
+	for i, l := range locks {
+		if l.Queue != queue {
+			return nil, nil, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument,
+				Detail: fmt.Sprintf("a lock of queue %q in a call on %q", l.Queue, queue)}
+		}
+		req.Complete[i] = lockOf(l)
+	}
+	if opts.AttemptID == "" {
+		opts.AttemptID = newAttemptID()
+	}
+	req.Receive = wire.FromReceiveOptions(opts)
+	var out wire.CompleteReceiveResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/complete-receive"),
+		in: req, out: &out, wait: max(opts.Wait, 0)})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(out.Results) != len(locks) {
+		return nil, nil, fmt.Errorf("client: complete-receive: %d results for %d locks", len(out.Results), len(locks))
+	}
+	errs := make([]error, len(locks))
+	for i, r := range out.Results {
+		errs[i] = r.Error.Err()
+	}
+	return errs, wire.Messages(out.Messages), nil
+}
+
 // CompleteBatch completes several deliveries, one request per queue (one
 // commit each). Each lock gets its own result; err is for the failure of a
 // whole request.

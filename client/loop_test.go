@@ -101,7 +101,7 @@ func TestLoopOverClientWakesOnCommit(t *testing.T) {
 			return nil
 		}, consumer.LoopConfig{})
 	}()
-	<-polling // the Loop's receive is on its way: it finds nothing and waits
+	<-polling // the Loop's receive (its stream) is on its way: it finds nothing and waits
 	sent := time.Now()
 	b.Send(t, "q", outbox.Message{Body: []byte("wake")})
 	select {
@@ -116,14 +116,14 @@ func TestLoopOverClientWakesOnCommit(t *testing.T) {
 	must(t, <-loopErr)
 }
 
-// signalTransport signals each receive request it sends.
+// signalTransport signals each receive or stream request it sends.
 type signalTransport struct {
 	next http.RoundTripper
 	sent chan<- struct{}
 }
 
 func (s signalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(r.URL.Path, "/receive") {
+	if strings.HasSuffix(r.URL.Path, "/receive") || strings.HasSuffix(r.URL.Path, "/stream") {
 		select {
 		case s.sent <- struct{}{}:
 		default:

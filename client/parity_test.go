@@ -19,22 +19,24 @@ var storeOnly = map[string]string{
 	"Path":           "the file's path: a client has no file",
 	"Migration":      "what Open did to the file's layout: the broker's business",
 	"Metrics":        "the gauges of every queue for a Prometheus collector: the broker serves them at /metrics",
-	"Ages":           "the age gauges of every queue for a Prometheus collector: the broker serves them at /metrics and in GET /v1/counts",
-	"Receivers":      "the live receivers of every queue, kept in the broker's memory: each queue's Stats carries its own",
+	"Ages":           "the oldest ages of every queue for the same collector: the broker serves them at /metrics and in Counts",
 	"TracerProvider": "the store's tracing: a client traces with the global provider",
+	"Receivers":      "the live receivers of every queue, kept in the process's memory: over the broker, each queue's Stats carries its receivers",
 }
 
 // clientOnly are the exported methods of *client.Client that *mqlite.Store
 // does not offer, each with the reason.
 var clientOnly = map[string]string{
-	"Send":      "a send in its own transaction: on a store, outbox.Send",
-	"SendBatch": "as Send: on a store, outbox.Send",
-	"Counts":    "the broker's per-queue counts for the dashboard (GET /v1/counts): on a store, Metrics",
-	"Ready":     "whether the broker is ready (GET /readyz): a store is ready once Open returns",
-	"WhoAmI":    "the key the client holds and what it covers: a store has no keys",
-	"CreateKey": "the broker's access keys: on a store, package internal/keys (the CLI's keys command)",
-	"ListKeys":  "as CreateKey",
-	"RevokeKey": "as CreateKey",
+	"Send":       "a send in its own transaction: on a store, outbox.Send",
+	"SendBatch":  "as Send: on a store, outbox.Send",
+	"Counts":     "the broker's per-queue counts for the dashboard (GET /v1/counts): on a store, Metrics",
+	"Ready":      "whether the broker is ready (GET /readyz): a store is ready once Open returns",
+	"WhoAmI":     "the key the client holds and what it covers: a store has no keys",
+	"CreateKey":  "the broker's access keys: on a store, package internal/keys (the CLI's keys command)",
+	"ListKeys":   "as CreateKey",
+	"RevokeKey":  "as CreateKey",
+	"OpenStream": "a stream of messages with a prefetch window, to save round trips over the network: a Loop on a store claims in the process, with no round trip to save",
+	"Stream":     "as OpenStream",
 }
 
 // TestStoreAndClientOfferTheSameOperations: every exported method of

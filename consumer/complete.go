@@ -26,6 +26,23 @@ type CompleteBatcher interface {
 
 var _ CompleteBatcher = (*mqlite.Store)(nil)
 
+// CompleteReceiver is a CompleteBatcher that can also complete deliveries
+// and claim the next messages of their queue in one call: one commit, and
+// over the network one round trip. *mqlite.Store and the broker's client
+// are. When Loop's Source is one, the completer claims, in the call that
+// completes a batch, up to as many new messages as the batch frees slots:
+// a handler that finishes one message finds the next at hand without a
+// receive of its own.
+type CompleteReceiver interface {
+	CompleteBatcher
+	// CompleteAndReceive completes locks (all of queue) and claims up to
+	// opts.Max messages of queue in one transaction; see
+	// mqlite.Store.CompleteAndReceive.
+	CompleteAndReceive(ctx context.Context, queue string, locks []mqlite.Lock, opts mqlite.ReceiveOptions) ([]error, []mqlite.Message, error)
+}
+
+var _ CompleteReceiver = (*mqlite.Store)(nil)
+
 var errShortBatch = errors.New("consumer: CompleteBatch returned fewer results than locks")
 
 // completion is a message whose handler succeeded, waiting to be completed.
@@ -55,10 +72,53 @@ func (l *loop) complete(bc CompleteBatcher) {
 				break more
 			}
 		}
+		if cr, ok := l.src.(CompleteReceiver); ok && l.claimOnComplete.Load() && !l.stopping() {
+			l.completeAndReceive(cr, batch, locks)
+			continue
+		}
 		l.completeBatch(bc, batch, locks)
 		for range batch {
 			l.slots <- struct{}{}
 		}
+	}
+}
+
+// completeAndReceive settles one batch and, in the same call, claims up to
+// as many messages as it frees slots: those it got keep their slots and go
+// to the workers, the rest are freed. When the call fails as a whole it
+// falls back to completeBatch; what its claim may have taken comes back
+// when the lease ends.
+func (l *loop) completeAndReceive(cr CompleteReceiver, batch []completion, locks []mqlite.Lock) {
+	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+	defer cancel()
+	sctx = settleParent(sctx, batch)
+	res, msgs, err := cr.CompleteAndReceive(sctx, l.queue, locks, mqlite.ReceiveOptions{Max: len(batch)})
+	if err == nil && (len(res) != len(locks) || len(msgs) > len(batch)) {
+		err = errShortBatch
+	}
+	if err != nil {
+		l.log.Warn("consumer: complete-and-receive failed; completing alone", "err", err)
+		l.completeBatch(cr, batch, locks)
+		for range batch {
+			l.slots <- struct{}{}
+		}
+		return
+	}
+	for i, c := range batch {
+		if c.span != nil {
+			tracing.End(c.span, res[i])
+		}
+		if res[i] != nil {
+			l.settleFailed(c.msg, "complete", res[i])
+			continue
+		}
+		l.o.Observer.Completed(c.msg, c.took)
+	}
+	for range len(batch) - len(msgs) {
+		l.slots <- struct{}{}
+	}
+	if len(msgs) > 0 {
+		l.deliver(msgs)
 	}
 }
 
@@ -78,7 +138,7 @@ func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []mql
 		if err == nil {
 			serr = res[i]
 		} else {
-			serr = l.src.Complete(sctx, locks[i])
+			serr = l.set.Complete(sctx, locks[i])
 		}
 		if c.span != nil {
 			tracing.End(c.span, serr)

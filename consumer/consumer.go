@@ -71,3 +71,31 @@ func clockOf(src Source) mqlite.Clock {
 	}
 	return mqlite.SystemClock{}
 }
+
+// Streamer is a Source that can open a stream of a queue's messages with a
+// prefetch window, as the broker's client can: the broker keeps up to the
+// window handed out and unsettled, and settlements flow back on the same
+// stream while messages flow out. Loop over a Streamer receives and
+// settles on a stream of Concurrency+Prefetch messages; when the stream
+// breaks it settles what the stream handed out through the Source's own
+// calls and opens another.
+type Streamer interface {
+	// OpenStream opens a stream of queue with a window of window messages.
+	OpenStream(ctx context.Context, queue string, window int) (Stream, error)
+}
+
+// Stream is an open stream of a Streamer. It must be safe for concurrent use.
+type Stream interface {
+	// Receive waits for the messages handed out since the last call.
+	Receive(ctx context.Context) ([]mqlite.Message, error)
+	// CompleteBatch completes locks; each gets its own result.
+	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
+	// Abandon gives a delivery back, claimable after delay.
+	Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error
+	// Reject dead-letters a delivery.
+	Reject(ctx context.Context, l mqlite.Lock, reason, description string) error
+	// Release frees the places of deliveries given up without a settlement.
+	Release(ctx context.Context, locks ...mqlite.Lock) error
+	// Close ends the stream.
+	Close() error
+}

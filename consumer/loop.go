@@ -178,8 +178,14 @@ func run(ctx context.Context, l *loop, held int) error {
 		l.slots <- struct{}{}
 	}
 
+	l.set = l.src
+	sr, streaming := l.src.(Streamer)
+	if streaming && l.batch == nil {
+		l.streamed = &streamed{Source: l.src}
+		l.set = l.streamed
+	}
 	var completerDone chan struct{}
-	if bc, ok := l.src.(CompleteBatcher); ok {
+	if bc, ok := l.set.(CompleteBatcher); ok {
 		l.completions = make(chan completion, cap(l.slots))
 		completerDone = make(chan struct{})
 		go func() {
@@ -214,10 +220,20 @@ func run(ctx context.Context, l *loop, held int) error {
 
 	// The store counts this loop's receives under its own name (the
 	// broker's client ignores the tag: the broker names it).
-	err := l.fetch(mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))}))
+	rctx := mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))})
+	var err error
+	if l.streamed != nil {
+		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
+	} else {
+		err = l.fetch(rctx)
+	}
 
-	// Stop: release what was claimed but not started, then drain.
+	// Stop: release what was claimed but not started, then drain. Once
+	// feed was taken after stop, the completer delivers no more.
 	close(l.stop)
+	l.feed.Lock()
+	//lint:ignore SA2001 a barrier: no deliver is under way past it
+	l.feed.Unlock()
 	l.releaseWaiting()
 	close(l.work)
 	drained := make(chan struct{})
@@ -248,9 +264,16 @@ var loopNames atomic.Int64
 
 // loop is the state of one Loop call.
 type loop struct {
-	src     Source
-	queue   string
-	handler Handler
+	src Source
+	// set is what Loop settles through: src, or streamed while it
+	// streams (then streamed is not nil).
+	set      Source
+	streamed *streamed
+	// claimOnComplete is set while fetch claims with Receive from a
+	// CompleteReceiver: the completer then claims in its calls too.
+	claimOnComplete atomic.Bool
+	queue           string
+	handler         Handler
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
@@ -262,6 +285,7 @@ type loop struct {
 	sctx context.Context // parent of settlements: never cancelled
 
 	stop     chan struct{}  // closed when Loop stops claiming
+	feed     sync.Mutex     // held while deliver fills l.work
 	slots    chan struct{}  // one token per message Loop may hold
 	work     chan *delivery // claimed messages waiting for a handler
 	renewals *renewer
@@ -295,6 +319,9 @@ func (l *loop) stopping() bool {
 // fetch claims messages into l.work until ctx is cancelled (nil) or
 // Receive fails for good (the error).
 func (l *loop) fetch(ctx context.Context) error {
+	if _, ok := l.src.(CompleteReceiver); ok && l.batch == nil {
+		l.claimOnComplete.Store(true) // the completer claims too; a stream does not need it
+	}
 	failures := 0
 	for {
 		select {
@@ -336,13 +363,27 @@ func (l *loop) fetch(ctx context.Context) error {
 		if len(msgs) == 0 {
 			continue
 		}
-		l.o.Observer.Received(l.queue, len(msgs))
-		for _, m := range msgs {
-			d := &delivery{msg: m, until: m.LockedUntil}
-			d.ctx, d.cancel = context.WithCancelCause(l.hctx)
-			l.renewals.add(d, l.clock.Now())
-			l.work <- d // never blocks: l.work has room for every slot
+		l.deliver(msgs)
+	}
+}
+
+// deliver hands claimed messages, each holding a slot, to the workers, or,
+// once Loop is stopping, gives them back at once. feed orders it with the
+// closing of l.work.
+func (l *loop) deliver(msgs []mqlite.Message) {
+	l.o.Observer.Received(l.queue, len(msgs))
+	l.feed.Lock()
+	defer l.feed.Unlock()
+	stopping := l.stopping()
+	for _, m := range msgs {
+		d := &delivery{msg: m, until: m.LockedUntil}
+		d.ctx, d.cancel = context.WithCancelCause(l.hctx)
+		if stopping {
+			l.release(d)
+			continue
 		}
+		l.renewals.add(d, l.clock.Now())
+		l.work <- d // never blocks: l.work has room for every slot
 	}
 }
 
@@ -377,16 +418,28 @@ func (l *loop) release(d *delivery) {
 	lost := l.renewals.remove(d)
 	d.cancel(context.Canceled)
 	if lost != nil {
+		l.forget(d)
 		return // the renewer reported it
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
-	if err := l.src.Abandon(sctx, d.msg.Lock(), 0); err != nil {
+	if err := l.set.Abandon(sctx, d.msg.Lock(), 0); err != nil {
 		l.settleFailed(d.msg, "abandon", err)
 		return
 	}
 	l.log.Debug("consumer: released unstarted message", msgAttrs(d.msg)...)
 	l.o.Observer.Abandoned(d.msg, 0, 0, nil)
+}
+
+// forget frees, in the open stream's window, the place of a delivery whose
+// lease was lost: Loop does not settle it.
+func (l *loop) forget(d *delivery) {
+	if l.streamed == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+	defer cancel()
+	l.streamed.release(sctx, d.msg.Lock())
 }
 
 // handle runs the handler on d and settles d by its outcome.
@@ -423,6 +476,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 	if lost != nil {
 		l.log.Warn("consumer: handler finished after its lease was lost; not settling",
 			append(msgAttrs(d.msg), "handler_err", err, "took", took)...)
+		l.forget(d)
 		return false
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
@@ -436,14 +490,14 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
 		return true
 	case err == nil:
-		if serr := l.src.Complete(sctx, m.Lock()); serr != nil {
+		if serr := l.set.Complete(sctx, m.Lock()); serr != nil {
 			l.settleFailed(m, "complete", serr)
 			return false
 		}
 		l.o.Observer.Completed(m, took)
 	case IsPermanent(err):
 		why, description := deadLetterOf(err)
-		if serr := l.src.Reject(sctx, m.Lock(), why, description); serr != nil {
+		if serr := l.set.Reject(sctx, m.Lock(), why, description); serr != nil {
 			l.settleFailed(m, "reject", serr)
 			return false
 		}
@@ -467,10 +521,15 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 // abandon gives m back after delay, with the handler's error as its last
 // error when the Source keeps one (ReasonAbandoner).
 func (l *loop) abandon(ctx context.Context, m mqlite.Message, delay time.Duration, err error) error {
-	if ra, ok := l.src.(ReasonAbandoner); ok {
-		return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
+	// Through what Loop settles with (the stream, while one is open) when
+	// it keeps a reason, else through the source's own call: a lock is the
+	// same on either.
+	for _, s := range []Source{l.set, l.src} {
+		if ra, ok := s.(ReasonAbandoner); ok {
+			return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
+		}
 	}
-	return l.src.Abandon(ctx, m.Lock(), delay)
+	return l.set.Abandon(ctx, m.Lock(), delay)
 }
 
 // reason turns a permanent error into a dead-letter reason the store takes:

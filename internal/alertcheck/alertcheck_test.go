@@ -3,6 +3,7 @@ package alertcheck
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/metrics"
 	"github.com/mqlite/mqlite/outbox"
+	"github.com/mqlite/mqlite/relay"
 )
 
 const (
@@ -158,7 +160,7 @@ func dashboardExprs(t *testing.T, path string) []string {
 // scrape runs a broker on a fresh store, sends, receives, abandons and
 // dead-letters a message, and returns the metric families of its /metrics,
 // with those of the relay's metrics (metrics.RelayObserver, what `mqlite
-// relay --metrics-addr` serves) after one relayed message.
+// relay --metrics-addr` serves) after one relayed message and one hold.
 func scrape(t *testing.T) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
@@ -216,6 +218,7 @@ func scrape(t *testing.T) map[string]bool {
 	ro := metrics.NewRelayObserver(nil)
 	reg.MustRegister(ro)
 	ro.Sink("webhook").Completed(msgs[0], time.Millisecond)
+	ro.Sink("nats").(relay.HoldObserver).Held(msgs[0], "no_stream", errors.New("no stream takes the subject"))
 	relayed, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -286,6 +286,21 @@ type ResultsResponse struct {
 	Results []ItemResult `json:"results"`
 }
 
+// CompleteReceiveRequest is the body of complete-receive: the deliveries
+// to complete (of the path's queue) and the receive that follows them in
+// the same commit.
+type CompleteReceiveRequest struct {
+	Complete []LockRequest  `json:"complete,omitempty"`
+	Receive  ReceiveRequest `json:"receive"`
+}
+
+// CompleteReceiveResponse is the response of complete-receive: one result
+// per lock completed, in order, and the messages claimed.
+type CompleteReceiveResponse struct {
+	Results  []ItemResult      `json:"results"`
+	Messages []ReceivedMessage `json:"messages"`
+}
+
 // ItemResult is one lock's outcome in a batch: no error, or its error.
 type ItemResult struct {
 	Error       *Error    `json:"error,omitempty"`

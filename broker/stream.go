@@ -1,0 +1,395 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// streamPattern is the route of the streaming receive. Its request body is
+// a stream of lines, bounded one line at a time (MaxStreamLine), not by
+// Config.MaxBodyBytes as a whole.
+const streamPattern = "POST /v1/queues/{queue}/stream"
+
+// MaxStreamLine bounds one line a client writes on a stream; a longer one
+// ends the stream with 413 too_large.
+const MaxStreamLine = 1 << 20
+
+// maxLinesPerCommit bounds the client lines one commit of a stream settles.
+const maxLinesPerCommit = 64
+
+// stream is the streaming receive: the answer is newline-delimited JSON
+// (chunked over HTTP/1.1, a stream over HTTP/2) that hands out messages
+// while fewer than window of them are unsettled, and the request body is
+// the client's settlements, one JSON object per line, which flow back
+// while messages flow out. The settlements that arrive together commit
+// together, with the claim of the messages they make room for. The key is
+// checked against the queue at the open; a revocation of the key ends the
+// stream (an error line) and gives back what it held; the broker's
+// shutdown ends it. A stream that breaks leaves its unsettled messages
+// locked: their tokens still settle them through the other endpoints,
+// and their leases give them back.
+func (s *Server) stream(r *http.Request) (result, error) {
+	window, budget, err := s.streamOptions(r)
+	if err != nil {
+		return result{}, err
+	}
+	q := r.PathValue("queue")
+	if _, err := s.st.GetQueue(r.Context(), q); err != nil {
+		return result{}, err
+	}
+	ctx, done, err := s.waitFor(r, 1) // a stream waits: it holds a long-poll token
+	if err != nil {
+		return result{}, err
+	}
+	return result{raw: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer done()
+		st := &streamer{s: s, q: q, window: window, budget: budget, inflight: map[int64]string{}}
+		st.serve(ctx, w, r)
+	})}, nil
+}
+
+// streamOptions reads window (1 to Config.MaxBatch, 1000 at most; 10 by
+// default) and max_bytes (the byte budget of each claim) from the query.
+func (s *Server) streamOptions(r *http.Request) (window int, budget int64, err error) {
+	window = 10
+	q := r.URL.Query()
+	if v := q.Get("window"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > min(s.cfg.MaxBatch, mqlite.MaxReceiveBatch) {
+			return 0, 0, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument,
+				Detail: fmt.Sprintf("window %s: want 1 to %d", wire.Quote(v), min(s.cfg.MaxBatch, mqlite.MaxReceiveBatch))}
+		}
+		window = n
+	}
+	var asked int64
+	if v := q.Get("max_bytes"); v != "" {
+		if asked, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "max_bytes is not an integer"}
+		}
+	}
+	budget, err = s.budget(asked)
+	return window, budget, err
+}
+
+// streamer is one stream's state.
+type streamer struct {
+	s        *Server
+	q        string
+	window   int
+	budget   int64
+	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
+	lines    int64            // client lines read so far
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+}
+
+// inLine is a decoded client line, or the error that ends the reading.
+type inLine struct {
+	v   wire.StreamSettle
+	err error
+}
+
+func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	st.w, st.rc = w, http.NewResponseController(w)
+	_ = st.rc.EnableFullDuplex()           // HTTP/1.1: read the body while answering
+	_ = st.rc.SetReadDeadline(time.Time{}) // a stream reads for as long as it lives
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if err := st.flush(); err != nil {
+		return
+	}
+	lines := make(chan inLine, maxLinesPerCommit)
+	arrived := make(chan struct{}, 1)
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	go func() {
+		defer func() {
+			close(lines)
+			select { // wake a wait: the lines ended
+			case arrived <- struct{}{}:
+			default:
+			}
+		}()
+		err := readStreamLines(r.Body, MaxStreamLine, func(b []byte) error {
+			v, err := decodeBytes[wire.StreamSettle](b)
+			if err == nil {
+				err = st.s.checkBatch(v.Items(), "settlements in one line")
+			}
+			select {
+			case lines <- inLine{v: v, err: err}:
+			case <-readCtx.Done():
+				return readCtx.Err()
+			}
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			return err
+		})
+		if err != nil && readCtx.Err() == nil {
+			select {
+			case lines <- inLine{err: err}:
+			case <-readCtx.Done():
+			}
+		}
+	}()
+	err := st.run(ctx, lines, arrived)
+	stopReading()
+	st.end(ctx, r, err)
+	if err != nil {
+		// The client's lines did not end: stop reading them, so that the
+		// reader ends now.
+		_ = st.rc.SetReadDeadline(time.Now())
+	}
+	for range lines { // the reader has ended once lines is closed
+	}
+	if err != nil {
+		// The rest of the client's lines are still on the connection:
+		// close it rather than read them as the next request.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// run hands out and settles until the client ends its body (nil), or an
+// error ends the stream.
+func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan struct{}) error {
+	closed := false // the client ended its body: settle what came, claim no more
+	for {
+		var batch []wire.StreamSettle
+		// Block for a line when nothing else can be done: the window is
+		// full, or the client is done.
+		if len(st.inflight) >= st.window && !closed {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					closed = true
+					break
+				}
+				if l.err != nil {
+					return l.err
+				}
+				batch = append(batch, l.v)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	gather:
+		for len(batch) < maxLinesPerCommit && !closed {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					closed = true
+					break gather
+				}
+				if l.err != nil {
+					return l.err
+				}
+				batch = append(batch, l.v)
+			default:
+				break gather
+			}
+		}
+		if closed && len(batch) == 0 {
+			return nil
+		}
+		claimed, err := st.settle(ctx, batch, !closed)
+		if err != nil {
+			return err
+		}
+		if claimed || len(batch) > 0 || closed || len(st.inflight) >= st.window {
+			continue
+		}
+		// Nothing claimable and room in the window: wait for a message or
+		// for the client's next line, whichever comes first.
+		if err := st.wait(ctx, arrived); err != nil {
+			return err
+		}
+	}
+}
+
+// settle commits the settlements of batch with the claim of the messages
+// they make room for (none when claim is false), answers each line, and
+// writes what was claimed. claimed reports whether messages went out. The
+// abandons and rejects (a handler's failures, the rare case) commit one by
+// one before; the completes commit together with the claim.
+func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim bool) (claimed bool, err error) {
+	others := make([][]wire.ItemResult, len(batch))
+	var locks []mqlite.Lock
+	for i, l := range batch {
+		for _, a := range l.Abandon {
+			var e error
+			if a.DelayMS < 0 {
+				e = &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay_ms"}
+			} else {
+				e = st.s.st.Abandon(ctx, mqlite.Lock{Queue: st.q, Seq: a.Seq, Token: a.Token}, wire.MSDur(a.DelayMS))
+			}
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			others[i] = append(others[i], wire.ItemResult{Error: wire.ErrorOf(e)})
+			delete(st.inflight, a.Seq)
+		}
+		for _, rj := range l.Reject {
+			e := st.s.st.Reject(ctx, mqlite.Lock{Queue: st.q, Seq: rj.Seq, Token: rj.Token}, rj.Reason, rj.Description)
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			others[i] = append(others[i], wire.ItemResult{Error: wire.ErrorOf(e)})
+			delete(st.inflight, rj.Seq)
+		}
+		for _, seq := range l.Release {
+			delete(st.inflight, seq)
+		}
+		for _, c := range l.Complete {
+			locks = append(locks, c.Lock(st.q))
+		}
+	}
+	freed := 0
+	for _, l := range locks {
+		if _, ok := st.inflight[l.Seq]; ok {
+			freed++
+		}
+	}
+	room := 0
+	if claim {
+		room = st.window - len(st.inflight) + freed
+	}
+	var res []error
+	var msgs []mqlite.Message
+	switch {
+	case room > 0:
+		res, msgs, err = st.s.st.CompleteAndReceive(ctx, st.q, locks, mqlite.ReceiveOptions{Max: room, MaxBytes: st.budget})
+	case len(locks) > 0:
+		res, err = st.s.st.CompleteBatch(ctx, locks)
+	}
+	if err != nil {
+		return false, err
+	}
+	next := 0
+	for i, l := range batch {
+		st.lines++
+		ev := wire.StreamEvent{Line: st.lines, Results: make([]wire.ItemResult, 0, len(l.Complete)+len(others[i]))}
+		for _, c := range l.Complete {
+			ev.Results = append(ev.Results, wire.ItemResult{Error: wire.ErrorOf(res[next])})
+			delete(st.inflight, c.Seq)
+			next++
+		}
+		ev.Results = append(ev.Results, others[i]...)
+		if err := st.write(ev); err != nil {
+			return false, err
+		}
+	}
+	if err := st.out(msgs); err != nil {
+		return false, err
+	}
+	return len(msgs) > 0, nil
+}
+
+// wait long-polls for the room left in the window, until a message comes,
+// the client writes a line (arrived), Config.MaxWait passes or ctx ends.
+func (st *streamer) wait(ctx context.Context, arrived <-chan struct{}) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case <-arrived:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	msgs, err := st.s.st.Receive(wctx, st.q, mqlite.ReceiveOptions{Max: st.window - len(st.inflight),
+		Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
+	cancel()
+	<-watching
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		return nil // a line arrived
+	}
+	if err != nil {
+		return err
+	}
+	return st.out(msgs)
+}
+
+// out writes claimed messages and counts them in flight.
+func (st *streamer) out(msgs []mqlite.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	for _, m := range msgs {
+		st.inflight[m.Seq] = m.LockToken
+	}
+	return st.write(wire.StreamEvent{Messages: wire.FromMessages(msgs)})
+}
+
+// end finishes the stream after run returned err: nothing for the client's
+// end or a shutdown; otherwise an error line. A revoked key's messages go
+// back at once.
+func (st *streamer) end(ctx context.Context, r *http.Request, err error) {
+	switch {
+	case errors.Is(context.Cause(ctx), errRevoked):
+		bg := context.WithoutCancel(ctx)
+		for seq, token := range st.inflight {
+			_ = st.s.st.Abandon(bg, mqlite.Lock{Queue: st.q, Seq: seq, Token: token}, 0)
+		}
+		err = errRevokedKey()
+	case err == nil, st.s.drain.Err() != nil && r.Context().Err() == nil:
+		return
+	case r.Context().Err() != nil:
+		return // the client went away
+	}
+	eb := errorBody(err)
+	_ = st.write(wire.StreamEvent{Error: &eb})
+}
+
+// write writes one line and flushes it, each write with its own deadline
+// (Config.WriteTimeout), so that a stream outlives the server's.
+func (st *streamer) write(v any) error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := st.w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return st.flush()
+}
+
+func (st *streamer) flush() error { return st.rc.Flush() }
+
+// readStreamLines calls fn on each non-blank line of r, without its line
+// end, until r ends (nil), fn fails (its error) or a line is longer than
+// max bytes (413 too_large).
+func readStreamLines(r io.Reader, max int, fn func([]byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), max)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if err := fn(line); err != nil {
+			return err
+		}
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return &apiError{wire.CodeTooLarge, wire.ReasonBodyTooLarge, fmt.Sprintf("a stream line over %d bytes", max)}
+	}
+	if sc.Err() != nil {
+		return errMalformed("reading the stream: %v", sc.Err())
+	}
+	return nil
+}

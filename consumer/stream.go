@@ -1,0 +1,161 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mqlite/mqlite"
+)
+
+// ErrNoStream is the error of a Streamer's OpenStream when the other side
+// cannot stream (a broker older than the streaming receive): Loop then
+// claims with Receive instead.
+var ErrNoStream = errors.New("consumer: streaming receive not supported")
+
+// streamed is the Source Loop settles through while it streams: its
+// settlements go on the open stream, with the others that reach the
+// broker meanwhile in one commit, and through the Source's own calls when
+// no stream is open or the stream's call failed (a settlement retried
+// after it took effect answers from its receipt).
+type streamed struct {
+	Source
+	mu sync.Mutex
+	st Stream
+}
+
+var _ CompleteBatcher = (*streamed)(nil)
+
+func (s *streamed) set(st Stream) {
+	s.mu.Lock()
+	s.st = st
+	s.mu.Unlock()
+}
+
+func (s *streamed) stream() Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// CompleteBatch completes on the stream, or through the Source.
+func (s *streamed) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
+	if st := s.stream(); st != nil {
+		res, err := st.CompleteBatch(ctx, locks)
+		if err == nil || ctx.Err() != nil {
+			return res, err
+		}
+	}
+	if bc, ok := s.Source.(CompleteBatcher); ok {
+		return bc.CompleteBatch(ctx, locks)
+	}
+	out := make([]error, len(locks))
+	for i, l := range locks {
+		out[i] = s.Source.Complete(ctx, l)
+	}
+	return out, nil
+}
+
+// Complete completes one delivery on the stream, or through the Source.
+func (s *streamed) Complete(ctx context.Context, l mqlite.Lock) error {
+	res, err := s.CompleteBatch(ctx, []mqlite.Lock{l})
+	if err != nil {
+		return err
+	}
+	return res[0]
+}
+
+// Abandon gives a delivery back on the stream, or through the Source.
+func (s *streamed) Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error {
+	if st := s.stream(); st != nil {
+		err := st.Abandon(ctx, l, delay)
+		if err == nil || ctx.Err() != nil || errors.Is(err, mqlite.ErrLockLost) || errors.Is(err, mqlite.ErrInvalidArgument) {
+			return err
+		}
+	}
+	return s.Source.Abandon(ctx, l, delay)
+}
+
+// Reject dead-letters a delivery on the stream, or through the Source.
+func (s *streamed) Reject(ctx context.Context, l mqlite.Lock, reason, description string) error {
+	if st := s.stream(); st != nil {
+		err := st.Reject(ctx, l, reason, description)
+		if err == nil || ctx.Err() != nil || errors.Is(err, mqlite.ErrLockLost) || errors.Is(err, mqlite.ErrInvalidArgument) {
+			return err
+		}
+	}
+	return s.Source.Reject(ctx, l, reason, description)
+}
+
+// release frees the place of a delivery Loop gives up on (its lease was
+// lost) in the open stream's window.
+func (s *streamed) release(ctx context.Context, l mqlite.Lock) {
+	if st := s.stream(); st != nil {
+		_ = st.Release(ctx, l)
+	}
+}
+
+// fetchStream claims through streams of window messages until ctx is
+// cancelled (nil) or the queue cannot be read (the error). A stream that
+// ends is reopened after a backoff; a Source that cannot stream falls back
+// to fetch.
+func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
+	failures := 0
+	for ctx.Err() == nil {
+		st, err := sr.OpenStream(ctx, l.queue, window)
+		if err == nil {
+			l.streamed.set(st)
+			err = l.pump(ctx, st)
+			l.streamed.set(nil)
+			_ = st.Close()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrNoStream) || errors.Is(err, mqlite.ErrInvalidArgument):
+			l.log.Info("consumer: the source cannot stream; claiming with Receive", "err", err)
+			return l.fetch(ctx)
+		case errors.Is(err, mqlite.ErrClosed) || errors.Is(err, mqlite.ErrQueueNotFound):
+			return fmt.Errorf("consumer: stream of %s: %w", l.queue, err)
+		}
+		failures++
+		wait := receiveRetry.delay(failures)
+		l.log.Warn("consumer: stream ended; opening another", "err", err, "failures", failures, "retry_in", wait)
+		if !sleepCtx(ctx, wait) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// pump hands the stream's messages to the workers, one slot each, until
+// the stream ends (its error) or ctx is cancelled (nil). A message that
+// finds no slot because Loop is stopping goes back at once.
+func (l *loop) pump(ctx context.Context, st Stream) error {
+	for {
+		msgs, err := st.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for i, m := range msgs {
+			select {
+			case <-l.slots:
+				l.deliver([]mqlite.Message{m})
+			case <-ctx.Done():
+				for _, rest := range msgs[i:] {
+					sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+					if err := l.set.Abandon(sctx, rest.Lock(), 0); err != nil {
+						l.settleFailed(rest, "abandon", err)
+					}
+					cancel()
+				}
+				return nil
+			}
+		}
+	}
+}
