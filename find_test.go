@@ -3,6 +3,7 @@ package mqlite_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -62,7 +63,7 @@ func TestFind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := of(res.Messages); len(g) != len(tc.want) || (len(g) > 0 && !equal(g, tc.want)) || res.NextSeq != tc.next {
+			if g := of(res.Messages); len(g) != len(tc.want) || (len(g) > 0 && !slices.Equal(g, tc.want)) || res.NextSeq != tc.next {
 				t.Fatalf("got %v next %d, want %v next %d", g, res.NextSeq, tc.want, tc.next)
 			}
 			for _, m := range res.Messages {
@@ -83,16 +84,4 @@ func TestFind(t *testing.T) {
 	if _, err := st.Find(ctx, "nope", mqlite.FindParams{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
 		t.Errorf("unknown queue: %v", err)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -203,16 +203,12 @@ func setValue(id, value string) chromedp.Action[chromedp.Void] {
 		e.value = %q; e.dispatchEvent(new Event('input')); })()`, id, value))
 }
 
+// sendOne sends m to queue in a transaction of its own and returns its seq.
 func sendOne(t *testing.T, st *mqlite.Store, queue string, m outbox.Message) int64 {
 	t.Helper()
-	var seq int64
-	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		seq, err = outbox.SendOne(tx.Context(), tx.SQL(), queue, m)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	res, err := outbox.Send(ctx, st, queue, m)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("send to %s: %v %v", queue, err, res)
 	}
-	return seq
+	return res[0].Seq
 }
