@@ -189,7 +189,7 @@ func ExampleStore_ListSchedules() {
 			log.Fatal(err)
 		}
 	}
-	for opts := (mqlite.ListSchedulesOptions{Max: 2}); ; {
+	for opts := (mqlite.ListSchedulesParams{Max: 2}); ; {
 		page, err := st.ListSchedules(ctx, opts)
 		if err != nil {
 			log.Fatal(err)

@@ -386,7 +386,7 @@ func (w *integrity) settleOne(got mqlite.Message) {
 		w.stats["rejects"]++
 	case m.deliveries < integrityMax:
 		// A message deferred on its last allowed delivery is dead-lettered
-		// by ReceiveDeferred (TestDeferredOnLastDeliveryIsDeadLettered);
+		// by ReceiveDeferred (the conformance kit's DeliveryBound/DeferredOnLastDelivery);
 		// the model here defers only below the limit.
 		if err = w.st.Defer(w.ctx, got.Lock()); err == nil {
 			m.deferred = true

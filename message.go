@@ -70,6 +70,11 @@ type Message struct {
 	DeadLetterReason      string
 	DeadLetterDescription string
 	DeadLetteredAt        time.Time
+	// LastError is the last reason a delivery of the message came back:
+	// the reason of AbandonWithReason (consumer.Loop's handler error, the
+	// relay's sink error); empty when none was given. Kept with the
+	// message (Receive, Peek, PeekDeadLetters), gone with it.
+	LastError string
 }
 
 // Lock returns the message's lock, for settlement.
@@ -81,7 +86,7 @@ func toMessage(queue string, c engine.Row) Message {
 		DeliveryCount: int(c.DeliveryCount), EnqueuedAt: fromMillis(c.EnqueuedAt),
 		ExpiresAt: fromMillis(c.ExpiresAt), LockToken: c.LockToken, LockedUntil: fromMillis(c.LockedUntil),
 		DeadLetterReason: c.DeadLetterReason, DeadLetterDescription: c.DeadLetterDescription,
-		DeadLetteredAt: fromMillis(c.DeadLetteredAt),
+		DeadLetteredAt: fromMillis(c.DeadLetteredAt), LastError: c.LastError,
 	}
 	if c.GroupID != nil {
 		m.GroupID = *c.GroupID

@@ -319,12 +319,23 @@ func randomOps(t *testing.T, r *rand.Rand, n int) {
 	compareStats(t, st, queues)
 }
 
-// compareStats checks the Metrics states of every queue against Stats,
+// compareStats checks the Metrics bytes of every queue against the table
+// and its states against Stats,
 // read right after it (Stats brings the queue up to date first, through
 // the same connection, so Metrics sees that too).
 func compareStats(t *testing.T, st *mqlite.Store, queues []string) {
 	t.Helper()
 	for _, q := range queues {
+		// The bytes first, against the table itself: a Stats would take
+		// its own figures as the tally's.
+		var bytes int64
+		if err := st.DB().QueryRowContext(context.Background(),
+			`SELECT coalesce(sum(body_len), 0) FROM mqlite_messages WHERE queue = ?`, q).Scan(&bytes); err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := metricsOf(t, st, q); m.Bytes != bytes {
+			t.Fatalf("queue %s: Metrics bytes %d, the table holds %d", q, m.Bytes, bytes)
+		}
 		s, err := st.Stats(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)

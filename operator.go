@@ -202,6 +202,9 @@ type QueueStats struct {
 	// Counters are the queue's events since the store was opened; see
 	// Store.Metrics. They are kept in memory, not read from the file.
 	Counters QueueCounters
+	// Receivers are the queue's live receivers (Store.Receivers), kept in
+	// memory.
+	Receivers []Receiver
 }
 
 // Total is the number of messages in the queue, dead letters included.
@@ -241,7 +244,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 		}
 		return time.Duration(now-ms) * time.Millisecond
 	}
-	st := QueueStats{Queue: queue, Counters: s.tally.counters(queue)}
+	st := QueueStats{Queue: queue, Counters: s.tally.counters(queue), Receivers: receiversOf(s.receivers.list(), queue)}
 	var oldest int64
 	for state, v := range per {
 		st.Bytes += v.Bytes

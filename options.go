@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Defaults of Config's zero-valued fields.
@@ -123,13 +125,9 @@ const (
 // interval resolves one loop interval: 0 is def, -1 is off (0), any other
 // negative value is an error.
 func interval(v *time.Duration, def time.Duration, field string) error {
-	switch {
-	case *v == 0:
-		*v = def
-	case *v == -1:
-		*v = 0
-	case *v < 0:
-		return invalidf(ErrInvalidArgument, "%s %v, want a positive interval, 0 for the default or -1 for off", field, *v)
+	var err error
+	if *v, err = setting.DefaultOrOff(field, *v, def, 0); err != nil {
+		return invalidf(ErrInvalidArgument, "%v", err)
 	}
 	return nil
 }

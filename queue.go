@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Limits enforced on queue names and QueueOptions. MaxTTL bounds a
@@ -140,16 +141,11 @@ func resolveQueue(name string, o QueueOptions) (engine.Queue, error) {
 	default:
 		q.LockDurationMS = o.LockDuration.Milliseconds()
 	}
-	switch {
-	case o.DedupWindow == 0:
-		q.DedupWindowMS = DefaultDedupWindow.Milliseconds()
-	case o.DedupWindow == -1:
-		q.DedupWindowMS = 0
-	case o.DedupWindow < time.Millisecond || o.DedupWindow > MaxDedupWindow:
+	window, err := setting.DefaultOrOff("DedupWindow", o.DedupWindow, DefaultDedupWindow, 0)
+	if err != nil || window != 0 && (window < time.Millisecond || window > MaxDedupWindow) {
 		return q, invalidf(ErrInvalidDedupWindow, "%v, want 1ms to %v, or -1 for off", o.DedupWindow, MaxDedupWindow)
-	default:
-		q.DedupWindowMS = o.DedupWindow.Milliseconds()
 	}
+	q.DedupWindowMS = window.Milliseconds()
 	switch {
 	case o.DefaultTTL == 0 || o.DefaultTTL == -1:
 	case o.DefaultTTL < time.Millisecond || o.DefaultTTL > MaxTTL:
@@ -164,7 +160,6 @@ func resolveQueue(name string, o QueueOptions) (engine.Queue, error) {
 	default:
 		return q, invalidf(ErrInvalidOrdering, "%v", o.Ordering)
 	}
-	var err error
 	if q.DLQMaxAgeMS, err = bound(int64(o.DLQ.MaxAge), int64(DefaultDLQMaxAge), "MaxAge"); err != nil {
 		return q, err
 	}
@@ -183,13 +178,9 @@ func resolveQueue(name string, o QueueOptions) (engine.Queue, error) {
 // bound resolves one retention bound: 0 is def, -1 is unbounded (stored as
 // 0), any other negative value is an error.
 func bound(v, def int64, field string) (int64, error) {
-	switch {
-	case v == 0:
-		return def, nil
-	case v == -1:
-		return 0, nil
-	case v < 0:
-		return 0, invalidf(ErrInvalidRetention, "DLQ.%s %d, want a positive value, 0 for the default or -1 for none", field, v)
+	v, err := setting.DefaultOrOff("DLQ."+field, v, def, 0)
+	if err != nil {
+		return 0, invalidf(ErrInvalidRetention, "%v", err)
 	}
 	return v, nil
 }
@@ -235,11 +226,17 @@ type QueueInfo struct {
 	Options   QueueOptions
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// PausedAt is when the queue was paused (PauseQueue); zero while it
+	// runs.
+	PausedAt time.Time
 }
+
+// Paused reports whether the queue is paused.
+func (q QueueInfo) Paused() bool { return !q.PausedAt.IsZero() }
 
 func queueInfo(q engine.Queue) QueueInfo {
 	return QueueInfo{Name: q.Name, Options: queueOptions(q),
-		CreatedAt: fromMillis(q.CreatedAt), UpdatedAt: fromMillis(q.UpdatedAt)}
+		CreatedAt: fromMillis(q.CreatedAt), UpdatedAt: fromMillis(q.UpdatedAt), PausedAt: fromMillis(q.PausedAt)}
 }
 
 // CreateQueue creates the queue name with opts. A bad option is a typed
@@ -283,6 +280,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 		return err
 	}
 	defer s.queues.forget(name)
+	defer s.receivers.dropQueue(name)
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteQueue(ctx, tx, name) })
 }
 

@@ -97,6 +97,15 @@ func (s *Store) Receive(ctx context.Context, queue string, opts ReceiveOptions) 
 	if err := validateReceive(queue, &opts); err != nil {
 		return nil, err
 	}
+	who := receiverID{queue: queue, tag: receiverOf(ctx)}
+	s.receivers.enter(who)
+	msgs, err := s.receive(ctx, queue, opts)
+	s.receivers.leave(who, msgs)
+	return msgs, err
+}
+
+// receive is Receive past its checks.
+func (s *Store) receive(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, error) {
 	var deadline time.Time
 	if opts.Wait > 0 {
 		deadline = time.Now().Add(opts.Wait)
@@ -157,6 +166,9 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		if err != nil {
 			return err
 		}
+		if q.PausedAt != 0 {
+			return nil // paused: nothing to claim, nothing due; ResumeQueue wakes the wait
+		}
 		s.tally.tag(causeReceive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
@@ -216,7 +228,9 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 	if spent {
 		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, engine.ErrSpentDeferred)
 	}
-	return toMessage(queue, c), nil
+	m := toMessage(queue, c)
+	s.receivers.received(receiverID{queue: queue, tag: receiverOf(ctx)}, m)
+	return m, nil
 }
 
 // redeliveries counts the claimed rows that were delivered before.

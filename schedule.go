@@ -78,10 +78,10 @@ type ScheduleInfo struct {
 	UpdatedAt time.Time
 }
 
-// ListSchedulesOptions selects one page of ListSchedules. A caller reads
+// ListSchedulesParams selects one page of ListSchedules. A caller reads
 // every schedule page by page: the next page starts After the last name of
 // the previous one, and an empty page is the end.
-type ListSchedulesOptions struct {
+type ListSchedulesParams struct {
 	// After is the name the page starts after, in name order. Defaults to
 	// "" (the first schedule).
 	After string
@@ -95,7 +95,7 @@ type ListSchedulesOptions struct {
 	MaxBytes int64
 }
 
-func (o *ListSchedulesOptions) validate() error {
+func (o *ListSchedulesParams) validate() error {
 	var err error
 	if o.Max, err = batchMax(o.Max, 100); err != nil {
 		return err

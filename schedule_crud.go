@@ -109,7 +109,7 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (ScheduleInfo, err
 // after opts.After, at most opts.Max of them, within opts.MaxBytes. It
 // reads no more rows than it returns, plus the one that ends the page, so
 // its memory is bounded by the page, never by every schedule.
-func (s *Store) ListSchedules(ctx context.Context, opts ListSchedulesOptions) ([]ScheduleInfo, error) {
+func (s *Store) ListSchedules(ctx context.Context, opts ListSchedulesParams) ([]ScheduleInfo, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}

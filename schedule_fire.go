@@ -53,9 +53,9 @@ func (s *Store) sendPeriods(ctx context.Context, tx *sql.Tx, r engine.Schedule, 
 	if r.Properties != "" {
 		_ = json.Unmarshal([]byte(r.Properties), &props) // written by resolveSchedule
 	}
-	msgs := make([]engine.OutMessage, len(fire))
+	msgs := make([]engine.SendMessage, len(fire))
 	for i, at := range fire {
-		msgs[i] = engine.OutMessage{Body: r.Body, MessageID: periodID(r.Name, at), GroupID: r.GroupID,
+		msgs[i] = engine.SendMessage{Body: r.Body, MessageID: periodID(r.Name, at), GroupID: r.GroupID,
 			Subject: r.Subject, Properties: r.Properties, Props: props, TTLMS: r.TTLMS}
 	}
 	res, err := s.eng.Enqueue(ctx, tx, r.Target, msgs)

@@ -103,7 +103,7 @@ func TestScheduleCRUD(t *testing.T) {
 	if !every.NextAt.Equal(testdb.Start.Add(90*time.Second)) || !every.Options.Start.Equal(testdb.Start) {
 		t.Fatalf("interval schedule: NextAt %v Start %v, want Start+90s and Start", every.NextAt, every.Options.Start)
 	}
-	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesOptions{})
+	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesParams{})
 	if err != nil || len(list) != 2 || list[0].Name != "every" || list[1].Name != "hourly" {
 		t.Fatalf("ListSchedules = %+v, %v; want every, hourly", list, err)
 	}
@@ -185,7 +185,7 @@ func TestScheduleCRUD(t *testing.T) {
 	if err := st.CreateSchedule(ctx, "big", big); !errors.Is(err, mqlite.ErrMessageTooLarge) {
 		t.Errorf("oversize body: %v, want ErrMessageTooLarge", err)
 	}
-	if list, _ := st.ListSchedules(ctx, mqlite.ListSchedulesOptions{}); len(list) != 1 {
+	if list, _ := st.ListSchedules(ctx, mqlite.ListSchedulesParams{}); len(list) != 1 {
 		t.Fatalf("failed calls wrote schedules: %+v", list)
 	}
 	if got := getSchedule(t, st, "every"); got.Options.Every != 90*time.Second {
@@ -563,7 +563,7 @@ func TestUpdateScheduleAfterTheClockStepsBack(t *testing.T) {
 // options are refused.
 func TestListSchedulesPages(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", noDedup)
 	st := tb.Store
 	ctx := context.Background()
@@ -576,16 +576,16 @@ func TestListSchedulesPages(t *testing.T) {
 	// Each schedule weighs its body, its name (2) and its target (1).
 	for _, c := range []struct {
 		name string
-		opts mqlite.ListSchedulesOptions
+		opts mqlite.ListSchedulesParams
 		want []string
 	}{
-		{"every one", mqlite.ListSchedulesOptions{}, []string{"s0", "s1", "s2", "s3", "s4"}},
-		{"max", mqlite.ListSchedulesOptions{Max: 2}, []string{"s0", "s1"}},
-		{"after", mqlite.ListSchedulesOptions{After: "s1", Max: 2}, []string{"s2", "s3"}},
-		{"after a name that is not there", mqlite.ListSchedulesOptions{After: "s10"}, []string{"s2", "s3", "s4"}},
-		{"budget", mqlite.ListSchedulesOptions{MaxBytes: 30}, []string{"s0", "s1"}},
-		{"the first whatever its size", mqlite.ListSchedulesOptions{After: "s1", MaxBytes: 30}, []string{"s2"}},
-		{"the end", mqlite.ListSchedulesOptions{After: "s4"}, nil},
+		{"every one", mqlite.ListSchedulesParams{}, []string{"s0", "s1", "s2", "s3", "s4"}},
+		{"max", mqlite.ListSchedulesParams{Max: 2}, []string{"s0", "s1"}},
+		{"after", mqlite.ListSchedulesParams{After: "s1", Max: 2}, []string{"s2", "s3"}},
+		{"after a name that is not there", mqlite.ListSchedulesParams{After: "s10"}, []string{"s2", "s3", "s4"}},
+		{"budget", mqlite.ListSchedulesParams{MaxBytes: 30}, []string{"s0", "s1"}},
+		{"the first whatever its size", mqlite.ListSchedulesParams{After: "s1", MaxBytes: 30}, []string{"s2"}},
+		{"the end", mqlite.ListSchedulesParams{After: "s4"}, nil},
 	} {
 		got, err := st.ListSchedules(ctx, c.opts)
 		var names []string
@@ -596,7 +596,7 @@ func TestListSchedulesPages(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %v", c.name, names, err, c.want)
 		}
 	}
-	for _, opts := range []mqlite.ListSchedulesOptions{{Max: -1}, {Max: 1001}, {MaxBytes: -1}, {After: "bad name"}} {
+	for _, opts := range []mqlite.ListSchedulesParams{{Max: -1}, {Max: 1001}, {MaxBytes: -1}, {After: "bad name"}} {
 		if _, err := st.ListSchedules(ctx, opts); !errors.Is(err, mqlite.ErrInvalidArgument) {
 			t.Errorf("%+v: %v, want ErrInvalidArgument", opts, err)
 		}
@@ -608,7 +608,7 @@ func TestListSchedulesPages(t *testing.T) {
 // create and on update; malformed names are refused, nothing written.
 func TestScheduleNamespaces(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", noDedup)
 	tb.Queue(t, "r", noDedup)
 	st := tb.Store
@@ -637,7 +637,7 @@ func TestScheduleNamespaces(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidSchedule", c.name, c.err)
 		}
 	}
-	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesOptions{})
+	list, err := st.ListSchedules(ctx, mqlite.ListSchedulesParams{})
 	if err != nil || len(list) != 2 || list[0].Options.Target != "q" || list[1].Options.Target != "r" {
 		t.Fatalf("schedules: %+v, %v; want q/nightly and r/nightly as created", list, err)
 	}

@@ -95,7 +95,7 @@ func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engi
 		}
 		r.Properties = string(b)
 	}
-	om := engine.OutMessage{Body: r.Body, MessageID: f.MessageID, GroupID: r.GroupID, Subject: r.Subject,
+	om := engine.SendMessage{Body: r.Body, MessageID: f.MessageID, GroupID: r.GroupID, Subject: r.Subject,
 		Properties: r.Properties}
 	if size := om.Size(); size > int64(s.opts.MaxMessageBytes) {
 		return r, p, fmt.Errorf("%w: schedule message of %d bytes, at most %d", ErrMessageTooLarge, size, s.opts.MaxMessageBytes)

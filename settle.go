@@ -43,6 +43,9 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 		return s.eng.Settle(ctx, tx, st)
 	})
 	endSettle(span, err)
+	if err == nil || errors.Is(err, ErrLockLost) {
+		s.receivers.settled(l.Token)
+	}
 	return err
 }
 
@@ -80,8 +83,11 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
-	for _, l := range locks {
+	for i, l := range locks {
 		s.tally.observe(l.Queue, settleDuration, start)
+		if err == nil && i < len(out) && (out[i] == nil || errors.Is(out[i], ErrLockLost)) {
+			s.receivers.settled(l.Token)
+		}
 	}
 	endSettle(span, err)
 	if err != nil {
@@ -100,6 +106,24 @@ func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error 
 		return invalidf(ErrInvalidArgument, "delay %v, want 0 to %v", delay, MaxDelay)
 	}
 	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
+}
+
+// MaxLastErrorLen bounds the reason of AbandonWithReason, in bytes.
+const MaxLastErrorLen = 1024
+
+// AbandonWithReason is Abandon that also keeps why the delivery came back
+// with the message (Message.LastError; "" keeps the last one): UTF-8 of at
+// most MaxLastErrorLen bytes, refused with ErrInvalidArgument otherwise
+// (nothing is changed). The reason is part of the request: a retry replays
+// only with the same delay and reason.
+func (s *Store) AbandonWithReason(ctx context.Context, l Lock, delay time.Duration, reason string) error {
+	if delay < 0 || delay > MaxDelay {
+		return invalidf(ErrInvalidArgument, "delay %v, want 0 to %v", delay, MaxDelay)
+	}
+	if len(reason) > MaxLastErrorLen || !utf8.ValidString(reason) {
+		return invalidf(ErrInvalidArgument, "abandon reason must be UTF-8 of at most %d bytes (%d given)", MaxLastErrorLen, len(reason))
+	}
+	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds(), LastError: reason}, l)
 }
 
 // Limits on the text Reject keeps with a dead letter.
@@ -171,6 +195,13 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i, l := range locks {
+		if out[i].Err != nil {
+			s.receivers.settled(l.Token)
+		} else {
+			s.receivers.renewed(l.Token, out[i].LockedUntil)
+		}
 	}
 	return out, nil
 }

@@ -34,6 +34,8 @@ type Store struct {
 	queues  queueCache
 	loops   loops
 	tally   tally // the counts of Metrics
+	// receivers is the live registry of Receivers.
+	receivers *receivers
 
 	migration Migration // what open did to the file's layout
 
@@ -92,6 +94,7 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	}
 	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
 		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: engine.NewDueBounds()}
+	s.receivers = newReceivers(s.now)
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
 		_ = s.closeResources()

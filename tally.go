@@ -57,16 +57,38 @@ func causeOf(op engine.Op) cause {
 type queueDelta struct {
 	queue    string
 	states   [len(tallyStates)]int64
+	bytes    int64 // body bytes sent less those deleted
 	counters QueueCounters
-	// exact, when set, is the queue's counts per state as the transaction
-	// read them from the table after its last write to the queue (Stats):
-	// the commit takes them instead of adding states.
-	exact *[len(tallyStates)]int64
+	// exact, when set, is the queue's counts per state and bytes as the
+	// transaction read them from the table after its last write to the
+	// queue (Stats): the commit takes them instead of adding its own.
+	exact *exactCounts
+}
+
+// exactCounts is a queue's counts per state and body bytes as read from
+// the table.
+type exactCounts struct {
+	states [len(tallyStates)]int64
+	bytes  int64
+}
+
+// exactOf sums engine.Stats' figures into exactCounts.
+func exactOf(per map[string]engine.StateStats) exactCounts {
+	var e exactCounts
+	for state, v := range per {
+		if i := stateIndex(state); i >= 0 {
+			e.states[i] = v.Count
+		}
+		e.bytes += v.Bytes
+	}
+	return e
 }
 
 // queueTally is one queue's committed counts.
 type queueTally struct {
 	states        [len(tallyStates)]int64
+	bytes         int64
+	paused        bool
 	counters      QueueCounters
 	claim, settle histogram
 }
@@ -102,13 +124,8 @@ func (t *tally) seed(ctx context.Context, db engine.DBTX) error {
 		if err != nil {
 			return fmt.Errorf("seed counts: %w", err)
 		}
-		qt := &queueTally{}
-		for state, v := range per {
-			if i := stateIndex(state); i >= 0 {
-				qt.states[i] = v.Count
-			}
-		}
-		seeded[q.Name] = qt
+		e := exactOf(per)
+		seeded[q.Name] = &queueTally{states: e.states, bytes: e.bytes, paused: q.PausedAt != 0}
 	}
 	t.mu.Lock()
 	t.queues, t.on = seeded, true
@@ -147,6 +164,12 @@ func (t *tally) change(c engine.RowChange) {
 	}
 	if i := stateIndex(c.New); i >= 0 {
 		d.states[i]++
+	}
+	switch {
+	case c.Old == "":
+		d.bytes += c.Bytes
+	case c.New == "":
+		d.bytes -= c.Bytes
 	}
 	n := &d.counters
 	switch {
@@ -193,12 +216,7 @@ func (t *tally) correct(queue string, per map[string]engine.StateStats) {
 	if !t.on {
 		return
 	}
-	var exact [len(tallyStates)]int64
-	for state, v := range per {
-		if i := stateIndex(state); i >= 0 {
-			exact[i] = v.Count
-		}
-	}
+	exact := exactOf(per)
 	for i := range t.pending {
 		if d := &t.pending[i]; d.queue == queue {
 			d.exact = &exact
@@ -206,7 +224,7 @@ func (t *tally) correct(queue string, per map[string]engine.StateStats) {
 		}
 	}
 	if qt := t.queues[queue]; qt != nil {
-		qt.states = exact
+		qt.states, qt.bytes = exact.states, exact.bytes
 	}
 }
 
@@ -263,11 +281,12 @@ func (t *tally) commit() {
 			t.queues[d.queue] = qt
 		}
 		if d.exact != nil {
-			qt.states = *d.exact
+			qt.states, qt.bytes = d.exact.states, d.exact.bytes
 		} else {
 			for j := range qt.states {
 				qt.states[j] += d.states[j]
 			}
+			qt.bytes += d.bytes
 		}
 		qt.counters.add(d.counters)
 	}
@@ -326,6 +345,27 @@ func (t *tally) counters(queue string) QueueCounters {
 	return QueueCounters{}
 }
 
+// paused records a queue paused or resumed (after the commit).
+func (t *tally) paused(queue string, on bool) {
+	t.mu.Lock()
+	if qt := t.queues[queue]; qt != nil {
+		qt.paused = on
+	}
+	t.mu.Unlock()
+}
+
+// names returns the names of every queue, sorted.
+func (t *tally) names() []string {
+	t.mu.Lock()
+	out := make([]string, 0, len(t.queues))
+	for name := range t.queues {
+		out = append(out, name)
+	}
+	t.mu.Unlock()
+	sort.Strings(out)
+	return out
+}
+
 // snapshot returns every queue's counts, sorted by queue name.
 func (t *tally) snapshot() []QueueMetrics {
 	t.mu.Lock()
@@ -333,7 +373,7 @@ func (t *tally) snapshot() []QueueMetrics {
 	for name, qt := range t.queues {
 		out = append(out, QueueMetrics{
 			Queue: name, Active: qt.states[0], Scheduled: qt.states[1], Locked: qt.states[2],
-			Deferred: qt.states[3], DeadLettered: qt.states[4], Counters: qt.counters,
+			Deferred: qt.states[3], DeadLettered: qt.states[4], Bytes: qt.bytes, Paused: qt.paused, Counters: qt.counters,
 			Claim: qt.claim.export(), Settle: qt.settle.export(),
 		})
 	}

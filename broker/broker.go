@@ -44,6 +44,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Defaults of Config's zero-valued fields.
@@ -135,38 +136,28 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	def := func(d *time.Duration, v time.Duration, name string) error {
-		if *d == 0 {
-			*d = v
-		}
-		if *d < 0 {
-			return configErr("%s must be positive", name)
+	def := func(d *time.Duration, v time.Duration, name string) (err error) {
+		if *d, err = setting.Default(name, *d, v); err != nil {
+			return configErr("%v", err)
 		}
 		return nil
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
+	var err error
+	if c.MaxBodyBytes, err = setting.Default("MaxBodyBytes", c.MaxBodyBytes, DefaultMaxBodyBytes); err != nil {
+		return configErr("%v", err)
 	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
+	if c.MaxBatch, err = setting.Default("MaxBatch", c.MaxBatch, DefaultMaxBatch); err != nil {
+		return configErr("%v", err)
 	}
-	if c.MaxLongPolls == 0 {
-		c.MaxLongPolls = DefaultMaxLongPolls
+	if c.MaxLongPolls, err = setting.Default("MaxLongPolls", c.MaxLongPolls, DefaultMaxLongPolls); err != nil {
+		return configErr("%v", err)
 	}
-	if c.MaxBodyBytes < 0 || c.MaxBatch < 0 || c.MaxLongPolls < 0 {
-		return configErr("MaxBodyBytes, MaxBatch and MaxLongPolls must be positive")
+	// -1 stays -1 in both: the code reading them takes it as off.
+	if c.MaxResponseBytes, err = setting.DefaultOrOff("MaxResponseBytes", c.MaxResponseBytes, DefaultMaxResponseBytes, -1); err != nil {
+		return configErr("%v", err)
 	}
-	switch {
-	case c.MaxResponseBytes == 0:
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	case c.MaxResponseBytes < -1:
-		return fmt.Errorf("%w: MaxResponseBytes must be positive or -1", ErrConfig)
-	}
-	if c.KeyCacheTTL == 0 {
-		c.KeyCacheTTL = DefaultKeyCacheTTL
-	}
-	if c.KeyCacheTTL < -1 {
-		return configErr("KeyCacheTTL must be positive or -1")
+	if c.KeyCacheTTL, err = setting.DefaultOrOff("KeyCacheTTL", c.KeyCacheTTL, DefaultKeyCacheTTL, -1); err != nil {
+		return configErr("%v", err)
 	}
 	for _, d := range []struct {
 		p    *time.Duration
@@ -193,7 +184,7 @@ func (c *Config) fill() error {
 	if c.BackupDir != "" {
 		fi, err := os.Stat(c.BackupDir)
 		if err != nil || !fi.IsDir() {
-			return fmt.Errorf("%w: BackupDir %q is not a folder (%v)", ErrConfig, c.BackupDir, err)
+			return configErr("BackupDir %q is not a folder (%v)", c.BackupDir, err)
 		}
 	}
 	return nil

@@ -3,6 +3,8 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -53,7 +55,7 @@ func normal(t *testing.T, v any) string {
 }
 
 func FuzzDecodeSend(f *testing.F) {
-	fuzzDecoder(f, func(m wire.Message) { _ = m.Outbox() })
+	fuzzDecoder(f, func(m wire.SendMessage) { _ = m.Outbox() })
 }
 
 func FuzzDecodeSendBatch(f *testing.F) {
@@ -77,15 +79,6 @@ func FuzzDecodeLocks(f *testing.F) {
 		for _, l := range r.Locks {
 			_ = l.Lock("q")
 		}
-	})
-}
-
-func FuzzDecodeCompleteReceive(f *testing.F) {
-	fuzzDecoder(f, func(r wire.CompleteReceiveRequest) {
-		for _, l := range r.Complete {
-			_ = l.Lock("q")
-		}
-		_, _ = r.Receive.Options()
 	})
 }
 
@@ -134,6 +127,77 @@ func FuzzDecodeCreateSchedule(f *testing.F) {
 
 func FuzzDecodeUpdateSchedule(f *testing.F) {
 	fuzzDecoder(f, func(r wire.UpdateScheduleRequest) { _, _ = r.Options.Options() })
+}
+
+// FuzzClientHeader: a Mqlite-Client value is taken whole or refused with a
+// coded error, never trimmed; what is taken is bounded and plain ASCII.
+func FuzzClientHeader(f *testing.F) {
+	for _, s := range []string{"", "ABC123", "a.b_c-d", "a b", "é", string(make([]byte, 65))} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		r := httptest.NewRequest("POST", "/v1/queues/q/receive", nil)
+		r.Header.Set(wire.ClientHeader, name)
+		ctx, err := receiverCtx(r)
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		got := r.Header.Get(wire.ClientHeader)
+		if len(got) > wire.MaxClientNameLen || !wire.ValidClientName(got) || ctx == nil {
+			t.Fatalf("took %q", got)
+		}
+	})
+}
+
+// FuzzPauseBody: the pause and resume endpoints take no body; any byte of
+// one is refused with a coded error, and none is accepted.
+func FuzzPauseBody(f *testing.F) {
+	for _, s := range []string{"", "{}", "x", "\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest("POST", "/v1/queues/q/pause", bytes.NewReader(body))
+		err := noBody(r)
+		if (err == nil) != (len(body) == 0) {
+			t.Fatalf("body %q: %v", body, err)
+		}
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzFindQuery: the query of a find is decoded or refused with a coded
+// error, never with a panic; an unknown or repeated parameter is refused.
+func FuzzFindQuery(f *testing.F) {
+	for _, s := range []string{"", "state=active&max=5", "subject_prefix=order.&scan_max=100", "x=1", "max=1&max=2",
+		"property_key=tenant&property_value=a", "max=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		opts, err := findOptions(q)
+		if err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		for name, vs := range q {
+			if !findParams[name] || len(vs) != 1 {
+				t.Fatalf("took %q", raw)
+			}
+		}
+		_ = opts
+	})
 }
 
 func FuzzDecodeStreamSettle(f *testing.F) {

@@ -319,7 +319,7 @@ func TestScheduleDurationsThatOverflowAreRefused(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 400", body, st, e)
 		}
 	}
-	if ss, err := f.tb.Store.ListSchedules(ctx, mqlite.ListSchedulesOptions{}); err != nil || len(ss) != 0 {
+	if ss, err := f.tb.Store.ListSchedules(ctx, mqlite.ListSchedulesParams{}); err != nil || len(ss) != 0 {
 		t.Fatalf("schedules after refused creations: %+v, %v", ss, err)
 	}
 	if err := f.tb.Store.CreateSchedule(ctx, "s", mqlite.ScheduleOptions{Target: "q", Every: time.Minute}); err != nil {

@@ -323,3 +323,16 @@ func (s *Server) open(fn func(r *http.Request) (result, error)) http.Handler {
 		writeJSON(w, res.status, res.body)
 	})
 }
+
+// noBody refuses a request that carries a body, for the endpoints that
+// take none: what they would ignore is refused instead.
+func noBody(r *http.Request) error {
+	if r.Body == nil {
+		return nil
+	}
+	var b [1]byte
+	if n, _ := r.Body.Read(b[:]); n > 0 {
+		return errMalformed("this endpoint takes no request body")
+	}
+	return nil
+}

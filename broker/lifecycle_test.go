@@ -38,10 +38,13 @@ func TestConfig(t *testing.T) {
 		{"backup folder missing", broker.Config{Store: st, BackupDir: filepath.Join(t.TempDir(), "nope")}, false},
 		{"negative response budget", broker.Config{Store: st, MaxResponseBytes: -2}, false},
 		{"response budget off", broker.Config{Store: st, MaxResponseBytes: -1}, true},
+		{"negative cache ttl", broker.Config{Store: st, KeyCacheTTL: -2}, false},
+		{"negative batch", broker.Config{Store: st, MaxBatch: -1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := broker.New(tc.cfg)
-			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, broker.ErrConfig)) {
+			// Every bad Config is both the broker's and the family's.
+			if (err == nil) != tc.ok || (err != nil && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument))) {
 				t.Fatalf("New: %v, want ok=%v", err, tc.ok)
 			}
 		})

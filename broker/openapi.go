@@ -39,9 +39,10 @@ type operation struct {
 // without its operation fails the broker's OpenAPI test (and the document
 // refuses to build), as does an operation without its route.
 var operations = map[string]operation{
-	"POST /v1/queues/{queue}/messages":         {"Send one message", wire.Message{}, wire.SendResult{}, http.StatusCreated, nil},
+	"POST /v1/queues/{queue}/messages":         {"Send one message", wire.SendMessage{}, wire.SendResult{}, http.StatusCreated, nil},
 	"POST /v1/queues/{queue}/messages/batch":   {"Send a batch of messages, each with its own result", wire.SendBatchRequest{}, wire.SendBatchResponse{}, http.StatusOK, nil},
 	"GET /v1/queues/{queue}/messages":          {"Peek at messages without locking them", nil, wire.MessagesResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes"}},
+	"GET /v1/queues/{queue}/find":              {"Find messages by state, subject prefix, message id and property, scanning at most scan_max per page", nil, wire.FindResponse{}, http.StatusOK, []string{"from_seq", "max", "max_bytes", "scan_max", "state:string", "subject_prefix:string", "message_id:string", "property_key:string", "property_value:string"}},
 	"POST /v1/queues/{queue}/receive":          {"Receive (peek-lock) messages, waiting up to wait_ms for the first", wire.ReceiveRequest{}, wire.MessagesResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/complete":         {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/complete-batch":   {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
@@ -63,6 +64,8 @@ var operations = map[string]operation{
 	"GET /v1/queues/{queue}":                          {"Read a queue's options", nil, wire.QueueInfo{}, http.StatusOK, nil},
 	"PUT /v1/queues/{queue}":                          {"Replace a queue's options", wire.UpdateQueueRequest{}, wire.QueueInfo{}, http.StatusOK, nil},
 	"DELETE /v1/queues/{queue}":                       {"Delete a queue and its messages", nil, nil, http.StatusNoContent, nil},
+	"POST /v1/queues/{queue}/pause":                   {"Pause a queue: sends are accepted, receives claim nothing until it resumes", nil, wire.QueueInfo{}, http.StatusOK, nil},
+	"POST /v1/queues/{queue}/resume":                  {"Resume a paused queue; the receives waiting claim at once", nil, wire.QueueInfo{}, http.StatusOK, nil},
 	"GET /v1/topics":                                  {"List the topics the key covers", nil, wire.TopicsResponse{}, http.StatusOK, nil},
 	"POST /v1/topics":                                 {"Create a topic", wire.CreateTopicRequest{}, wire.Topic{}, http.StatusCreated, nil},
 	"GET /v1/topics/{topic}":                          {"Read a topic and its subscriptions", nil, wire.Topic{}, http.StatusOK, nil},

@@ -23,6 +23,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + q + "/messages", keys.Producer, "queue", s.send},
 		{"POST " + q + "/messages/batch", keys.Producer, "queue", s.sendBatch},
 		{"GET " + q + "/messages", keys.Consumer, "queue", s.peek},
+		{"GET " + q + "/find", keys.Consumer, "queue", s.find},
 		{"POST " + q + "/receive", keys.Consumer, "queue", s.receive},
 		{"POST " + q + "/complete", keys.Consumer, "queue", s.complete},
 		{"POST " + q + "/complete-batch", keys.Consumer, "queue", s.completeBatch},
@@ -44,6 +45,8 @@ func (s *Server) routes() http.Handler {
 		{"GET " + q, keys.Admin, "queue", s.getQueue},
 		{"PUT " + q, keys.Admin, "queue", s.updateQueue},
 		{"DELETE " + q, keys.Admin, "queue", s.deleteQueue},
+		{"POST " + q + "/pause", keys.Admin, "queue", s.pauseQueue},
+		{"POST " + q + "/resume", keys.Admin, "queue", s.resumeQueue},
 		{"GET /v1/topics", keys.Admin, "", s.listTopics},
 		{"POST /v1/topics", keys.Admin, "", s.createTopic},
 		{"GET /v1/topics/{topic}", keys.Admin, "topic", s.getTopic},
@@ -108,7 +111,7 @@ func (s *Server) checkBatch(n int, what string) error {
 }
 
 // sendMessages sends in, in one transaction.
-func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.Message) ([]outbox.Result, error) {
+func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.SendMessage) ([]outbox.Result, error) {
 	msgs := make([]outbox.Message, len(in))
 	for i, m := range in {
 		msgs[i] = m.Outbox()
@@ -117,11 +120,11 @@ func (s *Server) sendMessages(ctx context.Context, queue string, in []wire.Messa
 }
 
 func (s *Server) send(r *http.Request) (result, error) {
-	m, err := decode[wire.Message](r.Body)
+	m, err := decode[wire.SendMessage](r.Body)
 	if err != nil {
 		return result{}, err
 	}
-	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.Message{m})
+	res, err := s.sendMessages(r.Context(), r.PathValue("queue"), []wire.SendMessage{m})
 	if err != nil {
 		return result{}, err
 	}
@@ -188,13 +191,16 @@ func (s *Server) receiveOptions(req wire.ReceiveRequest) (mqlite.ReceiveOptions,
 	return opts, err
 }
 
-// waitFor readies the ctx of a receive that may wait (wait > 0): it takes
-// one of Config.MaxLongPolls tokens (503 too_many_long_polls when none is
-// left), ends with a shutdown (the receive then answers nothing) and with
-// the revocation of the request's key (errRevoked as the cause). done
-// releases what it took.
+// waitFor readies the ctx of a receive: tagged with the receiver it is for
+// (the store's registry of receivers counts it), and, when it may wait
+// (wait > 0), holding one of Config.MaxLongPolls tokens (503
+// too_many_long_polls when none is left), ended by a shutdown (the receive
+// then answers nothing) and by the revocation of the request's key
+// (errRevoked as the cause). done releases what it took.
 func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Context, done func(), err error) {
-	ctx = r.Context()
+	if ctx, err = receiverCtx(r); err != nil {
+		return nil, nil, err
+	}
 	if wait <= 0 {
 		return ctx, func() {}, nil
 	}
@@ -230,7 +236,7 @@ func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Conte
 // revoked while it waited gets 401 and what the claim took as the
 // revocation began goes back at once; a shutdown that ended the wait
 // answers nothing.
-func (s *Server) received(r *http.Request, ctx context.Context, msgs []mqlite.Message, err error) ([]wire.OutMessage, error) {
+func (s *Server) received(r *http.Request, ctx context.Context, msgs []mqlite.Message, err error) ([]wire.ReceivedMessage, error) {
 	if errors.Is(context.Cause(ctx), errRevoked) {
 		for _, m := range msgs {
 			_ = s.st.Abandon(context.WithoutCancel(ctx), m.Lock(), 0)
@@ -239,7 +245,7 @@ func (s *Server) received(r *http.Request, ctx context.Context, msgs []mqlite.Me
 	}
 	if err != nil {
 		if s.drain.Err() != nil && r.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, mqlite.ErrClosed)) {
-			return []wire.OutMessage{}, nil
+			return []wire.ReceivedMessage{}, nil
 		}
 		return nil, err
 	}
@@ -362,7 +368,7 @@ func (s *Server) abandon(r *http.Request) (result, error) {
 		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay_ms"}
 	}
 	l := mqlite.Lock{Queue: r.PathValue("queue"), Seq: req.Seq, Token: req.Token}
-	if err := s.st.Abandon(r.Context(), l, wire.MSDur(req.DelayMS)); err != nil {
+	if err := s.st.AbandonWithReason(r.Context(), l, wire.MSDur(req.DelayMS), req.Reason); err != nil {
 		return result{}, err
 	}
 	return noContent()
@@ -396,7 +402,11 @@ func (s *Server) receiveDeferred(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	m, err := s.st.ReceiveDeferred(r.Context(), r.PathValue("queue"), req.Seq)
+	ctx, err := receiverCtx(r)
+	if err != nil {
+		return result{}, err
+	}
+	m, err := s.st.ReceiveDeferred(ctx, r.PathValue("queue"), req.Seq)
 	if err != nil {
 		return result{}, err
 	}
@@ -607,6 +617,32 @@ func (s *Server) updateQueue(r *http.Request) (result, error) {
 	}
 	name := r.PathValue("queue")
 	if err := s.st.UpdateQueue(r.Context(), name, opts); err != nil {
+		return result{}, err
+	}
+	q, err := s.st.GetQueue(r.Context(), name)
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.FromQueueInfo(q))
+}
+
+func (s *Server) pauseQueue(r *http.Request) (result, error) {
+	return s.setPaused(r, s.st.PauseQueue)
+}
+
+func (s *Server) resumeQueue(r *http.Request) (result, error) {
+	return s.setPaused(r, s.st.ResumeQueue)
+}
+
+// setPaused runs PauseQueue or ResumeQueue on the request's queue and
+// answers the queue as it is then. The request has no body (a body is
+// refused).
+func (s *Server) setPaused(r *http.Request, set func(context.Context, string) error) (result, error) {
+	if err := noBody(r); err != nil {
+		return result{}, err
+	}
+	name := r.PathValue("queue")
+	if err := set(r.Context(), name); err != nil {
 		return result{}, err
 	}
 	q, err := s.st.GetQueue(r.Context(), name)
@@ -851,7 +887,16 @@ func (s *Server) counts(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return ok(wire.CountsResponse{Queues: covered(r, all, func(m mqlite.QueueMetrics) string { return m.Queue }, wire.FromMetrics)})
+	ages, err := s.st.Ages(r.Context())
+	if err != nil {
+		return result{}, err
+	}
+	byQueue := make(map[string]mqlite.QueueAges, len(ages))
+	for _, a := range ages {
+		byQueue[a.Queue] = a
+	}
+	return ok(wire.CountsResponse{Queues: covered(r, all, func(m mqlite.QueueMetrics) string { return m.Queue },
+		func(m mqlite.QueueMetrics) wire.QueueCounts { return wire.FromMetrics(m).WithAges(byQueue[m.Queue]) })})
 }
 
 // covered returns conv of each of items whose queue (or topic) name the

@@ -22,7 +22,7 @@ import (
 // many schedules the file holds. When the answer stops before the end,
 // next_after names its last schedule, for the next page.
 func (s *Server) listSchedules(r *http.Request) (result, error) {
-	opts := mqlite.ListSchedulesOptions{After: r.URL.Query().Get("after")}
+	opts := mqlite.ListSchedulesParams{After: r.URL.Query().Get("after")}
 	err := queryInts(r, map[string]func(int64){
 		"max":       func(v int64) { opts.Max = int(min(v, 1<<30)) },
 		"max_bytes": func(v int64) { opts.MaxBytes = v },

@@ -105,7 +105,7 @@ func TestTopicsAndAdminOverClient(t *testing.T) {
 	if len(qs) != 3 {
 		t.Fatalf("queues %+v", qs)
 	}
-	b.send(t, outbox.Message{}, outbox.Message{})
+	b.Send(t, "q", outbox.Message{}, outbox.Message{})
 	for range 2 {
 		m := b.receive(t, mqlite.ReceiveOptions{})
 		must(t, c.Reject(ctx, m[0].Lock(), "bad", ""))
@@ -200,5 +200,20 @@ func TestCountsOverClient(t *testing.T) {
 	must(t, err)
 	if len(all) != 2 || all[0].Queue != "other" || all[1].Queue != "q" {
 		t.Fatalf("Counts with an admin key: %+v, want other and q", all)
+	}
+}
+
+// TestFindOverClient: the client's Find is the store's, through the broker.
+func TestFindOverClient(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{})
+	seqs := b.Send(t, "q", outbox.Message{Subject: "order.placed", Properties: map[string]string{"tenant": "a"}},
+		outbox.Message{Subject: "invoice.sent"})
+	res, err := b.src.Find(ctx, "q", mqlite.FindParams{SubjectPrefix: "order.", PropertyKey: "tenant", PropertyValue: "a"})
+	must(t, err)
+	if len(res.Messages) != 1 || res.Messages[0].Seq != seqs[0] || res.NextSeq != 0 || res.Scanned != 2 {
+		t.Fatalf("find: %+v", res)
+	}
+	if _, err := b.src.Find(ctx, "q", mqlite.FindParams{State: "gone"}); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("bad state: %v", err)
 	}
 }

@@ -51,6 +51,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
@@ -125,6 +126,7 @@ type Config struct {
 // done.
 type Client struct {
 	cfg     Config
+	name    string // this instance's wire.ClientHeader
 	base    string
 	http    *http.Client
 	ownHTTP bool
@@ -143,21 +145,23 @@ func New(cfg Config) (*Client, error) {
 		return nil, configErr("URL %q is not an http(s) URL", cfg.URL)
 	}
 	for _, d := range []struct {
-		p   *time.Duration
-		def time.Duration
-	}{{&cfg.Timeout, DefaultTimeout}, {&cfg.MaxElapsed, DefaultMaxElapsed},
-		{&cfg.InitialInterval, DefaultInitialInterval}, {&cfg.MaxInterval, DefaultMaxInterval}} {
-		if *d.p == 0 {
-			*d.p = d.def
+		p    *time.Duration
+		def  time.Duration
+		name string
+	}{{&cfg.Timeout, DefaultTimeout, "Timeout"}, {&cfg.InitialInterval, DefaultInitialInterval, "InitialInterval"},
+		{&cfg.MaxInterval, DefaultMaxInterval, "MaxInterval"}} {
+		if *d.p, err = setting.Default(d.name, *d.p, d.def); err != nil {
+			return nil, configErr("%v", err)
 		}
 	}
-	if cfg.Timeout < 0 || cfg.InitialInterval < 0 || cfg.MaxInterval < 0 || cfg.MaxElapsed < -1 {
-		return nil, configErr("negative duration")
+	// -1 stays -1: no retries.
+	if cfg.MaxElapsed, err = setting.DefaultOrOff("MaxElapsed", cfg.MaxElapsed, DefaultMaxElapsed, -1); err != nil {
+		return nil, configErr("%v", err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = mqlite.SystemClock{}
 	}
-	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), http: cfg.HTTPClient}
+	c := &Client{cfg: cfg, name: rand.Text()[:16], base: strings.TrimRight(cfg.URL, "/"), http: cfg.HTTPClient}
 	if c.http == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 256
@@ -304,6 +308,7 @@ func (c *Client) try(ctx context.Context, cl call, body []byte) error {
 	if c.cfg.Key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Key)
 	}
+	req.Header.Set(wire.ClientHeader, c.name) // the broker counts this client as one receiver
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -26,7 +26,7 @@ import (
 // receipts; a lock of another queue is refused and nothing is done.
 func TestCompleteAndReceive(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
-	b.send(t, outbox.Message{}, outbox.Message{}, outbox.Message{}, outbox.Message{})
+	b.Send(t, "q", outbox.Message{}, outbox.Message{}, outbox.Message{}, outbox.Message{})
 	first := b.receive(t, mqlite.ReceiveOptions{Max: 2})
 	stale := first[1].Lock()
 	stale.Token = strings.Repeat("0", len(stale.Token))
@@ -37,13 +37,13 @@ func TestCompleteAndReceive(t *testing.T) {
 	if res[0] != nil || !errors.Is(res[1], mqlite.ErrLockLost) {
 		t.Fatalf("results %v, want nil and ErrLockLost", res)
 	}
-	if got := seqsOf(next); len(got) != 2 || got[0] != first[1].Seq+1 {
-		t.Fatalf("claimed %v after %v", got, seqsOf(first))
+	if got := testdb.Seqs(next); len(got) != 2 || got[0] != first[1].Seq+1 {
+		t.Fatalf("claimed %v after %v", got, testdb.Seqs(first))
 	}
 	again, replayed, err := b.src.CompleteAndReceive(ctx, "q", locks, opts)
 	must(t, err)
-	if again[0] != nil || fmt.Sprint(seqsOf(replayed)) != fmt.Sprint(seqsOf(next)) || replayed[0].LockToken != next[0].LockToken {
-		t.Fatalf("retry: results %v, claimed %v; want nil first and the same claim %v", again, seqsOf(replayed), seqsOf(next))
+	if again[0] != nil || fmt.Sprint(testdb.Seqs(replayed)) != fmt.Sprint(testdb.Seqs(next)) || replayed[0].LockToken != next[0].LockToken {
+		t.Fatalf("retry: results %v, claimed %v; want nil first and the same claim %v", again, testdb.Seqs(replayed), testdb.Seqs(next))
 	}
 	other := next[0].Lock()
 	other.Queue = "elsewhere"

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -147,6 +148,23 @@ func (c *Client) Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration
 	}
 	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/abandon"),
 		in: wire.AbandonRequest{Seq: l.Seq, Token: l.Token, DelayMS: delay.Milliseconds()}})
+}
+
+// AbandonWithReason is Abandon that keeps reason with the message as its
+// last error, as Store.AbandonWithReason.
+func (c *Client) AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error {
+	if err := checkQueue(l.Queue); err != nil {
+		return err
+	}
+	if delay < 0 {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay"}
+	}
+	if !utf8.ValidString(reason) {
+		// JSON would carry it as U+FFFD: refused here, as the store would.
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "abandon reason is not UTF-8"}
+	}
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/abandon"),
+		in: wire.AbandonRequest{Seq: l.Seq, Token: l.Token, DelayMS: delay.Milliseconds(), Reason: reason}})
 }
 
 // Reject dead-letters a delivered message, as Store.Reject.

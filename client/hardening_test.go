@@ -101,7 +101,7 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 		}
 	}
 	var pages []int
-	for opts := (mqlite.ListSchedulesOptions{}); ; {
+	for opts := (mqlite.ListSchedulesParams{}); ; {
 		ss, err := c.ListSchedules(ctx, opts)
 		if err != nil {
 			t.Fatal(err)

@@ -7,18 +7,16 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/internal/testdb"
-	"github.com/mqlite/mqlite/outbox"
 )
 
-const lease = 30 * time.Second
+// lease is how long a delivery of queue "q" is locked (the default).
+const lease = mqlite.DefaultLockDuration
 
 type bundle struct {
 	*testdb.Bundle
@@ -28,43 +26,9 @@ type bundle struct {
 func setup(t *testing.T, opts mqlite.QueueOptions) *bundle {
 	t.Helper()
 	t.Parallel()
-	b := testdb.Open(t, mqlite.Config{})
-	if opts.LockDuration == 0 {
-		opts.LockDuration = lease
-	}
-	b.Queue(t, "q", opts)
+	b := testdb.OpenQueue(t, "q", opts)
 	url, key := serve(t, b, broker.Config{})
 	return &bundle{Bundle: b, src: newClient(t, url, key, b.Clock)}
-}
-
-func (b *bundle) send(t *testing.T, msgs ...outbox.Message) []int64 {
-	t.Helper()
-	var seqs []int64
-	err := b.Store.Tx(context.Background(), func(tx *mqlite.Tx) error {
-		for _, m := range msgs {
-			if m.Body == nil {
-				m.Body = []byte(fmt.Sprintf("body-%d-%s", len(seqs), m.MessageID))
-			}
-			seq, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", m)
-			if err != nil {
-				return err
-			}
-			seqs = append(seqs, seq)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	return seqs
-}
-
-func seqsOf(msgs []mqlite.Message) []int64 {
-	out := make([]int64, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.Seq
-	}
-	return out
 }
 
 func must(t *testing.T, err error) {

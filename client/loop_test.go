@@ -71,7 +71,7 @@ func TestLoopOverClient(t *testing.T) {
 	left, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(left) != 0 {
-		t.Fatalf("left in the queue: %v", seqsOf(left))
+		t.Fatalf("left in the queue: %v", testdb.Seqs(left))
 	}
 	dead, err := b.src.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
@@ -103,7 +103,7 @@ func TestLoopOverClientWakesOnCommit(t *testing.T) {
 	}()
 	<-polling // the Loop's receive (its stream) is on its way: it finds nothing and waits
 	sent := time.Now()
-	b.send(t, outbox.Message{Body: []byte("wake")})
+	b.Send(t, "q", outbox.Message{Body: []byte("wake")})
 	select {
 	case at := <-got:
 		if d := at.Sub(sent); d > 5*time.Second {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -20,7 +21,7 @@ func (s chanSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 	out := make([]relay.Outcome, len(msgs))
 	for i, m := range msgs {
 		if string(m.Body) == "refuse" {
-			out[i] = relay.Outcome{Permanent: true, Reason: "refused"}
+			out[i] = relay.Outcome{DeadLetter: true, Reason: "refused"}
 			continue
 		}
 		s.got <- string(m.Body)
@@ -48,7 +49,7 @@ func (o settledSink) Rejected(m mqlite.Message, _ time.Duration, _ error) {
 // one is dead-lettered.
 func TestRelayOverClient(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
-	b.send(t, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("refuse")}, outbox.Message{Body: []byte("b")})
+	b.Send(t, "q", outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("refuse")}, outbox.Message{Body: []byte("b")})
 	got, settled := make(chan string, 10), make(chan string, 10)
 	r, err := relay.New(b.src, "q", chanSink{got}, relay.Config{Concurrency: 2, MaxBatch: 10, Observer: settledSink{settled: settled}})
 	must(t, err)
@@ -87,6 +88,6 @@ func TestRelayOverClient(t *testing.T) {
 	left, err := b.src.Peek(ctx, "q", mqlite.PeekParams{})
 	must(t, err)
 	if len(dead) != 1 || dead[0].DeadLetterReason != "refused" || len(left) != 0 {
-		t.Fatalf("dead %+v, left %v", dead, seqsOf(left))
+		t.Fatalf("dead %+v, left %v", dead, testdb.Seqs(left))
 	}
 }

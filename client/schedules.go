@@ -47,7 +47,7 @@ func (c *Client) GetSchedule(ctx context.Context, name string) (mqlite.ScheduleI
 // most opts.Max, within opts.MaxBytes and the broker's answer budget (the
 // first always comes). A page may hold fewer than asked; the next starts
 // after the last name of this one, and an empty page is the end.
-func (c *Client) ListSchedules(ctx context.Context, opts mqlite.ListSchedulesOptions) ([]mqlite.ScheduleInfo, error) {
+func (c *Client) ListSchedules(ctx context.Context, opts mqlite.ListSchedulesParams) ([]mqlite.ScheduleInfo, error) {
 	v := url.Values{}
 	if opts.After != "" {
 		v.Set("after", opts.After)

@@ -37,7 +37,7 @@ func TestSchedulesOverClient(t *testing.T) {
 	}
 	opts.Body = []byte("tock")
 	must(t, c.UpdateSchedule(ctx, "five", opts))
-	list, err := c.ListSchedules(ctx, mqlite.ListSchedulesOptions{})
+	list, err := c.ListSchedules(ctx, mqlite.ListSchedulesParams{})
 	must(t, err)
 	if len(list) != 2 || list[0].Name != "five" || string(list[0].Options.Body) != "tock" {
 		t.Fatalf("ListSchedules = %+v", list)
@@ -65,7 +65,7 @@ func TestSchedulesOverClient(t *testing.T) {
 	_, secret, err := c.CreateKey(ctx, "admin", []string{"q"})
 	must(t, err)
 	scoped := newClient(t, url, secret, b.Clock)
-	if list, err := scoped.ListSchedules(ctx, mqlite.ListSchedulesOptions{}); err != nil || len(list) != 1 || list[0].Name != "five" {
+	if list, err := scoped.ListSchedules(ctx, mqlite.ListSchedulesParams{}); err != nil || len(list) != 1 || list[0].Name != "five" {
 		t.Fatalf("scoped ListSchedules = %+v, %v; want five only", list, err)
 	}
 	// A schedule of another queue is not found, as a name that does not

@@ -47,7 +47,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Mess
 	if err := checkQueue(queue); err != nil {
 		return nil, err
 	}
-	req := wire.SendBatchRequest{Messages: make([]wire.Message, len(msgs))}
+	req := wire.SendBatchRequest{Messages: make([]wire.SendMessage, len(msgs))}
 	for i, m := range msgs {
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
@@ -70,7 +70,7 @@ func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Mess
 
 // fromOutbox is m on the wire, with ctx's trace context added to its
 // properties when tracing is on (a global tracer provider is set).
-func fromOutbox(ctx context.Context, m outbox.Message) wire.Message {
+func fromOutbox(ctx context.Context, m outbox.Message) wire.SendMessage {
 	if tracing.Tracer(nil) != nil {
 		m.Properties = tracing.Inject(ctx, m.Properties, mqlite.MaxPropertiesBytes)
 	}

@@ -39,7 +39,7 @@ func receiveN(t *testing.T, s *client.Stream, n int) []mqlite.Message {
 func TestStream(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	for range 10 {
-		b.send(t, outbox.Message{})
+		b.Send(t, "q", outbox.Message{})
 	}
 	s, err := b.src.Stream(ctx, "q", 3)
 	must(t, err)
@@ -81,7 +81,7 @@ func TestStream(t *testing.T) {
 // loses nothing: its deliveries come back when their leases end.
 func TestStreamDroppedGivesBackByLease(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{LockDuration: 5 * time.Second})
-	b.send(t, outbox.Message{}, outbox.Message{})
+	b.Send(t, "q", outbox.Message{}, outbox.Message{})
 	sctx, cancel := context.WithCancel(ctx)
 	s, err := b.src.Stream(sctx, "q", 2)
 	must(t, err)
@@ -89,12 +89,12 @@ func TestStreamDroppedGivesBackByLease(t *testing.T) {
 	cancel() // the connection drops, nothing settled
 	must(t, s.Close())
 	if msgs := b.receive(t, mqlite.ReceiveOptions{Max: 2}); len(msgs) != 0 {
-		t.Fatalf("claimed %v while the leases run", seqsOf(msgs))
+		t.Fatalf("claimed %v while the leases run", testdb.Seqs(msgs))
 	}
 	b.Clock.Advance(6 * time.Second)
 	back := b.receive(t, mqlite.ReceiveOptions{Max: 2})
 	if len(back) != 2 || back[0].Seq != got[0].Seq || back[0].DeliveryCount != 2 {
-		t.Fatalf("after the leases: %+v, want %v again", seqsOf(back), seqsOf(got))
+		t.Fatalf("after the leases: %+v, want %v again", testdb.Seqs(back), testdb.Seqs(got))
 	}
 }
 

@@ -60,5 +60,7 @@ func groups() []group {
 		{"WakeBubble", wakeBubbleTests},
 		{"Topics", topicTests},
 		{"Periodic", periodicTests},
+		{"Pause", pauseTests},
+		{"LastError", lastErrorTests},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Defaults of Backoff's zero-valued fields.
@@ -39,15 +40,13 @@ type Backoff struct {
 }
 
 func (b Backoff) withDefaults() (Backoff, error) {
-	switch {
-	case b.Initial == 0:
-		b.Initial = DefaultBackoffInitial
-	case b.Initial < -1:
-		return b, invalid("negative Backoff.Initial %v (use -1 for no delay)", b.Initial)
-	}
 	var err error
-	if b.Max, err = durationOr(b.Max, DefaultBackoffMax, "Backoff.Max"); err != nil {
-		return b, err
+	// -1 stays -1: Delay reads it as no delay.
+	if b.Initial, err = setting.DefaultOrOff("Backoff.Initial", b.Initial, DefaultBackoffInitial, -1); err != nil {
+		return b, invalid("%v", err)
+	}
+	if b.Max, err = setting.Default("Backoff.Max", b.Max, DefaultBackoffMax); err != nil {
+		return b, invalid("%v", err)
 	}
 	if b.Initial > b.Max {
 		return b, invalid("Backoff.Initial %v above Backoff.Max %v", b.Initial, b.Max)
@@ -58,12 +57,10 @@ func (b Backoff) withDefaults() (Backoff, error) {
 	case b.Multiplier < 1 || math.IsNaN(b.Multiplier) || math.IsInf(b.Multiplier, 0):
 		return b, invalid("Backoff.Multiplier %v, want at least 1", b.Multiplier)
 	}
-	switch {
-	case b.Jitter == 0:
-		b.Jitter = DefaultBackoffJitter
-	case b.Jitter == -1:
-		b.Jitter = 0
-	case b.Jitter < 0 || b.Jitter > 1 || math.IsNaN(b.Jitter):
+	if b.Jitter, err = setting.DefaultOrOff("Backoff.Jitter", b.Jitter, DefaultBackoffJitter, 0); err != nil {
+		return b, invalid("%v", err)
+	}
+	if b.Jitter > 1 || math.IsNaN(b.Jitter) {
 		return b, invalid("Backoff.Jitter %v, want 0 to 1 or -1 for none", b.Jitter)
 	}
 	return b, nil
@@ -136,18 +133,6 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
-}
-
-// durationOr resolves a duration option whose zero value means def and
-// which may not be negative.
-func durationOr(v, def time.Duration, field string) (time.Duration, error) {
-	switch {
-	case v == 0:
-		return def, nil
-	case v < 0:
-		return v, invalid("negative %s %v", field, v)
-	}
-	return v, nil
 }
 
 func invalid(format string, args ...any) error {

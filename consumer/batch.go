@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
@@ -59,10 +60,8 @@ func LoopBatch(ctx context.Context, src Source, queue string, handler BatchHandl
 	if handler == nil {
 		return invalid("nil BatchHandler")
 	}
-	switch {
-	case opts.MaxBatch == 0:
-		opts.MaxBatch = DefaultMaxBatch
-	case opts.MaxBatch < 0 || opts.MaxBatch > mqlite.MaxReceiveBatch:
+	var err error
+	if opts.MaxBatch, err = setting.Default("MaxBatch", opts.MaxBatch, DefaultMaxBatch); err != nil || opts.MaxBatch > mqlite.MaxReceiveBatch {
 		return invalid("MaxBatch %d, want 1 to %d", opts.MaxBatch, mqlite.MaxReceiveBatch)
 	}
 	if opts.Prefetch == 0 {

@@ -41,6 +41,18 @@ type Source interface {
 
 var _ Source = (*mqlite.Store)(nil)
 
+// ReasonAbandoner is a Source that keeps why a delivery came back with the
+// message (mqlite.Message.LastError). *mqlite.Store and the broker's
+// client are ones: Loop (and so the relay) abandons through it with the
+// handler's error, cut to mqlite.MaxLastErrorLen bytes of UTF-8.
+type ReasonAbandoner interface {
+	// AbandonWithReason is Abandon with a reason; see
+	// mqlite.Store.AbandonWithReason.
+	AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error
+}
+
+var _ ReasonAbandoner = (*mqlite.Store)(nil)
+
 // Clocker is a Source that tells the clock its leases are measured by.
 // *mqlite.Store is one: it returns mqlite.Config.Clock. Loop reads "now" for lease
 // arithmetic from it; a Source that is not a Clocker is taken to run on the

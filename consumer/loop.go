@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
@@ -76,34 +77,24 @@ type LoopConfig struct {
 }
 
 func (o LoopConfig) withDefaults() (LoopConfig, error) {
-	switch {
-	case o.Concurrency == 0:
-		o.Concurrency = 1
-	case o.Concurrency < 0 || o.Concurrency > mqlite.MaxReceiveBatch:
+	var err error
+	if o.Concurrency, err = setting.Default("Concurrency", o.Concurrency, 1); err != nil || o.Concurrency > mqlite.MaxReceiveBatch {
 		return o, invalid("Concurrency %d, want 1 to %d", o.Concurrency, mqlite.MaxReceiveBatch)
 	}
-	switch {
-	case o.Prefetch == 0:
-		o.Prefetch = o.Concurrency
-	case o.Prefetch == -1:
-		o.Prefetch = 0
-	case o.Prefetch < 0 || o.Prefetch > mqlite.MaxReceiveBatch:
+	if o.Prefetch, err = setting.DefaultOrOff("Prefetch", o.Prefetch, o.Concurrency, 0); err != nil {
+		return o, invalid("%v", err)
+	}
+	if o.Prefetch > mqlite.MaxReceiveBatch {
 		return o, invalid("Prefetch %d, want 1 to %d or -1 for none", o.Prefetch, mqlite.MaxReceiveBatch)
 	}
-	var err error
 	if o.Backoff, err = o.Backoff.withDefaults(); err != nil {
 		return o, err
 	}
-	switch {
-	case o.DrainTimeout == 0:
-		o.DrainTimeout = DefaultDrainTimeout
-	case o.DrainTimeout == -1:
-		o.DrainTimeout = 0
-	case o.DrainTimeout < 0:
-		return o, invalid("negative DrainTimeout %v (use -1 for none)", o.DrainTimeout)
+	if o.DrainTimeout, err = setting.DefaultOrOff("DrainTimeout", o.DrainTimeout, DefaultDrainTimeout, 0); err != nil {
+		return o, invalid("%v", err)
 	}
-	if o.SettleTimeout, err = durationOr(o.SettleTimeout, DefaultSettleTimeout, "SettleTimeout"); err != nil {
-		return o, err
+	if o.SettleTimeout, err = setting.Default("SettleTimeout", o.SettleTimeout, DefaultSettleTimeout); err != nil {
+		return o, invalid("%v", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -227,11 +218,14 @@ func run(ctx context.Context, l *loop, held int) error {
 		}()
 	}
 
+	// The store counts this loop's receives under its own name (the
+	// broker's client ignores the tag: the broker names it).
+	rctx := mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprintf("loop-%d", loopNames.Add(1))})
 	var err error
 	if l.streamed != nil {
-		err = l.fetchStream(ctx, sr, min(held, mqlite.MaxReceiveBatch))
+		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
 	} else {
-		err = l.fetch(ctx)
+		err = l.fetch(rctx)
 	}
 
 	// Stop: release what was claimed but not started, then drain. Once
@@ -264,6 +258,9 @@ func run(ctx context.Context, l *loop, held int) error {
 	<-renewerDone
 	return err
 }
+
+// loopNames numbers the loops of the process, for their ReceiverTag.
+var loopNames atomic.Int64
 
 // loop is the state of one Loop call.
 type loop struct {
@@ -511,7 +508,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		if !drainCancelled {
 			delay = l.retryDelay(m, err)
 		}
-		if serr := l.set.Abandon(sctx, m.Lock(), delay); serr != nil {
+		if serr := l.abandon(sctx, m, delay, err); serr != nil {
 			l.settleFailed(m, "abandon", serr)
 			return false
 		}
@@ -519,6 +516,20 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
 	return false
+}
+
+// abandon gives m back after delay, with the handler's error as its last
+// error when the Source keeps one (ReasonAbandoner).
+func (l *loop) abandon(ctx context.Context, m mqlite.Message, delay time.Duration, err error) error {
+	// Through what Loop settles with (the stream, while one is open) when
+	// it keeps a reason, else through the source's own call: a lock is the
+	// same on either.
+	for _, s := range []Source{l.set, l.src} {
+		if ra, ok := s.(ReasonAbandoner); ok {
+			return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
+		}
+	}
+	return l.set.Abandon(ctx, m.Lock(), delay)
 }
 
 // reason turns a permanent error into a dead-letter reason the store takes:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -523,7 +524,7 @@ func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
 		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
 		must(t, err)
 		if len(dead) != 1 || dead[0].Seq != seq {
-			t.Fatalf("dead letters %v", seqsOf(dead))
+			t.Fatalf("dead letters %v", testdb.Seqs(dead))
 		}
 		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 		if delays := e.obs.delayList(); !slices.Equal(delays, want) {
@@ -819,7 +820,7 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 			return errors.New("not yet")
 		}, consumer.LoopConfig{Backoff: exact, Observer: obs, Logger: slog.New(slog.DiscardHandler)})
 	}()
-	seq := b.send(t, outbox.Message{})[0]
+	seq := b.Send(t, "q", outbox.Message{})[0]
 	select {
 	case delay := <-obs.ch:
 		if delay != time.Second {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +17,19 @@ type Source interface {
 
 var _ Source = (*mqlite.Store)(nil)
 
+// AgeSource is what a Source may add for the age gauges: *mqlite.Store
+// satisfies it. A Source without it has no age gauges.
+type AgeSource interface {
+	// Ages returns every queue's oldest ages; see mqlite.Store.Ages.
+	Ages(ctx context.Context) ([]mqlite.QueueAges, error)
+}
+
+var _ AgeSource = (*mqlite.Store)(nil)
+
+// ageTimeout bounds the wait of a scrape's Ages for the store's
+// connection.
+const ageTimeout = 5 * time.Second
+
 // CollectorConfig configures NewCollector. A nil *CollectorConfig means the
 // defaults.
 type CollectorConfig struct {
@@ -26,10 +40,16 @@ type CollectorConfig struct {
 
 // The metric names of Collector; docs/operations.md describes each.
 const (
-	NameMessages    = "mqlite_queue_messages"
-	NameDeadLetters = "mqlite_queue_dead_letters"
-	NameClaim       = "mqlite_claim_duration_seconds"
-	NameSettle      = "mqlite_settle_duration_seconds"
+	NameMessages         = "mqlite_queue_messages"
+	NameDeadLetters      = "mqlite_queue_dead_letters"
+	NameBytes            = "mqlite_queue_bytes"
+	NameOldestActive     = "mqlite_queue_oldest_active_age_seconds"
+	NameOldestDeadLetter = "mqlite_queue_oldest_dead_letter_age_seconds"
+	NameConsumers        = "mqlite_queue_consumers"
+	NameWaiting          = "mqlite_queue_waiting_receives"
+	NamePaused           = "mqlite_queue_paused"
+	NameClaim            = "mqlite_claim_duration_seconds"
+	NameSettle           = "mqlite_settle_duration_seconds"
 )
 
 // counterNames are the event counters, in the order of counterValues.
@@ -54,6 +74,10 @@ func counterValues(c mqlite.QueueCounters) [len(counterNames)]int64 {
 type Collector struct {
 	src                   Source
 	messages, deadLetters *prometheus.Desc
+	bytes                 *prometheus.Desc
+	oldest, oldestDead    *prometheus.Desc
+	consumers, waiting    *prometheus.Desc
+	paused                *prometheus.Desc
 	counters              [len(counterNames)]*prometheus.Desc
 	claim, settle         *prometheus.Desc
 	upperBounds           []float64
@@ -74,6 +98,12 @@ func NewCollector(src Source, opts *CollectorConfig) *Collector {
 		src:         src,
 		messages:    desc(NameMessages, "Messages of the queue per state, as of the last commit.", "state"),
 		deadLetters: desc(NameDeadLetters, "Dead letters of the queue (the dead_lettered state of mqlite_queue_messages)."),
+		bytes:       desc(NameBytes, "Body bytes of the queue's messages, dead letters included, as of the last commit."),
+		consumers:   desc(NameConsumers, "Live receivers of the queue: in-process loops and the broker's remote receivers (mqlite.Store.Receivers)."),
+		paused:      desc(NamePaused, "1 while the queue is paused (receives claim nothing), else 0."),
+		waiting:     desc(NameWaiting, "Receive calls of the queue running now (long-polls waiting included)."),
+		oldest:      desc(NameOldestActive, "Age of the queue's claimable message of lowest sequence number; 0 when none."),
+		oldestDead:  desc(NameOldestDeadLetter, "Time since the queue's dead letter of lowest sequence number was dead-lettered; 0 when none."),
 		claim:       desc(NameClaim, "Duration of the claim transactions of Receive, empty ones included."),
 		settle:      desc(NameSettle, "Duration of each settlement (Complete, Abandon, Reject, Defer; each lock of a batch)."),
 	}
@@ -90,6 +120,14 @@ func NewCollector(src Source, opts *CollectorConfig) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 	ch <- c.deadLetters
+	ch <- c.bytes
+	ch <- c.consumers
+	ch <- c.waiting
+	ch <- c.paused
+	if _, ok := c.src.(AgeSource); ok {
+		ch <- c.oldest
+		ch <- c.oldestDead
+	}
 	for _, d := range c.counters {
 		ch <- d
 	}
@@ -116,11 +154,40 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(per[i]), q.Queue, string(s))
 		}
 		ch <- prometheus.MustNewConstMetric(c.deadLetters, prometheus.GaugeValue, float64(q.DeadLettered), q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(q.Bytes), q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.consumers, prometheus.GaugeValue, float64(q.Consumers), q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(q.Waiting), q.Queue)
+		paused := 0.0
+		if q.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, q.Queue)
 		for i, v := range counterValues(q.Counters) {
 			ch <- prometheus.MustNewConstMetric(c.counters[i], prometheus.CounterValue, float64(v), q.Queue)
 		}
 		ch <- c.histogram(c.claim, q.Queue, q.Claim)
 		ch <- c.histogram(c.settle, q.Queue, q.Settle)
+	}
+	c.collectAges(ch)
+}
+
+// collectAges sends the age gauges of an AgeSource: two index seeks per
+// queue on the store's connection, waited for at most ageTimeout.
+func (c *Collector) collectAges(ch chan<- prometheus.Metric) {
+	as, ok := c.src.(AgeSource)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ageTimeout)
+	defer cancel()
+	ages, err := as.Ages(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.oldest, err)
+		return
+	}
+	for _, a := range ages {
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, a.OldestActive.Seconds(), a.Queue)
+		ch <- prometheus.MustNewConstMetric(c.oldestDead, prometheus.GaugeValue, a.OldestDeadLetter.Seconds(), a.Queue)
 	}
 }
 

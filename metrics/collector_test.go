@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -106,5 +107,50 @@ func TestCollectorFailsTheScrapeOnAClosedStore(t *testing.T) {
 	}
 	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), mqlite.ErrClosed.Error()) {
 		t.Fatalf("Gather on a closed store: %v", err)
+	}
+}
+
+// TestCollectorAgesAndBytes: the bytes gauge follows the bodies sent and
+// removed, the age gauges the store's Clock, and an empty queue reports 0.
+func TestCollectorAgesAndBytes(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	tb.Queue(t, "empty", mqlite.QueueOptions{})
+	ctx := context.Background()
+	err := tb.Store.Tx(ctx, func(tx *mqlite.Tx) error {
+		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", []outbox.Message{{Body: []byte("aaaa")}, {Body: []byte("bb")}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Clock.Advance(30 * time.Second)
+	msgs, err := tb.Store.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(msgs))
+	}
+	if err := tb.Store.Reject(ctx, msgs[0].Lock(), "bad", ""); err != nil {
+		t.Fatal(err)
+	}
+	tb.Clock.Advance(60 * time.Second)
+	const want = `
+# HELP mqlite_queue_bytes Body bytes of the queue's messages, dead letters included, as of the last commit.
+# TYPE mqlite_queue_bytes gauge
+mqlite_queue_bytes{queue="empty"} 0
+mqlite_queue_bytes{queue="q"} 6
+# HELP mqlite_queue_oldest_active_age_seconds Age of the queue's claimable message of lowest sequence number; 0 when none.
+# TYPE mqlite_queue_oldest_active_age_seconds gauge
+mqlite_queue_oldest_active_age_seconds{queue="empty"} 0
+mqlite_queue_oldest_active_age_seconds{queue="q"} 90
+# HELP mqlite_queue_oldest_dead_letter_age_seconds Time since the queue's dead letter of lowest sequence number was dead-lettered; 0 when none.
+# TYPE mqlite_queue_oldest_dead_letter_age_seconds gauge
+mqlite_queue_oldest_dead_letter_age_seconds{queue="empty"} 0
+mqlite_queue_oldest_dead_letter_age_seconds{queue="q"} 60
+`
+	c := metrics.NewCollector(tb.Store, nil)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		metrics.NameBytes, metrics.NameOldestActive, metrics.NameOldestDeadLetter); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/relay"
 )
 
 // The outcomes a RelayObserver counts beyond the lost lock and the failed
@@ -20,11 +21,14 @@ const (
 // RelayObserver counts the relays' outcomes per sink and times their
 // Sends, and is the prometheus.Collector of those metrics:
 // mqlite_relay_outcomes_total{queue, sink, outcome} (delivered, retried,
-// dead_lettered, lock_lost, settle_failed) and
-// mqlite_relay_send_duration_seconds{queue, sink}. It is safe for
-// concurrent use.
+// dead_lettered, lock_lost, settle_failed),
+// mqlite_relay_holds_total{queue, sink, reason} (the times a sink answered
+// relay.Hold for a message: the far side had no stream, topic, exchange or
+// bound queue for it) and mqlite_relay_send_duration_seconds{queue, sink}.
+// It is safe for concurrent use.
 type RelayObserver struct {
 	outcomes *prometheus.CounterVec
+	holds    *prometheus.CounterVec
 	sends    *prometheus.HistogramVec
 }
 
@@ -38,6 +42,9 @@ func NewRelayObserver(opts *ObserverConfig) *RelayObserver {
 		outcomes: o.counterVec("mqlite_relay_outcomes_total",
 			"Messages a relay handed to its sink, by outcome: delivered, retried, dead_lettered, lock_lost, settle_failed.",
 			"queue", "sink", "outcome"),
+		holds: o.counterVec("mqlite_relay_holds_total",
+			"Times a relay's sink held a message because the far side had no place for it, by reason: no_stream, no_topic, no_exchange, unroutable.",
+			"queue", "sink", "reason"),
 		sends: o.histogramVec("mqlite_relay_send_duration_seconds",
 			"How long the Sink.Send that carried each message took.", "queue", "sink"),
 	}
@@ -46,19 +53,24 @@ func NewRelayObserver(opts *ObserverConfig) *RelayObserver {
 // Describe sends the descriptors of r's metrics.
 func (r *RelayObserver) Describe(ch chan<- *prometheus.Desc) {
 	r.outcomes.Describe(ch)
+	r.holds.Describe(ch)
 	r.sends.Describe(ch)
 }
 
 // Collect sends r's metrics.
 func (r *RelayObserver) Collect(ch chan<- prometheus.Metric) {
 	r.outcomes.Collect(ch)
+	r.holds.Collect(ch)
 	r.sends.Collect(ch)
 }
 
 // Sink returns the consumer.Observer of the relays to the sink named name
 // (a label value: "webhook", "nats", "orders-rabbit"), for
-// relay.Config.Observer.
+// relay.Config.Observer. It is a relay.HoldObserver too, so the relay
+// counts its holds.
 func (r *RelayObserver) Sink(name string) consumer.Observer { return sinkObserver{r: r, sink: name} }
+
+var _ relay.HoldObserver = sinkObserver{}
 
 // sinkObserver is one sink's view of a RelayObserver.
 type sinkObserver struct {
@@ -91,6 +103,11 @@ func (s sinkObserver) Rejected(m mqlite.Message, took time.Duration, _ error) {
 
 // LockLost counts a message whose lease was lost while the sink had it.
 func (s sinkObserver) LockLost(m mqlite.Message, _ error) { s.done(m, OutcomeLockLost, 0, false) }
+
+// Held counts a hold of m, under reason.
+func (s sinkObserver) Held(m mqlite.Message, reason string, _ error) {
+	s.r.holds.WithLabelValues(m.Queue, s.sink, reason).Inc()
+}
 
 // SettleFailed counts a message whose settlement failed.
 func (s sinkObserver) SettleFailed(m mqlite.Message, _ error) {

@@ -163,7 +163,7 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 
 // enqueue is send after the span began.
 func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
-	out := make([]engine.OutMessage, len(msgs))
+	out := make([]engine.SendMessage, len(msgs))
 	for i, m := range msgs {
 		om, err := convert(m)
 		if err != nil {
@@ -191,11 +191,11 @@ func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Re
 	return res, nil
 }
 
-func convert(m Message) (engine.OutMessage, error) {
+func convert(m Message) (engine.SendMessage, error) {
 	if err := m.Validate(); err != nil {
-		return engine.OutMessage{}, err
+		return engine.SendMessage{}, err
 	}
-	om := engine.OutMessage{
+	om := engine.SendMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		TTLMS: m.TTL.Milliseconds(), Props: m.Properties,
 	}
@@ -205,7 +205,7 @@ func convert(m Message) (engine.OutMessage, error) {
 	if len(m.Properties) > 0 {
 		b, err := json.Marshal(m.Properties)
 		if err != nil {
-			return engine.OutMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
+			return engine.SendMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
 		}
 		om.Properties = string(b)
 	}

@@ -21,7 +21,7 @@ func (s printSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outc
 	out := make([]relay.Outcome, len(msgs))
 	for i, m := range msgs {
 		if string(m.Body) == "bad" {
-			out[i] = relay.Permanent("print: refused", "the far side's answer")
+			out[i] = relay.DeadLetter("print: refused", "the far side's answer")
 			continue
 		}
 		fmt.Printf("%s %s\n", relay.ID(m), m.Body)

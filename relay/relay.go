@@ -12,6 +12,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Headers every sink sets besides the message's id, with the message's
@@ -58,13 +59,14 @@ type Outcome struct {
 	// Retry-After); the message is retried after it instead of after
 	// Config.Backoff's delay. Zero leaves the delay to the Backoff.
 	RetryAfter time.Duration
-	// Permanent marks a failure that no retry can fix (the far side
+	// DeadLetter marks a failure that no retry can fix (the far side
 	// refused the message): the message is dead-lettered with Reason and
 	// Description at once.
-	Permanent bool
-	// Reason and Description are the dead letter's, for a Permanent
+	DeadLetter bool
+	// Reason and Description are the dead letter's, for a DeadLetter
 	// outcome: Reason names the failure ("webhook: HTTP 400"), Description
-	// carries the far side's answer.
+	// carries the far side's answer. For a Hold, Reason names what the far
+	// side lacks, in a few fixed words (HoldObserver's reason).
 	Reason      string
 	Description string
 	// Hold marks a failure that is the far side's and not the message's:
@@ -79,20 +81,22 @@ type Outcome struct {
 // completes it.
 func Delivered() Outcome { return Outcome{} }
 
-// Retry is the outcome of a message that may go through later: the relay
-// abandons it, to come again after after, or after Config.Backoff's delay
-// when after is zero.
-func Retry(err error, after time.Duration) Outcome {
+// RetryAfter is the outcome of a message that may go through later: the
+// relay abandons it, to come again after after, or after Config.Backoff's
+// delay when after is zero. It is consumer.RetryAfter's outcome for a sink
+// (the same words for the same fate), except that a nil err still retries.
+func RetryAfter(err error, after time.Duration) Outcome {
 	if err == nil {
 		err = errors.New("relay: retry")
 	}
 	return Outcome{Err: err, RetryAfter: after}
 }
 
-// Permanent is the outcome of a message the far side refused for good: the
-// relay dead-letters it with reason and description.
-func Permanent(reason, description string) Outcome {
-	return Outcome{Err: errors.New(reason), Permanent: true, Reason: reason, Description: description}
+// DeadLetter is the outcome of a message the far side refused for good:
+// the relay dead-letters it at once with reason and description, as
+// consumer.DeadLetter does for a handler.
+func DeadLetter(reason, description string) Outcome {
+	return Outcome{Err: errors.New(reason), DeadLetter: true, Reason: reason, Description: description}
 }
 
 // Hold is the outcome of a message that the far side has no place for
@@ -103,21 +107,37 @@ func Permanent(reason, description string) Outcome {
 // lease, so it costs no delivery) and sends it again after
 // Config.HoldBackoff's delay, until it is delivered or Run stops. A
 // misconfigured far side thus holds the backlog back instead of pushing it
-// into the dead letters.
-func Hold(err error) Outcome {
+// into the dead letters. reason names what the far side lacks in a few
+// fixed words ("no_stream", "no_topic", "unroutable", "no_exchange"): it
+// is a label of the holds counted by a HoldObserver, so it must not carry
+// a message's data; "" is "unknown".
+func Hold(reason string, err error) Outcome {
 	if err == nil {
 		err = errors.New("relay: far side not ready")
 	}
-	return Outcome{Err: err, Hold: true}
+	if reason == "" {
+		reason = "unknown"
+	}
+	return Outcome{Err: err, Hold: true, Reason: reason}
+}
+
+// HoldObserver is an Config.Observer that is also told of every hold:
+// each time a Send answered Hold for a message. metrics.RelayObserver's
+// sink observers are HoldObservers. Held is called from the relay's
+// goroutines, concurrently, and must return quickly. An Observer that
+// wraps another must pass Held on (the relay command's dead-letter logger
+// does), or the holds go uncounted.
+type HoldObserver interface {
+	Held(m mqlite.Message, reason string, cause error)
 }
 
 // Delivered reports whether o is the outcome of a delivered message.
-func (o Outcome) Delivered() bool { return o.Err == nil && !o.Permanent && !o.Hold }
+func (o Outcome) Delivered() bool { return o.Err == nil && !o.DeadLetter && !o.Hold }
 
 // handlerErr turns o into the result consumer.LoopBatch settles by.
 func (o Outcome) handlerErr() error {
 	switch {
-	case o.Permanent:
+	case o.DeadLetter:
 		return consumer.DeadLetter(o.Reason, o.Description)
 	case o.Err == nil:
 		return nil
@@ -191,7 +211,7 @@ type Gate interface {
 // Relay forwards the messages of one queue to a Sink, at least once: a
 // message is completed only after the Sink reported it delivered, and a
 // message that failed comes again until it is delivered or dead-lettered
-// (the queue's MaxDeliveryCount, or a Permanent outcome). Messages of one
+// (the queue's MaxDeliveryCount, or a DeadLetter outcome). Messages of one
 // GroupID go out strictly in order, one at a time; messages of different
 // groups go out in parallel.
 //
@@ -206,7 +226,8 @@ type Relay struct {
 	gate        Gate
 	holdBackoff consumer.Backoff
 	log         *slog.Logger
-	holding     atomic.Bool // a Send is holding messages the far side has no place for
+	holds       HoldObserver // nil unless Config.Observer is one
+	holding     atomic.Bool  // a Send is holding messages the far side has no place for
 
 	mu     sync.Mutex
 	groups map[string]struct{} // groups with a message in a Send
@@ -222,16 +243,13 @@ func New(src consumer.Source, queue string, sink Sink, opts Config) (*Relay, err
 		return nil, invalid("nil Sink")
 	case queue == "":
 		return nil, invalid("empty queue name")
-	case opts.Concurrency < 0 || opts.Concurrency > mqlite.MaxReceiveBatch:
+	}
+	var err error
+	if opts.Concurrency, err = setting.Default("Concurrency", opts.Concurrency, DefaultConcurrency); err != nil || opts.Concurrency > mqlite.MaxReceiveBatch {
 		return nil, invalid("Concurrency %d, want 1 to %d", opts.Concurrency, mqlite.MaxReceiveBatch)
-	case opts.MaxBatch < 0 || opts.MaxBatch > mqlite.MaxReceiveBatch:
+	}
+	if opts.MaxBatch, err = setting.Default("MaxBatch", opts.MaxBatch, DefaultMaxBatch); err != nil || opts.MaxBatch > mqlite.MaxReceiveBatch {
 		return nil, invalid("MaxBatch %d, want 1 to %d", opts.MaxBatch, mqlite.MaxReceiveBatch)
-	}
-	if opts.Concurrency == 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.MaxBatch == 0 {
-		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -240,9 +258,10 @@ func New(src consumer.Source, queue string, sink Sink, opts Config) (*Relay, err
 		opts.HoldBackoff = DefaultHoldBackoff
 	}
 	log := opts.Logger.With("relay", queue)
+	holds, _ := opts.Observer.(HoldObserver)
 	return &Relay{
 		src: src, queue: queue, sink: sink, groups: map[string]struct{}{},
-		gate: opts.Gate, holdBackoff: opts.HoldBackoff, log: log,
+		gate: opts.Gate, holdBackoff: opts.HoldBackoff, log: log, holds: holds,
 		opts: consumer.BatchConfig{
 			LoopConfig: consumer.LoopConfig{
 				Concurrency:  opts.Concurrency,
@@ -335,6 +354,9 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 			case o.Hold:
 				pending = append(pending, i)
 				cause = o.Err
+				if r.holds != nil {
+					r.holds.Held(msgs[i], o.Reason, o.Err)
+				}
 			case o.Delivered() && r.holding.CompareAndSwap(true, false):
 				r.log.Info("relay: the far side takes messages again")
 			}
@@ -354,7 +376,7 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 		case <-ctx.Done():
 			t.Stop()
 			for _, i := range pending {
-				res[i] = Retry(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ctx.Err()), 0)
+				res[i] = RetryAfter(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ctx.Err()), 0)
 			}
 			return res
 		}

@@ -59,11 +59,11 @@ func TestOutcomesSettle(t *testing.T) {
 			case "deliver":
 				out[i] = relay.Delivered()
 			case "retry":
-				out[i] = relay.Retry(relaytest.ErrInjected, 0)
+				out[i] = relay.RetryAfter(relaytest.ErrInjected, 0)
 			case "later":
-				out[i] = relay.Retry(relaytest.ErrInjected, time.Minute)
+				out[i] = relay.RetryAfter(relaytest.ErrInjected, time.Minute)
 			case "refuse":
-				out[i] = relay.Permanent("far side: refused", "422: no such customer")
+				out[i] = relay.DeadLetter("far side: refused", "422: no such customer")
 			}
 		}
 		return out
@@ -80,6 +80,10 @@ func TestOutcomesSettle(t *testing.T) {
 	for _, m := range msgs {
 		if m.State != mqlite.StateScheduled || !m.VisibleAt.Equal(b.Clock.Now().Add(want[m.Seq])) {
 			t.Errorf("message %d: %s at %v, want scheduled after %v", m.Seq, m.State, m.VisibleAt, want[m.Seq])
+		}
+		// The sink's error is kept with the message as its last error.
+		if !strings.Contains(m.LastError, relaytest.ErrInjected.Error()) {
+			t.Errorf("message %d: last error %q, want the sink's %q", m.Seq, m.LastError, relaytest.ErrInjected)
 		}
 	}
 	dead, err := b.Store.PeekDeadLetters(context.Background(), relaytest.Queue, mqlite.PeekParams{})
@@ -166,7 +170,7 @@ func TestHoldKeepsTheMessages(t *testing.T) {
 		out := make([]relay.Outcome, len(msgs))
 		for i, m := range msgs {
 			if calls <= holds {
-				out[i] = relay.Hold(errors.New("nats: no stream matches subject"))
+				out[i] = relay.Hold("no_stream", errors.New("nats: no stream matches subject"))
 				continue
 			}
 			counts[m.DeliveryCount]++

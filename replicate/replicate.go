@@ -38,6 +38,7 @@ import (
 	"github.com/benbjohnson/litestream"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 )
 
 // Defaults of Config's zero-valued fields.
@@ -77,17 +78,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Client == nil {
 		return c, invalid("nil Client")
 	}
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-		f   string
-	}{{&c.SyncInterval, DefaultSyncInterval, "SyncInterval"}, {&c.Retry, DefaultRetry, "Retry"}} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return c, invalid("negative %s %v", d.f, *d.v)
-		}
+	var err error
+	if c.SyncInterval, err = setting.Default("SyncInterval", c.SyncInterval, DefaultSyncInterval); err != nil {
+		return c, invalid("%v", err)
+	}
+	if c.Retry, err = setting.Default("Retry", c.Retry, DefaultRetry); err != nil {
+		return c, invalid("%v", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

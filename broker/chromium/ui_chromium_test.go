@@ -200,7 +200,7 @@ func TestDashboardChromium(t *testing.T) {
 	row := fmt.Sprintf(`#dlq-body tr[data-seq="%d"]`, dead[0])
 	p.show("dead-letters", "billing")
 	p.do("a redrive button", chromedp.WaitVisible(chromedp.CSS(row+" button.redrive")))
-	if reason, description := p.text(row+" td:nth-child(2)"), p.text(row+" td:nth-child(3)"); reason != "bad_invoice" || description != "line 1 does not add up" {
+	if reason, description := p.text(row+" td:nth-child(3)"), p.text(row+" td:nth-child(4)"); reason != "bad_invoice" || description != "line 1 does not add up" {
 		t.Errorf("dead letter %d: reason %q description %q", dead[0], reason, description)
 	}
 	p.screenshot("dead-letters.png")

@@ -36,6 +36,8 @@ const state = {
   polling: false,
   view: "queues",
   peekFrom: 0,
+  filter: {},         // the message browser's search (find's parameters)
+  armedDelete: "",    // the queue whose delete button asks for a second click
   peekLast: 0,
 };
 
@@ -191,19 +193,102 @@ function renderQueues() {
     const r = state.rate.get(q);
     const cell = (st) => el("td", { class: "n", "data-queue": q, "data-state": st }, s ? s[st] : "");
     const total = s ? states.reduce((n, st) => n + s[st], 0) : "";
-    return el("tr", { "data-queue": q },
-      el("td", {}, q),
+    return el("tr", { "data-queue": q, "data-paused": s && s.paused ? "true" : "false" },
+      el("td", {}, q, s && s.paused ? el("span", { class: "paused", "data-paused": q }, " (paused)") : ""),
       ...states.map(cell),
       el("td", { class: "n", "data-queue": q, "data-state": "total" }, total),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "bytes" }, s ? fmtBytes(s.bytes) : ""),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "oldest" }, s ? fmtAge(s.oldest_age_ms) : ""),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "oldest-dead" }, s ? fmtAge(s.oldest_dead_letter_age_ms) : ""),
+      el("td", { class: "n", "data-queue": q, "data-gauge": "consumers",
+        title: s ? `${s.waiting} receives waiting, ${s.locks} leases held` : "" }, s ? String(s.consumers ?? "") : ""),
       el("td", { class: "n", "data-queue": q, "data-rate": "sent" }, fmtRate(r ? r.sent : null)),
       el("td", { class: "n", "data-queue": q, "data-rate": "completed" }, fmtRate(r ? r.completed : null)),
-      el("td", { "data-queue": q, "data-option": "dedup" }, fmtDedup(state.options.get(q))));
+      el("td", { "data-queue": q, "data-option": "dedup" }, fmtDedup(state.options.get(q))),
+      el("td", {}, ...(isAdmin() ? queueActions(q, s) : [])));
   });
   $("queues-body").replaceChildren(...rows);
   draw($("chart"), state.series);
   $("chart-note").textContent = state.countersSeen ? "" :
     "This broker reports no counters: rates and the chart stay empty.";
 }
+
+// fmtBytes writes a byte count in B, KiB, MiB or GiB.
+function fmtBytes(n) {
+  if (n == null) return "";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+// fmtAge writes an age in milliseconds as s, m, h or d; "" for none.
+function fmtAge(ms) {
+  if (!ms) return "";
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(0)}s`;
+  if (s < 3600) return `${(s / 60).toFixed(0)}m`;
+  if (s < 86400) return `${(s / 3600).toFixed(1)}h`;
+  return `${(s / 86400).toFixed(1)}d`;
+}
+
+// queueActions are an admin's buttons of one queue row: pause or resume,
+// and delete (two clicks). The server enforces the role: a key that is not
+// an admin over the queue gets 403 whatever the page shows.
+function queueActions(q, s) {
+  const paused = s && s.paused;
+  return [
+    el("button", { type: "button", class: "pause", "data-queue": q,
+      onclick: () => guard(async () => {
+        await (paused ? api.resume(q) : api.pause(q));
+        $("queues-status").textContent = `${paused ? "Resumed" : "Paused"} ${q}.`;
+        await poll();
+      }) }, paused ? "Resume" : "Pause"),
+    // The table is rebuilt at every poll: the armed delete is kept in
+    // state, not on the button, so the second click finds it armed.
+    el("button", { type: "button", class: "delete danger" + (state.armedDelete === q ? " armed" : ""), "data-queue": q,
+      onclick: () => {
+        if (state.armedDelete !== q) {
+          state.armedDelete = q;
+          renderQueues();
+          return;
+        }
+        state.armedDelete = "";
+        guard(async () => {
+          await api.deleteQueue(q);
+          $("queues-status").textContent = `Deleted ${q}.`;
+          await poll();
+        });
+      } }, state.armedDelete === q ? "Click again to delete" : "Delete"),
+  ];
+}
+
+// queueFormOptions reads the queue form's options over base (the queue's
+// current options for an update: PUT replaces them all).
+function queueFormOptions(base) {
+  const o = { ...(base || {}) };
+  const md = $("queue-max-delivery").value, lock = $("queue-lock").value;
+  if (md) o.max_delivery_count = Number(md);
+  if (lock) o.lock_duration_ms = Number(lock) * 1000;
+  return o;
+}
+
+$("queue-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  guard(async () => {
+    const name = $("queue-name").value.trim();
+    await api.createQueue(name, queueFormOptions());
+    $("queues-status").textContent = `Created ${name}.`;
+    await poll();
+  });
+});
+$("queue-update").addEventListener("click", () => guard(async () => {
+  const name = $("queue-name").value.trim();
+  const cur = await api.queue(name);
+  await api.updateQueue(name, queueFormOptions(cur.options));
+  $("queues-status").textContent = `Updated ${name}.`;
+  await poll();
+}));
 
 // fmtDedup says what a queue deduplicates, and for how long: "" when the
 // key may not read the queue's options.
@@ -254,16 +339,25 @@ async function loadMessages() {
   $("message-detail").hidden = true;
   if (!queue) { body.replaceChildren(); return; }
   const current = fresh("messages");
-  const res = await api.peek(queue, state.peekFrom, pageSize);
+  // The browser's search runs on the server: it examines a bounded number
+  // of messages per page and says where the next one starts.
+  const res = await api.find(queue, { ...state.filter, from_seq: state.peekFrom, max: pageSize });
   if (!current()) return;
   const msgs = res.messages;
-  state.peekLast = msgs.length ? msgs[msgs.length - 1].seq : 0;
+  state.peekLast = res.next_seq ? res.next_seq - 1 : (msgs.length ? msgs[msgs.length - 1].seq : 0);
   body.replaceChildren(...msgs.map((m) => el("tr", { class: "clickable", "data-seq": m.seq, onclick: (ev) => showMessage(m, ev.currentTarget) },
     el("td", { class: "n" }, m.seq), el("td", {}, m.state), el("td", { class: "n" }, m.delivery_count),
     el("td", {}, m.message_id || ""), el("td", {}, m.subject || ""),
     el("td", { class: "preview" }, preview(m.body)))));
   if (!msgs.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "note" }, "No messages.")));
   body.dataset.loaded = queue;
+}
+
+// lastErrorPair is the detail's "last error" pair: why the last delivery
+// came back (the handler's or the sink's error), when one was kept.
+function lastErrorPair(m) {
+  if (!m.last_error) return [];
+  return [el("dt", {}, "last error"), el("dd", { id: "message-last-error" }, m.last_error)];
 }
 
 function showMessage(m, row) {
@@ -278,15 +372,81 @@ function showMessage(m, row) {
       ...pair("state", m.state), ...pair("delivery count", m.delivery_count),
       ...pair("message id", m.message_id || "—"), ...pair("group", m.group_id || "—"),
       ...pair("subject", m.subject || "—"), ...pair("enqueued", fmtTime(m.enqueued_at)),
+      ...lastErrorPair(m),
       ...(m.visible_at ? pair("visible at", fmtTime(m.visible_at)) : []),
       ...(m.locked_until ? pair("locked until", fmtTime(m.locked_until)) : []),
       ...(m.expires_at ? pair("expires", fmtTime(m.expires_at)) : [])),
     el("h2", {}, "Properties"),
     props.length ? el("dl", { id: "message-properties" }, ...props.flatMap(([k, v]) => pair(k, v))) : el("p", { class: "note" }, "none"),
     el("h2", {}, `Body (${kind})`),
-    el("pre", { id: "message-body" }, text));
+    el("pre", { id: "message-body" }, text),
+    ...(isAdmin() && m.state === "scheduled" ? [el("button", { type: "button", id: "message-deliver-now",
+      onclick: () => guard(async () => {
+        const res = await api.deliverNow(m.queue, [m.seq]);
+        $("messages-status").textContent = `Made ${res.count} message(s) due now.`;
+        await loadMessages();
+      }) }, "Deliver now")] : []));
   d.hidden = false;
 }
+
+$("find-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const f = {};
+  const st = $("find-state").value, sub = $("find-subject").value, id = $("find-message-id").value, prop = $("find-property").value;
+  if (st) f.state = st;
+  if (sub) f.subject_prefix = sub;
+  if (id) f.message_id = id;
+  if (prop) {
+    const i = prop.indexOf("=");
+    if (i <= 0) { showError(new Error("property: want key=value")); return; }
+    f.property_key = prop.slice(0, i);
+    f.property_value = prop.slice(i + 1);
+  }
+  state.filter = f;
+  state.peekFrom = 0;
+  guard(loadMessages);
+});
+
+$("purge-submit").addEventListener("click", (ev) => {
+  const queue = $("messages-queue").value, st = $("purge-state").value;
+  arm(ev.currentTarget, `Click again to purge ${st}`, async () => {
+    const res = await api.purge(queue, st);
+    $("messages-status").textContent = `Purged ${res.count} ${st} message(s) of ${queue}.`;
+    await loadMessages();
+    await poll();
+  });
+});
+
+// parseProperties reads "k=v, k2=v2".
+function parseProperties(text) {
+  const out = {};
+  for (const part of text.split(",")) {
+    const p = part.trim();
+    if (!p) continue;
+    const i = p.indexOf("=");
+    if (i <= 0) throw new Error(`property ${p}: want key=value`);
+    out[p.slice(0, i).trim()] = p.slice(i + 1).trim();
+  }
+  return out;
+}
+
+$("publish-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  guard(async () => {
+    const queue = $("messages-queue").value;
+    const bytes = new TextEncoder().encode($("publish-body").value);
+    const msg = { body: btoa(String.fromCharCode(...bytes)) };
+    if ($("publish-subject").value) msg.subject = $("publish-subject").value;
+    if ($("publish-message-id").value) msg.message_id = $("publish-message-id").value;
+    const props = parseProperties($("publish-properties").value);
+    if (Object.keys(props).length) msg.properties = props;
+    if ($("publish-deliver-at").value) msg.deliver_at = new Date($("publish-deliver-at").value).toISOString();
+    const res = await api.send(queue, msg);
+    $("messages-status").textContent = `Published seq ${res.seq} to ${queue}.`;
+    await loadMessages();
+    await poll();
+  });
+});
 
 $("messages-queue").addEventListener("change", () => { state.peekFrom = 0; guard(loadMessages); });
 $("messages-refresh").addEventListener("click", () => guard(loadMessages));
@@ -324,12 +484,13 @@ async function loadDeadLetters() {
   const res = await api.deadLetters(queue, 0, pageSize);
   if (!current()) return;
   body.replaceChildren(...res.messages.map((m) => el("tr", { "data-seq": m.seq },
+    el("td", {}, el("input", { type: "checkbox", class: "dlq-select", "data-seq": m.seq, "aria-label": `select ${m.seq}` })),
     el("td", { class: "n" }, m.seq), el("td", {}, m.dead_letter_reason || ""),
     el("td", {}, m.dead_letter_description || ""), el("td", { class: "n" }, m.delivery_count),
     el("td", {}, fmtTime(m.dead_lettered_at)), el("td", { class: "preview" }, preview(m.body)),
     el("td", {}, isAdmin() ? el("button", { type: "button", class: "redrive", "data-seq": m.seq,
       onclick: () => guard(() => redrive(queue, [m.seq])) }, "Redrive") : ""))));
-  if (!res.messages.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "note" }, "No dead letters.")));
+  if (!res.messages.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "note" }, "No dead letters.")));
   body.dataset.loaded = queue;
 }
 
@@ -343,6 +504,11 @@ async function redrive(queue, seqs) {
 $("dlq-queue").addEventListener("change", () => { $("dlq-status").textContent = ""; guard(loadDeadLetters); });
 $("dlq-refresh").addEventListener("click", () => guard(loadDeadLetters));
 $("dlq-redrive-all").addEventListener("click", () => guard(() => redrive($("dlq-queue").value)));
+$("dlq-redrive-selected").addEventListener("click", () => guard(async () => {
+  const seqs = Array.from(document.querySelectorAll(".dlq-select:checked"), (c) => Number(c.dataset.seq));
+  if (!seqs.length) throw new Error("Select the dead letters to redrive first.");
+  await redrive($("dlq-queue").value, seqs);
+}));
 $("dlq-purge").addEventListener("click", (ev) => arm(ev.currentTarget, "Click again to purge", async () => {
   const queue = $("dlq-queue").value;
   const res = await api.purge(queue, "dead_lettered");

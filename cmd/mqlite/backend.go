@@ -80,11 +80,14 @@ type backend interface {
 	DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error)
 	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
 	Stats(ctx context.Context, queue string) (mqlite.QueueStats, error)
+	Find(ctx context.Context, queue string, opts mqlite.FindParams) (mqlite.FindResult, error)
 	CreateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
 	UpdateQueue(ctx context.Context, name string, opts mqlite.QueueOptions) error
 	GetQueue(ctx context.Context, name string) (mqlite.QueueInfo, error)
 	ListQueues(ctx context.Context) ([]mqlite.QueueInfo, error)
 	DeleteQueue(ctx context.Context, name string) error
+	PauseQueue(ctx context.Context, name string) error
+	ResumeQueue(ctx context.Context, name string) error
 	CreateTopic(ctx context.Context, name string) error
 	GetTopic(ctx context.Context, name string) (mqlite.TopicInfo, error)
 	ListTopics(ctx context.Context) ([]mqlite.TopicInfo, error)
@@ -95,7 +98,7 @@ type backend interface {
 	CreateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
 	UpdateSchedule(ctx context.Context, name string, opts mqlite.ScheduleOptions) error
 	GetSchedule(ctx context.Context, name string) (mqlite.ScheduleInfo, error)
-	ListSchedules(ctx context.Context, opts mqlite.ListSchedulesOptions) ([]mqlite.ScheduleInfo, error)
+	ListSchedules(ctx context.Context, opts mqlite.ListSchedulesParams) ([]mqlite.ScheduleInfo, error)
 	DeleteSchedule(ctx context.Context, name string) error
 	Backup(ctx context.Context, dst string) error
 	CreateKey(ctx context.Context, role string, queues []string) (client.Key, string, error)

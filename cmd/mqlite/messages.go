@@ -214,13 +214,13 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 		return
 	}
 	if dead {
-		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tBODY")
+		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tLAST ERROR\tBODY")
 	} else {
-		fmt.Fprintln(w, "SEQ\tSTATE\tDELIVERIES\tSUBJECT\tBODY")
+		fmt.Fprintln(w, "SEQ\tSTATE\tDELIVERIES\tSUBJECT\tLAST ERROR\tBODY")
 	}
 	for _, m := range msgs {
 		if dead {
-			fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, bodyText(m.Body))
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, lastError(m), bodyText(m.Body))
 			continue
 		}
 		state := string(m.State)
@@ -233,15 +233,28 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 				state = "received"
 			}
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, bodyText(m.Body))
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, lastError(m), bodyText(m.Body))
 	}
+}
+
+// lastError is the message's last error on one line, cut to 60 bytes
+// (--json carries it whole), or "-".
+func lastError(m mqlite.Message) string {
+	if m.LastError == "" {
+		return "-"
+	}
+	s := strings.Join(strings.Fields(m.LastError), " ")
+	if len(s) > 60 {
+		s = strings.ToValidUTF8(s[:57], "") + "..."
+	}
+	return s
 }
 
 // jsonMessage is a message as --json prints it: the broker's fields, but
 // the body as JSON when it is valid JSON, and in body_base64 otherwise
 // (the wire's base64 of every body is for programs, not for jq).
 type jsonMessage struct {
-	wire.OutMessage
+	wire.ReceivedMessage
 	Body       json.RawMessage `json:"body,omitempty"`
 	BodyBase64 []byte          `json:"body_base64,omitempty"`
 }
@@ -256,7 +269,7 @@ type jsonMessages struct {
 func toJSON(msgs []mqlite.Message, settled string) jsonMessages {
 	out := jsonMessages{Messages: make([]jsonMessage, len(msgs))}
 	for i, m := range msgs {
-		j := jsonMessage{OutMessage: wire.FromMessage(m)}
+		j := jsonMessage{ReceivedMessage: wire.FromMessage(m)}
 		if json.Valid(m.Body) {
 			j.Body = m.Body
 		} else {
@@ -391,6 +404,59 @@ func peekCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&opts.FromSeq, "from", 0, "the first sequence number")
 	cmd.Flags().IntVar(&opts.Max, "max", 100, "how many messages at most (up to 1000)")
+	return cmd
+}
+
+func findCmd(g *globals) *cobra.Command {
+	var opts mqlite.FindParams
+	var state, property string
+	cmd := &cobra.Command{
+		Use:   "find QUEUE",
+		Short: "find messages by state, subject prefix, message id or property",
+		Long: `find shows the messages of QUEUE that match every filter given, without
+locking them, a page at a time: it examines at most --scan-max messages of the
+queue and prints where the next page starts (--from). --state dead_lettered
+searches the dead letters (an admin key through a broker).`,
+		Example: `  mqlite find orders --subject-prefix order. --property tenant=acme --db app.db
+  mqlite find orders --message-id order-42 --url http://127.0.0.1:7420 --key $KEY`,
+		ValidArgsFunction: g.completeQueues,
+		Args:              exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.State = mqlite.State(state)
+			if property != "" {
+				k, v, ok := strings.Cut(property, "=")
+				if !ok || k == "" {
+					return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "--property wants KEY=VALUE"}
+				}
+				opts.PropertyKey, opts.PropertyValue = k, v
+			}
+			return g.with(cmd.Context(), func(b backend) error {
+				res, err := b.Find(cmd.Context(), args[0], opts)
+				if err != nil {
+					return err
+				}
+				out := struct {
+					jsonMessages
+					NextSeq int64 `json:"next_seq"`
+					Scanned int   `json:"scanned"`
+				}{toJSON(res.Messages, ""), res.NextSeq, res.Scanned}
+				return g.emit(out, func(w io.Writer) {
+					printMessages(w, res.Messages, false, "")
+					if res.NextSeq > 0 {
+						fmt.Fprintf(w, "\n%d examined; more from --from %d\n", res.Scanned, res.NextSeq)
+					}
+				})
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.Int64Var(&opts.FromSeq, "from", 0, "the first sequence number")
+	fs.IntVar(&opts.Max, "max", 100, "how many matches at most (up to 1000)")
+	fs.IntVar(&opts.ScanMax, "scan-max", mqlite.DefaultFindScan, "how many messages of the queue one page examines (up to 100000)")
+	fs.StringVar(&state, "state", "", "only this state: active, scheduled, locked, deferred or dead_lettered (default every state but dead_lettered)")
+	fs.StringVar(&opts.SubjectPrefix, "subject-prefix", "", "only subjects that start with this")
+	fs.StringVar(&opts.MessageID, "message-id", "", "only this MessageID")
+	fs.StringVar(&property, "property", "", "only messages with this property, as KEY=VALUE")
 	return cmd
 }
 

@@ -29,11 +29,15 @@ func queueFlags(f *pflag.FlagSet, o *mqlite.QueueOptions, fifo *bool) {
 }
 
 func printQueues(w io.Writer, qs []mqlite.QueueInfo) {
-	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tDEDUP BY BODY\tCREATED")
+	fmt.Fprintln(w, "NAME\tORDERING\tMAX DELIVERY\tLOCK\tDEDUP WINDOW\tDEDUP BY BODY\tCREATED\tPAUSED")
 	for _, q := range qs {
 		o := q.Options
-		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%v\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
-			o.DedupByBody, q.CreatedAt.Format(time.RFC3339))
+		paused := "-"
+		if q.Paused() {
+			paused = q.PausedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%v\t%v\t%s\t%s\n", q.Name, o.Ordering, o.MaxDeliveryCount, o.LockDuration, o.DedupWindow,
+			o.DedupByBody, q.CreatedAt.Format(time.RFC3339), paused)
 	}
 }
 
@@ -111,10 +115,35 @@ func queuesCmd(g *globals) *cobra.Command {
 			})
 		},
 	}, &delYes)
+	pause := func(use, short string, resume bool) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " NAME", Short: short, Args: exactArgs(1),
+			Example:           "  mqlite queues " + use + " orders --db app.db",
+			ValidArgsFunction: g.completeQueues,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.with(cmd.Context(), func(b backend) error {
+					set := b.PauseQueue
+					if resume {
+						set = b.ResumeQueue
+					}
+					if err := set(cmd.Context(), args[0]); err != nil {
+						return err
+					}
+					q, err := b.GetQueue(cmd.Context(), args[0])
+					if err != nil {
+						return err
+					}
+					return g.emit(wire.FromQueueInfo(q), func(w io.Writer) { printQueues(w, []mqlite.QueueInfo{q}) })
+				})
+			},
+		}
+	}
 	return withExample(`  mqlite queues list --db app.db
-  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, purge, delete", list,
+  mqlite queues create orders --fifo --url http://127.0.0.1:7420 --key $KEY`, group("queues", "queues: list, create, update, pause, resume, purge, delete", list,
 		set("create", "create a queue", `  mqlite queues create orders --max-delivery 5 --lock 1m --db app.db`, false),
 		set("update", "change a queue's options: only the flags given, the others stay", `  mqlite queues update orders --lock 2m --db app.db`, true),
+		pause("pause", "pause a queue: sends are accepted, receives get nothing until it resumes", false),
+		pause("resume", "resume a paused queue", true),
 		purgeCmd(g), del))
 }
 
@@ -253,13 +282,36 @@ func statsCmd(g *globals) *cobra.Command {
 					v = all[0]
 				}
 				return g.emit(v, func(w io.Writer) {
-					fmt.Fprintln(w, "QUEUE\tACTIVE\tSCHEDULED\tLOCKED\tDEFERRED\tDEAD\tBYTES\tOLDEST")
+					fmt.Fprintln(w, "QUEUE\tACTIVE\tSCHEDULED\tLOCKED\tDEFERRED\tDEAD\tBYTES\tOLDEST\tOLDEST DEAD\tCONSUMERS")
 					for _, s := range all {
-						fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\n", s.Queue, s.Active, s.Scheduled, s.Locked, s.Deferred,
-							s.DeadLettered, s.Bytes, time.Duration(s.OldestAgeMS)*time.Millisecond)
+						fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t%v\t%d\n", s.Queue, s.Active, s.Scheduled, s.Locked, s.Deferred,
+							s.DeadLettered, s.Bytes, time.Duration(s.OldestAgeMS)*time.Millisecond,
+							time.Duration(s.OldestDeadLetterAgeMS)*time.Millisecond, s.ReceiversTotal)
+					}
+					if len(all) == 1 && len(all[0].Receivers) > 0 {
+						fmt.Fprintln(w)
+						printReceivers(w, all[0].Receivers)
 					}
 				})
 			})
 		},
 	}
+}
+
+// printReceivers lists the receivers of one queue: who, how many receives
+// wait, how many leases they hold, when last seen.
+func printReceivers(w io.Writer, rs []wire.Receiver) {
+	fmt.Fprintln(w, "RECEIVER\tKEY\tADDRESS\tWAITING\tLOCKS\tLAST SEEN")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", dash(r.Name), dash(r.KeyID), dash(r.Addr), r.Waiting, r.Locks,
+			r.LastSeen.UTC().Format(time.RFC3339))
+	}
+}
+
+// dash is s, or "-" when empty.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

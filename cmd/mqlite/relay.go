@@ -276,7 +276,7 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 			"(nats stream add %s --subjects %q --defaults); the relay retries until one does", subject, strings.ToUpper(m.Queue), subject)
 	case errors.Is(err, relayamqp.ErrReturned):
 		return "amqp-route", fmt.Sprintf("RabbitMQ returned the message: no queue is bound to exchange %q for its routing key: "+
-			"declare a queue and bind it (with the default exchange, a queue named as the routing key); the relay retries until one is", f.exchange)
+			"declare a queue and bind it (with the default exchange, a queue named as the routing key); the relay holds the messages until one is", f.exchange)
 	case errors.Is(err, relaykafka.ErrNoTopic):
 		topic := f.topic
 		if t, terr := relay.ParseTemplate(f.topic); terr == nil {
@@ -285,8 +285,8 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 			}
 		}
 		return "kafka", fmt.Sprintf("Kafka has no topic %q: create it (replication factor 3, min.insync.replicas 2); the relay holds the messages until it exists", topic)
-	case errors.As(err, &ae) && ae.Code == amqp091.NotFound:
-		return "amqp-exchange", fmt.Sprintf("RabbitMQ has no exchange %q: declare it; the relay retries until it exists", f.exchange)
+	case errors.Is(err, relayamqp.ErrNoExchange) || errors.As(err, &ae) && ae.Code == amqp091.NotFound:
+		return "amqp-exchange", fmt.Sprintf("RabbitMQ has no exchange %q: declare it; the relay holds the messages until it exists", f.exchange)
 	}
 	return "", ""
 }
@@ -353,6 +353,15 @@ func (d deadLetterLog) Abandoned(m mqlite.Message, took, delay time.Duration, ca
 		d.logDead(m, fmt.Errorf("%s: %w", mqlite.ReasonMaxDelivery, cause))
 	}
 }
+
+// Held passes a hold on to the metrics, which count it.
+func (d deadLetterLog) Held(m mqlite.Message, reason string, cause error) {
+	if h, ok := d.Observer.(relay.HoldObserver); ok {
+		h.Held(m, reason, cause)
+	}
+}
+
+var _ relay.HoldObserver = deadLetterLog{}
 
 func (d deadLetterLog) logDead(m mqlite.Message, cause error) {
 	d.log.Warn("relay: dead-lettered", "queue", m.Queue, "seq", m.Seq, "id", relay.ID(m),

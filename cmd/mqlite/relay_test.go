@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	relaykafka "github.com/mqlite/mqlite/relay/kafka"
 )
@@ -65,6 +69,42 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// scrapeUntil reads the metrics URL the relay logged to stderr and scrapes
+// it until it shows every line of want, failing the test after a minute or
+// when the relay exits (done).
+func scrapeUntil(t *testing.T, stderr *syncBuffer, done <-chan int, want ...string) {
+	t.Helper()
+	stderr.waitFor(t, "/metrics\n")
+	logged := stderr.String()
+	url := logged[strings.Index(logged, "url=http://")+len("url="):]
+	url = url[:strings.Index(url, "\n")]
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scraped bytes.Buffer
+		_, _ = scraped.ReadFrom(resp.Body)
+		_ = resp.Body.Close()
+		missing := false
+		for _, w := range want {
+			missing = missing || !strings.Contains(scraped.String(), w)
+		}
+		if !missing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %v:\n%s", want, scraped.String())
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // a poll of the condition
+		case <-done:
+			t.Fatalf("the relay exited; stderr %s", stderr.String())
+		}
+	}
 }
 
 // relayFile makes a store file with queue "events" holding msgs, closed
@@ -133,38 +173,12 @@ func TestRelayCommandForwardsAndLogsDeadLetters(t *testing.T) {
 	}
 	// The dead letter is logged once Reject has committed.
 	stderr.waitFor(t, "relay: dead-lettered")
-	// --metrics-addr serves the relay observer's counts.
-	stderr.waitFor(t, "/metrics\n")
-	logged := stderr.String()
-	url := logged[strings.Index(logged, "url=http://")+len("url="):]
-	url = url[:strings.Index(url, "\n")]
-	// The observer counts a message once its settlement committed, which
-	// may come after the webhook saw it: scrape until both counts show.
-	want := []string{
+	// --metrics-addr serves the relay observer's counts. The observer
+	// counts a message once its settlement committed, which may come after
+	// the webhook saw it.
+	scrapeUntil(t, &stderr, done,
 		`mqlite_relay_outcomes_total{outcome="delivered",queue="events",sink="webhook"} 2`,
-		`mqlite_relay_outcomes_total{outcome="dead_lettered",queue="events",sink="webhook"} 1`,
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var scraped bytes.Buffer
-		_, _ = scraped.ReadFrom(resp.Body)
-		_ = resp.Body.Close()
-		if strings.Contains(scraped.String(), want[0]) && strings.Contains(scraped.String(), want[1]) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics lack %v:\n%s", want, scraped.String())
-		}
-		select {
-		case <-time.After(20 * time.Millisecond): // a poll of the condition
-		case <-done:
-			t.Fatalf("the relay exited; stderr %s", stderr.String())
-		}
-	}
+		`mqlite_relay_outcomes_total{outcome="dead_lettered",queue="events",sink="webhook"} 1`)
 	cancel() // as SIGINT would
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
@@ -317,5 +331,99 @@ func TestRelayNoStreamSaysWhatToCreate(t *testing.T) {
 	}
 	if n := strings.Count(stderr.String(), "create a stream"); n != 1 {
 		t.Errorf("the hint came %d times, want once:\n%s", n, stderr.String())
+	}
+}
+
+// TestRelayAMQPSaysWhatIsMissing: a RabbitMQ with no queue bound for the
+// routing key, or without the exchange, makes the relay say once what to
+// declare; once the test declared it, the message arrives.
+func TestRelayAMQPSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	const addr = "127.0.0.1:5672"
+	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err != nil {
+		testdb.MissingService(t, "RabbitMQ on "+addr, err)
+	} else {
+		c.Close()
+	}
+	tests := []struct {
+		name     string
+		exchange bool // the relay publishes to an exchange of its own, not the default one
+		hint     string
+		reason   string // of the holds counted in /metrics
+	}{
+		{"no queue bound", false, "no queue is bound to exchange", "unroutable"},
+		{"no exchange", true, "RabbitMQ has no exchange", "no_exchange"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := amqp091.Dial("amqp://guest:guest@" + addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			queue := fmt.Sprintf("mqlite-cli-test-%d", time.Now().UnixNano())
+			exchange := ""
+			if tc.exchange {
+				exchange = queue + "-x"
+			}
+			defer func() {
+				_, _ = ch.QueueDelete(queue, false, false, false)
+				if exchange != "" {
+					_ = ch.ExchangeDelete(exchange, false, false)
+				}
+			}()
+			path := relayFile(t, outbox.Message{Body: []byte("hello")})
+			rctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- run(rctx, []string{"relay", "--db", path, "--queue", "events", "--sink", "amqp",
+					"--amqp-url", "amqp://guest:guest@" + addr + "/", "--exchange", exchange, "--routing-key", queue,
+					"--metrics-addr", "127.0.0.1:0"},
+					strings.NewReader(""), &stdout, &stderr)
+			}()
+			stderr.waitFor(t, tc.hint)
+			scrapeUntil(t, &stderr, done, `mqlite_relay_holds_total{queue="events",reason="`+tc.reason+`",sink="amqp"}`)
+
+			// Declare what was missing: the message then arrives.
+			if exchange != "" {
+				if err := ch.ExchangeDeclare(exchange, "direct", false, false, false, false, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := ch.QueueDeclare(queue, false, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if exchange != "" {
+				if err := ch.QueueBind(queue, queue, exchange, false, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := ch.Consume(queue, "", true, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case d := <-got:
+				if string(d.Body) != "hello" {
+					t.Fatalf("body %q", d.Body)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("the message did not arrive; stderr %s", stderr.String())
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("exit code %d; stderr %s", code, stderr.String())
+			}
+			if n := strings.Count(stderr.String(), tc.hint); n != 1 {
+				t.Errorf("the hint came %d times, want once:\n%s", n, stderr.String())
+			}
+		})
 	}
 }

@@ -90,7 +90,7 @@ func updateSchedule(cmd *cobra.Command, b backend, name string, o mqlite.Schedul
 // allSchedules reads every schedule b lists, a page at a time.
 func allSchedules(ctx context.Context, b backend) ([]mqlite.ScheduleInfo, error) {
 	var all []mqlite.ScheduleInfo
-	for opts := (mqlite.ListSchedulesOptions{}); ; {
+	for opts := (mqlite.ListSchedulesParams{}); ; {
 		page, err := b.ListSchedules(ctx, opts)
 		if err != nil || len(page) == 0 {
 			return all, err

@@ -242,7 +242,7 @@ func TestJSONBodies(t *testing.T) {
 
 // TestDestructiveCommandsAsk: without a terminal each destructive command
 // refuses (exit 2) unless --yes, and changes nothing; on a terminal it asks,
-// and only "y" goes on.
+// "n" changes nothing, and "y" goes on (--yes, for the queues' commands).
 func TestDestructiveCommandsAsk(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -305,11 +305,16 @@ func TestDestructiveCommandsAsk(t *testing.T) {
 			if after := snapshot(); after != before {
 				t.Errorf("a refused %v changed the store:\n%s\n---\n%s", args, before, after)
 			}
-			if _, errOut, code = runIn(t, "", false, append(append(args, "--yes"), db...)...); code != 0 {
-				t.Errorf("--yes: exit %d: %s", code, errOut)
+			// "y" on a terminal goes on, as --yes does without one.
+			stdin, terminal, last := "y\n", true, args
+			if tc.args[0] == "queues" {
+				stdin, terminal, last = "", false, append(args, "--yes")
+			}
+			if _, errOut, code = runIn(t, stdin, terminal, append(last, db...)...); code != 0 {
+				t.Errorf("%v answered %q: exit %d: %s", last, stdin, code, errOut)
 			}
 			if after := snapshot(); after == before {
-				t.Errorf("%v --yes changed nothing", args)
+				t.Errorf("%v answered %q changed nothing", last, stdin)
 			}
 		})
 	}

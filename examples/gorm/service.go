@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/libtnb/sqlite"
 	"gorm.io/gorm"
@@ -15,10 +16,23 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/examples/internal/shop"
 	"github.com/mqlite/mqlite/gormtx"
 	"github.com/mqlite/mqlite/outbox"
 )
+
+// Queue is the queue the order events go to.
+const Queue = "orders"
+
+// SubjectPlaced is the subject of the event of a placed order.
+const SubjectPlaced = "order.placed"
+
+// ErrOutOfStock is PlaceOrder's error when the stock cannot cover the order.
+// The order row and its event, already written in the transaction, roll back
+// with it.
+var ErrOutOfStock = errors.New("out of stock")
+
+// ErrUnknownItem is PlaceOrder's error for an item with no stock row.
+var ErrUnknownItem = errors.New("unknown item")
 
 // Stock is how many of an item are on hand.
 type Stock struct {
@@ -71,12 +85,18 @@ type Service struct {
 	// db is GORM on the store's own *sql.DB (OpenGORM). A transaction
 	// opened on any other handle cannot carry outbox messages
 	// (mqlite.ErrNotAStore), and the file has only one writer.
-	db    *gorm.DB
-	out   *shop.LockedWriter // handlers run concurrently
-	fault shop.FaultFunc     // set by SetFault, read by Handle
-}
+	db *gorm.DB
 
-var _ shop.Service = (*Service)(nil)
+	mu  sync.Mutex // handlers run concurrently: one line at a time
+	out io.Writer
+
+	// InTx and AfterCommit, when set, are called by Handle for each event
+	// after its effect, before and after the commit: an error fails the
+	// handler there (a failure inside the transaction, or a process that
+	// died before the acknowledgement). Tests and the demo set them
+	// before Consume.
+	InTx, AfterCommit func(mqlite.Message) error
+}
 
 // NewService migrates the service's tables and creates its queue (both may
 // exist) and returns the service, on GORM over the store's DB. Handle writes
@@ -89,21 +109,12 @@ func NewService(ctx context.Context, st *mqlite.Store, out io.Writer) (*Service,
 	if err := db.WithContext(ctx).AutoMigrate(&Stock{}, &Order{}, &Shipment{}, &ProcessedEvent{}); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	for _, q := range []string{shop.Queue, shop.RelayQueue} {
-		err := st.CreateQueue(ctx, q, mqlite.QueueOptions{})
-		if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
-			return nil, fmt.Errorf("create queue %s: %w", q, err)
-		}
+	err = st.CreateQueue(ctx, Queue, mqlite.QueueOptions{})
+	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+		return nil, fmt.Errorf("create queue %s: %w", Queue, err)
 	}
-	return &Service{st: st, db: db, out: &shop.LockedWriter{W: out}}, nil
+	return &Service{st: st, db: db, out: out}, nil
 }
-
-// Store returns the store the service runs on.
-func (s *Service) Store() *mqlite.Store { return s.st }
-
-// SetFault sets the handler's fault injection (tests and the demo); it must
-// not be called while Consume runs.
-func (s *Service) SetFault(f shop.FaultFunc) { s.fault = f }
 
 // Restock sets how many of item are on hand.
 func (s *Service) Restock(ctx context.Context, item string, onHand int) error {
@@ -115,15 +126,9 @@ func (s *Service) Restock(ctx context.Context, item string, onHand int) error {
 	return nil
 }
 
-// Place is PlaceOrder that returns only the order's id.
-func (s *Service) Place(ctx context.Context, item string, quantity int, totalCents int64) (int64, error) {
-	o, err := s.PlaceOrder(ctx, item, quantity, totalCents)
-	return o.ID, err
-}
-
 // PlaceOrder inserts the order, sends its order.placed event and takes the
 // quantity from stock, all in one GORM transaction: when any step fails
-// (shop.ErrOutOfStock, shop.ErrUnknownItem) neither the order row nor the event exists.
+// (ErrOutOfStock, ErrUnknownItem) neither the order row nor the event exists.
 func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, totalCents int64) (Order, error) {
 	return placeOrder(ctx, s.db, item, quantity, totalCents)
 }
@@ -146,16 +151,13 @@ func placeOrder(ctx context.Context, db *gorm.DB, item string, quantity int, tot
 		if err != nil {
 			return err
 		}
-		// One event for the in-process handler, the same for the relay.
-		for _, q := range []string{shop.Queue, shop.RelayQueue} {
-			_, err := outbox.SendOne(txCtx, sqlTx, q, outbox.Message{
-				Body:      body,
-				MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
-				Subject:   shop.SubjectPlaced,
-			})
-			if err != nil {
-				return fmt.Errorf("send %s to %s: %w", shop.SubjectPlaced, q, err)
-			}
+		_, err = outbox.SendOne(txCtx, sqlTx, Queue, outbox.Message{
+			Body:      body,
+			MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
+			Subject:   SubjectPlaced,
+		})
+		if err != nil {
+			return fmt.Errorf("send %s: %w", SubjectPlaced, err)
 		}
 		// Last, so that a failure here shows the order and the event
 		// rolling back together.
@@ -173,11 +175,11 @@ func reserve(tx *gorm.DB, item string, quantity int) error {
 		Update("on_hand", gorm.Expr("on_hand - ?", quantity))
 	switch {
 	case res.Error != nil && strings.Contains(res.Error.Error(), "CHECK constraint failed"):
-		return shop.ErrOutOfStock
+		return ErrOutOfStock
 	case res.Error != nil:
 		return fmt.Errorf("reserve stock: %w", res.Error)
 	case res.RowsAffected == 0:
-		return shop.ErrUnknownItem
+		return ErrUnknownItem
 	}
 	return nil
 }
@@ -185,8 +187,8 @@ func reserve(tx *gorm.DB, item string, quantity int) error {
 // Consume runs a consumer.Loop of Handle over the queue until ctx is
 // cancelled.
 func (s *Service) Consume(ctx context.Context, opts consumer.LoopConfig) error {
-	if err := consumer.Loop(ctx, s.st, shop.Queue, s.Handle, opts); err != nil {
-		return fmt.Errorf("consume %s: %w", shop.Queue, err)
+	if err := consumer.Loop(ctx, s.st, Queue, s.Handle, opts); err != nil {
+		return fmt.Errorf("consume %s: %w", Queue, err)
 	}
 	return nil
 }
@@ -204,7 +206,7 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 	var duplicate bool
 	err := inTx(ctx, s.db, func(_ context.Context, tx *gorm.DB) error {
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).
-			Create(&ProcessedEvent{EventID: shop.EventID(m), Seq: m.Seq, OrderID: o.ID})
+			Create(&ProcessedEvent{EventID: m.MessageID, Seq: m.Seq, OrderID: o.ID})
 		if res.Error != nil {
 			return fmt.Errorf("record event: %w", res.Error)
 		}
@@ -214,22 +216,42 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 		if err := tx.Create(&Shipment{OrderID: o.ID}).Error; err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		return s.fault.At(shop.StageInTx, m)
+		return call(s.InTx, m)
 	})
 	if err != nil {
 		return err
 	}
 	if duplicate {
-		s.out.Handled(m, "")
+		s.printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", m.MessageID, m.Seq, m.DeliveryCount)
 		return nil
 	}
-	s.out.Handled(m, fmt.Sprintf("shipped order %d (%d %s)", o.ID, o.Quantity, o.Item))
-	return s.fault.At(shop.StageAfterCommit, m)
+	s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n", m.MessageID, m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
+	return call(s.AfterCommit, m)
+}
+
+// call calls f, when it is set.
+func call(f func(mqlite.Message) error, m mqlite.Message) error {
+	if f == nil {
+		return nil
+	}
+	return f(m)
+}
+
+func (s *Service) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.out, format, args...)
+}
+
+// Counts is how many rows the service's tables hold.
+type Counts struct {
+	Orders, Shipments, Processed int64
+	ShippedTwice                 int64 // orders with more than one shipment
 }
 
 // Counts counts the rows of the service's tables.
-func (s *Service) Counts(ctx context.Context) (shop.Counts, error) {
-	var c shop.Counts
+func (s *Service) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
 	err := s.db.WithContext(ctx).Raw(`SELECT
 		(SELECT count(*) FROM orders) AS orders,
 		(SELECT count(*) FROM shipments) AS shipments,
@@ -237,7 +259,7 @@ func (s *Service) Counts(ctx context.Context) (shop.Counts, error) {
 		(SELECT count(*) FROM (SELECT 1 FROM shipments GROUP BY order_id HAVING count(*) > 1)) AS shipped_twice`).
 		Scan(&c).Error
 	if err != nil {
-		return shop.Counts{}, fmt.Errorf("count rows: %w", err)
+		return Counts{}, fmt.Errorf("count rows: %w", err)
 	}
 	return c, nil
 }

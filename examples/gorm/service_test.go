@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libtnb/sqlite"
 	"go.uber.org/goleak"
@@ -12,8 +17,6 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/examples/internal/shop"
-	"github.com/mqlite/mqlite/examples/internal/shop/shoptest"
 	"github.com/mqlite/mqlite/gormtx"
 )
 
@@ -21,21 +24,124 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestService runs the examples' suite: a failed order leaves neither row
-// nor event, each event is handled exactly once when its first delivery
-// fails inside the handler's transaction or after its commit, and the
-// webhook receiver verifies every relayed event's signature.
-func TestService(t *testing.T) {
-	t.Parallel()
-	shoptest.Run(t, newService)
-}
-
-func newService(t *testing.T, st *mqlite.Store) shop.Service {
-	svc, err := NewService(context.Background(), st, io.Discard)
+// open returns the service on a fresh store, with 100 books and no piano.
+func open(t *testing.T) *Service {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	svc, err := NewService(ctx, st, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for item, n := range map[string]int{"book": 100, "piano": 0} {
+		if err := svc.Restock(ctx, item, n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return svc
+}
+
+func counts(t *testing.T, svc *Service) Counts {
+	t.Helper()
+	c, err := svc.Counts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestFailedOrderLeavesNeitherRowNorEvent: an order the stock cannot cover
+// rolls back its row and its event together.
+func TestFailedOrderLeavesNeitherRowNorEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := open(t)
+	if _, err := svc.PlaceOrder(ctx, "piano", 1, 250000); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("PlaceOrder = %v, want ErrOutOfStock", err)
+	}
+	if _, err := svc.PlaceOrder(ctx, "harp", 1, 1); !errors.Is(err, ErrUnknownItem) {
+		t.Fatalf("PlaceOrder = %v, want ErrUnknownItem", err)
+	}
+	if c := counts(t, svc); c.Orders != 0 {
+		t.Fatalf("%d orders left behind", c.Orders)
+	}
+	qs, err := svc.st.Stats(ctx, Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qs.Total() != 0 {
+		t.Fatalf("events left behind: %+v", qs)
+	}
+}
+
+// TestEachEventHandledOnce: every event's first delivery fails, inside the
+// handler's transaction or after its commit; each order is shipped once.
+func TestEachEventHandledOnce(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	tests := []struct {
+		name  string
+		fault func(svc *Service, f func(mqlite.Message) error)
+	}{
+		{"in the transaction", func(svc *Service, f func(mqlite.Message) error) { svc.InTx = f }},
+		{"after the commit", func(svc *Service, f func(mqlite.Message) error) { svc.AfterCommit = f }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			svc := open(t)
+			for range n {
+				if _, err := svc.PlaceOrder(ctx, "book", 1, 1299); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var failed atomic.Int32
+			tc.fault(svc, func(m mqlite.Message) error {
+				if m.DeliveryCount == 1 {
+					failed.Add(1)
+					return errors.New("injected failure")
+				}
+				return nil
+			})
+			if err := consumeUntil(ctx, svc, n); err != nil {
+				t.Fatal(err)
+			}
+			if c := counts(t, svc); c != (Counts{Orders: n, Shipments: n, Processed: n}) || failed.Load() != n {
+				t.Fatalf("counts %+v after %d failed first deliveries, want %d of each and none twice", c, failed.Load(), n)
+			}
+		})
+	}
+}
+
+// TestRun runs the example as `go run` does, on a fresh file.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, &out, filepath.Join(t.TempDir(), "shop.db")); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"out of stock: rolled back",
+		"order-3 (seq 3, delivery 1): shipped order 3 (3 tea)",
+		"order-3 (seq 3, delivery 2): already handled, nothing shipped",
+		"now: 3 orders, 3 shipments, 3 processed events, 0 orders shipped twice",
+		"mqlite: transaction does not belong to an mqlite store",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
 }
 
 func count(t *testing.T, svc *Service, query string) int64 {
@@ -47,18 +153,13 @@ func count(t *testing.T, svc *Service, query string) int64 {
 	return n
 }
 
-func TestRun(t *testing.T) {
-	t.Parallel()
-	shoptest.Demo(t, run, "mqlite: transaction does not belong to an mqlite store")
-}
-
 // TestWrongHandleIsNotAStore places an order through GORM opened on the
 // store's file by itself, not on st.DB(): the outbox refuses the
 // transaction with mqlite.ErrNotAStore and the order row rolls back with it.
 func TestWrongHandleIsNotAStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := shoptest.Open(t, newService).(*Service)
+	svc := open(t)
 	wrong, err := gorm.Open(sqlite.Open(svc.st.Path()), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +176,7 @@ func TestWrongHandleIsNotAStore(t *testing.T) {
 	if n := count(t, svc, `SELECT count(*) FROM orders`); n != 0 {
 		t.Errorf("the refused order left %d rows", n)
 	}
-	qs, err := svc.st.Stats(ctx, shop.Queue)
+	qs, err := svc.st.Stats(ctx, Queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +195,7 @@ func TestWrongHandleIsNotAStore(t *testing.T) {
 func TestGORMBorrowsTheStoreConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := shoptest.Open(t, newService).(*Service)
+	svc := open(t)
 	if _, err := svc.PlaceOrder(ctx, "book", 2, 2598); err != nil {
 		t.Fatal(err)
 	}

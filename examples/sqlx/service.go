@@ -7,14 +7,28 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/examples/internal/shop"
 	"github.com/mqlite/mqlite/outbox"
 )
+
+// Queue is the queue the order events go to.
+const Queue = "orders"
+
+// SubjectPlaced is the subject of the event of a placed order.
+const SubjectPlaced = "order.placed"
+
+// ErrOutOfStock is PlaceOrder's error when the stock cannot cover the order.
+// The order row and its event, already written in the transaction, roll back
+// with it.
+var ErrOutOfStock = errors.New("out of stock")
+
+// ErrUnknownItem is PlaceOrder's error for an item with no stock row.
+var ErrUnknownItem = errors.New("unknown item")
 
 // schema is the service's own tables, in the store's file. processed_events
 // is the handler's memory: one row per event handled, written in the same
@@ -52,37 +66,34 @@ type Service struct {
 	// db is sqlx over the store's own *sql.DB. It must be Store.DB(): a
 	// transaction opened on any other handle cannot carry outbox messages
 	// (mqlite.ErrNotAStore), and the file has only one writer.
-	db    *sqlx.DB
-	out   *shop.LockedWriter // handlers run concurrently
-	fault shop.FaultFunc     // set by SetFault, read by Handle
-}
+	db *sqlx.DB
 
-var _ shop.Service = (*Service)(nil)
+	mu  sync.Mutex // handlers run concurrently: one line at a time
+	out io.Writer
+
+	// InTx and AfterCommit, when set, are called by Handle for each event
+	// after its effect, before and after the commit: an error fails the
+	// handler there (a failure inside the transaction, or a process that
+	// died before the acknowledgement). Tests and the demo set them
+	// before Consume.
+	InTx, AfterCommit func(mqlite.Message) error
+}
 
 // NewService creates the service's tables and queue (both may exist) and
 // returns the service. Handle writes a line per event to out.
 func NewService(ctx context.Context, st *mqlite.Store, out io.Writer) (*Service, error) {
-	s := &Service{st: st, db: sqlx.NewDb(st.DB(), "sqlite"), out: &shop.LockedWriter{W: out}}
+	s := &Service{st: st, db: sqlx.NewDb(st.DB(), "sqlite"), out: out}
 	for _, ddl := range schema {
 		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 			return nil, fmt.Errorf("create tables: %w", err)
 		}
 	}
-	for _, q := range []string{shop.Queue, shop.RelayQueue} {
-		err := st.CreateQueue(ctx, q, mqlite.QueueOptions{})
-		if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
-			return nil, fmt.Errorf("create queue %s: %w", q, err)
-		}
+	err := st.CreateQueue(ctx, Queue, mqlite.QueueOptions{})
+	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+		return nil, fmt.Errorf("create queue %s: %w", Queue, err)
 	}
 	return s, nil
 }
-
-// Store returns the store the service runs on.
-func (s *Service) Store() *mqlite.Store { return s.st }
-
-// SetFault sets the handler's fault injection (tests and the demo); it must
-// not be called while Consume runs.
-func (s *Service) SetFault(f shop.FaultFunc) { s.fault = f }
 
 // Restock sets how many of item are on hand.
 func (s *Service) Restock(ctx context.Context, item string, onHand int) error {
@@ -94,15 +105,9 @@ func (s *Service) Restock(ctx context.Context, item string, onHand int) error {
 	return nil
 }
 
-// Place is PlaceOrder that returns only the order's id.
-func (s *Service) Place(ctx context.Context, item string, quantity int, totalCents int64) (int64, error) {
-	o, err := s.PlaceOrder(ctx, item, quantity, totalCents)
-	return o.ID, err
-}
-
 // PlaceOrder inserts the order, sends its order.placed event and takes the
 // quantity from stock, all in one *sqlx.Tx: when any step fails
-// (shop.ErrOutOfStock, shop.ErrUnknownItem) neither the order row nor the
+// (ErrOutOfStock, ErrUnknownItem) neither the order row nor the
 // event exists.
 func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, totalCents int64) (Order, error) {
 	o := Order{Item: item, Quantity: quantity, TotalCents: totalCents}
@@ -120,16 +125,13 @@ func (s *Service) PlaceOrder(ctx context.Context, item string, quantity int, tot
 			return fmt.Errorf("encode event: %w", err)
 		}
 		// The *sqlx.Tx goes to the outbox as it is: it embeds the *sql.Tx.
-		// One event for the in-process handler, the same for the relay.
-		for _, q := range []string{shop.Queue, shop.RelayQueue} {
-			_, err := outbox.SendOne(txCtx, tx, q, outbox.Message{
-				Body:      body,
-				MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
-				Subject:   shop.SubjectPlaced,
-			})
-			if err != nil {
-				return fmt.Errorf("send %s to %s: %w", shop.SubjectPlaced, q, err)
-			}
+		_, err = outbox.SendOne(txCtx, tx, Queue, outbox.Message{
+			Body:      body,
+			MessageID: fmt.Sprintf("order-%d", o.ID), // a retried send is recognised
+			Subject:   SubjectPlaced,
+		})
+		if err != nil {
+			return fmt.Errorf("send %s: %w", SubjectPlaced, err)
 		}
 		// Last, so that a failure here shows the order and the event
 		// rolling back together.
@@ -146,14 +148,14 @@ func reserve(ctx context.Context, tx *sqlx.Tx, item string, quantity int) error 
 	res, err := tx.ExecContext(ctx, `UPDATE stock SET on_hand = on_hand - ? WHERE item = ?`, quantity, item)
 	if err != nil {
 		if strings.Contains(err.Error(), "CHECK constraint failed") {
-			return shop.ErrOutOfStock
+			return ErrOutOfStock
 		}
 		return fmt.Errorf("reserve stock: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("reserve stock: %w", err)
 	} else if n == 0 {
-		return shop.ErrUnknownItem
+		return ErrUnknownItem
 	}
 	return nil
 }
@@ -161,8 +163,8 @@ func reserve(ctx context.Context, tx *sqlx.Tx, item string, quantity int) error 
 // Consume runs a consumer.Loop of Handle over the queue until ctx is
 // cancelled.
 func (s *Service) Consume(ctx context.Context, opts consumer.LoopConfig) error {
-	if err := consumer.Loop(ctx, s.st, shop.Queue, s.Handle, opts); err != nil {
-		return fmt.Errorf("consume %s: %w", shop.Queue, err)
+	if err := consumer.Loop(ctx, s.st, Queue, s.Handle, opts); err != nil {
+		return fmt.Errorf("consume %s: %w", Queue, err)
 	}
 	return nil
 }
@@ -180,7 +182,7 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 	var duplicate bool
 	err := mqlite.InTx(ctx, s.db.BeginTxx, func(txCtx context.Context, tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(txCtx, `INSERT INTO processed_events (event_id, seq, order_id)
-			VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`, shop.EventID(m), m.Seq, o.ID)
+			VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`, m.MessageID, m.Seq, o.ID)
 		if err != nil {
 			return fmt.Errorf("record event: %w", err)
 		}
@@ -194,32 +196,48 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
 		if _, err := tx.ExecContext(txCtx, `INSERT INTO shipments (order_id) VALUES (?)`, o.ID); err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		return s.fault.At(shop.StageInTx, m)
+		return call(s.InTx, m)
 	})
 	if err != nil {
 		return err
 	}
 	if duplicate {
-		s.out.Handled(m, "")
+		s.printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", m.MessageID, m.Seq, m.DeliveryCount)
 		return nil
 	}
-	s.out.Handled(m, fmt.Sprintf("shipped order %d (%d %s)", o.ID, o.Quantity, o.Item))
-	return s.fault.At(shop.StageAfterCommit, m)
+	s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n", m.MessageID, m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
+	return call(s.AfterCommit, m)
+}
+
+// call calls f, when it is set.
+func call(f func(mqlite.Message) error, m mqlite.Message) error {
+	if f == nil {
+		return nil
+	}
+	return f(m)
+}
+
+func (s *Service) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.out, format, args...)
+}
+
+// Counts is how many rows the service's tables hold.
+type Counts struct {
+	Orders       int64 `db:"orders"`
+	Shipments    int64 `db:"shipments"`
+	Processed    int64 `db:"processed"`
+	ShippedTwice int64 `db:"shipped_twice"` // orders with more than one shipment
 }
 
 // Counts counts the rows of the service's tables.
-func (s *Service) Counts(ctx context.Context) (shop.Counts, error) {
-	var c struct {
-		Orders       int64 `db:"orders"`
-		Shipments    int64 `db:"shipments"`
-		Processed    int64 `db:"processed"`
-		ShippedTwice int64 `db:"shipped_twice"`
+func (s *Service) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
+	if err := s.db.GetContext(ctx, &c, countsQuery); err != nil {
+		return Counts{}, fmt.Errorf("count rows: %w", err)
 	}
-	err := s.db.GetContext(ctx, &c, countsQuery)
-	if err != nil {
-		return shop.Counts{}, fmt.Errorf("count rows: %w", err)
-	}
-	return shop.Counts(c), nil
+	return c, nil
 }
 
 const countsQuery = `SELECT

@@ -1,37 +1,140 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/examples/internal/shop"
-	"github.com/mqlite/mqlite/examples/internal/shop/shoptest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestService runs the examples' suite: a failed order leaves neither row
-// nor event, each event is handled exactly once when its first delivery
-// fails inside the handler's transaction or after its commit, and the
-// webhook receiver verifies every relayed event's signature.
-func TestService(t *testing.T) {
-	t.Parallel()
-	shoptest.Run(t, func(t *testing.T, st *mqlite.Store) shop.Service {
-		svc, err := NewService(context.Background(), st, io.Discard)
-		if err != nil {
+// open returns the service on a fresh store, with 100 books and no piano.
+func open(t *testing.T) *Service {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, filepath.Join(t.TempDir(), "shop.db"), mqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	svc, err := NewService(ctx, st, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for item, n := range map[string]int{"book": 100, "piano": 0} {
+		if err := svc.Restock(ctx, item, n); err != nil {
 			t.Fatal(err)
 		}
-		return svc
-	})
+	}
+	return svc
 }
 
+func counts(t *testing.T, svc *Service) Counts {
+	t.Helper()
+	c, err := svc.Counts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestFailedOrderLeavesNeitherRowNorEvent: an order the stock cannot cover
+// rolls back its row and its event together.
+func TestFailedOrderLeavesNeitherRowNorEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := open(t)
+	if _, err := svc.PlaceOrder(ctx, "piano", 1, 250000); !errors.Is(err, ErrOutOfStock) {
+		t.Fatalf("PlaceOrder = %v, want ErrOutOfStock", err)
+	}
+	if _, err := svc.PlaceOrder(ctx, "harp", 1, 1); !errors.Is(err, ErrUnknownItem) {
+		t.Fatalf("PlaceOrder = %v, want ErrUnknownItem", err)
+	}
+	if c := counts(t, svc); c.Orders != 0 {
+		t.Fatalf("%d orders left behind", c.Orders)
+	}
+	qs, err := svc.st.Stats(ctx, Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qs.Total() != 0 {
+		t.Fatalf("events left behind: %+v", qs)
+	}
+}
+
+// TestEachEventHandledOnce: every event's first delivery fails, inside the
+// handler's transaction or after its commit; each order is shipped once.
+func TestEachEventHandledOnce(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	tests := []struct {
+		name  string
+		fault func(svc *Service, f func(mqlite.Message) error)
+	}{
+		{"in the transaction", func(svc *Service, f func(mqlite.Message) error) { svc.InTx = f }},
+		{"after the commit", func(svc *Service, f func(mqlite.Message) error) { svc.AfterCommit = f }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			svc := open(t)
+			for range n {
+				if _, err := svc.PlaceOrder(ctx, "book", 1, 1299); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var failed atomic.Int32
+			tc.fault(svc, func(m mqlite.Message) error {
+				if m.DeliveryCount == 1 {
+					failed.Add(1)
+					return errors.New("injected failure")
+				}
+				return nil
+			})
+			if err := consumeUntil(ctx, svc, n); err != nil {
+				t.Fatal(err)
+			}
+			if c := counts(t, svc); c != (Counts{Orders: n, Shipments: n, Processed: n}) || failed.Load() != n {
+				t.Fatalf("counts %+v after %d failed first deliveries, want %d of each and none twice", c, failed.Load(), n)
+			}
+		})
+	}
+}
+
+// TestRun runs the example as `go run` does, on a fresh file.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	shoptest.Demo(t, run)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, &out, filepath.Join(t.TempDir(), "shop.db")); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"out of stock: rolled back",
+		"order-3 (seq 3, delivery 1): shipped order 3 (3 tea)",
+		"order-3 (seq 3, delivery 2): already handled, nothing shipped",
+		"now: 3 orders, 3 shipments, 3 processed events, 0 orders shipped twice",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
 }

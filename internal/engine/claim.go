@@ -41,6 +41,7 @@ type Row struct {
 	DeadLetterReason      string  `json:"dlr,omitempty"`
 	DeadLetterDescription string  `json:"dld,omitempty"`
 	DeadLetteredAt        int64   `json:"dla,omitempty"`
+	LastError             string  `json:"lerr,omitempty"`
 }
 
 // returning is the columns of a Row. A body kept out of the row is read
@@ -49,14 +50,14 @@ const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_a
 	group_id, coalesce(subject, ''), coalesce(properties, ''),
 	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, '')`
 
 func scanRow(s scanner) (Row, error) {
 	var c Row
 	var gid sql.NullString
 	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
 		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt)
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError)
 	if gid.Valid {
 		c.GroupID = &gid.String
 	}
@@ -115,7 +116,7 @@ const claimDeleteSQL = `DELETE FROM mqlite_messages
 	RETURNING ` + returning
 
 // sizeSQL is the size of message m as Config.MaxMessageBytes counts it
-// (OutMessage.Size): its body and its metadata.
+// (SendMessage.Size): its body and its metadata.
 const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce(octet_length(m.group_id), 0)
 	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
 
@@ -453,7 +454,7 @@ type PeekRequest struct {
 }
 
 // Size is the row's size as Config.MaxMessageBytes counts it
-// (OutMessage.Size): its body and its metadata.
+// (SendMessage.Size): its body and its metadata.
 func (r Row) Size() int64 {
 	n := len(r.Body) + len(r.MessageID) + len(r.Subject) + len(r.Properties)
 	if r.GroupID != nil {

@@ -176,17 +176,30 @@ func (c connector) Driver() driver.Driver { return c.d }
 // RowChange is one row of messages changing state, as the pre-update hook
 // sees it: Old is "" for an insert, New is "" for a delete, and an update
 // that leaves the state alone (a renewal, a group release) is not reported.
+// Bytes is the body length of an inserted or deleted row (0 for an update,
+// which never changes a body): what keeps a queue's bytes without reading
+// a table.
 type RowChange struct {
 	Queue    string
 	Old, New string
+	Bytes    int64
 }
+
+// bodyLenColumn is the position of body_len in a messages row, and
+// sizedColumns how many leading columns the hook reads to reach it.
+const (
+	bodyLenColumn = 15
+	sizedColumns  = bodyLenColumn + 1
+)
 
 // registerHooks wires the connection's pre-update, commit and rollback hooks
 // to cfg's callbacks; committed is called on every commit too (the
-// checkpointer's kick). The pre-update hook reads at most the first six
-// columns of a new messages row (id, queue, state, held, visible_at,
-// locked_until) and the first three of an old one (id, queue, state), and
-// only the first column (name) of queues: never a body.
+// checkpointer's kick). The pre-update hook reads the first six columns of
+// an updated messages row (id, queue, state, held, visible_at,
+// locked_until) and the first three of its old values (id, queue, state);
+// of an inserted or deleted row it reads up to body_len (the sixteenth
+// column, before the body); of queues only the first column (name): never
+// a body.
 func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
@@ -195,7 +208,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 	if cfg.Claimable != nil || cfg.Due != nil || cfg.Bounds != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
 		// SQLite calls the hook on the connection's goroutine, one row at
 		// a time: the scratch slices are the hook's alone.
-		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3)}
+		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3), sized: make([]any, sizedColumns)}
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
 			switch d.TableName {
 			case "mqlite_messages":
@@ -232,6 +245,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 type messageHook struct {
 	cfg      *ConnConfig
 	row, old []any // the columns read, reused from row to row
+	sized    []any // an inserted or deleted row's columns up to body_len
 }
 
 // write reports one write of a messages row: the wake-ups of a row left
@@ -241,11 +255,20 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 	if d.Op != sqlite3.SQLITE_DELETE {
 		// New assigns into the elements of its argument slice:
 		// id, queue, state, held, visible_at, locked_until.
-		if err := d.New(m.row...); err != nil {
+		row := m.row
+		if d.Op == sqlite3.SQLITE_INSERT && m.cfg.Changed != nil {
+			row = m.sized
+		}
+		if err := d.New(row...); err != nil {
 			if m.cfg.Bounds != nil {
 				m.cfg.Bounds.forget() // a row the bounds did not see
 			}
 			return
+		}
+		copy(m.row, row)
+		if len(row) == sizedColumns {
+			ch.Bytes, _ = row[bodyLenColumn].(int64)
+			clear(row) // no message's strings outlive the hook
 		}
 		ch.Queue, _ = m.row[1].(string)
 		ch.New, _ = m.row[2].(string)
@@ -270,11 +293,19 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 		return
 	}
 	if d.Op != sqlite3.SQLITE_INSERT {
-		if err := d.Old(m.old...); err != nil { // id, queue, state
+		old := m.old // id, queue, state
+		if d.Op == sqlite3.SQLITE_DELETE {
+			old = m.sized
+		}
+		if err := d.Old(old...); err != nil {
 			return
 		}
-		ch.Queue, _ = m.old[1].(string)
-		ch.Old, _ = m.old[2].(string)
+		ch.Queue, _ = old[1].(string)
+		ch.Old, _ = old[2].(string)
+		if len(old) == sizedColumns {
+			ch.Bytes, _ = old[bodyLenColumn].(int64)
+			clear(old)
+		}
 		if ch.Old == ch.New {
 			return
 		}

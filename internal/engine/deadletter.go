@@ -202,3 +202,26 @@ func Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, e
 	}
 	return out, nil
 }
+
+// oldestSQL reads the queue's two oldest moments with one seek each: the
+// enqueued_at of its lowest claimable message (the first entry of
+// mqlite_msg_active for the queue, then one rowid seek) and the
+// dead_lettered_at of its lowest dead letter (the first entry of
+// mqlite_msg_dead, which carries the column). Nothing else is read.
+const oldestSQL = `SELECT
+	coalesce((SELECT m.enqueued_at FROM mqlite_messages m WHERE m.id = (
+		SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_active
+		 WHERE queue = ?1 AND state = 'active' AND held = 0 ORDER BY id LIMIT 1)), 0),
+	coalesce((SELECT dead_lettered_at FROM mqlite_messages INDEXED BY mqlite_msg_dead
+		 WHERE queue = ?1 AND state = 'dead_lettered' ORDER BY id LIMIT 1), 0)`
+
+// Oldest returns the enqueued_at of the queue's claimable message of lowest
+// sequence number and the dead_lettered_at of its dead letter of lowest
+// sequence number (0 for none), each from one index seek: its cost is the
+// same on an empty queue as on a million-message one.
+func Oldest(ctx context.Context, db DBTX, queue string) (activeEnq, deadAt int64, err error) {
+	if err := db.QueryRowContext(ctx, oldestSQL, queue).Scan(&activeEnq, &deadAt); err != nil {
+		return 0, 0, fmt.Errorf("oldest: %w", err)
+	}
+	return activeEnq, deadAt, nil
+}

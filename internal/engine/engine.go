@@ -27,7 +27,7 @@ type Engine interface {
 	Prepare(ctx context.Context, db *sql.DB, fresh bool) error
 	// Enqueue is the in-transaction send: msgs into the queue or topic name
 	// inside tx, which may be a caller's bare transaction on the handle.
-	Enqueue(ctx context.Context, tx DBTX, name string, msgs []OutMessage) ([]SendResult, error)
+	Enqueue(ctx context.Context, tx DBTX, name string, msgs []SendMessage) ([]SendResult, error)
 	// Claim runs one Receive inside tx.
 	Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error)
 	// Settle applies one fenced settlement inside tx, with its receipt.
@@ -70,7 +70,7 @@ func (SQLite) Prepare(ctx context.Context, db *sql.DB, fresh bool) error {
 }
 
 // Enqueue sends; see Send.
-func (SQLite) Enqueue(ctx context.Context, tx DBTX, name string, msgs []OutMessage) ([]SendResult, error) {
+func (SQLite) Enqueue(ctx context.Context, tx DBTX, name string, msgs []SendMessage) ([]SendResult, error) {
 	return Send(ctx, tx, name, msgs)
 }
 

@@ -134,6 +134,12 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH mqlite_messages USING INDEX mqlite_msg_dead (queue=?)",
 			"SEARCH mqlite_messages USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
+		// The scrape's ages: one seek in each of two partial indexes.
+		{"oldest", oldestSQL, []any{"q"}, []string{
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_active (queue=?)",
+			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_dead (queue=?)",
+		}},
 		// The janitor deletes in short batches found by index (receipts: the
 		// first rows of the table in key order, a bounded read).
 		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{

@@ -24,11 +24,12 @@ type Queue struct {
 	DedupByBody        bool
 	CreatedAt          int64
 	UpdatedAt          int64
+	PausedAt           int64 // epoch ms; 0 while the queue runs
 }
 
 const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
 	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body,
-	created_at, updated_at`
+	created_at, updated_at, paused_at`
 
 func ordering(fifo bool) string {
 	if fifo {
@@ -91,6 +92,22 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 	return nil
 }
 
+// SetPaused pauses the queue at at (epoch ms), or resumes it for at = 0.
+// Pausing a paused queue keeps the moment it was first paused. A missing
+// queue is errs.ErrQueueNotFound.
+func SetPaused(ctx context.Context, db DBTX, name string, at int64) error {
+	res, err := db.ExecContext(ctx, `UPDATE mqlite_queues
+		SET paused_at = CASE WHEN ?2 = 0 THEN 0 WHEN paused_at = 0 THEN ?2 ELSE paused_at END
+		WHERE name = ?1`, name, at)
+	if err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
+	}
+	return nil
+}
+
 // DeleteQueue removes a queue with all its messages, dedup rows, receipts
 // and attempts, and its subscription to a topic if it has one.
 func DeleteQueue(ctx context.Context, db DBTX, name string) error {
@@ -148,6 +165,6 @@ func scanQueue(s scanner) (Queue, error) {
 	var q Queue
 	err := s.Scan(&q.Name, &q.FIFO, &q.MaxDeliveryCount, &q.LockDurationMS, &q.DedupWindowMS,
 		&q.DefaultTTLMS, &q.DeadLetterOnExpire, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
-		&q.DedupByBody, &q.CreatedAt, &q.UpdatedAt)
+		&q.DedupByBody, &q.CreatedAt, &q.UpdatedAt, &q.PausedAt)
 	return q, err
 }

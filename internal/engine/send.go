@@ -12,8 +12,8 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// OutMessage is one message to enqueue, already validated.
-type OutMessage struct {
+// SendMessage is one message to enqueue, already validated.
+type SendMessage struct {
 	Body       []byte
 	MessageID  string            // "" = none
 	GroupID    string            // "" = none
@@ -26,7 +26,7 @@ type OutMessage struct {
 
 // Size is what the message counts against the store's MaxMessageBytes: its
 // body and its metadata.
-func (m OutMessage) Size() int64 {
+func (m SendMessage) Size() int64 {
 	return int64(len(m.Body) + len(m.MessageID) + len(m.GroupID) + len(m.Subject) + len(m.Properties))
 }
 
@@ -116,7 +116,7 @@ type Copy struct {
 // (an unknown queue or topic, a body over the limit) are found before
 // anything is written; a driver failure mid-way leaves the transaction for
 // the caller to roll back.
-func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendResult, error) {
+func Send(ctx context.Context, db DBTX, name string, msgs []SendMessage) ([]SendResult, error) {
 	if err := checkDeliverAt(ctx, db, msgs); err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func Send(ctx context.Context, db DBTX, name string, msgs []OutMessage) ([]SendR
 // checkDeliverAt refuses a DeliverAt more than MaxDelay after the store's
 // now, before anything is written. Only a send with a DeliverAt asks the
 // clock.
-func checkDeliverAt(ctx context.Context, db DBTX, msgs []OutMessage) error {
+func checkDeliverAt(ctx context.Context, db DBTX, msgs []SendMessage) error {
 	var latest int64
 	for _, m := range msgs {
 		latest = max(latest, m.DeliverAt)
@@ -190,7 +190,7 @@ var errNoQueue = errors.New("no such queue")
 // (two for a body kept out of the row) and reports the copy: new, a
 // duplicate of a message inside the dedup window, or a conflict. An unknown
 // queue is errNoQueue wrapped with errs.ErrQueueNotFound.
-func insert(ctx context.Context, db DBTX, queue string, m OutMessage, ckey []byte) (Copy, error) {
+func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []byte) (Copy, error) {
 	key := dedupKey(m.MessageID, ckey)
 	var body any = m.Body
 	switch {
@@ -236,7 +236,7 @@ type target struct {
 
 // precheck returns the error that stops a whole batch (an unknown target or
 // a body over the limit) and what the batch path needs of the target.
-func precheck(ctx context.Context, db DBTX, name string, msgs []OutMessage) (target, error) {
+func precheck(ctx context.Context, db DBTX, name string, msgs []SendMessage) (target, error) {
 	var t target
 	var queue bool
 	var maxBytes int64

@@ -70,7 +70,7 @@ func bySize(most int, build func(n int) (string, string)) map[int][2]string {
 }
 
 // batchable reports whether m can go through a multi-row insert.
-func batchable(t target, m OutMessage) bool {
+func batchable(t target, m SendMessage) bool {
 	return !t.fifo && m.GroupID == "" && len(m.Body) <= InlineBodyMax
 }
 
@@ -89,7 +89,7 @@ func keyOf(k any) string {
 // pending is one slot of a chunk.
 type pending struct {
 	slot int
-	m    OutMessage
+	m    SendMessage
 	ckey []byte
 	key  any // the dedup key; nil for a message that has none
 }
@@ -97,7 +97,7 @@ type pending struct {
 // sendBatch enqueues a batch of two or more messages into the queue name
 // (target t, already checked), in slot order. Runs of batchable messages go
 // through multi-row inserts; the others through insert, one by one.
-func sendBatch(ctx context.Context, db DBTX, name string, t target, msgs []OutMessage) ([]SendResult, error) {
+func sendBatch(ctx context.Context, db DBTX, name string, t target, msgs []SendMessage) ([]SendResult, error) {
 	out := make([]SendResult, len(msgs))
 	var run []pending
 	flush := func() error {

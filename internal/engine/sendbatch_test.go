@@ -35,8 +35,8 @@ func TestBatchKeepsMessageIDsAndContentKeysApart(t *testing.T) {
 			break
 		}
 	}
-	spelled := OutMessage{Body: []byte("another body"), MessageID: string(contentKey(body))}
-	for i, order := range [][]OutMessage{{{Body: body}, spelled}, {spelled, {Body: body}}} {
+	spelled := SendMessage{Body: []byte("another body"), MessageID: string(contentKey(body))}
+	for i, order := range [][]SendMessage{{{Body: body}, spelled}, {spelled, {Body: body}}} {
 		q := Queue{Name: fmt.Sprint("q", i), MaxDeliveryCount: 10, LockDurationMS: 30000, DedupWindowMS: 60000, DedupByBody: true}
 		if err := CreateQueue(ctx, db, q, 1); err != nil {
 			t.Fatal(err)

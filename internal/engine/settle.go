@@ -30,6 +30,7 @@ type Settlement struct {
 	Seq         int64
 	Token       string
 	DelayMS     int64  // Abandon
+	LastError   string // Abandon: why the delivery came back; "" keeps the message's last one
 	Reason      string // Reject
 	Description string // Reject
 	Now         int64
@@ -39,6 +40,9 @@ type Settlement struct {
 func (s Settlement) receiptArgs() string {
 	switch s.Op {
 	case OpAbandon:
+		if s.LastError != "" {
+			return strconv.FormatInt(s.DelayMS, 10) + " " + strconv.Quote(s.LastError)
+		}
 		return strconv.FormatInt(s.DelayMS, 10)
 	case OpReject:
 		return strconv.Quote(s.Reason) + " " + strconv.Quote(s.Description)
@@ -54,7 +58,7 @@ var settleSQL = map[Op]string{
 	OpComplete: `DELETE FROM mqlite_messages WHERE ` + fence,
 	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM mqlite_queues WHERE name = ?2)`, Now: "?4",
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
-		Set: ", visible_at = ?4 + ?5", Where: fence}.sql(),
+		Set: ", visible_at = ?4 + ?5, last_error = coalesce(?6, last_error)", Where: fence}.sql(),
 	OpReject: `UPDATE mqlite_messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
 		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 	OpDefer: `UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
@@ -71,7 +75,11 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 	args := []any{s.Seq, s.Queue, s.Token, s.Now}
 	switch s.Op {
 	case OpAbandon:
-		args = append(args, s.DelayMS)
+		var lastErr any // NULL: keep the message's last error
+		if s.LastError != "" {
+			lastErr = s.LastError
+		}
+		args = append(args, s.DelayMS, lastErr)
 	case OpReject:
 		args = append(args, s.Reason, s.Description)
 	}

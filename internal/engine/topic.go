@@ -248,7 +248,7 @@ func DeleteSubscription(ctx context.Context, db DBTX, topic, queue string) error
 // nothing and is not an error (Seq 0, no Copies). Dedup applies per
 // subscription queue. A slot's Seq, Duplicate and Err are those of its
 // first copy; Copies has each.
-func publish(ctx context.Context, db DBTX, topic string, msgs []OutMessage) ([]SendResult, error) {
+func publish(ctx context.Context, db DBTX, topic string, msgs []SendMessage) ([]SendResult, error) {
 	subs, err := subscriptions(ctx, db, topic)
 	if err != nil {
 		return nil, interpret("send", err)

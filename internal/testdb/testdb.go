@@ -4,13 +4,16 @@ package testdb
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // Start is the fake clock's initial time: fixed so tests are repeatable.
@@ -94,6 +97,48 @@ func (b *Bundle) Queue(t testing.TB, name string, opts mqlite.QueueOptions) {
 	if err := b.Store.CreateQueue(context.Background(), name, opts); err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
+}
+
+// OpenQueue opens a fresh store, as Open, with queue created with opts.
+func OpenQueue(t testing.TB, queue string, opts mqlite.QueueOptions) *Bundle {
+	t.Helper()
+	b := Open(t, mqlite.Config{})
+	b.Queue(t, queue, opts)
+	return b
+}
+
+// Send sends msgs to queue in one committed transaction of b's store and
+// returns their sequence numbers, failing the test on error. A nil Body
+// gets one of its own, so that no two messages de-duplicate by accident.
+func (b *Bundle) Send(t testing.TB, queue string, msgs ...outbox.Message) []int64 {
+	t.Helper()
+	msgs = slices.Clone(msgs)
+	for i := range msgs {
+		if msgs[i].Body == nil {
+			msgs[i].Body = fmt.Appendf(nil, "body-%d-%s", i, msgs[i].MessageID)
+		}
+	}
+	res, err := outbox.Send(context.Background(), b.Store, queue, msgs...)
+	if err != nil {
+		t.Fatalf("send to %s: %v", queue, err)
+	}
+	seqs := make([]int64, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("send to %s, message %d: %v", queue, i, r.Err)
+		}
+		seqs[i] = r.Seq
+	}
+	return seqs
+}
+
+// Seqs returns the sequence numbers of msgs, in order.
+func Seqs(msgs []mqlite.Message) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Seq
+	}
+	return out
 }
 
 // CPUTime is the user plus system CPU time the process has used. Benchmarks

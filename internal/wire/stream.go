@@ -23,8 +23,8 @@ func (s StreamSettle) Items() int {
 // completes then abandons then rejects, in order), or the error that ends
 // the stream.
 type StreamEvent struct {
-	Messages []OutMessage `json:"messages,omitempty"`
-	Line     int64        `json:"line,omitempty"`
-	Results  []ItemResult `json:"results,omitempty"`
-	Error    *Error       `json:"error,omitempty"`
+	Messages []ReceivedMessage `json:"messages,omitempty"`
+	Line     int64             `json:"line,omitempty"`
+	Results  []ItemResult      `json:"results,omitempty"`
+	Error    *Error            `json:"error,omitempty"`
 }

@@ -36,8 +36,8 @@ func MSDur(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Message is a message to send.
-type Message struct {
+// SendMessage is a message to send.
+type SendMessage struct {
 	Body       []byte            `json:"body"`
 	MessageID  string            `json:"message_id,omitempty"`
 	GroupID    string            `json:"group_id,omitempty"`
@@ -48,14 +48,14 @@ type Message struct {
 }
 
 // FromOutbox encodes an outbox.Message.
-func FromOutbox(m outbox.Message) Message {
-	return Message{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+func FromOutbox(m outbox.Message) SendMessage {
+	return SendMessage{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		Properties: m.Properties, DeliverAt: m.DeliverAt, TTLMS: DurMS(m.TTL)}
 }
 
 // Outbox decodes the message for outbox.SendOne. A missing body is an
 // empty one.
-func (m Message) Outbox() outbox.Message {
+func (m SendMessage) Outbox() outbox.Message {
 	body := m.Body
 	if body == nil {
 		body = []byte{}
@@ -70,7 +70,7 @@ func (m Message) Outbox() outbox.Message {
 
 // SendBatchRequest is the body of a batched send.
 type SendBatchRequest struct {
-	Messages []Message `json:"messages"`
+	Messages []SendMessage `json:"messages"`
 }
 
 // Copy is one copy a send left in one queue (a topic's subscription, or the
@@ -167,8 +167,8 @@ func (r ReceiveRequest) Options() (mqlite.ReceiveOptions, error) {
 	return opts, nil
 }
 
-// OutMessage is a message as received or peeked.
-type OutMessage struct {
+// ReceivedMessage is a message as received or peeked.
+type ReceivedMessage struct {
 	Queue                 string            `json:"queue"`
 	Seq                   int64             `json:"seq"`
 	Body                  []byte            `json:"body"`
@@ -186,19 +186,20 @@ type OutMessage struct {
 	DeadLetterReason      string            `json:"dead_letter_reason,omitempty"`
 	DeadLetterDescription string            `json:"dead_letter_description,omitempty"`
 	DeadLetteredAt        time.Time         `json:"dead_lettered_at,omitzero"`
+	LastError             string            `json:"last_error,omitempty"`
 }
 
 // FromMessage encodes m.
-func FromMessage(m mqlite.Message) OutMessage {
-	return OutMessage{Queue: m.Queue, Seq: m.Seq, Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID,
+func FromMessage(m mqlite.Message) ReceivedMessage {
+	return ReceivedMessage{Queue: m.Queue, Seq: m.Seq, Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID,
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: string(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
-		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt}
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError}
 }
 
 // Message decodes m.
-func (m OutMessage) Message() mqlite.Message {
+func (m ReceivedMessage) Message() mqlite.Message {
 	body := m.Body
 	if body == nil {
 		body = []byte{}
@@ -207,12 +208,12 @@ func (m OutMessage) Message() mqlite.Message {
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: mqlite.State(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
-		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt}
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError}
 }
 
 // FromMessages encodes msgs; never nil, so the JSON is [] and not null.
-func FromMessages(msgs []mqlite.Message) []OutMessage {
-	out := make([]OutMessage, len(msgs))
+func FromMessages(msgs []mqlite.Message) []ReceivedMessage {
+	out := make([]ReceivedMessage, len(msgs))
 	for i, m := range msgs {
 		out[i] = FromMessage(m)
 	}
@@ -220,7 +221,7 @@ func FromMessages(msgs []mqlite.Message) []OutMessage {
 }
 
 // Messages decodes msgs.
-func Messages(msgs []OutMessage) []mqlite.Message {
+func Messages(msgs []ReceivedMessage) []mqlite.Message {
 	out := make([]mqlite.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Message()
@@ -231,12 +232,12 @@ func Messages(msgs []OutMessage) []mqlite.Message {
 // MessagesResponse is the response of receive, peek and the dead-letter
 // listing.
 type MessagesResponse struct {
-	Messages []OutMessage `json:"messages"`
+	Messages []ReceivedMessage `json:"messages"`
 }
 
 // MessageResponse is the response of receive-deferred.
 type MessageResponse struct {
-	Message OutMessage `json:"message"`
+	Message ReceivedMessage `json:"message"`
 }
 
 // LockRequest is the body of complete, defer and renew, and one lock of the
@@ -262,6 +263,9 @@ type AbandonRequest struct {
 	Seq     int64  `json:"seq"`
 	Token   string `json:"token"`
 	DelayMS int64  `json:"delay_ms,omitempty"`
+	// Reason, when not empty, is kept with the message as its last error
+	// (mqlite.Store.AbandonWithReason).
+	Reason string `json:"reason,omitempty"`
 }
 
 // RejectRequest is the body of reject.
@@ -293,8 +297,8 @@ type CompleteReceiveRequest struct {
 // CompleteReceiveResponse is the response of complete-receive: one result
 // per lock completed, in order, and the messages claimed.
 type CompleteReceiveResponse struct {
-	Results  []ItemResult `json:"results"`
-	Messages []OutMessage `json:"messages"`
+	Results  []ItemResult      `json:"results"`
+	Messages []ReceivedMessage `json:"messages"`
 }
 
 // ItemResult is one lock's outcome in a batch: no error, or its error.
@@ -398,17 +402,20 @@ type QueueInfo struct {
 	Options   QueueOptions `json:"options"`
 	CreatedAt time.Time    `json:"created_at"`
 	UpdatedAt time.Time    `json:"updated_at"`
+	// PausedAt is when the queue was paused; absent while it runs.
+	PausedAt time.Time `json:"paused_at,omitzero"`
 }
 
 // FromQueueInfo encodes q.
 func FromQueueInfo(q mqlite.QueueInfo) QueueInfo {
-	return QueueInfo{Name: q.Name, Options: FromQueueOptions(q.Options), CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+	return QueueInfo{Name: q.Name, Options: FromQueueOptions(q.Options), CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt,
+		PausedAt: q.PausedAt}
 }
 
 // Info decodes q.
 func (q QueueInfo) Info() (mqlite.QueueInfo, error) {
 	o, err := q.Options.Options()
-	return mqlite.QueueInfo{Name: q.Name, Options: o, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}, err
+	return mqlite.QueueInfo{Name: q.Name, Options: o, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt, PausedAt: q.PausedAt}, err
 }
 
 // QueuesResponse is the response of the queue listing.
@@ -430,6 +437,23 @@ type Stats struct {
 	OldestDeadLetterAgeMS int64  `json:"oldest_dead_letter_age_ms"`
 	// Counters are the queue's events since the broker opened the store.
 	Counters Counters `json:"counters"`
+	// Receivers are the queue's live receivers, at most MaxReceivers of
+	// them (in key, address and name order); ReceiversTotal counts all.
+	Receivers      []Receiver `json:"receivers"`
+	ReceiversTotal int        `json:"receivers_total"`
+}
+
+// MaxReceivers bounds the receivers of one Stats answer.
+const MaxReceivers = 100
+
+// Receiver is mqlite.Receiver on the wire (its queue is the answer's).
+type Receiver struct {
+	Name     string    `json:"name"`
+	KeyID    string    `json:"key_id,omitempty"`
+	Addr     string    `json:"addr,omitempty"`
+	Waiting  int       `json:"waiting"`
+	Locks    int       `json:"locks"`
+	LastSeen time.Time `json:"last_seen"`
 }
 
 // Counters is mqlite.QueueCounters on the wire. The dashboard reads these
@@ -446,16 +470,23 @@ type Counters struct {
 }
 
 // QueueCounts is one queue's entry of GET /v1/counts: its messages per
-// state and its counters, as Store.Metrics keeps them (nothing read from
-// the file).
+// state, bytes and counters, as Store.Metrics keeps them (nothing read
+// from the file), and the ages of Store.Ages (two index seeks).
 type QueueCounts struct {
-	Queue        string   `json:"queue"`
-	Active       int64    `json:"active"`
-	Scheduled    int64    `json:"scheduled"`
-	Locked       int64    `json:"locked"`
-	Deferred     int64    `json:"deferred"`
-	DeadLettered int64    `json:"dead_lettered"`
-	Counters     Counters `json:"counters"`
+	Queue                 string   `json:"queue"`
+	Active                int64    `json:"active"`
+	Scheduled             int64    `json:"scheduled"`
+	Locked                int64    `json:"locked"`
+	Deferred              int64    `json:"deferred"`
+	DeadLettered          int64    `json:"dead_lettered"`
+	Bytes                 int64    `json:"bytes"`
+	OldestAgeMS           int64    `json:"oldest_age_ms"`
+	OldestDeadLetterAgeMS int64    `json:"oldest_dead_letter_age_ms"`
+	Paused                bool     `json:"paused"`
+	Consumers             int64    `json:"consumers"`
+	Waiting               int64    `json:"waiting"`
+	Locks                 int64    `json:"locks"`
+	Counters              Counters `json:"counters"`
 }
 
 // CountsResponse is the response of GET /v1/counts.
@@ -466,15 +497,30 @@ type CountsResponse struct {
 // FromMetrics encodes the counts of m.
 func FromMetrics(m mqlite.QueueMetrics) QueueCounts {
 	return QueueCounts{Queue: m.Queue, Active: m.Active, Scheduled: m.Scheduled, Locked: m.Locked,
-		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Counters: Counters(m.Counters)}
+		Deferred: m.Deferred, DeadLettered: m.DeadLettered, Bytes: m.Bytes, Paused: m.Paused, Consumers: m.Consumers,
+		Waiting: m.Waiting, Locks: m.Locks, Counters: Counters(m.Counters)}
+}
+
+// WithAges sets the ages of c from a.
+func (c QueueCounts) WithAges(a mqlite.QueueAges) QueueCounts {
+	c.OldestAgeMS, c.OldestDeadLetterAgeMS = a.OldestActive.Milliseconds(), a.OldestDeadLetter.Milliseconds()
+	return c
 }
 
 // FromStats encodes s.
 func FromStats(s mqlite.QueueStats) Stats {
-	return Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
+	out := Stats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked, Deferred: s.Deferred,
 		DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
 		OldestAgeMS: s.OldestAge.Milliseconds(), OldestDeadLetterAgeMS: s.OldestDeadLetterAge.Milliseconds(),
-		Counters: Counters(s.Counters)}
+		Counters: Counters(s.Counters), Receivers: []Receiver{}, ReceiversTotal: len(s.Receivers)}
+	for i, r := range s.Receivers {
+		if i == MaxReceivers {
+			break
+		}
+		out.Receivers = append(out.Receivers, Receiver{Name: r.Name, KeyID: r.KeyID, Addr: r.Addr,
+			Waiting: r.Waiting, Locks: r.Locks, LastSeen: r.LastSeen})
+	}
+	return out
 }
 
 // QueueStats decodes s.
@@ -482,7 +528,17 @@ func (s Stats) QueueStats() mqlite.QueueStats {
 	return mqlite.QueueStats{Queue: s.Queue, Active: s.Active, Scheduled: s.Scheduled, Locked: s.Locked,
 		Deferred: s.Deferred, DeadLettered: s.DeadLettered, Bytes: s.Bytes, DeadLetterBytes: s.DeadLetterBytes,
 		OldestAge: time.Duration(s.OldestAgeMS) * time.Millisecond, OldestDeadLetterAge: time.Duration(s.OldestDeadLetterAgeMS) * time.Millisecond,
-		Counters: mqlite.QueueCounters(s.Counters)}
+		Counters: mqlite.QueueCounters(s.Counters), Receivers: s.receivers()}
+}
+
+// receivers decodes the receivers of s; nil for none.
+func (s Stats) receivers() []mqlite.Receiver {
+	var out []mqlite.Receiver
+	for _, r := range s.Receivers {
+		out = append(out, mqlite.Receiver{Queue: s.Queue, ReceiverTag: mqlite.ReceiverTag{Name: r.Name, KeyID: r.KeyID, Addr: r.Addr},
+			Waiting: r.Waiting, Locks: r.Locks, LastSeen: r.LastSeen})
+	}
+	return out
 }
 
 // Match is mqlite.Match on the wire.
@@ -625,4 +681,36 @@ func quote(s string) string {
 		s = s[:64] + "..."
 	}
 	return `"` + s + `"`
+}
+
+// ClientHeader names the client instance that sends a request (the Go
+// client sets it to a random name per Client), so that the broker counts
+// two processes of one key and host as two receivers.
+const ClientHeader = "Mqlite-Client"
+
+// MaxClientNameLen bounds the value of ClientHeader.
+const MaxClientNameLen = 64
+
+// ValidClientName reports whether name is a ClientHeader value the broker
+// takes: empty (none sent), or 1 to MaxClientNameLen ASCII letters,
+// digits, '-', '_' or '.'.
+func ValidClientName(name string) bool {
+	if len(name) > MaxClientNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// FindResponse is the response of find: the page's matches, where the next
+// page starts (0: the queue is done) and how many messages it examined.
+type FindResponse struct {
+	Messages []ReceivedMessage `json:"messages"`
+	NextSeq  int64             `json:"next_seq"`
+	Scanned  int               `json:"scanned"`
 }

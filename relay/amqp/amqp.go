@@ -7,8 +7,11 @@
 // reported delivered only once the broker confirmed it; a nack, a missing
 // confirm (Config.ConfirmTimeout) and a dropped connection or channel are
 // retried; a message returned as unroutable (no queue bound for it) is
-// held (relay.Hold) until a binding exists. After a drop the sink
-// reconnects on the next Send, with a backoff between attempts.
+// held (relay.Hold) until a binding exists, and so is a message sent to an
+// exchange that does not exist (the broker closes the channel with 404
+// NOT_FOUND; the sink opens a new one on the same connection). After a
+// drop the sink reconnects on the next Send, with a backoff between
+// attempts.
 //
 // RabbitMQ does not drop duplicates by itself: a message whose confirm was
 // lost is published again with the same message-id, and consumers should
@@ -27,6 +30,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -51,6 +55,12 @@ var ErrInvalidConfig = errors.New("amqp: invalid config")
 // (relay.Hold): no delivery is counted and nothing is dead-lettered while
 // the binding is missing, and it goes out once one exists.
 var ErrReturned = errors.New("amqp: message returned unroutable")
+
+// ErrNoExchange is the failure of a message published to an exchange the
+// broker does not have (Config.Exchange not declared yet, or deleted). The
+// message is held (relay.Hold), as an unroutable one is, until the
+// exchange exists.
+var ErrNoExchange = errors.New("amqp: no such exchange")
 
 // ErrClosed is returned for the messages of a Send after Close.
 var ErrClosed = errors.New("amqp: sink closed")
@@ -83,7 +93,8 @@ type Sink struct {
 
 	dial     chan struct{} // held while a goroutine dials: a lock that honours ctx
 	mu       sync.Mutex
-	sess     *session // nil until dialled, or after a drop
+	sess     *session            // nil until dialled, or after a drop
+	conn     *amqp091.Connection // the live connection of a session whose channel closed, for the next one
 	closed   bool
 	failures int       // failed dials in a row
 	retryAt  time.Time // no dial before then
@@ -107,17 +118,11 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, invalid("RoutingKey: %v", err)
 	}
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-		f   string
-	}{{&cfg.ConfirmTimeout, DefaultConfirmTimeout, "ConfirmTimeout"}, {&cfg.DialTimeout, DefaultDialTimeout, "DialTimeout"}} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return nil, invalid("negative %s %v", d.f, *d.v)
-		}
+	if cfg.ConfirmTimeout, err = setting.Default("ConfirmTimeout", cfg.ConfirmTimeout, DefaultConfirmTimeout); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if cfg.DialTimeout, err = setting.Default("DialTimeout", cfg.DialTimeout, DefaultDialTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
 	if cfg.Reconnect == (consumer.Backoff{}) {
 		cfg.Reconnect = DefaultReconnect
@@ -128,11 +133,16 @@ func New(cfg Config) (*Sink, error) {
 // Close closes the connection. Sends after Close fail with ErrClosed.
 func (s *Sink) Close() error {
 	s.mu.Lock()
-	sess := s.sess
-	s.sess, s.closed = nil, true
+	sess, conn := s.sess, s.conn
+	s.sess, s.conn, s.closed = nil, nil, true
 	s.mu.Unlock()
 	if sess != nil {
 		return sess.close()
+	}
+	if conn != nil {
+		if err := conn.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
+			return fmt.Errorf("amqp: close: %w", err)
+		}
 	}
 	return nil
 }
@@ -144,7 +154,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	sess, err := s.session(ctx)
 	if err != nil {
 		for i := range out {
-			out[i] = relay.Retry(err, 0)
+			out[i] = relay.RetryAfter(err, 0)
 		}
 		return out
 	}
@@ -152,12 +162,12 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		key, err := s.key.Render(m)
 		if err != nil {
-			out[i] = relay.Permanent("amqp: bad routing key", err.Error())
+			out[i] = relay.DeadLetter("amqp: bad routing key", err.Error())
 			continue
 		}
 		confirms[i], err = sess.ch.PublishWithDeferredConfirmWithContext(ctx, s.cfg.Exchange, key, true, false, publishing(m))
 		if err != nil {
-			out[i] = relay.Retry(fmt.Errorf("amqp: publish: %w", err), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("amqp: publish: %w", err), 0)
 			s.drop(sess)
 		}
 	}
@@ -170,13 +180,13 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 		select {
 		case <-c.Done():
 			if !c.Acked() {
-				out[i] = relay.Retry(errors.New("amqp: broker nacked the message or the channel closed"), 0)
+				out[i] = relay.RetryAfter(errors.New("amqp: broker nacked the message or the channel closed"), 0)
 			}
 		case <-timer.C:
-			out[i] = relay.Retry(fmt.Errorf("amqp: no confirm within %v", s.cfg.ConfirmTimeout), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("amqp: no confirm within %v", s.cfg.ConfirmTimeout), 0)
 			confirms[i] = nil
 		case <-ctx.Done():
-			out[i] = relay.Retry(fmt.Errorf("amqp: %w", ctx.Err()), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("amqp: %w", ctx.Err()), 0)
 			confirms[i] = nil
 		}
 	}
@@ -186,11 +196,27 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, c := range confirms {
 		if c != nil && c.Acked() {
 			if reply, ok := sess.returned(relay.ID(msgs[i])); ok {
-				out[i] = relay.Hold(fmt.Errorf("%w: %s", ErrReturned, reply))
+				out[i] = relay.Hold("unroutable", fmt.Errorf("%w: %s", ErrReturned, reply))
 			}
 		}
 	}
+	holdMissingExchange(ctx, sess, out)
 	return out
+}
+
+// holdMissingExchange turns the failures of out into holds when the broker
+// closed the channel because the exchange does not exist: no retry of the
+// messages would cure that, and none should count a delivery.
+func holdMissingExchange(ctx context.Context, sess *session, out []relay.Outcome) {
+	e := sess.closedWith(ctx)
+	if e == nil || e.Code != amqp091.NotFound {
+		return
+	}
+	for i, o := range out {
+		if o.Err != nil && !o.DeadLetter && !o.Hold {
+			out[i] = relay.Hold("no_exchange", fmt.Errorf("%w: %s", ErrNoExchange, e.Reason))
+		}
+	}
 }
 
 // maxFieldName is the longest name of an AMQP header (a short string).
@@ -252,7 +278,7 @@ func (s *Sink) session(ctx context.Context) (*session, error) {
 			return nil, fmt.Errorf("amqp: %w", ctx.Err())
 		}
 	}
-	sess, err := dialSession(s.cfg)
+	sess, err := s.open()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -268,9 +294,36 @@ func (s *Sink) session(ctx context.Context) (*session, error) {
 	return sess, nil
 }
 
+// open opens a session: a channel on the connection a closed channel left
+// behind, or on a new connection when there is none (or it fails).
+func (s *Sink) open() (*session, error) {
+	s.mu.Lock()
+	conn := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if conn != nil && !conn.IsClosed() {
+		if sess, err := openSession(conn); err == nil {
+			return sess, nil
+		}
+		_ = conn.Close()
+	}
+	conn, err := dial(s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := openSession(conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return sess, nil
+}
+
 // current returns the live session, nil when there is none, or ErrClosed.
-// A session found dead is closed and forgotten, and the next dial waits
-// for the reconnect backoff.
+// A session found dead is forgotten. When only its channel closed (the
+// broker closes a channel over an error of one publish), its connection is
+// kept for the next session, at once; when the connection dropped, it is
+// closed and the next dial waits for the reconnect backoff.
 func (s *Sink) current() (*session, error) {
 	s.mu.Lock()
 	sess := s.sess
@@ -283,6 +336,11 @@ func (s *Sink) current() (*session, error) {
 		return sess, nil
 	}
 	s.sess = nil
+	if !sess.conn.IsClosed() {
+		s.conn = sess.conn
+		s.mu.Unlock()
+		return nil, nil
+	}
 	s.failures = 1
 	s.retryAt = time.Now().Add(s.cfg.Reconnect.Delay(1))
 	s.mu.Unlock()

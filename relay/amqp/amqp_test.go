@@ -113,6 +113,19 @@ func TestPublishesConfirmedWithIDAndHeaders(t *testing.T) {
 	}
 }
 
+// holdingRelay relays the test queue of st to s, retrying at once and
+// sending held messages again within 20ms, with a spy on the holds and the
+// relay's WARN and ERROR logs.
+func holdingRelay(t *testing.T, st *mqlite.Store, s relay.Sink) (*relaytest.Observer, relaytest.HoldSpy, *relaytest.Logs) {
+	t.Helper()
+	logs := &relaytest.Logs{}
+	opts := retryAtOnce
+	opts.Logger = logs.Logger()
+	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
+	spy := relaytest.HoldSpy{Sink: s, Held: make(chan error, 1)}
+	return relaytest.Relay(t, st, spy, opts), spy, logs
+}
+
 // TestUnroutableIsHeld: a message no queue is bound for is returned, and
 // the relay holds it (no delivery counted, logged once) until the test
 // binds a queue; then it goes through on its first delivery.
@@ -126,12 +139,7 @@ func TestUnroutableIsHeld(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ch.ExchangeDelete(queue+"-x", false, false) })
 	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", Exchange: queue + "-x", RoutingKey: "{{.Subject}}"})
-	logs := &relaytest.Logs{}
-	opts := retryAtOnce
-	opts.Logger = logs.Logger()
-	opts.HoldBackoff = consumer.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
-	spy := relaytest.HoldSpy{Sink: s, Held: make(chan error, 1)}
-	obs := relaytest.Relay(t, b.Store, spy, opts)
+	obs, spy, logs := holdingRelay(t, b.Store, s)
 	relaytest.WaitHolds(t, spy, 3, relayamqp.ErrReturned)
 	if err := ch.QueueBind(queue, "missing", queue+"-x", false, nil); err != nil {
 		t.Fatal(err)
@@ -237,5 +245,46 @@ func TestNewValidates(t *testing.T) {
 		if _, err := relayamqp.New(cfg); !errors.Is(err, mqlite.ErrInvalidArgument) || !errors.Is(err, relayamqp.ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
 		}
+	}
+}
+
+// TestMissingExchangeIsHeld: publishing to an exchange that does not exist
+// makes the broker close the channel (404 NOT_FOUND). The sink opens a new
+// channel and the relay holds the message (no delivery counted, nothing
+// dead-lettered, logged once) until the test declares the exchange; then
+// it goes through on its first delivery.
+func TestMissingExchangeIsHeld(t *testing.T) {
+	t.Parallel()
+	addr, ch, queue := broker(t)
+	b := relaytest.Open(t, mqlite.QueueOptions{MaxDeliveryCount: 2})
+	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a"), Subject: "k"})
+	exchange := queue + "-missing"
+	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", Exchange: exchange, RoutingKey: "{{.Subject}}"})
+	obs, spy, logs := holdingRelay(t, b.Store, s)
+	relaytest.WaitHolds(t, spy, 3, relayamqp.ErrNoExchange)
+	if c := obs.Counts(); c.Abandoned != 0 || c.Rejected != 0 {
+		t.Fatalf("%d abandoned, %d rejected while the exchange is missing: the held message was counted", c.Abandoned, c.Rejected)
+	}
+	if err := ch.ExchangeDeclare(exchange, "direct", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(queue, "k", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := obs.WaitFor(t, "the delivery", func(c relaytest.Counts) bool { return c.Completed == 1 })
+	if c.Abandoned != 0 || c.Rejected != 0 {
+		t.Fatalf("%d abandoned, %d rejected: the held message was counted", c.Abandoned, c.Rejected)
+	}
+	relaytest.Empty(t, b.Store)
+	d, ok, err := ch.Get(queue, true)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	if n := d.Headers[relay.HeaderDeliveryCount]; n != int32(1) {
+		t.Fatalf("delivered with %s %v, want 1", relay.HeaderDeliveryCount, n)
+	}
+	if got := logs.Messages(); len(got) != 1 {
+		t.Fatalf("logs %q, want the hold said once", got)
 	}
 }

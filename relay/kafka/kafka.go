@@ -17,9 +17,13 @@
 // dead-lettered with the reason; a topic that does not exist holds the
 // messages (relay.Hold) until it does.
 //
-// Kafka does not drop a copy that the relay sends again after a lost
-// acknowledgement (the idempotent producer covers only its own retries of
-// one request): consumers drop the ids they have seen, by HeaderID.
+// An acknowledgement lost on the wire leaves no copy: the idempotent
+// producer sends the batch again with the same sequence numbers and the
+// broker keeps one. Kafka does not drop a copy that the relay itself sends
+// again (a relay that died after the produce and before completing the
+// message, or a record that timed out): it has the same HeaderID and key,
+// so it lands on the same partition after the first, and consumers drop
+// the ids they have seen, by HeaderID.
 package kafka
 
 import (
@@ -34,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/relay"
 )
 
@@ -96,11 +101,8 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, invalid("Topic: %v", err)
 	}
-	switch {
-	case cfg.DeliveryTimeout == 0:
-		cfg.DeliveryTimeout = DefaultDeliveryTimeout
-	case cfg.DeliveryTimeout < 0:
-		return nil, invalid("negative DeliveryTimeout %v", cfg.DeliveryTimeout)
+	if cfg.DeliveryTimeout, err = setting.Default("DeliveryTimeout", cfg.DeliveryTimeout, DefaultDeliveryTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -132,7 +134,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		r, err := s.record(m)
 		if err != nil {
-			out[i] = relay.Permanent("kafka: bad topic", err.Error())
+			out[i] = relay.DeadLetter("kafka: bad topic", err.Error())
 			continue
 		}
 		pending[i] = true
@@ -146,7 +148,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 		case <-ctx.Done():
 			for i := range out {
 				if pending[i] {
-					out[i] = relay.Retry(fmt.Errorf("kafka: %w", ctx.Err()), 0)
+					out[i] = relay.RetryAfter(fmt.Errorf("kafka: %w", ctx.Err()), 0)
 				}
 			}
 			return out
@@ -167,13 +169,13 @@ func outcome(err error) relay.Outcome {
 	case err == nil:
 		return relay.Delivered()
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return relay.Hold(fmt.Errorf("%w: %w", ErrNoTopic, err))
+		return relay.Hold("no_topic", fmt.Errorf("%w: %w", ErrNoTopic, err))
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return relay.Permanent("kafka: message too large", err.Error())
+		return relay.DeadLetter("kafka: message too large", err.Error())
 	case errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.TopicAuthorizationFailed):
-		return relay.Permanent("kafka: topic refused", err.Error())
+		return relay.DeadLetter("kafka: topic refused", err.Error())
 	}
-	return relay.Retry(fmt.Errorf("kafka: produce: %w", err), 0)
+	return relay.RetryAfter(fmt.Errorf("kafka: produce: %w", err), 0)
 }
 
 // record builds the Kafka record of m.

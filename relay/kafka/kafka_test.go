@@ -2,10 +2,14 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,4 +276,177 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", name, err)
 		}
 	}
+}
+
+// lossyConn is a client connection that can lose the broker's answers to
+// produce requests: the broker has written the records, and the client
+// sees its connection drop instead of the acknowledgement (the case of a
+// broker that fails between its write and its answer).
+type lossyConn struct {
+	net.Conn
+	drop *atomic.Int32 // produce answers still to lose, shared by every connection
+	lost *atomic.Int32 // produce answers lost
+
+	mu   sync.Mutex
+	keys map[int32]int16 // correlation id → API key of each request written
+	rbuf []byte          // the rest of the answer being read
+}
+
+// Write passes a request on, noting its API key by its correlation id.
+// franz-go writes each request, size prefix and all, in one Write.
+func (c *lossyConn) Write(p []byte) (int, error) {
+	if len(p) >= 12 && int(binary.BigEndian.Uint32(p)) == len(p)-4 {
+		c.mu.Lock()
+		c.keys[int32(binary.BigEndian.Uint32(p[8:]))] = int16(binary.BigEndian.Uint16(p[4:]))
+		c.mu.Unlock()
+	}
+	return c.Conn.Write(p)
+}
+
+// Read reads whole answers from the broker and hands them on, but closes
+// the connection in place of a produce answer it is told to lose.
+func (c *lossyConn) Read(p []byte) (int, error) {
+	if len(c.rbuf) == 0 {
+		var size [4]byte
+		if _, err := io.ReadFull(c.Conn, size[:]); err != nil {
+			return 0, err
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(c.Conn, body); err != nil {
+			return 0, err
+		}
+		if len(body) >= 4 {
+			c.mu.Lock()
+			key := c.keys[int32(binary.BigEndian.Uint32(body))]
+			c.mu.Unlock()
+			if key == int16(kmsg.Produce) && c.drop.Add(-1) >= 0 {
+				c.lost.Add(1)
+				c.Conn.Close()
+				return 0, io.ErrUnexpectedEOF
+			}
+		}
+		c.rbuf = append(size[:], body...)
+	}
+	n := copy(p, c.rbuf)
+	c.rbuf = c.rbuf[n:]
+	return n, nil
+}
+
+// relayCrash is a Sink that plays a relay killed between a produce and the
+// completion of its message: for the first n messages the broker
+// acknowledged, it reports a failure, once each, so the relay sends them
+// again (as a restarted relay would, finding them unsettled).
+type relayCrash struct {
+	relay.Sink
+	n, crashed atomic.Int32
+	once       sync.Map // ids crashed on: each message once
+}
+
+var errCrashed = errors.New("test: relay killed after the produce")
+
+func (r *relayCrash) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := r.Sink.Send(ctx, msgs)
+	for i, o := range out {
+		if !o.Delivered() {
+			continue
+		}
+		if _, again := r.once.LoadOrStore(relay.ID(msgs[i]), true); !again && r.crashed.Add(1) <= r.n.Load() {
+			out[i] = relay.RetryAfter(errCrashed, 0)
+		}
+	}
+	return out
+}
+
+// TestDuplicatesAndWhatAConsumerSees forces both ways a message can reach
+// Kafka twice and reads the topic as a consumer does:
+//   - the broker's acknowledgement of 3 produce requests is lost (the
+//     connection drops after the broker wrote them): franz-go's idempotent
+//     producer sends the same batches again with the same sequence numbers,
+//     and the broker keeps one copy;
+//   - the relay "dies" after 25 produces were acknowledged and before their
+//     messages were completed: it sends them again as new records, and
+//     Kafka keeps both copies.
+//
+// The guarantee asserted: every message is in the topic, exactly 25 have a
+// second copy, each copy carries the same HeaderID and key (so on the
+// same partition), and a consumer that drops the ids it has seen gets every
+// message exactly once, each group's in send order.
+func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
+	t.Parallel()
+	const n, groups, crashes, lostAcks = 500, 10, 25, 3
+	c := fake(t, kfake.SeedTopics(4, "events"))
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	msgs := relaytest.Bodies(n, 32, true)
+	for i := range msgs {
+		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
+	}
+	relaytest.Send(t, b.Store, msgs...)
+	drop, lost := &atomic.Int32{}, &atomic.Int32{}
+	drop.Store(lostAcks)
+	dialer := &net.Dialer{}
+	s := sink(t, relaykafka.Config{
+		Brokers:         c.ListenAddrs(),
+		DeliveryTimeout: 10 * time.Minute, // no record times out on a busy machine: each copy is one the test forced
+		Options: []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, host)
+			if err != nil {
+				return nil, err
+			}
+			return &lossyConn{Conn: conn, drop: drop, lost: lost, keys: map[int32]int16{}}, nil
+		})},
+	})
+	crash := &relayCrash{Sink: s}
+	crash.n.Store(crashes)
+	opt := retryAtOnce
+	opt.Concurrency = 4
+	obs := relaytest.Relay(t, b.Store, crash, opt)
+	cs := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
+	relaytest.Empty(t, b.Store)
+	if got := lost.Load(); got != lostAcks {
+		t.Fatalf("%d produce answers lost, want %d", got, lostAcks)
+	}
+	if cs.Abandoned != crashes {
+		t.Fatalf("%d retries, want the %d crashes alone (a lost answer is the producer's to retry)", cs.Abandoned, crashes)
+	}
+
+	recs := readAll(t, c.ListenAddrs(), "events", n+crashes)
+	copies := map[string]int{}
+	key := map[string]string{}
+	partition := map[string]int32{}
+	last := map[string]int{} // group → index of the last message the consumer kept
+	for _, r := range recs {
+		id := header(r, relaykafka.HeaderID)
+		copies[id]++
+		if k, ok := key[id]; ok && (k != string(r.Key) || partition[id] != r.Partition) {
+			t.Errorf("%s: copies with keys %q and %q on partitions %d and %d", id, k, r.Key, partition[id], r.Partition)
+		}
+		key[id], partition[id] = string(r.Key), r.Partition
+		if copies[id] > 1 {
+			continue // the consumer drops an id it has seen
+		}
+		g := string(r.Key)
+		i, _ := strconv.Atoi(id[len("msg-"):])
+		if prev, ok := last[g]; ok && i < prev {
+			t.Errorf("group %s: msg-%d after msg-%d", g, i, prev)
+		}
+		last[g] = i
+	}
+	twice := 0
+	for i := range n {
+		switch copies[fmt.Sprintf("msg-%d", i)] {
+		case 0:
+			t.Fatalf("msg-%d lost", i)
+		case 1:
+		case 2:
+			twice++
+		default:
+			t.Fatalf("msg-%d: %d copies", i, copies[fmt.Sprintf("msg-%d", i)])
+		}
+	}
+	if twice != crashes || len(recs) != n+crashes {
+		t.Fatalf("%d records, %d messages twice; want %d records, the %d the relay sent again twice (the idempotent producer keeps one copy of a lost answer)",
+			len(recs), twice, n+crashes, crashes)
+	}
+	t.Logf("%d messages: %d produce answers lost (no copy), %d relay crashes (%d copies, same %s and key), %d records",
+		n, lostAcks, crashes, twice, relaykafka.HeaderID, len(recs))
 }

@@ -399,7 +399,7 @@ func (c *countingSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.
 	}
 	for i, o := range out {
 		if o.Delivered() && c.lost.Add(1) <= lostAcks {
-			out[i] = relay.Retry(errLostAck, 0)
+			out[i] = relay.RetryAfter(errLostAck, 0)
 		}
 	}
 	return out

@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/relay"
 )
@@ -90,17 +91,11 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, invalid("Subject: %v", err)
 	}
-	switch {
-	case cfg.MaxInFlight == 0:
-		cfg.MaxInFlight = DefaultMaxInFlight
-	case cfg.MaxInFlight < 0:
-		return nil, invalid("negative MaxInFlight %d", cfg.MaxInFlight)
+	if cfg.MaxInFlight, err = setting.Default("MaxInFlight", cfg.MaxInFlight, DefaultMaxInFlight); err != nil {
+		return nil, invalid("%v", err)
 	}
-	switch {
-	case cfg.AckTimeout == 0:
-		cfg.AckTimeout = DefaultAckTimeout
-	case cfg.AckTimeout < 0:
-		return nil, invalid("negative AckTimeout %v", cfg.AckTimeout)
+	if cfg.AckTimeout, err = setting.Default("AckTimeout", cfg.AckTimeout, DefaultAckTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
 	return &Sink{cfg: cfg, subj: subj, slots: make(chan struct{}, cfg.MaxInFlight)}, nil
 }
@@ -114,13 +109,13 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		subject, err := s.subject(m)
 		if err != nil {
-			out[i] = relay.Permanent("nats: bad subject", err.Error())
+			out[i] = relay.DeadLetter("nats: bad subject", err.Error())
 			continue
 		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			out[i] = relay.Retry(fmt.Errorf("nats: %w", ctx.Err()), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("nats: %w", ctx.Err()), 0)
 			continue
 		}
 		f, err := s.cfg.JetStream.PublishMsgAsync(message(m, subject), jetstream.WithMsgID(relay.ID(m)))
@@ -151,9 +146,9 @@ func (s *Sink) await(ctx context.Context, f jetstream.PubAckFuture, timeout <-ch
 	case err := <-f.Err():
 		return failed(err)
 	case <-timeout:
-		return relay.Retry(fmt.Errorf("nats: no PubAck within %v", s.cfg.AckTimeout), 0)
+		return relay.RetryAfter(fmt.Errorf("nats: no PubAck within %v", s.cfg.AckTimeout), 0)
 	case <-ctx.Done():
-		return relay.Retry(fmt.Errorf("nats: %w", ctx.Err()), 0)
+		return relay.RetryAfter(fmt.Errorf("nats: %w", ctx.Err()), 0)
 	}
 }
 
@@ -168,11 +163,11 @@ var ErrNoStream = errors.New("nats: no stream answered for the subject (none mat
 func failed(err error) relay.Outcome {
 	switch {
 	case errors.Is(err, natsgo.ErrMaxPayload):
-		return relay.Permanent("nats: message too large", err.Error())
+		return relay.DeadLetter("nats: message too large", err.Error())
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, natsgo.ErrNoResponders):
-		return relay.Hold(fmt.Errorf("%w: %w", ErrNoStream, err))
+		return relay.Hold("no_stream", fmt.Errorf("%w: %w", ErrNoStream, err))
 	}
-	return relay.Retry(fmt.Errorf("nats: publish: %w", err), 0)
+	return relay.RetryAfter(fmt.Errorf("nats: publish: %w", err), 0)
 }
 
 // subject renders m's subject.

@@ -39,6 +39,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/relay"
 )
 
@@ -142,17 +143,14 @@ func New(cfg Config) (*Sink, error) {
 		}
 		s.signers = append(s.signers, wh)
 	}
-	if s.cfg.Timeout, err = orDefault(cfg.Timeout, DefaultTimeout, "Timeout"); err != nil {
-		return nil, err
+	if s.cfg.Timeout, err = setting.Default("Timeout", cfg.Timeout, DefaultTimeout); err != nil {
+		return nil, invalid("%v", err)
 	}
-	if s.cfg.MaxRetryAfter, err = orDefault(cfg.MaxRetryAfter, DefaultMaxRetryAfter, "MaxRetryAfter"); err != nil {
-		return nil, err
+	if s.cfg.MaxRetryAfter, err = setting.Default("MaxRetryAfter", cfg.MaxRetryAfter, DefaultMaxRetryAfter); err != nil {
+		return nil, invalid("%v", err)
 	}
-	switch {
-	case cfg.MaxConcurrent == 0:
-		s.cfg.MaxConcurrent = DefaultMaxConcurrent
-	case cfg.MaxConcurrent < 0:
-		return nil, invalid("negative MaxConcurrent %d", cfg.MaxConcurrent)
+	if s.cfg.MaxConcurrent, err = setting.Default("MaxConcurrent", cfg.MaxConcurrent, DefaultMaxConcurrent); err != nil {
+		return nil, invalid("%v", err)
 	}
 	if s.cfg.Transport == nil {
 		s.cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
@@ -182,7 +180,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			out[i] = relay.Retry(fmt.Errorf("webhook: %w", ctx.Err()), 0)
+			out[i] = relay.RetryAfter(fmt.Errorf("webhook: %w", ctx.Err()), 0)
 			continue
 		}
 		wg.Go(func() {
@@ -198,13 +196,13 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 func (s *Sink) post(ctx context.Context, m mqlite.Message) relay.Outcome {
 	req, err := s.request(ctx, m)
 	if err != nil {
-		return relay.Permanent("webhook: bad request", err.Error())
+		return relay.DeadLetter("webhook: bad request", err.Error())
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	resp, err := s.client.Do(req.WithContext(rctx))
 	if err != nil {
-		return relay.Retry(fmt.Errorf("webhook: %w", err), 0)
+		return relay.RetryAfter(fmt.Errorf("webhook: %w", err), 0)
 	}
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, descriptionMax))
@@ -214,9 +212,9 @@ func (s *Sink) post(ctx context.Context, m mqlite.Message) relay.Outcome {
 		return relay.Delivered()
 	case Retryable(resp.StatusCode):
 		after := RetryAfter(resp.Header.Get("Retry-After"), now(), s.cfg.MaxRetryAfter)
-		return relay.Retry(fmt.Errorf("webhook: HTTP %d", resp.StatusCode), after)
+		return relay.RetryAfter(fmt.Errorf("webhook: HTTP %d", resp.StatusCode), after)
 	default:
-		return relay.Permanent(fmt.Sprintf("webhook: HTTP %d", resp.StatusCode),
+		return relay.DeadLetter(fmt.Sprintf("webhook: HTTP %d", resp.StatusCode),
 			fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(head)))
 	}
 }
@@ -310,18 +308,6 @@ func RetryAfter(v string, now time.Time, maxDelay time.Duration) time.Duration {
 		d = t.Sub(now)
 	}
 	return min(max(d, 0), maxDelay)
-}
-
-// orDefault resolves a duration whose zero value means def and which may
-// not be negative.
-func orDefault(v, def time.Duration, field string) (time.Duration, error) {
-	switch {
-	case v == 0:
-		return def, nil
-	case v < 0:
-		return 0, invalid("negative %s %v", field, v)
-	}
-	return v, nil
 }
 
 // ErrInvalidConfig is matched, together with mqlite.ErrInvalidArgument, by

@@ -368,7 +368,7 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
-func TestRedirectIsPermanent(t *testing.T) {
+func TestRedirectIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	b := setup(t, webhook.Config{}, relay.Config{}, func(w http.ResponseWriter, r *http.Request, n int) {
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)

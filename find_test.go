@@ -1,0 +1,98 @@
+package mqlite_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// TestFind filters by state, subject prefix, MessageID and property, pages
+// by seq within the scan bound, and refuses bad filters.
+func TestFind(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	tb.Queue(t, "other", mqlite.QueueOptions{})
+	st, ctx := tb.Store, context.Background()
+	var seqs []int64
+	for i, m := range []outbox.Message{
+		{Subject: "order.placed", MessageID: "o-1", Properties: map[string]string{"tenant": "a"}},
+		{Subject: "order.shipped", MessageID: "o-2", Properties: map[string]string{"tenant": "b"}},
+		{Subject: "invoice.sent", MessageID: "i-1", Properties: map[string]string{"tenant": "a"}},
+		{Subject: "order.placed", MessageID: "o-3"},
+	} {
+		m.Body = []byte{byte('a' + i)}
+		seqs = append(seqs, sendCommitted(t, st, "q", m))
+	}
+	sendCommitted(t, st, "other", outbox.Message{Body: []byte("x"), Subject: "order.placed", MessageID: "o-1"})
+	got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{}) // seqs[0] locked
+	if err != nil || len(got) != 1 {
+		t.Fatal(err)
+	}
+	of := func(ms []mqlite.Message) []int64 {
+		out := []int64{}
+		for _, m := range ms {
+			out = append(out, m.Seq)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		opts mqlite.FindParams
+		want []int64
+		next int64
+	}{
+		{"everything", mqlite.FindParams{}, seqs, 0},
+		{"state", mqlite.FindParams{State: mqlite.StateLocked}, seqs[:1], 0},
+		{"subject prefix", mqlite.FindParams{SubjectPrefix: "order."}, []int64{seqs[0], seqs[1], seqs[3]}, 0},
+		{"message id", mqlite.FindParams{MessageID: "o-2"}, seqs[1:2], 0},
+		{"property", mqlite.FindParams{PropertyKey: "tenant", PropertyValue: "a"}, []int64{seqs[0], seqs[2]}, 0},
+		{"two filters", mqlite.FindParams{SubjectPrefix: "order.", PropertyKey: "tenant", PropertyValue: "a"}, seqs[:1], 0},
+		{"a page of the scan", mqlite.FindParams{SubjectPrefix: "invoice", ScanMax: 2}, []int64{}, seqs[1] + 1},
+		{"the next page", mqlite.FindParams{SubjectPrefix: "invoice", ScanMax: 2, FromSeq: seqs[1] + 1}, seqs[2:3], seqs[3] + 1},
+		{"the last page", mqlite.FindParams{SubjectPrefix: "invoice", ScanMax: 2, FromSeq: seqs[3] + 1}, []int64{}, 0},
+		{"max", mqlite.FindParams{Max: 1, FromSeq: seqs[1]}, seqs[1:2], seqs[1] + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := st.Find(ctx, "q", tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := of(res.Messages); len(g) != len(tc.want) || (len(g) > 0 && !equal(g, tc.want)) || res.NextSeq != tc.next {
+				t.Fatalf("got %v next %d, want %v next %d", g, res.NextSeq, tc.want, tc.next)
+			}
+			for _, m := range res.Messages {
+				if m.LockToken != "" || m.State == "" {
+					t.Fatalf("message %d: token %q state %q", m.Seq, m.LockToken, m.State)
+				}
+			}
+		})
+	}
+	for _, bad := range []mqlite.FindParams{
+		{State: "gone"}, {ScanMax: -1}, {ScanMax: mqlite.MaxFindScan + 1}, {PropertyValue: "a"},
+		{SubjectPrefix: "\xff"}, {Max: 5000},
+	} {
+		if _, err := st.Find(ctx, "q", bad); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	if _, err := st.Find(ctx, "nope", mqlite.FindParams{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Errorf("unknown queue: %v", err)
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,141 @@
+package mqlite_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// eventually polls cond until it holds; the deadline is far past any
+// machine's load, for a state that needs another goroutine to get there.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// receiversOf returns the live receivers of queue.
+func receiversOf(t *testing.T, st *mqlite.Store, queue string) []mqlite.Receiver {
+	t.Helper()
+	all, err := st.Receivers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mqlite.Receiver
+	for _, r := range all {
+		if r.Queue == queue {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestReceiversFollowLoops: each consumer.Loop is one receiver while it
+// runs, waiting or holding the lease of the message its handler works on;
+// a stopped loop leaves after ReceiverGrace by the store's clock; Metrics
+// counts the consumers, waiting receives and locks per queue.
+func TestReceiversFollowLoops(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
+	st := tb.Store
+	start := func(h consumer.Handler) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- consumer.Loop(ctx, st, "q", h, consumer.LoopOptions{Concurrency: 1, Prefetch: -1}) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("loop: %v", err)
+			}
+		}
+	}
+	count := func() int { return len(receiversOf(t, st, "q")) }
+
+	working, release := make(chan struct{}), make(chan struct{})
+	hold := func(ctx context.Context, m mqlite.Message) error {
+		close(working) // one message is sent
+		<-release
+		return nil
+	}
+	stopA := start(hold)
+	eventually(t, "loop A waiting", func() bool {
+		rs := receiversOf(t, st, "q")
+		return len(rs) == 1 && rs[0].Waiting == 1
+	})
+	stopB := start(hold)
+	eventually(t, "two loops", func() bool { return count() == 2 })
+	sendCommitted(t, st, "q", outbox.Message{Body: []byte("work")})
+	<-working
+	eventually(t, "one lock held", func() bool {
+		held := 0
+		for _, r := range receiversOf(t, st, "q") {
+			held += r.Locks
+		}
+		return held == 1
+	})
+	ms, err := st.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := ms[0]; m.Consumers != 2 || m.Locks != 1 {
+		t.Fatalf("metrics: %d consumers, %d locks, want 2 and 1", m.Consumers, m.Locks)
+	}
+	close(release)
+	stopB()
+	stopA()
+	if n := count(); n != 2 {
+		t.Fatalf("%d receivers right after the loops stopped, want 2 (within the grace)", n)
+	}
+	tb.Clock.Advance(mqlite.ReceiverGrace)
+	if rs := receiversOf(t, st, "q"); len(rs) != 0 {
+		t.Fatalf("after the grace: %+v", rs)
+	}
+}
+
+// TestReceiversByTag: a tagged Receive counts under its tag, an untagged one
+// under "in-process"; a completed delivery no longer counts as a lock, a
+// deleted queue's receivers are gone.
+func TestReceiversByTag(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Options{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	st, ctx := tb.Store, context.Background()
+	sendCommitted(t, st, "q", outbox.Message{Body: []byte("a")})
+	sendCommitted(t, st, "q", outbox.Message{Body: []byte("b")})
+	tag := mqlite.ReceiverTag{Name: "c1", KeyID: "k1", Addr: "10.0.0.1"}
+	got, err := st.Receive(mqlite.WithReceiver(ctx, tag), "q", mqlite.ReceiveOptions{Max: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	if _, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rs := receiversOf(t, st, "q")
+	if len(rs) != 2 || rs[0].Name != "in-process" || rs[0].Locks != 1 || rs[1].ReceiverTag != tag || rs[1].Locks != 1 {
+		t.Fatalf("receivers: %+v", rs)
+	}
+	if err := st.Complete(ctx, got[0].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	if rs := receiversOf(t, st, "q"); len(rs) != 2 || rs[1].Locks != 0 {
+		t.Fatalf("after complete: %+v", rs)
+	}
+	if err := st.DeleteQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if rs := receiversOf(t, st, "q"); len(rs) != 0 {
+		t.Fatalf("after delete: %+v", rs)
+	}
+}
