@@ -47,13 +47,13 @@ func receiversOf(t *testing.T, st *mqlite.Store, queue string) []mqlite.Receiver
 // counts the consumers, waiting receives and locks per queue.
 func TestReceiversFollowLoops(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
 	st := tb.Store
 	start := func(h consumer.Handler) (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- consumer.Loop(ctx, st, "q", h, consumer.LoopOptions{Concurrency: 1, Prefetch: -1}) }()
+		go func() { done <- consumer.Loop(ctx, st, "q", h, consumer.LoopConfig{Concurrency: 1, Prefetch: -1}) }()
 		return func() {
 			cancel()
 			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
@@ -109,7 +109,7 @@ func TestReceiversFollowLoops(t *testing.T) {
 // deleted queue's receivers are gone.
 func TestReceiversByTag(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	st, ctx := tb.Store, context.Background()
 	sendCommitted(t, st, "q", outbox.Message{Body: []byte("a")})

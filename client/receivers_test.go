@@ -30,7 +30,7 @@ func TestRemoteReceiversInStats(t *testing.T) {
 	for _, src := range []consumer.Source{b.src, other} {
 		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- consumer.Loop(lctx, src, "q", hold, consumer.LoopOptions{Prefetch: -1}) }()
+		go func() { done <- consumer.Loop(lctx, src, "q", hold, consumer.LoopConfig{Prefetch: -1}) }()
 		stops = append(stops, func() {
 			cancel()
 			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

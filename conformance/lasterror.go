@@ -71,7 +71,7 @@ var lastErrorTests = []subtest{
 					close(failed)
 				}
 				return errors.New("payment service said 503")
-			}, consumer.LoopOptions{})
+			}, consumer.LoopConfig{})
 		}()
 		<-failed
 		cancel()

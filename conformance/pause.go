@@ -79,7 +79,7 @@ var pauseTests = []subtest{
 			done <- consumer.Loop(lctx, k.st, "q", func(_ context.Context, m mqlite.Message) error {
 				handled <- m.Seq
 				return nil
-			}, consumer.LoopOptions{})
+			}, consumer.LoopConfig{})
 		}()
 		k.waiting("q")
 		select {

@@ -34,7 +34,7 @@ func fill(b *testing.B, st *mqlite.Store, queue string, n, dead int) {
 // ("1M"); "stats 1M" is the Stats of that queue, the exact count a
 // dashboard would otherwise ask for.
 func BenchmarkScrape(b *testing.B) {
-	tb := testdb.Open(b, mqlite.Options{})
+	tb := testdb.Open(b, mqlite.Config{})
 	for _, q := range []string{"q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8", "q9"} {
 		tb.Queue(b, q, mqlite.QueueOptions{})
 		fill(b, tb.Store, q, 10, 1)

@@ -114,7 +114,7 @@ func TestCollectorFailsTheScrapeOnAClosedStore(t *testing.T) {
 // removed, the age gauges the store's Clock, and an empty queue reports 0.
 func TestCollectorAgesAndBytes(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	tb.Queue(t, "empty", mqlite.QueueOptions{})
 	ctx := context.Background()
