@@ -14,7 +14,7 @@ import (
 // by seq within the scan bound, and refuses bad filters.
 func TestFind(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	tb.Queue(t, "other", mqlite.QueueOptions{})
 	st, ctx := tb.Store, context.Background()

@@ -18,7 +18,7 @@ import (
 func TestPauseHoldsAcrossARestart(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "mq.db")
-	tb := testdb.OpenPath(t, path, mqlite.Options{})
+	tb := testdb.OpenPath(t, path, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	ctx := context.Background()
 	if err := tb.Store.PauseQueue(ctx, "q"); err != nil {
@@ -36,7 +36,7 @@ func TestPauseHoldsAcrossARestart(t *testing.T) {
 	if err := tb.Store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	tb = testdb.OpenPath(t, path, mqlite.Options{Clock: tb.Clock})
+	tb = testdb.OpenPath(t, path, mqlite.Config{Clock: tb.Clock})
 	q := getQueue(t, tb.Store, "q")
 	if !q.Paused() || !q.PausedAt.Equal(pausedAt) {
 		t.Fatalf("after a restart: paused %v at %v, want at %v", q.Paused(), q.PausedAt, pausedAt)
@@ -75,7 +75,7 @@ func TestPauseHoldsAcrossARestart(t *testing.T) {
 // far longer than the test, and nothing else commits to wake it).
 func TestResumeWakesAWaitingReceive(t *testing.T) {
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{})
 	ctx := context.Background()
 	sendCommitted(t, tb.Store, "q", outbox.Message{Body: []byte("m")})

@@ -18,20 +18,20 @@ const (
 // condition that is set must hold. The zero Filter takes every message.
 type Filter struct {
 	// Subject, when set, must equal the message's Subject.
-	Subject string
+	Subject string `json:"subject,omitempty"`
 	// SubjectPrefix, when set, must begin the message's Subject.
-	SubjectPrefix string
+	SubjectPrefix string `json:"subject_prefix,omitempty"`
 	// Properties are conditions on the message's Properties, by key. A
 	// message without the key does not match, not even In(""): a missing
 	// property is not an empty one (a property set to "" matches In("")).
-	Properties map[string]Match
+	Properties map[string]Match `json:"properties,omitempty"`
 }
 
 // Match is one condition on a property: its value is one of In (one value
 // is equality), or begins with Prefix. Exactly one of the two is set.
 type Match struct {
-	In     []string
-	Prefix string
+	In     []string `json:"in,omitempty"`
+	Prefix string   `json:"prefix,omitempty"`
 }
 
 // In returns the Match of a property whose value is one of values.

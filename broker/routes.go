@@ -753,7 +753,7 @@ func (s *Server) createSubscription(r *http.Request) (result, error) {
 	}
 	topic := r.PathValue("topic")
 	s.topics.Lock()
-	err = s.st.CreateSubscription(r.Context(), topic, req.Queue, mqlite.SubscriptionOptions{Filter: req.Filter.Filter(), Queue: qo})
+	err = s.st.CreateSubscription(r.Context(), topic, req.Queue, mqlite.SubscriptionOptions{Filter: req.Filter, Queue: qo})
 	s.topics.Unlock()
 	if err != nil {
 		return result{}, err
@@ -777,7 +777,7 @@ func (s *Server) updateSubscription(r *http.Request) (result, error) {
 	if err := require(r.Context(), keys.Admin, queue); err != nil {
 		return result{}, err
 	}
-	if err := s.st.UpdateSubscription(r.Context(), topic, queue, req.Filter.Filter()); err != nil {
+	if err := s.st.UpdateSubscription(r.Context(), topic, queue, req.Filter); err != nil {
 		return result{}, err
 	}
 	t, err := s.topicAnswer(r, topic)

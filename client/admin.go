@@ -144,14 +144,14 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // Store.CreateSubscription.
 func (c *Client) CreateSubscription(ctx context.Context, topic, queue string, opts mqlite.SubscriptionOptions) error {
 	return c.do(ctx, call{method: http.MethodPost, path: tpath(topic, "/subscriptions"),
-		in: wire.CreateSubscriptionRequest{Queue: queue, Filter: wire.FromFilter(opts.Filter), Options: wire.FromQueueOptions(opts.Queue)}})
+		in: wire.CreateSubscriptionRequest{Queue: queue, Filter: opts.Filter, Options: wire.FromQueueOptions(opts.Queue)}})
 }
 
 // UpdateSubscription replaces a subscription's filter, as
 // Store.UpdateSubscription.
 func (c *Client) UpdateSubscription(ctx context.Context, topic, queue string, f mqlite.Filter) error {
 	return c.do(ctx, call{method: http.MethodPut, path: tpath(topic, "/subscriptions/"+url.PathEscape(queue)),
-		in: wire.UpdateSubscriptionRequest{Filter: wire.FromFilter(f)}})
+		in: wire.UpdateSubscriptionRequest{Filter: f}})
 }
 
 // DeleteSubscription removes a subscription and its queue, as

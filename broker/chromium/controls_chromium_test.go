@@ -28,7 +28,7 @@ func loopOverClient(t *testing.T, url, key string, clock mqlite.Clock, queue str
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- consumer.Loop(lctx, c, queue, h, consumer.LoopOptions{Prefetch: -1}) }()
+	go func() { done <- consumer.Loop(lctx, c, queue, h, consumer.LoopConfig{Prefetch: -1}) }()
 	return func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
@@ -48,7 +48,7 @@ func loopOverClient(t *testing.T, url, key string, clock mqlite.Clock, queue str
 func TestDashboardOperatorControls(t *testing.T) {
 	chromium(t)
 	t.Parallel()
-	tb := testdb.Open(t, mqlite.Options{})
+	tb := testdb.Open(t, mqlite.Config{})
 	st := tb.Store
 	orders, _ := dashboardData(t, st)
 	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})

@@ -47,7 +47,7 @@ func metricNames(expr string) ([]string, error) {
 	var names []string
 	for _, sel := range parser.ExtractSelectors(e) {
 		for _, m := range sel {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 				names = append(names, m.Value)
 			}
 		}

@@ -541,43 +541,6 @@ func (s Stats) receivers() []mqlite.Receiver {
 	return out
 }
 
-// Match is mqlite.Match on the wire.
-type Match struct {
-	In     []string `json:"in,omitempty"`
-	Prefix string   `json:"prefix,omitempty"`
-}
-
-// Filter is mqlite.Filter on the wire.
-type Filter struct {
-	Subject       string           `json:"subject,omitempty"`
-	SubjectPrefix string           `json:"subject_prefix,omitempty"`
-	Properties    map[string]Match `json:"properties,omitempty"`
-}
-
-// FromFilter encodes f.
-func FromFilter(f mqlite.Filter) Filter {
-	out := Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
-	if len(f.Properties) > 0 {
-		out.Properties = make(map[string]Match, len(f.Properties))
-		for k, m := range f.Properties {
-			out.Properties[k] = Match{In: m.In, Prefix: m.Prefix}
-		}
-	}
-	return out
-}
-
-// Filter decodes f.
-func (f Filter) Filter() mqlite.Filter {
-	out := mqlite.Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
-	if len(f.Properties) > 0 {
-		out.Properties = make(map[string]mqlite.Match, len(f.Properties))
-		for k, m := range f.Properties {
-			out.Properties[k] = mqlite.Match{In: m.In, Prefix: m.Prefix}
-		}
-	}
-	return out
-}
-
 // CreateTopicRequest is the body of a topic creation.
 type CreateTopicRequest struct {
 	Name string `json:"name"`
@@ -586,23 +549,23 @@ type CreateTopicRequest struct {
 // CreateSubscriptionRequest is the body of a subscription creation: the
 // subscription's queue, its filter and the queue's options.
 type CreateSubscriptionRequest struct {
-	Queue   string       `json:"queue"`
-	Filter  Filter       `json:"filter,omitzero"`
-	Options QueueOptions `json:"options,omitzero"`
+	Queue   string        `json:"queue"`
+	Filter  mqlite.Filter `json:"filter,omitzero"`
+	Options QueueOptions  `json:"options,omitzero"`
 }
 
 // UpdateSubscriptionRequest is the body of a subscription update: the new
 // filter.
 type UpdateSubscriptionRequest struct {
-	Filter Filter `json:"filter"`
+	Filter mqlite.Filter `json:"filter"`
 }
 
 // Subscription is mqlite.SubscriptionInfo on the wire.
 type Subscription struct {
-	Topic     string    `json:"topic"`
-	Queue     string    `json:"queue"`
-	Filter    Filter    `json:"filter"`
-	CreatedAt time.Time `json:"created_at"`
+	Topic     string        `json:"topic"`
+	Queue     string        `json:"queue"`
+	Filter    mqlite.Filter `json:"filter"`
+	CreatedAt time.Time     `json:"created_at"`
 }
 
 // Topic is mqlite.TopicInfo on the wire.
@@ -616,7 +579,7 @@ type Topic struct {
 func FromTopic(t mqlite.TopicInfo) Topic {
 	out := Topic{Name: t.Name, CreatedAt: t.CreatedAt, Subscriptions: make([]Subscription, len(t.Subscriptions))}
 	for i, s := range t.Subscriptions {
-		out.Subscriptions[i] = Subscription{Topic: s.Topic, Queue: s.Queue, Filter: FromFilter(s.Filter), CreatedAt: s.CreatedAt}
+		out.Subscriptions[i] = Subscription{Topic: s.Topic, Queue: s.Queue, Filter: s.Filter, CreatedAt: s.CreatedAt}
 	}
 	return out
 }
@@ -625,7 +588,7 @@ func FromTopic(t mqlite.TopicInfo) Topic {
 func (t Topic) TopicInfo() mqlite.TopicInfo {
 	out := mqlite.TopicInfo{Name: t.Name, CreatedAt: t.CreatedAt}
 	for _, s := range t.Subscriptions {
-		out.Subscriptions = append(out.Subscriptions, mqlite.SubscriptionInfo{Topic: s.Topic, Queue: s.Queue, Filter: s.Filter.Filter(), CreatedAt: s.CreatedAt})
+		out.Subscriptions = append(out.Subscriptions, mqlite.SubscriptionInfo{Topic: s.Topic, Queue: s.Queue, Filter: s.Filter, CreatedAt: s.CreatedAt})
 	}
 	return out
 }
