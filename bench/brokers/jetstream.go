@@ -107,11 +107,15 @@ func (j *jet) consume(ctx context.Context, queue string, n int, each func(m jets
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	for range n {
+	for got := 0; got < n; {
 		m, err := it.Next()
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			continue // a heartbeat late on a busy machine: the pull goes on
+		}
 		if err != nil {
 			return err
 		}
+		got++
 		if err := each(m); err != nil {
 			return err
 		}
