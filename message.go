@@ -25,7 +25,7 @@ const (
 // (ErrInvalidArgument past it) are at most 365 days away, and the broker
 // answers 400 past the same bound. A message parked until then is made due
 // at once by Store.DeliverNow.
-const MaxDelay = engine.MaxDelay
+const MaxDelay = 365 * 24 * time.Hour
 
 // Lock identifies one delivery of one message: what every settlement and
 // renewal presents.

@@ -28,6 +28,7 @@ func TestEngineSpeaksTheRootNames(t *testing.T) {
 		{"MaxSubjectLen", engine.MaxSubjectLen, MaxSubjectLen},
 		{"MaxPropertiesBytes", engine.MaxPropertiesBytes, MaxPropertiesBytes},
 		{"MaxTTL", int64(engine.MaxTTL), int64(MaxTTL)},
+		{"MaxDelay", int64(engine.MaxDelay), int64(MaxDelay)},
 	} {
 		if tc.engine != tc.root {
 			t.Errorf("%s: the engine enforces %d, the root exports %d", tc.name, tc.engine, tc.root)
