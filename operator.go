@@ -148,6 +148,11 @@ type PurgeOptions struct {
 	// Purging locked messages takes them from under their consumers, whose
 	// settlements then fail with ErrLockLost. Required.
 	State State
+	// Seqs, when set, are the messages to remove: only those of them in
+	// State go (the others are skipped), in one transaction; an operator
+	// purges the dead letters it selected this way. Empty means every
+	// message of the queue in State.
+	Seqs []int64
 }
 
 // Purge removes every message of queue in opts.State and returns how many it
@@ -161,8 +166,20 @@ func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int
 	default:
 		return 0, invalidf(ErrInvalidArgument, "purge state %q, want one of active, scheduled, locked, deferred, dead_lettered", opts.State)
 	}
-	if err := s.checkQueue(ctx, queue); err != nil {
+	if err := s.checkSeqs(ctx, queue, opts.Seqs); err != nil {
 		return 0, err
+	}
+	if len(opts.Seqs) > 0 {
+		var n int64
+		err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.catchUp(ctx, tx, queue); err != nil {
+				return err
+			}
+			var err error
+			n, err = engine.PurgeSeqs(ctx, tx, queue, string(opts.State), opts.Seqs)
+			return err
+		})
+		return int(n), err
 	}
 	var total int64
 	for {

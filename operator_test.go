@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -155,6 +156,40 @@ func TestPurge(t *testing.T) {
 	}
 	if _, err := b.Store.Purge(ctx, "nope", mqlite.PurgeOptions{State: mqlite.StateActive}); !errors.Is(err, mqlite.ErrQueueNotFound) {
 		t.Errorf("unknown queue: %v", err)
+	}
+}
+
+// TestPurgeSelected removes only the listed messages that are in the
+// state: a listed seq of another state, of another queue or of no message
+// is skipped, and nothing else moves; a bad seq is refused whole.
+func TestPurgeSelected(t *testing.T) {
+	b := sweepSetup(t)
+	ctx := context.Background()
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	b.Queue(t, "other", mqlite.QueueOptions{})
+	dead := b.deadLetter("q", body("d1"), body("d2"), body("d3"))
+	otherDead := b.deadLetter("other", body("o1"))
+	live := b.send("q", body("live"))
+	n, err := b.Store.Purge(ctx, "q", mqlite.PurgeOptions{State: mqlite.StateDeadLettered,
+		Seqs: []int64{dead[0], dead[2], live[0], otherDead[0], 99999}})
+	if err != nil || n != 2 {
+		t.Fatalf("purge selected: %d %v, want 2", n, err)
+	}
+	left, err := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
+	if err != nil || len(left) != 1 || left[0].Seq != dead[1] {
+		t.Fatalf("dead letters left: %v %v, want [%d]", testdb.Seqs(left), err, dead[1])
+	}
+	for _, q := range []string{"q", "other"} {
+		st, err := b.Store.Stats(ctx, q)
+		if err != nil || st.Total() != 2 && q == "q" || st.Total() != 1 && q == "other" {
+			t.Fatalf("%s after the purge: %+v %v", q, st, err)
+		}
+	}
+	if _, err := b.Store.Purge(ctx, "q", mqlite.PurgeOptions{State: mqlite.StateDeadLettered, Seqs: []int64{dead[1], 0}}); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("a zero seq: %v, want ErrInvalidArgument", err)
+	}
+	if left, _ := b.Store.PeekDeadLetters(ctx, "q", mqlite.PeekParams{}); len(left) != 1 {
+		t.Fatalf("a refused purge removed %d dead letters", 1-len(left))
 	}
 }
 

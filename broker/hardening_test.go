@@ -361,15 +361,21 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	}
 }
 
-// TestRedriveSeqsAreBounded (issue 22, item 9): redrive's seqs are a batch.
+// TestRedriveSeqsAreBounded (issue 22, item 9): the seqs of a redrive,
+// and of a purge of selected messages, are a batch.
 func TestRedriveSeqsAreBounded(t *testing.T) {
 	f := start(t, broker.Config{MaxBatch: 3})
-	st, e := f.do(t, "POST", "/v1/queues/q/dead-letters/redrive", f.keys["admin"], []byte(`{"seqs":[1,2,3,4]}`))
-	if st != 413 || e.Reason != wire.ReasonBatchTooLarge {
-		t.Fatalf("4 seqs over 3: %d %+v, want 413 %s", st, e, wire.ReasonBatchTooLarge)
-	}
-	if st, e := f.do(t, "POST", "/v1/queues/q/dead-letters/redrive", f.keys["admin"], []byte(`{"seqs":[1,2,3]}`)); st != 200 {
-		t.Fatalf("3 seqs: %d %+v", st, e)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/queues/q/dead-letters/redrive", `{"seqs":[%s]}`},
+		{"/v1/queues/q/purge", `{"state":"dead_lettered","seqs":[%s]}`},
+	} {
+		st, e := f.do(t, "POST", tc.path, f.keys["admin"], fmt.Appendf(nil, tc.body, "1,2,3,4"))
+		if st != 413 || e.Reason != wire.ReasonBatchTooLarge {
+			t.Fatalf("%s, 4 seqs over 3: %d %+v, want 413 %s", tc.path, st, e, wire.ReasonBatchTooLarge)
+		}
+		if st, e := f.do(t, "POST", tc.path, f.keys["admin"], fmt.Appendf(nil, tc.body, "1,2,3")); st != 200 {
+			t.Fatalf("%s, 3 seqs: %d %+v", tc.path, st, e)
+		}
 	}
 }
 

@@ -553,11 +553,9 @@ func (s *Server) purge(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	n, err := s.st.Purge(r.Context(), r.PathValue("queue"), mqlite.PurgeOptions{State: mqlite.State(req.State)})
-	if err != nil {
-		return result{}, err
-	}
-	return ok(wire.CountResponse{Count: n})
+	return s.countSeqs(req.Seqs, func(seqs []int64) (int, error) {
+		return s.st.Purge(r.Context(), r.PathValue("queue"), mqlite.PurgeOptions{State: mqlite.State(req.State), Seqs: seqs})
+	})
 }
 
 func (s *Server) stats(r *http.Request) (result, error) {

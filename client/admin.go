@@ -40,7 +40,7 @@ func (c *Client) DeliverNow(ctx context.Context, queue string, opts mqlite.Deliv
 // Purge removes the messages of queue in opts.State, as Store.Purge.
 func (c *Client) Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error) {
 	var out wire.CountResponse
-	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/purge"), in: wire.PurgeRequest{State: string(opts.State)}, out: &out})
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/purge"), in: wire.PurgeRequest{State: string(opts.State), Seqs: opts.Seqs}, out: &out})
 	return out.Count, err
 }
 

@@ -228,6 +228,7 @@ type Relay struct {
 	log         *slog.Logger
 	holds       HoldObserver // nil unless Config.Observer is one
 	holding     atomic.Bool  // a Send is holding messages the far side has no place for
+	recoveries  atomic.Int64 // how many times the far side took messages again after a hold
 
 	mu     sync.Mutex
 	groups map[string]struct{} // groups with a message in a Send
@@ -340,7 +341,10 @@ func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
 // the sink answered with Hold, until none is held or ctx ends (then the
 // held ones are retried the usual way). The first hold of a streak is
 // logged at ERROR, later ones at DEBUG; the first delivery after it at INFO.
+// A hold answered by a Send that began before that delivery is old news
+// (the Sends run concurrently): it starts no new streak.
 func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcome {
+	began := r.recoveries.Load()
 	res := r.sink.Send(ctx, msgs)
 	if len(res) != len(msgs) {
 		return res
@@ -358,13 +362,14 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 					r.holds.Held(msgs[i], o.Reason, o.Err)
 				}
 			case o.Delivered() && r.holding.CompareAndSwap(true, false):
+				r.recoveries.Add(1)
 				r.log.Info("relay: the far side takes messages again")
 			}
 		}
 		if len(pending) == 0 {
 			return res
 		}
-		if r.holding.CompareAndSwap(false, true) {
+		if r.recoveries.Load() == began && r.holding.CompareAndSwap(false, true) {
 			r.log.Error("relay: the far side has no place for the messages; holding them (no delivery counted, nothing dead-lettered) until it has",
 				"err", cause, "held", len(pending))
 		} else {
@@ -384,6 +389,7 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 		for j, i := range pending {
 			again[j] = msgs[i]
 		}
+		began = r.recoveries.Load()
 		out := r.sink.Send(ctx, again)
 		if len(out) != len(again) {
 			return out // the sink broke its promise: every message fails

@@ -50,7 +50,7 @@ func TestDashboardOperatorControls(t *testing.T) {
 	t.Parallel()
 	tb := testdb.Open(t, mqlite.Config{})
 	st := tb.Store
-	orders, _ := dashboardData(t, st)
+	orders, dead := dashboardData(t, st)
 	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +194,29 @@ func TestDashboardOperatorControls(t *testing.T) {
 		t.Errorf("last error shown: %q", got)
 	}
 	p.screenshot("operator-controls.png")
+
+	// Dead letters by selection: purge one (two clicks), redrive the other.
+	tick := func(seq int64) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector('#dlq-body input.dlq-select[data-seq="%d"]').click()`, seq))
+	}
+	p.show("dead-letters", "billing")
+	p.do("tick the first dead letter", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#dlq-body input.dlq-select[data-seq="%d"]`, dead[0]))), tick(dead[0]))
+	p.do("purge selected (two clicks)", chromedp.Click(chromedp.ID("dlq-purge-selected")))
+	p.until("armed", `document.getElementById('dlq-purge-selected').textContent === 'Click again to purge them'`)
+	if dl, err := st.PeekDeadLetters(ctx, "billing", mqlite.PeekParams{}); err != nil || len(dl) != 2 {
+		t.Fatalf("after one click: %d dead letters, %v; want 2", len(dl), err)
+	}
+	p.do("the second click", chromedp.Click(chromedp.ID("dlq-purge-selected")))
+	p.until("purged", `document.getElementById('dlq-status').textContent.startsWith('Purged 1 selected')`)
+	if dl, err := st.PeekDeadLetters(ctx, "billing", mqlite.PeekParams{}); err != nil || len(dl) != 1 || dl[0].Seq != dead[1] {
+		t.Fatalf("after purging %d: dead letters %v, %v; want [%d]", dead[0], testdb.Seqs(dl), err, dead[1])
+	}
+	p.do("tick the other", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#dlq-body input.dlq-select[data-seq="%d"]`, dead[1]))), tick(dead[1]),
+		chromedp.Click(chromedp.ID("dlq-redrive-selected")))
+	p.until("redriven", `document.getElementById('dlq-status').textContent.startsWith('Redrove 1 ')`)
+	if s, err := st.Stats(ctx, "billing"); err != nil || s.DeadLettered != 0 {
+		t.Fatalf("after redriving the selection: %+v %v", s, err)
+	}
 }
 
 // setValue sets the value of the form field id, as typed, in one

@@ -49,7 +49,7 @@ export const api = {
   peek: (queue, fromSeq, max) => call("GET", `${q(queue)}/messages?from_seq=${fromSeq}&max=${max}`),
   deadLetters: (queue, fromSeq, max) => call("GET", `${q(queue)}/dead-letters?from_seq=${fromSeq}&max=${max}`),
   redrive: (queue, seqs) => call("POST", q(queue) + "/dead-letters/redrive", seqs ? { seqs } : {}),
-  purge: (queue, state) => call("POST", q(queue) + "/purge", { state }),
+  purge: (queue, state, seqs) => call("POST", q(queue) + "/purge", seqs ? { state, seqs } : { state }),
   find: (queue, params) => call("GET", `${q(queue)}/find?${new URLSearchParams(params)}`),
   send: (queue, msg) => call("POST", q(queue) + "/messages", msg),
   deliverNow: (queue, seqs) => call("POST", q(queue) + "/deliver-now", { seqs }),

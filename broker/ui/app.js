@@ -504,11 +504,30 @@ async function redrive(queue, seqs) {
 $("dlq-queue").addEventListener("change", () => { $("dlq-status").textContent = ""; guard(loadDeadLetters); });
 $("dlq-refresh").addEventListener("click", () => guard(loadDeadLetters));
 $("dlq-redrive-all").addEventListener("click", () => guard(() => redrive($("dlq-queue").value)));
-$("dlq-redrive-selected").addEventListener("click", () => guard(async () => {
+// selectedDeadLetters returns the seqs of the ticked dead letters.
+function selectedDeadLetters(what) {
   const seqs = Array.from(document.querySelectorAll(".dlq-select:checked"), (c) => Number(c.dataset.seq));
-  if (!seqs.length) throw new Error("Select the dead letters to redrive first.");
-  await redrive($("dlq-queue").value, seqs);
+  if (!seqs.length) throw new Error(`Select the dead letters to ${what} first.`);
+  return seqs;
+}
+
+$("dlq-redrive-selected").addEventListener("click", () => guard(async () => {
+  await redrive($("dlq-queue").value, selectedDeadLetters("redrive"));
 }));
+$("dlq-purge-selected").addEventListener("click", (ev) => {
+  // Nothing selected: say so at once, without arming the button.
+  if (!document.querySelector(".dlq-select:checked")) {
+    guard(async () => selectedDeadLetters("purge"));
+    return;
+  }
+  arm(ev.currentTarget, "Click again to purge them", async () => {
+    const queue = $("dlq-queue").value;
+    const res = await api.purge(queue, "dead_lettered", selectedDeadLetters("purge"));
+    $("dlq-status").textContent = `Purged ${res.count} selected dead letter(s) of ${queue}.`;
+    await loadDeadLetters();
+    await poll();
+  });
+});
 $("dlq-purge").addEventListener("click", (ev) => arm(ev.currentTarget, "Click again to purge", async () => {
   const queue = $("dlq-queue").value;
   const res = await api.purge(queue, "dead_lettered");

@@ -136,6 +136,26 @@ func PurgeBatch(ctx context.Context, db DBTX, queue, state string) (int64, error
 	return n, nil
 }
 
+// purgeSeqsSQL deletes the listed messages of a queue in a state, each
+// found by its rowid.
+const purgeSeqsSQL = `DELETE FROM mqlite_messages
+	WHERE id IN (SELECT value FROM json_each(?3)) AND queue = ?1 AND state = ?2`
+
+// PurgeSeqs deletes the messages of queue in state whose seq is one of
+// seqs, and returns how many it deleted; the others are left as they are.
+func PurgeSeqs(ctx context.Context, db DBTX, queue, state string, seqs []int64) (int64, error) {
+	list, err := json.Marshal(seqs)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	res, err := db.ExecContext(ctx, purgeSeqsSQL, queue, state, string(list))
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
 // StateStats is what Stats reports for one state of a queue.
 type StateStats struct {
 	Count      int64

@@ -181,3 +181,14 @@ func TestClaimPlanPinning(t *testing.T) {
 		})
 	}
 }
+
+// TestPurgeSeqsPlan: a purge of selected messages seeks each (through the
+// state's partial index, by queue and seq), never scans the queue.
+func TestPurgeSeqsPlan(t *testing.T) {
+	t.Parallel()
+	db := planDB(t)
+	plan := explain(t, db, purgeSeqsSQL, "q", "dead_lettered", "[1,2,3]")
+	if !strings.Contains(plan, "SEARCH mqlite_messages USING INDEX mqlite_msg_dead (queue=? AND id=?)") || strings.Contains(plan, "SCAN mqlite_messages") {
+		t.Fatalf("plan:\n%s", plan)
+	}
+}

@@ -323,9 +323,11 @@ type DeliverNowRequest struct {
 	Seqs []int64 `json:"seqs,omitempty"`
 }
 
-// PurgeRequest is the body of purge.
+// PurgeRequest is the body of purge; seqs, when set, are the messages to
+// remove (those of them in state).
 type PurgeRequest struct {
-	State string `json:"state"`
+	State string  `json:"state"`
+	Seqs  []int64 `json:"seqs,omitempty"`
 }
 
 // CountResponse is the response of redrive, deliver-now and purge.
