@@ -582,3 +582,25 @@ func TestRefusedLongPollsAreNotErrors(t *testing.T) {
 		t.Fatalf("refused or cancelled receives were logged at ERROR:\n%.3000s", f.log.String())
 	}
 }
+
+// TestNegativeDurationsAreRefused: a duration of milliseconds below -1 (the
+// "off" value) is refused with 400 and changes nothing; it was read as -1,
+// turning an option off that the caller never asked to turn off.
+func TestNegativeDurationsAreRefused(t *testing.T) {
+	f := start(t, broker.Config{})
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/queues", `{"name":"neg","options":{"dedup_window_ms":-5}}`},
+		{"POST", "/v1/queues", `{"name":"neg","options":{"dlq":{"max_age_ms":-2}}}`},
+		{"PUT", "/v1/queues/q", `{"options":{"default_ttl_ms":-7}}`},
+		{"POST", "/v1/queues/q/messages", `{"body":"eA==","ttl_ms":-3}`},
+		{"POST", "/v1/queues/q/receive", `{"wait_ms":-9}`},
+	} {
+		st, e := f.do(t, tc.method, tc.path, f.keys["admin"], []byte(tc.body))
+		if st != 400 {
+			t.Errorf("%s %s %s: %d %+v, want 400", tc.method, tc.path, tc.body, st, e)
+		}
+	}
+	if st, _ := f.do(t, "GET", "/v1/queues/neg", f.keys["admin"], nil); st != 404 {
+		t.Errorf("a refused create made the queue: %d", st)
+	}
+}

@@ -72,7 +72,7 @@ func TestDurations(t *testing.T) {
 	for _, tc := range []struct {
 		ms   int64
 		want int64 // ns
-	}{{0, 0}, {1, 1e6}, {-1, -1}, {-7, -1}, {1 << 62, 1<<63 - 1}} {
+	}{{0, 0}, {1, 1e6}, {-1, -1}, {-7, -7e6}, {-1 << 62, -1 << 63}, {1 << 62, 1<<63 - 1}} {
 		if got := MSDur(tc.ms); int64(got) != tc.want {
 			t.Errorf("MSDur(%d) = %d, want %d", tc.ms, got, tc.want)
 		}

@@ -24,13 +24,19 @@ func DurMS(d time.Duration) int64 {
 	return d.Milliseconds()
 }
 
-// MSDur decodes milliseconds; -1 (and any negative value) becomes -1,
-// the "off" value of every duration option.
+// MSDur decodes milliseconds: -1 stays -1, the "off" value of every
+// duration option; any other negative value stays negative, for the store
+// to refuse (a broker refuses bad input, it never rewrites it into a value
+// that means something).
 func MSDur(ms int64) time.Duration {
-	if ms < 0 {
+	const most = int64(1<<63-1) / int64(time.Millisecond)
+	switch {
+	case ms == -1:
 		return -1
+	case ms < -most:
+		return time.Duration(-1 << 63)
 	}
-	if ms > int64(1<<63-1)/int64(time.Millisecond) {
+	if ms > most {
 		return time.Duration(1<<63 - 1)
 	}
 	return time.Duration(ms) * time.Millisecond
