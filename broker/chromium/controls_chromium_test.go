@@ -133,6 +133,17 @@ func TestDashboardOperatorControls(t *testing.T) {
 	if q, err := st.GetQueue(ctx, "made"); err != nil || q.Options.LockDuration != 90*time.Second || q.Options.MaxDeliveryCount != 4 {
 		t.Fatalf("the updated queue: %+v %v", q, err)
 	}
+	p.do("update every other option", setValue("queue-dedup-window", "60"), setValue("queue-dedup-body", "yes"),
+		setValue("queue-ttl", "3600"), setValue("queue-expire-dlq", "yes"), setValue("queue-dlq-age", "-1"),
+		setValue("queue-dlq-count", "7"), setValue("queue-dlq-bytes", "4096"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('queues-status').textContent = ''`),
+		chromedp.Click(chromedp.ID("queue-update")))
+	p.until("updated again", `document.getElementById('queues-status').textContent === 'Updated made.'`)
+	want := mqlite.QueueOptions{MaxDeliveryCount: 4, LockDuration: 90 * time.Second, DedupWindow: time.Minute, DedupByBody: true,
+		DefaultTTL: time.Hour, DeadLetterOnExpire: true, DLQ: mqlite.DLQRetention{MaxAge: -1, MaxCount: 7, MaxBytes: 4096}}
+	if q, err := st.GetQueue(ctx, "made"); err != nil || q.Options != want {
+		t.Fatalf("the queue updated in every option: %+v %v, want %+v", q.Options, err, want)
+	}
 	del := `#queues-body button.delete[data-queue="made"]`
 	click := chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, del))
 	p.do("delete it (two clicks)", chromedp.WaitVisible(chromedp.CSS(del)), click)

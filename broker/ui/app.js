@@ -264,12 +264,25 @@ function queueActions(q, s) {
 }
 
 // queueFormOptions reads the queue form's options over base (the queue's
-// current options for an update: PUT replaces them all).
+// current options for an update: PUT replaces them all). An empty field
+// keeps what base has (the default, on a create); -1 turns a bound off.
 function queueFormOptions(base) {
   const o = { ...(base || {}) };
-  const md = $("queue-max-delivery").value, lock = $("queue-lock").value;
-  if (md) o.max_delivery_count = Number(md);
-  if (lock) o.lock_duration_ms = Number(lock) * 1000;
+  o.dlq = { ...(o.dlq || {}) };
+  const num = (id, set) => { const v = $(id).value; if (v !== "") set(Number(v)); };
+  const ms = (s) => (s < 0 ? s : s * 1000); // -1 stays -1: off
+  const yes = (id, set) => { const v = $(id).value; if (v) set(v === "yes"); };
+  num("queue-max-delivery", (v) => { o.max_delivery_count = v; });
+  num("queue-lock", (v) => { o.lock_duration_ms = v * 1000; });
+  num("queue-dedup-window", (v) => { o.dedup_window_ms = ms(v); });
+  num("queue-ttl", (v) => { o.default_ttl_ms = v * 1000; });
+  num("queue-dlq-age", (v) => { o.dlq.max_age_ms = ms(v); });
+  num("queue-dlq-count", (v) => { o.dlq.max_count = v; });
+  num("queue-dlq-bytes", (v) => { o.dlq.max_bytes = v; });
+  yes("queue-dedup-body", (v) => { o.dedup_by_body = v; });
+  yes("queue-expire-dlq", (v) => { o.dead_letter_on_expire = v; });
+  const ordering = $("queue-ordering").value;
+  if (ordering) o.ordering = ordering;
   return o;
 }
 
