@@ -224,7 +224,7 @@ func TestSweepTTL(t *testing.T) {
 	b.wantState("keep", seqs["keep"]["locked"], mqlite.StateDeadLettered)
 }
 
-// TestSweepJanitor: receipts, attempts and dedup keys go when their window
+// TestSweepJanitor: tombstones, attempts and dedup keys go when their window
 // has passed, not before.
 func TestSweepJanitor(t *testing.T) {
 	b := sweepSetup(t)
@@ -239,12 +239,14 @@ func TestSweepJanitor(t *testing.T) {
 	if err := b.Store.Complete(context.Background(), msgs[0].Lock()); err != nil {
 		t.Fatal(err)
 	}
-	if count("settlement_receipts") != 1 || count("receive_attempts") != 1 || count("dedup") != 2 {
-		t.Fatalf("setup: %d receipts, %d attempts, %d dedup", count("settlement_receipts"),
-			count("receive_attempts"), count("dedup"))
+	tombstones := func() int64 {
+		return testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`)
+	}
+	if tombstones() != 1 || count("messages") != 2 || count("receive_attempts") != 1 || count("dedup") != 2 {
+		t.Fatalf("setup: %d tombstones, %d attempts, %d dedup", tombstones(), count("receive_attempts"), count("dedup"))
 	}
 	b.atDeadline(30*time.Minute, "janitor", 2)
-	if count("settlement_receipts") != 0 || count("receive_attempts") != 0 || count("dedup") != 2 {
+	if tombstones() != 0 || count("messages") != 1 || count("receive_attempts") != 0 || count("dedup") != 2 {
 		t.Fatal("janitor took the wrong rows")
 	}
 	b.Clock.Advance(30 * time.Minute)

@@ -1,11 +1,10 @@
 -- mqlite's layout: every object a store adds to a file, all named mqlite_...
 -- (SQLite adds sqlite_sequence, for the AUTOINCREMENT of mqlite_messages, and
--- goose the migrations table mqlite_migrations). Three parts, each begun by a
--- line "-- mqlite: <part>": the guard, the tables, then the indexes and
--- triggers. The upgrade from the unprefixed layout keeps its guard, creates
--- the tables, copies the rows, and only then creates the indexes and
--- triggers, so that no trigger fires on a copied row and each index is built
--- once. A column a later layout added to a table is written here as
+-- goose the migrations table mqlite_migrations). Four parts, each begun by a
+-- line "-- mqlite: <part>": the guard, the tables, the indexes and triggers
+-- of the messages, then the other indexes. An upgrade creates the tables,
+-- copies the rows, and only then creates the indexes and triggers, so that
+-- no trigger fires on a copied row and each index is built once. A column a later layout added to a table is written here as
 -- ALTER TABLE ... ADD COLUMN writes it into the table's text (", name type"
 -- before the closing parenthesis), so that a fresh file and an upgraded one
 -- hold the same text.
@@ -18,7 +17,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-5');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-6');
 
 -- mqlite: tables
 
@@ -44,17 +43,26 @@ CREATE TABLE mqlite_queues (
 -- A message is a row and its state is a column. id is the sequence number:
 -- AUTOINCREMENT keeps it strictly increasing and never reused.
 -- held = 1 marks a grouped message behind an earlier live message of its group
--- (live: any state but dead_lettered); the triggers below keep it exact, so the
--- claim index holds only messages that could be handed out.
--- The first six columns are what the connection's pre-update hook reads.
+-- (live: any state but dead_lettered and completed); the triggers below keep
+-- it exact, so the claim index holds only messages that could be handed out.
+-- The first seven columns are what the connection's pre-update hook reads
+-- (body_len among them, for the bytes a queue holds).
 -- body holds a small body in the row; a large one (body IS NULL) lives in
 -- mqlite_message_bodies, so that a claim, renewal or settlement, which
 -- rewrites the row, never rewrites it. content_key is the first 16 bytes of
 -- the body's SHA-256: what tells two bodies apart under one MessageID, and the
--- dedup key of a message without one on a queue with dedup_by_body. A message that holds no lease has
--- 32 dashes for lock_token, the length of a token and never one (tokens are
--- hex): a claim then rewrites the row at the same size, where a NULL growing
--- to 32 bytes split the row's full 1 KiB page on almost every claim.
+-- dedup key of a message without one on a queue with dedup_by_body. A message
+-- that holds no lease has 32 dashes for lock_token, the length of a token and
+-- never one (tokens are hex): a claim then rewrites the row at the same size,
+-- where a NULL growing to 32 bytes split the row's full 1 KiB page on almost
+-- every claim.
+-- A completed message stays as a tombstone (state completed, its body gone,
+-- locked_until the moment of its completion, lock_token the token that
+-- completed it): it is the receipt of its completion, so that a retried
+-- Complete succeeds, until the janitor deletes it with others after the
+-- receipts' time. A completion thus rewrites the row in its page where a
+-- delete emptied pages and wrote a receipt elsewhere; nothing reads a
+-- tombstone but that replay.
 -- last_error is the last reason a delivery came back (NULL for none).
 CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -65,6 +73,7 @@ CREATE TABLE mqlite_messages (
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
+    body_len           INTEGER NOT NULL,
     lock_token         TEXT    NOT NULL DEFAULT '--------------------------------',
     delivery_count     INTEGER NOT NULL DEFAULT 0,
     expires_at         INTEGER NOT NULL DEFAULT 0,
@@ -74,12 +83,12 @@ CREATE TABLE mqlite_messages (
     subject            TEXT,
     properties         TEXT,
     content_key        BLOB    NOT NULL,
-    body_len           INTEGER NOT NULL,
     body               BLOB,
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
-    dead_lettered_at   INTEGER NOT NULL DEFAULT 0
-, last_error TEXT) STRICT;
+    dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
+    last_error         TEXT
+) STRICT;
 
 -- The bodies too large to keep in their message's row, written once.
 CREATE TABLE mqlite_message_bodies (
@@ -104,7 +113,9 @@ CREATE TABLE mqlite_dedup (
 ) STRICT, WITHOUT ROWID;
 
 -- A settlement that succeeded, keyed by the whole request, so that the exact
--- same request retried is answered with success and nothing else is. seq
+-- same request retried is answered with success and nothing else is (a
+-- completion's receipt is its message's tombstone; a file of an earlier
+-- layout may still hold completion receipts here, which replay). seq
 -- leads the key: receipts are written in about seq order, so they append
 -- instead of landing on random pages, and the janitor finds the oldest
 -- first. lock_token is the token's 16 bytes (the hex the caller holds,
@@ -189,11 +200,18 @@ CREATE TABLE mqlite_schedules (
     CHECK ((cron = '') <> (interval_ms = 0))
 ) STRICT;
 
--- mqlite: indexes and triggers
+-- mqlite: message indexes and triggers
 
--- A message leaves with its body.
+-- A message leaves with its body; a tombstone gave its body up already.
 CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
-WHEN OLD.body IS NULL
+WHEN OLD.body IS NULL AND OLD.state <> 'completed'
+BEGIN
+    DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
+END;
+
+-- A completed message gives up a body kept out of its row.
+CREATE TRIGGER mqlite_body_complete AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.state = 'completed' AND OLD.body IS NULL
 BEGIN
     DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
 END;
@@ -208,37 +226,38 @@ CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_le
 CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
 CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE state = 'deferred';
 CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
--- Group probes: one index per blocking state, and one over the live members.
-CREATE INDEX mqlite_msg_group_locked ON mqlite_messages (queue, group_id, id)
-    WHERE state = 'locked' AND group_id IS NOT NULL;
-CREATE INDEX mqlite_msg_group_deferred ON mqlite_messages (queue, group_id, id)
-    WHERE state = 'deferred' AND group_id IS NOT NULL;
-CREATE INDEX mqlite_msg_group_scheduled ON mqlite_messages (queue, group_id, id)
-    WHERE state = 'scheduled' AND group_id IS NOT NULL;
+-- The janitor deletes tombstones whose receipts' time has passed, oldest
+-- completion first.
+CREATE INDEX mqlite_msg_completed ON mqlite_messages (locked_until) WHERE state = 'completed';
+-- Group probes: one index over the members in flight (locked, deferred or
+-- scheduled: what keeps a later member waiting), one over the live members.
+CREATE INDEX mqlite_msg_group_flight ON mqlite_messages (queue, group_id, id)
+    WHERE state IN ('locked', 'deferred', 'scheduled') AND group_id IS NOT NULL;
 CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
-    WHERE state <> 'dead_lettered' AND group_id IS NOT NULL;
+    WHERE state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL;
 
--- The live front of a group left (deleted, or dead-lettered): release the next one.
+-- The live front of a group left (deleted, dead-lettered or completed):
+-- release the next one.
 CREATE TRIGGER mqlite_group_release_on_delete AFTER DELETE ON mqlite_messages
-WHEN OLD.group_id IS NOT NULL AND OLD.held = 0 AND OLD.state <> 'dead_lettered'
+WHEN OLD.group_id IS NOT NULL AND OLD.held = 0 AND OLD.state NOT IN ('dead_lettered', 'completed')
 BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE held = 1 AND id = (
            SELECT b.id FROM mqlite_messages b
             WHERE b.queue = OLD.queue AND b.group_id = OLD.group_id
-              AND b.state <> 'dead_lettered'
+              AND b.state NOT IN ('dead_lettered', 'completed')
             ORDER BY b.id LIMIT 1);
 END;
 
-CREATE TRIGGER mqlite_group_release_on_dead_letter AFTER UPDATE OF state ON mqlite_messages
+CREATE TRIGGER mqlite_group_release_on_leave AFTER UPDATE OF state ON mqlite_messages
 WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
- AND NEW.state = 'dead_lettered' AND OLD.state <> 'dead_lettered'
+ AND NEW.state IN ('dead_lettered', 'completed') AND OLD.state NOT IN ('dead_lettered', 'completed')
 BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE held = 1 AND id = (
            SELECT b.id FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered'
+              AND b.state NOT IN ('dead_lettered', 'completed')
             ORDER BY b.id LIMIT 1);
 END;
 
@@ -255,12 +274,12 @@ BEGIN
     UPDATE mqlite_messages SET held = EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered' AND b.id <> NEW.id
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id <> NEW.id
               AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
      WHERE id = NEW.id;
     UPDATE mqlite_messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
-       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0
+       AND state NOT IN ('dead_lettered', 'completed') AND id > NEW.id AND held = 0
        AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
 END;
 
@@ -274,13 +293,13 @@ BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE id = (SELECT b.id FROM mqlite_messages b
                   WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-                    AND b.state <> 'dead_lettered' AND b.id < NEW.id
+                    AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id
                   ORDER BY b.id LIMIT 1);
     UPDATE mqlite_messages SET held = 1
      WHERE id = NEW.id AND EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered' AND b.id < NEW.id);
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id);
 END;
 
 -- Every committed message with a dedup key (a MessageID, or a body on a queue
@@ -296,6 +315,8 @@ BEGIN
      WHERE q.name = NEW.queue AND q.dedup_window_ms > 0
        AND (NEW.message_id IS NOT NULL OR q.dedup_by_body = 1);
 END;
+
+-- mqlite: other indexes
 
 -- The janitor deletes expired attempts oldest first; a queue is a
 -- subscription of one topic at most; the schedule loop finds the next period.

@@ -28,7 +28,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-5"
+const Token = "mqlite-schema-6"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -36,14 +36,20 @@ const unprefixedToken = "mqlite-schema-3"
 
 // prefixedToken is the guard token of the first prefixed layout, before a
 // queue could pause, a message kept its last error, and receive attempts
-// were keyed by an index; migration 4 upgrades it in place.
+// were keyed by an index; migration 4 upgrades it in place to
+// receiptToken.
 const prefixedToken = "mqlite-schema-4"
+
+// receiptToken is the guard token of the layout in which a completion
+// deleted its message and wrote a receipt row, and a message's body_len
+// came after its strings; migration 5 upgrades it in place, to Token.
+const receiptToken = "mqlite-schema-5"
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 4
+const Latest = 5
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -98,19 +104,26 @@ func SQL() string {
 // recorded versions 1 and 2 (which then created the unprefixed layout); the
 // third upgrades it to the current layout in one transaction, and the fourth
 // then finds nothing to do. A file of the first prefixed layout has recorded
-// 1 to 3 and runs only the fourth.
+// 1 to 3 and runs the fourth and the fifth, each in its own transaction (a
+// crash between them leaves a file of the layout in between, which the next
+// Open takes on from there); a file of the layout with receipts runs the
+// fifth.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
 		goose.NewGoMigration(2, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }}, nil),
 		goose.NewGoMigration(3, &goose.GoFunc{RunTx: upgradeUnprefixed}, nil),
 		goose.NewGoMigration(4, &goose.GoFunc{RunTx: upgradePrefixed}, nil),
+		goose.NewGoMigration(5, &goose.GoFunc{RunTx: upgradeReceipts}, nil),
 	}
 }
 
+// indexParts are the parts of layout.sql that hold indexes and triggers.
+var indexParts = []string{"message indexes and triggers", "other indexes"}
+
 // create writes the whole layout into a file that has none.
 func create(ctx context.Context, tx *sql.Tx) error {
-	for _, p := range []string{"guard", "tables", "indexes and triggers"} {
+	for _, p := range append([]string{"guard", "tables"}, indexParts...) {
 		if _, err := tx.ExecContext(ctx, part(p)); err != nil {
 			return fmt.Errorf("%w: create the layout, %s: %w", errs.ErrMigration, p, err)
 		}
@@ -133,7 +146,7 @@ var unprefixedTables = []string{"queues", "messages", "message_bodies", "dedup",
 // On a file that migration 1 created, it finds the new token and does
 // nothing.
 func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, unprefixedToken)
+	step, err := upgradeFrom(ctx, tx, unprefixedToken, Token)
 	if step == nil {
 		return err
 	}
@@ -168,25 +181,28 @@ func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	if err := step("create the indexes and triggers", part("indexes and triggers")); err != nil {
-		return err
+	for _, p := range indexParts {
+		if err := step("create the "+p, part(p)); err != nil {
+			return err
+		}
 	}
-	return step("write the guard", `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
 
 // stepFunc runs one statement of an upgrade, naming the step in its error.
 type stepFunc func(name, query string, args ...any) error
 
-// upgradeFrom reads the guard of a file an upgrade from token runs on. It
-// returns the upgrade's step function when the file holds that layout; nil
-// and no error when it already holds the current one (a new file, or one an
-// earlier migration brought up to date); nil and an error otherwise.
-func upgradeFrom(ctx context.Context, tx *sql.Tx, from string) (stepFunc, error) {
+// upgradeFrom reads the guard of a file an upgrade from layout from to
+// layout to runs on. It returns the upgrade's step function when the file
+// holds layout from; nil and no error when it already holds layout to or the
+// current one (a new file, or one an earlier migration brought up to date);
+// nil and an error otherwise.
+func upgradeFrom(ctx context.Context, tx *sql.Tx, from, to string) (stepFunc, error) {
 	var token string
 	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
 		return nil, fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
 	}
-	if token == Token {
+	if token == to || token == Token {
 		return nil, nil
 	}
 	if token != from {
@@ -194,7 +210,7 @@ func upgradeFrom(ctx context.Context, tx *sql.Tx, from string) (stepFunc, error)
 	}
 	return func(name, query string, args ...any) error {
 		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, from, Token, name, err)
+			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, from, to, name, err)
 		}
 		if afterStep != nil {
 			afterStep(name)
@@ -207,13 +223,15 @@ func upgradeFrom(ctx context.Context, tx *sql.Tx, from string) (stepFunc, error)
 // upgrade, inside its transaction.
 var afterStep func(step string)
 
-// upgradePrefixed moves a file of the first prefixed layout to the current
-// one, in the migration's one transaction. Two columns are added in place
-// (SQLite writes no row for them: an old row reads the default); the
-// receive attempts, a few short-lived rows, are copied aside, and their
-// table is made again as a rowid table keyed by a unique index.
+// upgradePrefixed moves a file of the first prefixed layout to the layout
+// with receipts (receiptToken), in the migration's one transaction. Two
+// columns are added in place (SQLite writes no row for them: an old row
+// reads the default); the receive attempts, a few short-lived rows, are
+// copied aside, and their table is made again as a rowid table keyed by a
+// unique index. The messages' table keeps its columns in the order of that
+// layout, which migration 5 then changes.
 func upgradePrefixed(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, prefixedToken)
+	step, err := upgradeFrom(ctx, tx, prefixedToken, receiptToken)
 	if step == nil {
 		return err
 	}
@@ -233,7 +251,51 @@ func upgradePrefixed(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	return step("write the guard", `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+	return step("write the guard "+receiptToken, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, receiptToken)
+}
+
+// messageColumns are the columns of mqlite_messages, in the order of the
+// current layout.
+const messageColumns = `id, queue, state, held, visible_at, locked_until, body_len, lock_token,
+	delivery_count, expires_at, enqueued_at, message_id, group_id, subject, properties, content_key,
+	body, dead_letter_reason, dead_letter_desc, dead_lettered_at, last_error`
+
+// upgradeReceipts moves a file of the layout with receipts to the current
+// one, in the migration's one transaction: the messages are copied aside,
+// their table is made again with body_len among the columns the
+// connection's hook reads, and the rows come back with their seqs, states,
+// leases and tokens; the sequence of seqs goes on where it was (dropping
+// the table dropped its sqlite_sequence row). Then the messages' indexes
+// and triggers are made: a completion now leaves a tombstone, and one index
+// probes a group's members in flight where three did. The receipts the file
+// holds stay and replay as before.
+func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, receiptToken, Token)
+	if step == nil {
+		return err
+	}
+	for _, s := range []struct{ name, query string }{
+		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT ` + messageColumns + ` FROM mqlite_messages`},
+		{"copy the message sequence aside", `CREATE TEMP TABLE mqlite_sequence_copy AS
+			SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`},
+		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
+		{"create mqlite_messages", statement("CREATE TABLE mqlite_messages (")},
+		{"copy the messages back", `INSERT INTO mqlite_messages (` + messageColumns + `) SELECT ` + messageColumns + ` FROM temp.mqlite_messages_copy`},
+		{"carry the message sequence", `UPDATE sqlite_sequence
+			SET seq = max(seq, coalesce((SELECT seq FROM temp.mqlite_sequence_copy), 0))
+			WHERE name = 'mqlite_messages'`},
+		{"carry the message sequence when no message came back", `INSERT INTO sqlite_sequence (name, seq)
+			SELECT 'mqlite_messages', seq FROM temp.mqlite_sequence_copy
+			WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'mqlite_messages')`},
+		{"drop the copy of the messages", `DROP TABLE temp.mqlite_messages_copy`},
+		{"drop the copy of the sequence", `DROP TABLE temp.mqlite_sequence_copy`},
+		{"create the message indexes and triggers", part("message indexes and triggers")},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
+	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
 
 // statement returns the statement of layout.sql that begins with head, up
@@ -358,7 +420,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken:
+	case prefixedToken, receiptToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

@@ -39,6 +39,9 @@ var (
 	// prefixedFixture is the first prefixed layout: no paused_at, no
 	// last_error, receive attempts in a WITHOUT ROWID table.
 	prefixedFixture = fixture{dir: "testdata/v4", token: "mqlite-schema-4", version: 3, prefix: "mqlite_", tables: tables}
+	// receiptFixture is the layout in which a completion deleted its
+	// message and wrote a receipt row.
+	receiptFixture = fixture{dir: "testdata/v5", token: "mqlite-schema-5", version: 4, prefix: "mqlite_", tables: tables}
 )
 
 // fixtureExpect is what make.go wrote beside the file.
@@ -158,11 +161,13 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 			t.Errorf("mqlite_%s:\n got  %q\n want %q", table, got, before.rows[table])
 		}
 	}
-	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE paused_at <> 0`); n != 0 {
-		t.Errorf("%d queues paused by the upgrade", n)
-	}
-	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE last_error IS NOT NULL`); n != 0 {
-		t.Errorf("%d messages given a last error by the upgrade", n)
+	if !slices.Contains(before.cols["queues"], "paused_at") {
+		if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE paused_at <> 0`); n != 0 {
+			t.Errorf("%d queues paused by the upgrade", n)
+		}
+		if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE last_error IS NOT NULL`); n != 0 {
+			t.Errorf("%d messages given a last error by the upgrade", n)
+		}
 	}
 	if seq := testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`); seq != before.seq {
 		t.Errorf("message sequence %d, want %d", seq, before.seq)
@@ -328,6 +333,42 @@ func TestUpgradeFromPrefixed(t *testing.T) {
 	}
 	if _, err := st.DB().Exec(`UPDATE mqlite_messages SET last_error = 'boom' WHERE id = ?`, exp.DeferredSeq); err != nil {
 		t.Errorf("keep a last error on the upgraded file: %v", err)
+	}
+}
+
+// TestUpgradeFromReceipts upgrades the committed file of the layout with
+// receipt rows: the messages' table is made again with every row, seq,
+// lease and token, the paused queue stays paused and the last error kept;
+// the store keeps every promise (the receipt of a completion made before
+// the upgrade replays, and one made after it replays from its tombstone).
+func TestUpgradeFromReceipts(t *testing.T) {
+	t.Parallel()
+	path, exp, before := receiptFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 7)
+	ctx := context.Background()
+	if got, err := st.Receive(ctx, "paused", mqlite.ReceiveOptions{}); err != nil || len(got) != 0 {
+		t.Errorf("the paused queue handed out %d messages (%v), want none", len(got), err)
+	}
+	if err := st.ResumeQueue(ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Receive(ctx, "paused", mqlite.ReceiveOptions{})
+	if err != nil || len(got) != 1 || got[0].LastError != "the handler failed" || got[0].DeliveryCount != 2 {
+		t.Fatalf("the resumed queue gave %+v (%v), want p1 with its last error, on its second delivery", got, err)
+	}
+	if err := st.Complete(ctx, got[0].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Complete(ctx, got[0].Lock()); err != nil {
+		t.Errorf("a completion replayed from its tombstone: %v", err)
 	}
 }
 

@@ -22,9 +22,18 @@ type rabbit struct {
 }
 
 func openRabbit(ctx context.Context, sz Sizes) ([]Side, error) {
+	r := &rabbit{pid: pidOf("beam.smp"), sz: sz}
+	if err := r.dial(); err != nil {
+		return nil, err
+	}
+	return []Side{r}, nil
+}
+
+// dial opens the connection and its confirm-mode publishing channel.
+func (r *rabbit) dial() error {
 	conn, err := amqp.DialConfig(rabbitURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pub, err := conn.Channel()
 	if err == nil {
@@ -32,9 +41,10 @@ func openRabbit(ctx context.Context, sz Sizes) ([]Side, error) {
 	}
 	if err != nil {
 		_ = conn.Close()
-		return nil, err
+		return err
 	}
-	return []Side{&rabbit{conn: conn, pub: pub, pid: pidOf("beam.smp"), sz: sz}}, nil
+	r.conn, r.pub = conn, pub
+	return nil
 }
 
 func (r *rabbit) Name() string { return "RabbitMQ" }
@@ -49,6 +59,14 @@ func (r *rabbit) Produces() bool { return true }
 func (r *rabbit) CPU() time.Duration { return procCPU(r.pid) }
 
 func (r *rabbit) Prepare(ctx context.Context, queue string) error {
+	if r.conn.IsClosed() || r.pub.IsClosed() {
+		// The server closes a channel or a connection on an error of an
+		// earlier scenario; every scenario starts on a fresh one.
+		_ = r.conn.Close()
+		if err := r.dial(); err != nil {
+			return err
+		}
+	}
 	if _, err := r.pub.QueueDelete(queue, false, false, false); err != nil {
 		return err
 	}

@@ -66,21 +66,17 @@ func scanRow(s scanner) (Row, error) {
 
 // eligible is the WHERE of the claim's candidate: the oldest active,
 // unexpired, undelivered-past-the-limit message of the queue that is not
-// held behind its group, and (the three head-of-line probes, one per
-// blocking state, each matching its own partial index) has no earlier
-// message of its group locked, deferred or scheduled. The locked probe
-// ignores lease expiry on purpose: a crashed consumer's group stays in order
-// until the reaper puts its head back.
+// held behind its group, and (the head-of-line probe, on the partial index
+// of the members in flight) has no earlier message of its group locked,
+// deferred or scheduled. The probe ignores lease expiry on purpose: a
+// crashed consumer's group stays in order until the reaper puts its head
+// back.
 const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 	AND (m.expires_at = 0 OR m.expires_at > ?2)
 	AND m.delivery_count < ?3
-	AND (m.group_id IS NULL OR NOT (
-	     EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_locked
-	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'locked' AND b.id < m.id)
-	  OR EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_deferred
-	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
-	  OR EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_scheduled
-	              WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))`
+	AND (m.group_id IS NULL OR NOT EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_flight
+	              WHERE b.queue = m.queue AND b.group_id = m.group_id
+	                AND b.state IN ('locked', 'deferred', 'scheduled') AND b.id < m.id))`
 
 // noToken is the lock_token of a message that holds no lease, as SQL: 32
 // dashes, as long as a token (so that a claim rewrites the row at the same
@@ -466,7 +462,7 @@ func (r Row) Size() int64 {
 // Peek reads up to r.Max messages of the queue from r.FromSeq on, in any
 // state but dead_lettered, without locking them.
 func Peek(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
-	return peek(ctx, db, r, `state <> 'dead_lettered'`)
+	return peek(ctx, db, r, `state NOT IN ('dead_lettered', 'completed')`)
 }
 
 // PeekDeadLetters reads up to r.Max dead letters of the queue from

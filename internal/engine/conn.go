@@ -188,18 +188,17 @@ type RowChange struct {
 // bodyLenColumn is the position of body_len in a messages row, and
 // sizedColumns how many leading columns the hook reads to reach it.
 const (
-	bodyLenColumn = 15
+	bodyLenColumn = 6
 	sizedColumns  = bodyLenColumn + 1
 )
 
 // registerHooks wires the connection's pre-update, commit and rollback hooks
 // to cfg's callbacks; committed is called on every commit too (the
-// checkpointer's kick). The pre-update hook reads the first six columns of
-// an updated messages row (id, queue, state, held, visible_at,
-// locked_until) and the first three of its old values (id, queue, state);
-// of an inserted or deleted row it reads up to body_len (the sixteenth
-// column, before the body); of queues only the first column (name): never
-// a body.
+// checkpointer's kick). The pre-update hook reads the first seven columns
+// of an inserted or updated messages row (id, queue, state, held,
+// visible_at, locked_until, body_len) and of a deleted one, and the first
+// three of an updated row's old values (id, queue, state); of queues only
+// the first column (name): never a body.
 func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()) error {
 	h, ok := c.(sqlite.HookRegisterer)
 	if !ok {
@@ -208,7 +207,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 	if cfg.Claimable != nil || cfg.Due != nil || cfg.Bounds != nil || cfg.Changed != nil || cfg.Created != nil || cfg.Dropped != nil {
 		// SQLite calls the hook on the connection's goroutine, one row at
 		// a time: the scratch slices are the hook's alone.
-		m := messageHook{cfg: &cfg, row: make([]any, 6), old: make([]any, 3), sized: make([]any, sizedColumns)}
+		m := messageHook{cfg: &cfg, row: make([]any, sizedColumns), old: make([]any, 3), gone: make([]any, sizedColumns)}
 		h.RegisterPreUpdateHook(func(d sqlite.SQLitePreUpdateData) {
 			switch d.TableName {
 			case "mqlite_messages":
@@ -244,34 +243,33 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 // messageHook reports the writes of messages rows.
 type messageHook struct {
 	cfg      *ConnConfig
-	row, old []any // the columns read, reused from row to row
-	sized    []any // an inserted or deleted row's columns up to body_len
+	row  []any // an inserted or updated row's first columns, reused from row to row
+	old  []any // an updated row's old id, queue and state
+	gone []any // a deleted row's first columns
 }
 
 // write reports one write of a messages row: the wake-ups of a row left
-// claimable or due (insert and update), and its state change.
+// claimable or due (insert and update), and its state change. A completed
+// message (a tombstone) has left its queue: its completion is reported as
+// the row leaving, with its bytes, and its deletion not at all.
 func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 	var ch RowChange
 	if d.Op != sqlite3.SQLITE_DELETE {
-		// New assigns into the elements of its argument slice:
-		// id, queue, state, held, visible_at, locked_until.
+		// New assigns into the elements of its argument slice: id, queue,
+		// state, held, visible_at, locked_until, body_len.
 		row := m.row
-		if d.Op == sqlite3.SQLITE_INSERT && m.cfg.Changed != nil {
-			row = m.sized
-		}
 		if err := d.New(row...); err != nil {
 			if m.cfg.Bounds != nil {
 				m.cfg.Bounds.forget() // a row the bounds did not see
 			}
 			return
 		}
-		copy(m.row, row)
-		if len(row) == sizedColumns {
-			ch.Bytes, _ = row[bodyLenColumn].(int64)
-			clear(row) // no message's strings outlive the hook
+		ch.Bytes, _ = row[bodyLenColumn].(int64)
+		ch.Queue, _ = row[1].(string)
+		ch.New, _ = row[2].(string)
+		if ch.New == "completed" {
+			ch.New = ""
 		}
-		ch.Queue, _ = m.row[1].(string)
-		ch.New, _ = m.row[2].(string)
 		if ch.Queue != "" && m.cfg.Bounds != nil {
 			// Held rows too: the claim's probe promotes and reaps them.
 			col := 0
@@ -288,6 +286,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 		if ch.Queue != "" && m.row[3] == int64(0) {
 			wake(m.cfg, ch.Queue, ch.New, m.row)
 		}
+		clear(row) // no message's strings outlive the hook
 	}
 	if m.cfg.Changed == nil {
 		return
@@ -295,7 +294,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 	if d.Op != sqlite3.SQLITE_INSERT {
 		old := m.old // id, queue, state
 		if d.Op == sqlite3.SQLITE_DELETE {
-			old = m.sized
+			old = m.gone
 		}
 		if err := d.Old(old...); err != nil {
 			return
@@ -304,9 +303,9 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 		ch.Old, _ = old[2].(string)
 		if len(old) == sizedColumns {
 			ch.Bytes, _ = old[bodyLenColumn].(int64)
-			clear(old)
 		}
-		if ch.Old == ch.New {
+		clear(old)
+		if ch.Old == ch.New || ch.Old == "completed" {
 			return
 		}
 	}

@@ -40,7 +40,7 @@ type FindResult struct {
 // stateCond is the statement's condition on the state.
 func stateCond(state string) string {
 	if state == "" {
-		return `state <> 'dead_lettered'`
+		return `state NOT IN ('dead_lettered', 'completed')`
 	}
 	return `state = '` + state + `'`
 }

@@ -69,18 +69,16 @@ func TestClaimPlanPinning(t *testing.T) {
 	}{
 		{"claim", claimSQL, claimArgs, []string{
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
-			"SEARCH b USING INDEX mqlite_msg_group_locked (queue=? AND group_id=? AND id<?)",
-			"SEARCH b USING INDEX mqlite_msg_group_deferred (queue=? AND group_id=? AND id<?)",
-			"SEARCH b USING INDEX mqlite_msg_group_scheduled (queue=? AND group_id=? AND id<?)",
+			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
 		{"claim one", claimOneSQL, claimArgs, []string{
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
-			"SEARCH b USING INDEX mqlite_msg_group_locked (queue=? AND group_id=? AND id<?)",
+			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
 		{"still held", stillHeldSQL, []any{`[{"q":"q","s":1,"t":"x"}]`, "q", 1}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
-		{"complete many", completeSQLs[4][0], []any{1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil, 1}, []string{
+		{"complete many", completeSQLs[4], []any{1, 1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
 		{"next due", nextDueSQL, []any{"q"}, []string{
@@ -97,7 +95,7 @@ func TestClaimPlanPinning(t *testing.T) {
 		// With a byte budget, the running sum reads the candidates only.
 		{"claim within a budget", claimBudgetSQL, append(claimArgs, 4096), []string{
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
-			"SEARCH b USING INDEX mqlite_msg_group_locked (queue=? AND group_id=? AND id<?)",
+			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
 		{"claim and delete within a budget", claimDeleteBudgetSQL, append(claimArgs, 4096), []string{
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
@@ -142,7 +140,13 @@ func TestClaimPlanPinning(t *testing.T) {
 		}},
 		// The janitor deletes in short batches found by index (receipts: the
 		// first rows of the table in key order, a bounded read).
-		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{
+		{"janitor tombstones", janitorSQL[0], []any{1, 10}, []string{
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_completed (locked_until<?)",
+		}},
+		{"complete replay", completedReceipt, []any{"q", 1, "t", 1}, []string{
+			"SEARCH mqlite_messages USING INTEGER PRIMARY KEY (rowid=?)",
+		}},
+		{"janitor attempts", janitorSQL[2], []any{1, 10}, []string{
 			"SEARCH mqlite_receive_attempts USING INDEX mqlite_attempts_expires (expires_at<?)",
 		}},
 		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10}, []string{

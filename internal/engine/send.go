@@ -74,7 +74,7 @@ const insertMessage = `INSERT INTO mqlite_messages (queue, state, held, visible_
 SELECT q.name,
 	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
 	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
-		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.state <> 'dead_lettered'
+		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.state NOT IN ('dead_lettered', 'completed')
 		   AND b.group_id = coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END)),
 	max(?5, (SELECT mqlite_now())),
 	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6

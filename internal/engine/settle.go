@@ -54,8 +54,13 @@ func (s Settlement) receiptArgs() string {
 // token, a locked row, and a lease still running (equal is expired).
 const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > ?4`
 
+// tombstone is what a completion sets: the row stays as the receipt of its
+// completion (its token kept, locked_until the moment it completed, ?4),
+// without its body or a time to live. See completedReceipt.
+const tombstone = `SET state = 'completed', locked_until = ?4, body = NULL, expires_at = 0`
+
 var settleSQL = map[Op]string{
-	OpComplete: `DELETE FROM mqlite_messages WHERE ` + fence,
+	OpComplete: `UPDATE mqlite_messages ` + tombstone + ` WHERE ` + fence,
 	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM mqlite_queues WHERE name = ?2)`, Now: "?4",
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
 		Set: ", visible_at = ?4 + ?5, last_error = coalesce(?6, last_error)", Where: fence}.sql(),
@@ -64,9 +69,18 @@ var settleSQL = map[Op]string{
 	OpDefer: `UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 }
 
-// Settle applies s inside tx and writes its receipt there. When the fence
-// matches no row, a live receipt of the exact same request makes it a
-// success (a replay); anything else is errs.ErrLockLost.
+// completedReceipt finds the tombstone a completion of (?1 queue, ?2 seq,
+// ?3 token) left within the receipts' time of ?4 (now).
+var completedReceipt = `SELECT 1 FROM mqlite_messages
+	WHERE id = ?2 AND queue = ?1 AND state = 'completed' AND lock_token = ?3 AND locked_until > ?4 - ` + receiptTTL
+
+// receiptTTL is ReceiptTTLMS as SQL.
+var receiptTTL = strconv.Itoa(ReceiptTTLMS)
+
+// Settle applies s inside tx and writes its receipt there (a completion's
+// receipt is its tombstone). When the fence matches no row, a live receipt
+// of the exact same request makes it a success (a replay); anything else is
+// errs.ErrLockLost.
 func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 	query, ok := settleSQL[s.Op]
 	if !ok {
@@ -102,6 +116,9 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM mqlite_settlement_receipts
 			WHERE seq = ?2 AND lock_token = unhex(?3) AND operation = ?4 AND args = ?5 AND queue = ?1 AND expires_at > ?6`,
 			s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) && s.Op == OpComplete {
+			err = tx.QueryRowContext(ctx, completedReceipt, s.Queue, s.Seq, s.Token, s.Now).Scan(&one)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
 		}
@@ -109,6 +126,9 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 			return fmt.Errorf("%s: receipt: %w", s.Op, err)
 		}
 		return nil
+	}
+	if s.Op == OpComplete {
+		return nil // the tombstone is the receipt
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_settlement_receipts
 		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
@@ -168,37 +188,37 @@ type lockRef struct {
 // eight statement texts of each kind sit in the connection's cache.
 const completeChunk = 128
 
-// completeSQL returns the DELETE of the n fenced deliveries listed as
-// (seq, queue, token) rows of anonymous parameters, the last parameter
-// being now, and the INSERT of their Complete receipts from (queue, seq,
-// token, expires_at) rows. A padding row is all NULL: it matches no message
-// and writes no receipt. Parameters, not a JSON array: SQLite parsed the
-// array again for every field it read.
-func completeSQL(n int) (deleteSQL, receiptSQL string) {
-	var del, rec strings.Builder
-	del.WriteString(`DELETE FROM mqlite_messages WHERE id IN (
+// completeSQL returns the completion of the n fenced deliveries listed as
+// (seq, queue, token) rows of anonymous parameters after ?1, now: each row found locked under its token becomes its own
+// tombstone, the receipt of its completion. A padding row is all NULL: it
+// matches no message. Parameters, not a JSON array: SQLite parsed the array
+// again for every field it read.
+func completeSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`UPDATE mqlite_messages SET state = 'completed', locked_until = ?1,
+	body = NULL, expires_at = 0 WHERE id IN (
 	SELECT m.id FROM (VALUES `)
-	rec.WriteString(`INSERT OR REPLACE INTO mqlite_settlement_receipts
-	(queue, seq, lock_token, operation, args, expires_at)
-	SELECT column1, column2, unhex(column3), 'complete', '', column4 FROM (VALUES `)
 	for i := range n {
 		if i > 0 {
-			del.WriteString(", ")
-			rec.WriteString(", ")
+			b.WriteString(", ")
 		}
-		del.WriteString("(?, ?, ?)")
-		rec.WriteString("(?, ?, ?, ?)")
+		b.WriteString("(?, ?, ?)")
 	}
-	del.WriteString(`) l CROSS JOIN mqlite_messages m ON m.id = l.column1
+	b.WriteString(`) l CROSS JOIN mqlite_messages m ON m.id = l.column1
 	 WHERE m.queue = l.column2 AND m.lock_token = l.column3
-	   AND m.state = 'locked' AND m.locked_until > ?)
+	   AND m.state = 'locked' AND m.locked_until > ?1)
 	RETURNING id`)
-	rec.WriteString(`) WHERE column1 IS NOT NULL`)
-	return del.String(), rec.String()
+	return b.String()
 }
 
 // completeSQLs holds completeSQL for every power of two up to completeChunk.
-var completeSQLs = bySize(completeChunk, completeSQL)
+var completeSQLs = func() map[int]string {
+	m := map[int]string{}
+	for n := 1; n <= completeChunk; n *= 2 {
+		m[n] = completeSQL(n)
+	}
+	return m
+}()
 
 // chunkOf is the statement size for k deliveries: the least power of two
 // that holds them, at most completeChunk.
@@ -210,25 +230,24 @@ func chunkOf(k int) int {
 	return n
 }
 
-// CompleteMany completes several deliveries with two statements per
-// completeChunk of them, one DELETE and one INSERT of their receipts. A
-// delivery whose row was not deleted goes through Settle, which answers it
-// from a receipt or with errs.ErrLockLost. Each delivery gets its own
-// result.
+// CompleteMany completes several deliveries with one statement per
+// completeChunk of them, which leaves their tombstones. A delivery whose
+// row was not completed goes through Settle, which answers it from a
+// receipt or with errs.ErrLockLost. Each delivery gets its own result.
 func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) ([]error, error) {
-	deleted := make(map[int64]bool, len(locks))
+	completed := make(map[int64]bool, len(locks))
 	for rest := locks; len(rest) > 0; {
 		k := min(len(rest), completeChunk)
 		n := chunkOf(k)
-		args := make([]any, 0, 3*n+1)
+		args := make([]any, 1, 3*n+1)
+		args[0] = now
 		for _, l := range rest[:k] {
 			args = append(args, l.Seq, l.Queue, l.Token)
 		}
 		for range n - k {
 			args = append(args, nil, nil, nil)
 		}
-		args = append(args, now)
-		rows, err := tx.QueryContext(ctx, completeSQLs[n][0], args...)
+		rows, err := tx.QueryContext(ctx, completeSQLs[n], args...)
 		if err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
 		}
@@ -238,7 +257,7 @@ func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) (
 				rows.Close()
 				return nil, fmt.Errorf("complete: %w", err)
 			}
-			deleted[id] = true
+			completed[id] = true
 		}
 		if err := rows.Close(); err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
@@ -246,10 +265,8 @@ func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) (
 		rest = rest[k:]
 	}
 	out := make([]error, len(locks))
-	var done []Settlement
 	for i, l := range locks {
-		if deleted[l.Seq] {
-			done = append(done, l)
+		if completed[l.Seq] {
 			continue
 		}
 		l.Op, l.Now = OpComplete, now
@@ -258,21 +275,6 @@ func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) (
 			return nil, err
 		}
 		out[i] = err
-	}
-	for len(done) > 0 {
-		k := min(len(done), completeChunk)
-		n := chunkOf(k)
-		args := make([]any, 0, 4*n)
-		for _, l := range done[:k] {
-			args = append(args, l.Queue, l.Seq, l.Token, now+ReceiptTTLMS)
-		}
-		for range n - k {
-			args = append(args, nil, nil, nil, nil)
-		}
-		if _, err := tx.ExecContext(ctx, completeSQLs[n][1], args...); err != nil {
-			return nil, fmt.Errorf("complete: write receipts: %w", err)
-		}
-		done = done[k:]
 	}
 	return out, nil
 }

@@ -102,11 +102,18 @@ var (
 )
 
 // janitorSQL deletes one batch of the rows whose replay window has passed
-// (?1 is now, ?2 the batch size): settlement receipts and receive attempts
-// (expireDedup does the dedup keys). Replays check expiry at statement time, so these rows are dead
+// (?1 is now, ?2 the batch size): the tombstones of completed messages,
+// settlement receipts and receive attempts (expireDedup does the dedup
+// keys). Replays check expiry at statement time, so these rows are dead
 // weight, never a behaviour. Each statement is its own short write, so the
 // janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
+	// Tombstones, oldest completion first, through their own index. Most
+	// were completed in seq order, so a batch deletes runs of neighbouring
+	// rows: few pages, each emptied whole.
+	`DELETE FROM mqlite_messages WHERE id IN (
+		SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_completed
+		 WHERE state = 'completed' AND locked_until <= ?1 - ` + receiptTTL + ` ORDER BY locked_until LIMIT ?2)`,
 	// Receipts lead with seq and are written in about seq order, so the
 	// expired ones sit at the front: a batch reads the first rows in key
 	// order and deletes the expired among them. A batch that deletes none
@@ -240,7 +247,7 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 	var total int64
 	for i, q := range janitorSQL {
 		least := int64(SweepBatch)
-		if i == 0 {
+		if i == 1 {
 			least = 1 // receipts: a batch deletes the expired among the first rows
 		}
 		n, err := batchedUntil(ctx, db, q, now, stop, least)

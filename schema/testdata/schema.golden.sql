@@ -10,27 +10,22 @@ CREATE UNIQUE INDEX mqlite_attempts_key ON mqlite_receive_attempts (queue, attem
 -- index mqlite_msg_active
 CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
+-- index mqlite_msg_completed
+CREATE INDEX mqlite_msg_completed ON mqlite_messages (locked_until) WHERE state = 'completed';
+
 -- index mqlite_msg_dead
 CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
 
 -- index mqlite_msg_deferred
 CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE state = 'deferred';
 
--- index mqlite_msg_group_deferred
-CREATE INDEX mqlite_msg_group_deferred ON mqlite_messages (queue, group_id, id)
-    WHERE state = 'deferred' AND group_id IS NOT NULL;
+-- index mqlite_msg_group_flight
+CREATE INDEX mqlite_msg_group_flight ON mqlite_messages (queue, group_id, id)
+    WHERE state IN ('locked', 'deferred', 'scheduled') AND group_id IS NOT NULL;
 
 -- index mqlite_msg_group_live
 CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
-    WHERE state <> 'dead_lettered' AND group_id IS NOT NULL;
-
--- index mqlite_msg_group_locked
-CREATE INDEX mqlite_msg_group_locked ON mqlite_messages (queue, group_id, id)
-    WHERE state = 'locked' AND group_id IS NOT NULL;
-
--- index mqlite_msg_group_scheduled
-CREATE INDEX mqlite_msg_group_scheduled ON mqlite_messages (queue, group_id, id)
-    WHERE state = 'scheduled' AND group_id IS NOT NULL;
+    WHERE state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL;
 
 -- index mqlite_msg_locked
 CREATE INDEX mqlite_msg_locked ON mqlite_messages (queue, locked_until, body_len) WHERE state = 'locked';
@@ -88,6 +83,7 @@ CREATE TABLE mqlite_messages (
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
+    body_len           INTEGER NOT NULL,
     lock_token         TEXT    NOT NULL DEFAULT '--------------------------------',
     delivery_count     INTEGER NOT NULL DEFAULT 0,
     expires_at         INTEGER NOT NULL DEFAULT 0,
@@ -97,12 +93,12 @@ CREATE TABLE mqlite_messages (
     subject            TEXT,
     properties         TEXT,
     content_key        BLOB    NOT NULL,
-    body_len           INTEGER NOT NULL,
     body               BLOB,
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
-    dead_lettered_at   INTEGER NOT NULL DEFAULT 0
-, last_error TEXT) STRICT;
+    dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
+    last_error         TEXT
+) STRICT;
 
 -- table mqlite_migrations
 CREATE TABLE mqlite_migrations (
@@ -192,9 +188,16 @@ CREATE TABLE mqlite_topics (
 -- table sqlite_sequence
 CREATE TABLE sqlite_sequence(name,seq);
 
+-- trigger mqlite_body_complete
+CREATE TRIGGER mqlite_body_complete AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.state = 'completed' AND OLD.body IS NULL
+BEGIN
+    DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
+END;
+
 -- trigger mqlite_body_delete
 CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
-WHEN OLD.body IS NULL
+WHEN OLD.body IS NULL AND OLD.state <> 'completed'
 BEGIN
     DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
 END;
@@ -219,13 +222,13 @@ BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE id = (SELECT b.id FROM mqlite_messages b
                   WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-                    AND b.state <> 'dead_lettered' AND b.id < NEW.id
+                    AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id
                   ORDER BY b.id LIMIT 1);
     UPDATE mqlite_messages SET held = 1
      WHERE id = NEW.id AND EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered' AND b.id < NEW.id);
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id);
 END;
 
 -- trigger mqlite_group_rejoin
@@ -236,36 +239,36 @@ BEGIN
     UPDATE mqlite_messages SET held = EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered' AND b.id <> NEW.id
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id <> NEW.id
               AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
      WHERE id = NEW.id;
     UPDATE mqlite_messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
-       AND state <> 'dead_lettered' AND id > NEW.id AND held = 0
+       AND state NOT IN ('dead_lettered', 'completed') AND id > NEW.id AND held = 0
        AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
-END;
-
--- trigger mqlite_group_release_on_dead_letter
-CREATE TRIGGER mqlite_group_release_on_dead_letter AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
- AND NEW.state = 'dead_lettered' AND OLD.state <> 'dead_lettered'
-BEGIN
-    UPDATE mqlite_messages SET held = 0
-     WHERE held = 1 AND id = (
-           SELECT b.id FROM mqlite_messages b
-            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state <> 'dead_lettered'
-            ORDER BY b.id LIMIT 1);
 END;
 
 -- trigger mqlite_group_release_on_delete
 CREATE TRIGGER mqlite_group_release_on_delete AFTER DELETE ON mqlite_messages
-WHEN OLD.group_id IS NOT NULL AND OLD.held = 0 AND OLD.state <> 'dead_lettered'
+WHEN OLD.group_id IS NOT NULL AND OLD.held = 0 AND OLD.state NOT IN ('dead_lettered', 'completed')
 BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE held = 1 AND id = (
            SELECT b.id FROM mqlite_messages b
             WHERE b.queue = OLD.queue AND b.group_id = OLD.group_id
-              AND b.state <> 'dead_lettered'
+              AND b.state NOT IN ('dead_lettered', 'completed')
+            ORDER BY b.id LIMIT 1);
+END;
+
+-- trigger mqlite_group_release_on_leave
+CREATE TRIGGER mqlite_group_release_on_leave AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
+ AND NEW.state IN ('dead_lettered', 'completed') AND OLD.state NOT IN ('dead_lettered', 'completed')
+BEGIN
+    UPDATE mqlite_messages SET held = 0
+     WHERE held = 1 AND id = (
+           SELECT b.id FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state NOT IN ('dead_lettered', 'completed')
             ORDER BY b.id LIMIT 1);
 END;
