@@ -242,7 +242,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 
 // messageHook reports the writes of messages rows.
 type messageHook struct {
-	cfg      *ConnConfig
+	cfg  *ConnConfig
 	row  []any // an inserted or updated row's first columns, reused from row to row
 	old  []any // an updated row's old id, queue and state
 	gone []any // a deleted row's first columns
