@@ -14,7 +14,7 @@ import (
 // with and without a MessageID, a claim of one message and its completion.
 // Pages are WAL frames, read from the wal-index after each commit.
 func BenchmarkPages(b *testing.B) {
-	const ops = 2000
+	const ops = 1600
 	tb := testdb.Open(b, mqlite.Config{})
 	tb.Queue(b, "q", mqlite.QueueOptions{})
 	fill(b, tb.Store, "q", drainBacklog, "")
@@ -58,4 +58,36 @@ func BenchmarkPages(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+	// In batches of k: pages per message.
+	for _, k := range []int{2, 4, 8, 12, 16, 100} {
+		locks = locks[:0]
+		batches := ops / k
+		measureN := func(name string, op func(i int)) {
+			b.Run(fmt.Sprintf("%s-%d", name, k), func(b *testing.B) {
+				for range b.N {
+					wal.Step()
+					start := wal.Frames
+					for i := range batches {
+						op(i)
+						wal.Step()
+					}
+					b.ReportMetric(float64(wal.Frames-start)/float64(batches*k), "pages/op")
+				}
+			})
+		}
+		measureN("claim", func(int) {
+			ms, err := tb.Store.Receive(bctx, "q", mqlite.ReceiveOptions{Max: k})
+			if err != nil || len(ms) != k {
+				b.Fatal(err, len(ms))
+			}
+			for _, m := range ms {
+				locks = append(locks, m.Lock())
+			}
+		})
+		measureN("complete", func(i int) {
+			if _, err := tb.Store.CompleteBatch(bctx, locks[i*k:(i+1)*k]); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

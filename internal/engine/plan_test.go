@@ -78,7 +78,10 @@ func TestClaimPlanPinning(t *testing.T) {
 		{"still held", stillHeldSQL, []any{`[{"q":"q","s":1,"t":"x"}]`, "q", 1}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
-		{"complete many", completeSQLs[4], []any{1, 1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil}, []string{
+		{"complete many", completeSQLs[4][0], []any{1, 1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil}, []string{
+			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+		}},
+		{"complete many in bulk", completeSQLs[4][1], []any{1, 1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
 		{"next due", nextDueSQL, []any{"q"}, []string{
