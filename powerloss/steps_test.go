@@ -247,11 +247,15 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 // migrationFixtures are the files of the earlier layouts, each with a row
 // of every kind, that the schema package's upgrade tests start from (made
 // by make.go beside each), by the table that holds their messages: the
-// layout before the mqlite_ prefix (guard token mqlite-schema-3), and the
-// first prefixed one (mqlite-schema-4).
-var migrationFixtures = []struct{ name, file, messages string }{
-	{"v3", "../schema/testdata/v3/store.db", "messages"},
-	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages"},
+// layout before the mqlite_ prefix (guard token mqlite-schema-3), the
+// first prefixed one (mqlite-schema-4), and the one in which a completion
+// wrote a receipt row (mqlite-schema-5). The upgrade of mqlite-schema-4
+// runs two migrations, each in its own transaction: a cut between them
+// leaves the layout of mqlite-schema-5 (between).
+var migrationFixtures = []struct{ name, file, messages, between string }{
+	{"v3", "../schema/testdata/v3/store.db", "messages", ""},
+	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", "../schema/testdata/v5/store.db"},
+	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", ""},
 }
 
 // migrationTemplate is a folder holding a copy of a fixture, and the
@@ -301,12 +305,17 @@ func TestPowerLossMigration(t *testing.T) {
 	for _, f := range migrationFixtures {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			powerLossMigration(t, f.file, f.messages)
+			powerLossMigration(t, f.file, f.messages, f.between)
 		})
 	}
 }
 
-func powerLossMigration(t *testing.T, file, table string) {
+func powerLossMigration(t *testing.T, file, table, betweenFile string) {
+	between := "" // the layout a cut between two migrations leaves; none
+	if betweenFile != "" {
+		dir, _ := migrationTemplate(t, betweenFile, "mqlite_messages")
+		between = layout(t, filepath.Join(dir, plDB))
+	}
 	syncModes(t, func(t *testing.T, name string, full bool) {
 		template, messages := migrationTemplate(t, file, table)
 		old := layout(t, filepath.Join(template, plDB))
@@ -331,6 +340,8 @@ func powerLossMigration(t *testing.T, file, table string) {
 				outcomes["old"]++
 			case upgraded:
 				outcomes["new"]++
+			case between:
+				outcomes["between"]++
 			default:
 				t.Fatalf("step %d: the file holds neither layout:\n%s", step, layout(t, path))
 			}
@@ -353,7 +364,7 @@ func powerLossMigration(t *testing.T, file, table string) {
 				t.Fatalf("step %d: goose version %d after Open, want %d", step, v, schema.Latest)
 			}
 		}
-		t.Logf("synchronous=%s: an upgrading Open and Close take %d file operations; cut after %d of them: old layout %d times, new layout %d times, never in between",
-			name, whole.steps, len(steps), outcomes["old"], outcomes["new"])
+		t.Logf("synchronous=%s: an upgrading Open and Close take %d file operations; cut after %d of them: old layout %d times, new layout %d times, between two migrations %d times, never a mix",
+			name, whole.steps, len(steps), outcomes["old"], outcomes["new"], outcomes["between"])
 	})
 }

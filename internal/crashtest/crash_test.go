@@ -43,6 +43,7 @@ const (
 	envWorker    = "MQLITE_CRASH_WORKER" // the store's path; set only in the worker
 	envSeed      = "MQLITE_CRASH_SEED"
 	envPoint     = "MQLITE_CRASH_POINT" // where the worker kills itself; "" = the harness kills it
+	envKills     = "MQLITE_CRASH_KILLS" // how many kills the harness makes (make soak); wantKills by default
 	crashQueue   = "crash"
 	crashMax     = 3
 	crashLease   = 300 * time.Millisecond
@@ -230,10 +231,19 @@ func TestCrashInjection(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	t.Logf("seed %d", seed)
 	acked := map[string]int64{} // nonce -> seq, acknowledged by a worker
-	deadline := time.Now().Add(crashBudget)
+	want, least, budget := wantKills, minKills, crashBudget
+	if v := os.Getenv(envKills); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a number of kills", envKills, v)
+		}
+		// A soak makes every kill it asks for, with time enough for each.
+		want, least, budget = n, n, time.Duration(n)*5*time.Second
+	}
+	deadline := time.Now().Add(budget)
 	kills, orphans, deliveries := 0, 0, 0
 	points := map[string]int{}
-	for kills < wantKills && time.Now().Before(deadline) {
+	for kills < want && time.Now().Before(deadline) {
 		point := randomMoment
 		if rng.IntN(2) == 0 {
 			point = crashPoints[rng.IntN(len(crashPoints))]
@@ -259,8 +269,8 @@ func TestCrashInjection(t *testing.T) {
 	t.Logf("survived %d SIGKILLs (%d at random moments, %d in a send transaction, %d between commit and ack, %d in a handler transaction, %d between handling and settling): %d acknowledged commits all present, %d orphaned leases reclaimed by recovery, %d deliveries, none past %d",
 		kills, points[randomMoment], points[inSendTx], points[beforeAck], points[inHandleTx], points[beforeSettle],
 		len(acked), orphans, deliveries, crashMax)
-	if kills < minKills {
-		t.Fatalf("only %d kills in %v, want at least %d", kills, crashBudget, minKills)
+	if kills < least {
+		t.Fatalf("only %d kills in %v, want at least %d", kills, budget, least)
 	}
 }
 
