@@ -57,7 +57,7 @@ const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' A
 // tombstone is what a completion sets: the row stays as the receipt of its
 // completion (its token kept, locked_until the moment it completed, ?4),
 // without its body or a time to live. See completedReceipt.
-const tombstone = `SET state = 'completed', locked_until = ?4, expires_at = 0`
+const tombstone = `SET state = 'completed', locked_until = ?4, body = NULL, expires_at = 0`
 
 var settleSQL = map[Op]string{
 	OpComplete: `UPDATE mqlite_messages ` + tombstone + ` WHERE ` + fence,
@@ -207,7 +207,7 @@ func completeSQL(n int, bulk bool) string {
 	if bulk {
 		b.WriteString(`DELETE FROM mqlite_messages`)
 	} else {
-		b.WriteString(`UPDATE mqlite_messages SET state = 'completed', locked_until = ?1, expires_at = 0`)
+		b.WriteString(`UPDATE mqlite_messages SET state = 'completed', locked_until = ?1, body = NULL, expires_at = 0`)
 	}
 	// The lease check comes before the rows in the text, so that their
 	// anonymous parameters are numbered from 2 in both statements.
