@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"time"
@@ -33,11 +34,44 @@ func (s *Store) sweeps() []sweep {
 		{"ttl", o.TTLInterval, func(ctx context.Context, now int64) (int64, error) {
 			return engine.Expire(ctx, s.db, now, s.isClosed)
 		}},
-		{"janitor", o.JanitorInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Janitor(ctx, s.db, now, s.isClosed)
-		}},
+		{"janitor", o.JanitorInterval, s.janitor},
 		{"retention", o.RetentionInterval, s.retain},
 	}
+}
+
+// janitor turns the tombstones of completed messages into receipt rows, a
+// batch per transaction, then deletes what has outlived its replay window.
+// Its transactions are plain ones on the connection, as the other sweeps'
+// statements are, so that a Close waits for none of them.
+func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
+	var total int64
+	for !s.isClosed() {
+		n, err := compactTombstones(ctx, s.db, now)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < engine.SweepBatch {
+			break
+		}
+	}
+	n, err := engine.Janitor(ctx, s.db, now, s.isClosed)
+	return total + n, err
+}
+
+// compactTombstones runs engine.CompactTombstones in a transaction of its
+// own.
+func compactTombstones(ctx context.Context, db *sql.DB, now int64) (int64, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	n, err := engine.CompactTombstones(ctx, tx, now)
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, err
+	}
+	return n, tx.Commit()
 }
 
 // retain applies every queue's dead-letter retention.

@@ -224,34 +224,68 @@ func TestSweepTTL(t *testing.T) {
 	b.wantState("keep", seqs["keep"]["locked"], mqlite.StateDeadLettered)
 }
 
-// TestSweepJanitor: tombstones, attempts and dedup keys go when their window
-// has passed, not before.
+// TestSweepJanitor: a completion's tombstone becomes a receipt at the
+// janitor's next pass, which replays as the tombstone did; receipts,
+// attempts and dedup keys go when their window has passed, not before.
 func TestSweepJanitor(t *testing.T) {
 	b := sweepSetup(t)
 	b.Queue(t, "q", mqlite.QueueOptions{DedupWindow: time.Hour, DedupByBody: true})
 	db := b.Store.DB()
+	ctx := context.Background()
 	count := func(table string) int64 { return testdb.Int(t, db, `SELECT count(*) FROM mqlite_`+table) }
-	b.send("q", body("1"), body("2"))
-	msgs, err := b.Store.Receive(context.Background(), "q", mqlite.ReceiveOptions{Max: 1, AttemptID: "att"})
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v %v", msgs, err)
-	}
-	if err := b.Store.Complete(context.Background(), msgs[0].Lock()); err != nil {
-		t.Fatal(err)
-	}
 	tombstones := func() int64 {
 		return testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`)
 	}
-	if tombstones() != 1 || count("messages") != 2 || count("receive_attempts") != 1 || count("dedup") != 2 {
-		t.Fatalf("setup: %d tombstones, %d attempts, %d dedup", tombstones(), count("receive_attempts"), count("dedup"))
+	b.send("q", body("1"), body("2"))
+	msgs, err := b.Store.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1, AttemptID: "att"})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %v", msgs, err)
+	}
+	if err := b.Store.Complete(ctx, msgs[0].Lock()); err != nil {
+		t.Fatal(err)
+	}
+	if tombstones() != 1 || count("settlement_receipts") != 0 || count("receive_attempts") != 1 || count("dedup") != 2 {
+		t.Fatalf("setup: %d tombstones, %d receipts, %d attempts, %d dedup", tombstones(),
+			count("settlement_receipts"), count("receive_attempts"), count("dedup"))
+	}
+	if n := b.sweepNow(); n["janitor"] != 1 || tombstones() != 0 || count("messages") != 1 || count("settlement_receipts") != 1 {
+		t.Fatalf("janitor changed %d rows: %d tombstones, %d messages, %d receipts; want the tombstone turned into a receipt",
+			n["janitor"], tombstones(), count("messages"), count("settlement_receipts"))
+	}
+	if err := b.Store.Complete(ctx, msgs[0].Lock()); err != nil {
+		t.Fatalf("replay from the receipt the tombstone became: %v", err)
 	}
 	b.atDeadline(30*time.Minute, "janitor", 2)
-	if tombstones() != 0 || count("messages") != 1 || count("receive_attempts") != 0 || count("dedup") != 2 {
+	if count("settlement_receipts") != 0 || count("receive_attempts") != 0 || count("dedup") != 2 {
 		t.Fatal("janitor took the wrong rows")
 	}
 	b.Clock.Advance(30 * time.Minute)
 	if n := b.sweepNow(); n["janitor"] != 2 || count("dedup") != 0 {
 		t.Fatalf("janitor removed %d, want the 2 dedup keys", n["janitor"])
+	}
+}
+
+// TestSweepJanitorTombstonePastItsWindow: a tombstone the janitor first
+// meets after its replay window goes without a receipt.
+func TestSweepJanitorTombstonePastItsWindow(t *testing.T) {
+	b := sweepSetup(t)
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	ctx := context.Background()
+	b.send("q", body("1"))
+	m := b.receive("q", 1)[0]
+	if err := b.Store.Complete(ctx, m.Lock()); err != nil {
+		t.Fatal(err)
+	}
+	b.Clock.Advance(30 * time.Minute)
+	if n := b.sweepNow(); n["janitor"] != 1 {
+		t.Fatalf("janitor changed %d rows, want the tombstone", n["janitor"])
+	}
+	db := b.Store.DB()
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages`) + testdb.Int(t, db, `SELECT count(*) FROM mqlite_settlement_receipts`); n != 0 {
+		t.Fatalf("%d rows left, want none", n)
+	}
+	if err := b.Store.Complete(ctx, m.Lock()); !errors.Is(err, mqlite.ErrLockLost) {
+		t.Fatalf("a completion replayed after its window: %v, want ErrLockLost", err)
 	}
 }
 

@@ -143,13 +143,16 @@ func TestClaimPlanPinning(t *testing.T) {
 		}},
 		// The janitor deletes in short batches found by index (receipts: the
 		// first rows of the table in key order, a bounded read).
-		{"janitor tombstones", janitorSQL[0], []any{1, 10}, []string{
+		{"janitor tombstone receipts", compactSQL[0], []any{1, 10}, []string{
+			"SEARCH mqlite_messages USING INDEX mqlite_msg_completed (locked_until<?)",
+		}},
+		{"janitor tombstones", compactSQL[1], []any{1, 10}, []string{
 			"SEARCH mqlite_messages USING INDEX mqlite_msg_completed (locked_until<?)",
 		}},
 		{"complete replay", completedReceipt, []any{"q", 1, "t", 1}, []string{
 			"SEARCH mqlite_messages USING INTEGER PRIMARY KEY (rowid=?)",
 		}},
-		{"janitor attempts", janitorSQL[2], []any{1, 10}, []string{
+		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{
 			"SEARCH mqlite_receive_attempts USING INDEX mqlite_attempts_expires (expires_at<?)",
 		}},
 		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10}, []string{

@@ -102,18 +102,11 @@ var (
 )
 
 // janitorSQL deletes one batch of the rows whose replay window has passed
-// (?1 is now, ?2 the batch size): the tombstones of completed messages,
-// settlement receipts and receive attempts (expireDedup does the dedup
-// keys). Replays check expiry at statement time, so these rows are dead
+// (?1 is now, ?2 the batch size): settlement receipts and receive attempts
+// (CompactTombstones does the tombstones, expireDedup the dedup keys). Replays check expiry at statement time, so these rows are dead
 // weight, never a behaviour. Each statement is its own short write, so the
 // janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
-	// Tombstones, oldest completion first, through their own index. Most
-	// were completed in seq order, so a batch deletes runs of neighbouring
-	// rows: few pages, each emptied whole.
-	`DELETE FROM mqlite_messages WHERE id IN (
-		SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_completed
-		 WHERE state = 'completed' AND locked_until <= ?1 - ` + receiptTTL + ` ORDER BY locked_until LIMIT ?2)`,
 	// Receipts lead with seq and are written in about seq order, so the
 	// expired ones sit at the front: a batch reads the first rows in key
 	// order and deletes the expired among them. A batch that deletes none
@@ -247,7 +240,7 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 	var total int64
 	for i, q := range janitorSQL {
 		least := int64(SweepBatch)
-		if i == 1 {
+		if i == 0 {
 			least = 1 // receipts: a batch deletes the expired among the first rows
 		}
 		n, err := batchedUntil(ctx, db, q, now, stop, least)
@@ -262,6 +255,39 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 		return total, fmt.Errorf("janitor: %w", err)
 	}
 	return total, nil
+}
+
+// tombstones are the oldest ?2 tombstones completed at ?1 or before, by
+// their own index.
+const tombstones = `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_completed
+	WHERE state = 'completed' AND locked_until <= ?1 ORDER BY locked_until LIMIT ?2`
+
+// compactSQL writes the receipts of a batch of tombstones still in their
+// replay window, then deletes the batch.
+var compactSQL = [2]string{
+	`INSERT OR REPLACE INTO mqlite_settlement_receipts (queue, seq, lock_token, operation, args, expires_at)
+	SELECT queue, id, unhex(lock_token), 'complete', '', locked_until + ` + receiptTTL + `
+	  FROM mqlite_messages WHERE id IN (` + tombstones + `) AND locked_until + ` + receiptTTL + ` > ?1`,
+	`DELETE FROM mqlite_messages WHERE id IN (` + tombstones + `)`,
+}
+
+// CompactTombstones turns one batch (SweepBatch) of the tombstones that
+// completions left by now into receipt rows, inside tx, and returns how
+// many it turned. A tombstone is cheap to write (its row rewritten in its
+// page) but keeps its page, where receipts pack about twenty to a page and
+// deleting neighbouring tombstones frees theirs: the janitor turns them,
+// oldest first, at each pass. A tombstone past its replay window goes
+// without a receipt.
+func CompactTombstones(ctx context.Context, tx DBTX, now int64) (int64, error) {
+	if _, err := tx.ExecContext(ctx, compactSQL[0], now, SweepBatch); err != nil {
+		return 0, fmt.Errorf("janitor: tombstones: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, compactSQL[1], now, SweepBatch)
+	if err != nil {
+		return 0, fmt.Errorf("janitor: tombstones: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }
 
 // Recover releases every lease left in the file by an earlier process, with
