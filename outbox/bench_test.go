@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -33,25 +34,31 @@ const rawInsert = `INSERT INTO raw (queue, body, state, received_at) VALUES ('be
 // wal-index, checkpoints included).
 func BenchmarkSend(b *testing.B) {
 	for _, batch := range []int{1, 100} {
-		b.Run(fmt.Sprintf("raw/batch=%d", batch), func(b *testing.B) {
-			db, path := benchStore(b)
-			if _, err := db.Exec(rawSchema); err != nil {
-				b.Fatal(err)
-			}
-			runBatches(b, db, path, batch, func(ctx context.Context, tx *sql.Tx, _ int) error {
-				stmt, err := tx.PrepareContext(ctx, rawInsert)
-				if err != nil {
-					return err
+		for _, schema := range []string{"raw", "raw-autoincrement"} {
+			b.Run(fmt.Sprintf("%s/batch=%d", schema, batch), func(b *testing.B) {
+				db, path := benchStore(b)
+				ddl := rawSchema
+				if schema == "raw-autoincrement" {
+					ddl = strings.Replace(ddl, "INTEGER PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT", 1)
 				}
-				defer stmt.Close()
-				for range batch {
-					if _, err := stmt.ExecContext(ctx, randomBody(), 1); err != nil {
+				if _, err := db.Exec(ddl); err != nil {
+					b.Fatal(err)
+				}
+				runBatches(b, db, path, batch, func(ctx context.Context, tx *sql.Tx, _ int) error {
+					stmt, err := tx.PrepareContext(ctx, rawInsert)
+					if err != nil {
 						return err
 					}
-				}
-				return nil
+					defer stmt.Close()
+					for range batch {
+						if _, err := stmt.ExecContext(ctx, randomBody(), 1); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
 			})
-		})
+		}
 		for _, ids := range []bool{false, true} {
 			name := "noid"
 			if ids {
