@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/notify"
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
@@ -184,6 +185,13 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan
 				return ctx.Err()
 			}
 		}
+		// The lines are gathered below: a signal of them left in arrived
+		// would end the next wait at once, for nothing. A line sent after
+		// this signals again.
+		select {
+		case <-arrived:
+		default:
+		}
 	gather:
 		for len(batch) < maxLinesPerCommit && !closed {
 			select {
@@ -200,30 +208,30 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan
 				break gather
 			}
 		}
-		if closed && len(batch) == 0 {
+		switch {
+		case len(batch) > 0:
+			if err := st.settle(ctx, batch, !closed); err != nil {
+				return err
+			}
+		case closed:
 			return nil
-		}
-		claimed, err := st.settle(ctx, batch, !closed)
-		if err != nil {
-			return err
-		}
-		if claimed || len(batch) > 0 || closed || len(st.inflight) >= st.window {
-			continue
-		}
-		// Nothing claimable and room in the window: wait for a message or
-		// for the client's next line, whichever comes first.
-		if err := st.wait(ctx, arrived); err != nil {
-			return err
+		default:
+			// Nothing to settle and room in the window (a full one
+			// blocked for a line above): claim, and wait for a message
+			// or for the client's next line, whichever comes first.
+			if err := st.wait(ctx, arrived); err != nil {
+				return err
+			}
 		}
 	}
 }
 
 // settle commits the settlements of batch with the claim of the messages
 // they make room for (none when claim is false), answers each line, and
-// writes what was claimed. claimed reports whether messages went out. The
+// writes what was claimed. The
 // abandons and rejects (a handler's failures, the rare case) commit one by
 // one before; the completes commit together with the claim.
-func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim bool) (claimed bool, err error) {
+func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim bool) error {
 	others := make([][]wire.ItemResult, len(batch))
 	var locks []mqlite.Lock
 	for i, l := range batch {
@@ -235,7 +243,7 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 				e = st.s.st.Abandon(ctx, mqlite.Lock{Queue: st.q, Seq: a.Seq, Token: a.Token}, wire.MSDur(a.DelayMS))
 			}
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return ctx.Err()
 			}
 			others[i] = append(others[i], wire.ItemResult{Error: wire.ErrorOf(e)})
 			delete(st.inflight, a.Seq)
@@ -243,7 +251,7 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 		for _, rj := range l.Reject {
 			e := st.s.st.Reject(ctx, mqlite.Lock{Queue: st.q, Seq: rj.Seq, Token: rj.Token}, rj.Reason, rj.Description)
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return ctx.Err()
 			}
 			others[i] = append(others[i], wire.ItemResult{Error: wire.ErrorOf(e)})
 			delete(st.inflight, rj.Seq)
@@ -265,8 +273,11 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 	if claim {
 		room = st.window - len(st.inflight) + freed
 	}
-	var res []error
-	var msgs []mqlite.Message
+	var (
+		res  []error
+		msgs []mqlite.Message
+		err  error
+	)
 	switch {
 	case room > 0:
 		res, msgs, err = st.s.st.CompleteAndReceive(ctx, st.q, locks, mqlite.ReceiveOptions{Max: room, MaxBytes: st.budget})
@@ -274,7 +285,7 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 		res, err = st.s.st.CompleteBatch(ctx, locks)
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	next := 0
 	for i, l := range batch {
@@ -287,36 +298,20 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 		}
 		ev.Results = append(ev.Results, others[i]...)
 		if err := st.write(ev); err != nil {
-			return false, err
+			return err
 		}
 	}
-	if err := st.out(msgs); err != nil {
-		return false, err
-	}
-	return len(msgs) > 0, nil
+	return st.out(msgs)
 }
 
-// wait long-polls for the room left in the window, until a message comes,
-// the client writes a line (arrived), Config.MaxWait passes or ctx ends.
+// wait claims what fits in the window, long-polling until a message
+// comes, the client writes a line (arrived), Config.MaxWait passes or ctx
+// ends. A line interrupts the wait without cancelling it: a claim under
+// way when the line comes commits and its messages go out (a cancelled
+// claim would roll back, and its messages would wait for another).
 func (st *streamer) wait(ctx context.Context, arrived <-chan struct{}) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watching := make(chan struct{})
-	go func() {
-		defer close(watching)
-		select {
-		case <-arrived:
-			cancel()
-		case <-wctx.Done():
-		}
-	}()
-	msgs, err := st.s.st.Receive(wctx, st.q, mqlite.ReceiveOptions{Max: st.window - len(st.inflight),
-		Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
-	cancel()
-	<-watching
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
-		return nil // a line arrived
-	}
+	msgs, err := st.s.st.Receive(notify.WithInterrupt(ctx, arrived), st.q, mqlite.ReceiveOptions{
+		Max: st.window - len(st.inflight), Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
 	if err != nil {
 		return err
 	}
