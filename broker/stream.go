@@ -287,6 +287,13 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 	if err != nil {
 		return err
 	}
+	// The messages go first, and the answers to the lines after them, in
+	// one write: a consumer waits for the messages, and one flush is one
+	// segment on the wire and one wake-up of the client's reader.
+	evs := make([]wire.StreamEvent, 0, len(batch)+1)
+	if len(msgs) > 0 {
+		evs = append(evs, st.hold(msgs))
+	}
 	next := 0
 	for i, l := range batch {
 		st.lines++
@@ -297,11 +304,9 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 			next++
 		}
 		ev.Results = append(ev.Results, others[i]...)
-		if err := st.write(ev); err != nil {
-			return err
-		}
+		evs = append(evs, ev)
 	}
-	return st.out(msgs)
+	return st.write(evs...)
 }
 
 // wait claims what fits in the window, long-polling until a message
@@ -312,21 +317,19 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 func (st *streamer) wait(ctx context.Context, arrived <-chan struct{}) error {
 	msgs, err := st.s.st.Receive(notify.WithInterrupt(ctx, arrived), st.q, mqlite.ReceiveOptions{
 		Max: st.window - len(st.inflight), Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
-	if err != nil {
+	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	return st.out(msgs)
+	return st.write(st.hold(msgs))
 }
 
-// out writes claimed messages and counts them in flight.
-func (st *streamer) out(msgs []mqlite.Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
+// hold counts claimed messages in flight and returns the event that hands
+// them out.
+func (st *streamer) hold(msgs []mqlite.Message) wire.StreamEvent {
 	for _, m := range msgs {
 		st.inflight[m.Seq] = m.LockToken
 	}
-	return st.write(wire.StreamEvent{Messages: wire.FromMessages(msgs)})
+	return wire.StreamEvent{Messages: wire.FromMessages(msgs)}
 }
 
 // end finishes the stream after run returned err: nothing for the client's
@@ -349,15 +352,20 @@ func (st *streamer) end(ctx context.Context, r *http.Request, err error) {
 	_ = st.write(wire.StreamEvent{Error: &eb})
 }
 
-// write writes one line and flushes it, each write with its own deadline
-// (Config.WriteTimeout), so that a stream outlives the server's.
-func (st *streamer) write(v any) error {
+// write writes evs, one line each, and flushes them together, each write
+// with its own deadline (Config.WriteTimeout), so that a stream outlives
+// the server's.
+func (st *streamer) write(evs ...wire.StreamEvent) error {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	var b []byte
+	for _, ev := range evs {
+		line, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
 	}
-	if _, err := st.w.Write(append(b, '\n')); err != nil {
+	if _, err := st.w.Write(b); err != nil {
 		return err
 	}
 	return st.flush()
