@@ -111,16 +111,14 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	lines := make(chan inLine, maxLinesPerCommit)
-	arrived := make(chan struct{}, 1)
+	arrived := make(chan struct{}, 1) // a line came
+	ended := make(chan struct{})      // closed once lines is
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	go func() {
 		defer func() {
 			close(lines)
-			select { // wake a wait: the lines ended
-			case arrived <- struct{}{}:
-			default:
-			}
+			close(ended)
 		}()
 		err := readStreamLines(r.Body, MaxStreamLine, func(b []byte) error {
 			v, err := decodeBytes[wire.StreamSettle](b)
@@ -145,7 +143,7 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 			}
 		}
 	}()
-	err := st.run(ctx, lines, arrived)
+	err := st.run(ctx, lines, arrived, ended)
 	stopReading()
 	st.end(ctx, r, err)
 	if err != nil {
@@ -164,7 +162,7 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // run hands out and settles until the client ends its body (nil), or an
 // error ends the stream.
-func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan struct{}) error {
+func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended <-chan struct{}) error {
 	closed := false // the client ended its body: settle what came, claim no more
 	for {
 		var batch []wire.StreamSettle
@@ -219,7 +217,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan
 			// Nothing to settle and room in the window (a full one
 			// blocked for a line above): claim, and wait for a message
 			// or for the client's next line, whichever comes first.
-			if err := st.wait(ctx, arrived); err != nil {
+			if err := st.wait(ctx, arrived, ended); err != nil {
 				return err
 			}
 		}
@@ -309,18 +307,58 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 	return st.write(evs...)
 }
 
+// settleHold is how long a client line that comes while the stream waits
+// for a message waits for its commit. A message that becomes claimable
+// meanwhile goes out first, and the line commits after it. Without the
+// hold, a consumer's completion, written as it takes the next message,
+// reaches the broker with that message's send: its commit and the empty
+// claim after it take the store's one connection as the message commits,
+// and the message waits behind them. A line that comes while the stream
+// is not waiting, and the end of the lines, are not held.
+const settleHold = time.Millisecond
+
 // wait claims what fits in the window, long-polling until a message
-// comes, the client writes a line (arrived), Config.MaxWait passes or ctx
+// comes, settleHold after the client writes a line (arrived), at once when
+// the client ends its lines (ended), when Config.MaxWait passes or ctx
 // ends. A line interrupts the wait without cancelling it: a claim under
 // way when the line comes commits and its messages go out (a cancelled
 // claim would roll back, and its messages would wait for another).
-func (st *streamer) wait(ctx context.Context, arrived <-chan struct{}) error {
-	msgs, err := st.s.st.Receive(notify.WithInterrupt(ctx, arrived), st.q, mqlite.ReceiveOptions{
+func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) error {
+	interrupt := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		holdLines(arrived, ended, stop, interrupt)
+	}()
+	msgs, err := st.s.st.Receive(notify.WithInterrupt(ctx, interrupt), st.q, mqlite.ReceiveOptions{
 		Max: st.window - len(st.inflight), Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
+	close(stop)
+	<-held
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
 	return st.write(st.hold(msgs))
+}
+
+// holdLines signals interrupt settleHold after a line arrives, or at once
+// when the lines end, unless stop is closed first.
+func holdLines(arrived, ended, stop <-chan struct{}, interrupt chan<- struct{}) {
+	select {
+	case <-arrived:
+		t := time.NewTimer(settleHold)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ended:
+		case <-stop:
+			return
+		}
+	case <-ended:
+	case <-stop:
+		return
+	}
+	interrupt <- struct{}{} // never blocks: one signal, room for one
 }
 
 // hold counts claimed messages in flight and returns the event that hands
