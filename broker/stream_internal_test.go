@@ -208,3 +208,45 @@ func TestStreamEndDuringWait(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamHoldsLineWhileWaiting: a line that comes while the stream
+// waits for a message is answered settleHold later when no message comes
+// (not when the long-poll ends), and a message that becomes claimable
+// within that time goes out before the answer.
+func TestStreamHoldsLineWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openStream(t, 3, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("b")})
+		synctest.Wait()
+		evs := b.w.events(t)
+		if len(evs) != 1 || len(evs[0].Messages) != 2 {
+			t.Fatalf("at the open: %+v, want a and b", evs)
+		}
+		a, c := evs[0].Messages[0], evs[0].Messages[1]
+
+		// No message comes: the answer comes settleHold after the line.
+		start := time.Now()
+		b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: a.Seq, Token: a.LockToken}}})
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != 1 {
+			t.Fatalf("answered before the hold ended: %+v", evs[1:])
+		}
+		time.Sleep(settleHold)
+		synctest.Wait()
+		evs = b.w.events(t)
+		if len(evs) != 2 || evs[1].Line != 1 || time.Since(start) != settleHold {
+			t.Fatalf("after %v: %+v, want line 1 answered after %v", time.Since(start), evs[1:], settleHold)
+		}
+
+		// A message sent while a line is held goes out first.
+		b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: c.Seq, Token: c.LockToken}}})
+		synctest.Wait()
+		if _, err := outbox.Send(context.Background(), b.st, "q", outbox.Message{Body: []byte("d")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		evs = b.w.events(t)
+		if len(evs) != 4 || len(evs[2].Messages) != 1 || string(evs[2].Messages[0].Body) != "d" || evs[3].Line != 2 {
+			t.Fatalf("events %+v, want d, then the answer to line 2", evs[2:])
+		}
+	})
+}
