@@ -226,9 +226,9 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 
 // settle commits the settlements of batch with the claim of the messages
 // they make room for (none when claim is false), answers each line, and
-// writes what was claimed. The
-// abandons and rejects (a handler's failures, the rare case) commit one by
-// one before; the completes commit together with the claim.
+// writes what was claimed. The abandons and rejects (a handler's failures,
+// the rare case) commit one by one before; the completes commit together
+// with the claim.
 func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim bool) error {
 	others := make([][]wire.ItemResult, len(batch))
 	var locks []mqlite.Lock
@@ -290,7 +290,7 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 	// segment on the wire and one wake-up of the client's reader.
 	evs := make([]wire.StreamEvent, 0, len(batch)+1)
 	if len(msgs) > 0 {
-		evs = append(evs, st.hold(msgs))
+		evs = append(evs, st.handOut(msgs))
 	}
 	next := 0
 	for i, l := range batch {
@@ -338,7 +338,7 @@ func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) er
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	return st.write(st.hold(msgs))
+	return st.write(st.handOut(msgs))
 }
 
 // holdLines signals interrupt settleHold after a line arrives, or at once
@@ -361,9 +361,9 @@ func holdLines(arrived, ended, stop <-chan struct{}, interrupt chan<- struct{}) 
 	interrupt <- struct{}{} // never blocks: one signal, room for one
 }
 
-// hold counts claimed messages in flight and returns the event that hands
-// them out.
-func (st *streamer) hold(msgs []mqlite.Message) wire.StreamEvent {
+// handOut counts claimed messages in flight and returns the event that
+// hands them out.
+func (st *streamer) handOut(msgs []mqlite.Message) wire.StreamEvent {
 	for _, m := range msgs {
 		st.inflight[m.Seq] = m.LockToken
 	}
