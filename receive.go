@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/notify"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
@@ -135,25 +136,30 @@ func (s *Store) receive(ctx context.Context, queue string, opts ReceiveOptions) 
 			wait = min(wait, time.Duration(nextDue-now)*time.Millisecond)
 		}
 		w.Plan(now + wait.Milliseconds())
-		if err := s.sleep(ctx, w.C(), wait); err != nil {
+		interrupted, err := s.sleep(ctx, w.C(), wait)
+		if err != nil || interrupted {
 			return nil, err
 		}
 	}
 }
 
-// sleep blocks until woken, d passes, ctx is done or the store closes.
-func (s *Store) sleep(ctx context.Context, woken <-chan struct{}, d time.Duration) error {
+// sleep blocks until woken, d passes, ctx is done, the store closes, or
+// ctx's interrupt (notify.WithInterrupt: the broker's stream, whose client
+// wrote a line) yields; interrupted reports the last.
+func (s *Store) sleep(ctx context.Context, woken <-chan struct{}, d time.Duration) (interrupted bool, err error) {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-woken:
 	case <-t.C:
+	case <-notify.Interrupt(ctx):
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-s.closed:
-		return ErrClosed
+		return false, ErrClosed
 	}
-	return nil
+	return false, nil
 }
 
 func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, int64, error) {

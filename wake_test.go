@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/notify"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -153,6 +154,38 @@ func TestReceiveWakesOnCommitNotRollback(t *testing.T) {
 		r := <-res
 		if r.err != nil || len(r.msgs) != 1 || string(r.msgs[0].Body) != "yes" || time.Since(start) != 0 {
 			t.Fatalf("after the commit: %v %v after %v, want yes at once", r.msgs, r.err, time.Since(start))
+		}
+	})
+}
+
+// TestReceiveInterrupted: a Receive whose ctx carries an interrupt
+// (notify.WithInterrupt, as the broker's streams use) returns no messages
+// and no error at once when it yields while the Receive sleeps, and claims
+// nothing; a yield before the Receive does not stop its claim.
+func TestReceiveInterrupted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		st := wakeStore(t, dir, mqlite.QueueOptions{})
+		interrupt := make(chan struct{}, 1)
+		ictx := notify.WithInterrupt(context.Background(), interrupt)
+		out := make(chan receiveResult, 1)
+		go func() {
+			start := time.Now()
+			msgs, err := st.Receive(ictx, "q", mqlite.ReceiveOptions{Wait: time.Hour})
+			out <- receiveResult{msgs, err, time.Since(start)}
+		}()
+		synctest.Wait()
+		interrupt <- struct{}{}
+		r := <-out
+		if r.err != nil || len(r.msgs) != 0 || r.took != 0 {
+			t.Fatalf("interrupted: %v %v after %v, want nothing at once", r.msgs, r.err, r.took)
+		}
+		sendTx(t, st, outbox.Message{Body: []byte("m")})
+		interrupt <- struct{}{} // pending: the claim comes first
+		msgs, err := st.Receive(ictx, "q", mqlite.ReceiveOptions{Wait: time.Hour})
+		if err != nil || len(msgs) != 1 || msgs[0].DeliveryCount != 1 {
+			t.Fatalf("receive with an interrupt pending: %v %v, want the message", msgs, err)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/notify"
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
@@ -110,16 +111,14 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	lines := make(chan inLine, maxLinesPerCommit)
-	arrived := make(chan struct{}, 1)
+	arrived := make(chan struct{}, 1) // a line came
+	ended := make(chan struct{})      // closed once lines is
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	go func() {
 		defer func() {
 			close(lines)
-			select { // wake a wait: the lines ended
-			case arrived <- struct{}{}:
-			default:
-			}
+			close(ended)
 		}()
 		err := readStreamLines(r.Body, MaxStreamLine, func(b []byte) error {
 			v, err := decodeBytes[wire.StreamSettle](b)
@@ -144,7 +143,7 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 			}
 		}
 	}()
-	err := st.run(ctx, lines, arrived)
+	err := st.run(ctx, lines, arrived, ended)
 	stopReading()
 	st.end(ctx, r, err)
 	if err != nil {
@@ -163,7 +162,7 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // run hands out and settles until the client ends its body (nil), or an
 // error ends the stream.
-func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan struct{}) error {
+func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended <-chan struct{}) error {
 	closed := false // the client ended its body: settle what came, claim no more
 	for {
 		var batch []wire.StreamSettle
@@ -184,6 +183,13 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan
 				return ctx.Err()
 			}
 		}
+		// The lines are gathered below: a signal of them left in arrived
+		// would end the next wait at once, for nothing. A line sent after
+		// this signals again.
+		select {
+		case <-arrived:
+		default:
+		}
 	gather:
 		for len(batch) < maxLinesPerCommit && !closed {
 			select {
@@ -200,30 +206,30 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived <-chan
 				break gather
 			}
 		}
-		if closed && len(batch) == 0 {
+		switch {
+		case len(batch) > 0:
+			if err := st.settle(ctx, batch, !closed); err != nil {
+				return err
+			}
+		case closed:
 			return nil
-		}
-		claimed, err := st.settle(ctx, batch, !closed)
-		if err != nil {
-			return err
-		}
-		if claimed || len(batch) > 0 || closed || len(st.inflight) >= st.window {
-			continue
-		}
-		// Nothing claimable and room in the window: wait for a message or
-		// for the client's next line, whichever comes first.
-		if err := st.wait(ctx, arrived); err != nil {
-			return err
+		default:
+			// Nothing to settle and room in the window (a full one
+			// blocked for a line above): claim, and wait for a message
+			// or for the client's next line, whichever comes first.
+			if err := st.wait(ctx, arrived, ended); err != nil {
+				return err
+			}
 		}
 	}
 }
 
 // settle commits the settlements of batch with the claim of the messages
 // they make room for (none when claim is false), answers each line, and
-// writes what was claimed. claimed reports whether messages went out. The
-// abandons and rejects (a handler's failures, the rare case) commit one by
-// one before; the completes commit together with the claim.
-func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim bool) (claimed bool, err error) {
+// writes what was claimed. The abandons and rejects (a handler's failures,
+// the rare case) commit one by one before; the completes commit together
+// with the claim.
+func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim bool) error {
 	others := make([][]wire.ItemResult, len(batch))
 	var locks []mqlite.Lock
 	for i, l := range batch {
@@ -235,7 +241,7 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 				e = st.s.st.Abandon(ctx, mqlite.Lock{Queue: st.q, Seq: a.Seq, Token: a.Token}, wire.MSDur(a.DelayMS))
 			}
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return ctx.Err()
 			}
 			others[i] = append(others[i], wire.ItemResult{Error: wire.ErrorOf(e)})
 			delete(st.inflight, a.Seq)
@@ -243,7 +249,7 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 		for _, rj := range l.Reject {
 			e := st.s.st.Reject(ctx, mqlite.Lock{Queue: st.q, Seq: rj.Seq, Token: rj.Token}, rj.Reason, rj.Description)
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return ctx.Err()
 			}
 			others[i] = append(others[i], wire.ItemResult{Error: wire.ErrorOf(e)})
 			delete(st.inflight, rj.Seq)
@@ -265,8 +271,11 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 	if claim {
 		room = st.window - len(st.inflight) + freed
 	}
-	var res []error
-	var msgs []mqlite.Message
+	var (
+		res  []error
+		msgs []mqlite.Message
+		err  error
+	)
 	switch {
 	case room > 0:
 		res, msgs, err = st.s.st.CompleteAndReceive(ctx, st.q, locks, mqlite.ReceiveOptions{Max: room, MaxBytes: st.budget})
@@ -274,7 +283,14 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 		res, err = st.s.st.CompleteBatch(ctx, locks)
 	}
 	if err != nil {
-		return false, err
+		return err
+	}
+	// The messages go first, and the answers to the lines after them, in
+	// one write: a consumer waits for the messages, and one flush is one
+	// segment on the wire and one wake-up of the client's reader.
+	evs := make([]wire.StreamEvent, 0, len(batch)+1)
+	if len(msgs) > 0 {
+		evs = append(evs, st.handOut(msgs))
 	}
 	next := 0
 	for i, l := range batch {
@@ -286,52 +302,72 @@ func (st *streamer) settle(ctx context.Context, batch []wire.StreamSettle, claim
 			next++
 		}
 		ev.Results = append(ev.Results, others[i]...)
-		if err := st.write(ev); err != nil {
-			return false, err
-		}
+		evs = append(evs, ev)
 	}
-	if err := st.out(msgs); err != nil {
-		return false, err
-	}
-	return len(msgs) > 0, nil
+	return st.write(evs...)
 }
 
-// wait long-polls for the room left in the window, until a message comes,
-// the client writes a line (arrived), Config.MaxWait passes or ctx ends.
-func (st *streamer) wait(ctx context.Context, arrived <-chan struct{}) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watching := make(chan struct{})
+// settleHold is how long a client line that comes while the stream waits
+// for a message waits for its commit. A message that becomes claimable
+// meanwhile goes out first, and the line commits after it. Without the
+// hold, a consumer's completion, written as it takes the next message,
+// reaches the broker with that message's send: its commit and the empty
+// claim after it take the store's one connection as the message commits,
+// and the message waits behind them. A line that comes while the stream
+// is not waiting, and the end of the lines, are not held.
+const settleHold = time.Millisecond
+
+// wait claims what fits in the window, long-polling until a message
+// comes, settleHold after the client writes a line (arrived), at once when
+// the client ends its lines (ended), when Config.MaxWait passes or ctx
+// ends. A line interrupts the wait without cancelling it: a claim under
+// way when the line comes commits and its messages go out (a cancelled
+// claim would roll back, and its messages would wait for another).
+func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) error {
+	interrupt := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	held := make(chan struct{})
 	go func() {
-		defer close(watching)
-		select {
-		case <-arrived:
-			cancel()
-		case <-wctx.Done():
-		}
+		defer close(held)
+		holdLines(arrived, ended, stop, interrupt)
 	}()
-	msgs, err := st.s.st.Receive(wctx, st.q, mqlite.ReceiveOptions{Max: st.window - len(st.inflight),
-		Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
-	cancel()
-	<-watching
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
-		return nil // a line arrived
-	}
-	if err != nil {
+	msgs, err := st.s.st.Receive(notify.WithInterrupt(ctx, interrupt), st.q, mqlite.ReceiveOptions{
+		Max: st.window - len(st.inflight), Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
+	close(stop)
+	<-held
+	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	return st.out(msgs)
+	return st.write(st.handOut(msgs))
 }
 
-// out writes claimed messages and counts them in flight.
-func (st *streamer) out(msgs []mqlite.Message) error {
-	if len(msgs) == 0 {
-		return nil
+// holdLines signals interrupt settleHold after a line arrives, or at once
+// when the lines end, unless stop is closed first.
+func holdLines(arrived, ended, stop <-chan struct{}, interrupt chan<- struct{}) {
+	select {
+	case <-arrived:
+		t := time.NewTimer(settleHold)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ended:
+		case <-stop:
+			return
+		}
+	case <-ended:
+	case <-stop:
+		return
 	}
+	interrupt <- struct{}{} // never blocks: one signal, room for one
+}
+
+// handOut counts claimed messages in flight and returns the event that
+// hands them out.
+func (st *streamer) handOut(msgs []mqlite.Message) wire.StreamEvent {
 	for _, m := range msgs {
 		st.inflight[m.Seq] = m.LockToken
 	}
-	return st.write(wire.StreamEvent{Messages: wire.FromMessages(msgs)})
+	return wire.StreamEvent{Messages: wire.FromMessages(msgs)}
 }
 
 // end finishes the stream after run returned err: nothing for the client's
@@ -354,15 +390,20 @@ func (st *streamer) end(ctx context.Context, r *http.Request, err error) {
 	_ = st.write(wire.StreamEvent{Error: &eb})
 }
 
-// write writes one line and flushes it, each write with its own deadline
-// (Config.WriteTimeout), so that a stream outlives the server's.
-func (st *streamer) write(v any) error {
+// write writes evs, one line each, and flushes them together, each write
+// with its own deadline (Config.WriteTimeout), so that a stream outlives
+// the server's.
+func (st *streamer) write(evs ...wire.StreamEvent) error {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	var b []byte
+	for _, ev := range evs {
+		line, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
 	}
-	if _, err := st.w.Write(append(b, '\n')); err != nil {
+	if _, err := st.w.Write(b); err != nil {
 		return err
 	}
 	return st.flush()

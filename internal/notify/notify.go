@@ -6,7 +6,10 @@
 // anyone, so a rolled-back send wakes nothing.
 package notify
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Notifier is safe for concurrent use. The zero value is not usable; call New.
 type Notifier struct {
@@ -135,4 +138,25 @@ func (n *Notifier) WakeAll() {
 	for q := range n.generation {
 		n.wake(q)
 	}
+}
+
+// interruptKey is the context key of WithInterrupt.
+type interruptKey struct{}
+
+// WithInterrupt returns a copy of ctx under which the store's waits for a
+// message end early when ch yields: a Receive that sleeps then returns no
+// messages and no error. Unlike cancelling ctx, it never cuts a claim
+// short: a claim that runs when ch yields commits and returns what it took
+// (a claim under a cancelled ctx rolls back, and the message it took has
+// to be claimed again). A value that ch yields while no wait sleeps stays
+// in ch for the next.
+func WithInterrupt(ctx context.Context, ch <-chan struct{}) context.Context {
+	return context.WithValue(ctx, interruptKey{}, ch)
+}
+
+// Interrupt returns the channel of WithInterrupt, or nil, which never
+// yields.
+func Interrupt(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(interruptKey{}).(<-chan struct{})
+	return ch
 }

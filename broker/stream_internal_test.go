@@ -1,0 +1,252 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// The streamer's tests run in a synctest bubble: the wall clock, Receive's
+// long-poll timer (Config.MaxWait) included, is fake and moves only when
+// every goroutine of the test waits, so a stream that waits for its
+// long-poll to run out shows as fake time passing, not as a slow test.
+
+// hookClock is the store's clock in a bubble: the bubble's time, and a
+// hook that runs once, inside the next call of Now (the store reads its
+// clock inside the claim's transaction).
+type hookClock struct {
+	mu   sync.Mutex
+	hook func()
+}
+
+func (c *hookClock) Now() time.Time {
+	c.mu.Lock()
+	h := c.hook
+	c.hook = nil
+	c.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return time.Now()
+}
+
+func (c *hookClock) set(h func()) {
+	c.mu.Lock()
+	c.hook = h
+	c.mu.Unlock()
+}
+
+// lineWriter is the answer of a stream: it keeps the lines written, and
+// flushes as a no-op. The ResponseController's deadlines and full duplex
+// are not supported, which the streamer ignores.
+type lineWriter struct {
+	mu     sync.Mutex
+	header http.Header
+	buf    bytes.Buffer
+}
+
+func (w *lineWriter) Header() http.Header { return w.header }
+func (w *lineWriter) WriteHeader(int)     {}
+func (w *lineWriter) Flush()              {}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// events decodes the lines written so far.
+func (w *lineWriter) events(t *testing.T) []wire.StreamEvent {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []wire.StreamEvent
+	for line := range bytes.Lines(w.buf.Bytes()) {
+		var ev wire.StreamEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// streamBundle is a stream served in a bubble: the store, its clock, the
+// client's end of the request body, and the answer.
+type streamBundle struct {
+	st    *mqlite.Store
+	clock *hookClock
+	body  *io.PipeWriter
+	w     *lineWriter
+	done  chan struct{} // closed when the stream's handler returned
+}
+
+// openStream serves a stream of queue "q" with window on a fresh store,
+// inside the current bubble, with a broker whose long-polls last an hour.
+func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle {
+	t.Helper()
+	clock := &hookClock{}
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{Clock: clock,
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(send) > 0 {
+		if _, err := outbox.Send(context.Background(), st, "q", send...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := New(Config{Store: st, MaxWait: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget, err := srv.budget(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	b := &streamBundle{st: st, clock: clock, body: pw, w: &lineWriter{header: http.Header{}}, done: make(chan struct{})}
+	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", pr)
+	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}}
+	go func() {
+		defer close(b.done)
+		s.serve(context.Background(), b.w, r)
+	}()
+	t.Cleanup(func() {
+		_ = pw.Close()
+		<-b.done
+		_ = st.Close()
+	})
+	return b
+}
+
+// line writes one client line on the stream.
+func (b *streamBundle) line(t *testing.T, l wire.StreamSettle) {
+	t.Helper()
+	data, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.body.Write(append(data, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamLineDuringClaim: a client line that comes while the stream's
+// wait is claiming does not undo the claim. The wait wakes at a scheduled
+// message's due moment, and the client's completion of the first message
+// reaches the stream inside that claim's transaction: the claim commits
+// and its message goes out, before the answer to the line. (A line used to
+// cancel the wait's Receive, whose claim then rolled back: the message
+// went out only with the next commit, after the answer.)
+func TestStreamLineDuringClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openStream(t, 2, outbox.Message{Body: []byte("a")},
+			outbox.Message{Body: []byte("b"), DeliverAt: time.Now().Add(time.Second)})
+		synctest.Wait() // a went out; the stream sleeps until b is due
+		evs := b.w.events(t)
+		if len(evs) != 1 || len(evs[0].Messages) != 1 {
+			t.Fatalf("before b is due: %+v, want a alone", evs)
+		}
+		a := evs[0].Messages[0]
+		hooked := make(chan struct{})
+		b.clock.set(func() { // inside the claim of b
+			defer close(hooked)
+			b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: a.Seq, Token: a.LockToken}}})
+			synctest.Wait() // the stream has read the line and acted on it
+		})
+		time.Sleep(time.Second) // b falls due
+		<-hooked
+		synctest.Wait()
+		evs = b.w.events(t)
+		if len(evs) != 3 {
+			t.Fatalf("events %+v, want a, b and the answer to line 1", evs)
+		}
+		if len(evs[1].Messages) != 1 || evs[1].Messages[0].Seq != a.Seq+1 || evs[1].Messages[0].DeliveryCount != 1 {
+			t.Fatalf("second event %+v, want b (its first delivery) from the claim the line came in", evs[1])
+		}
+		if evs[2].Line != 1 || len(evs[2].Results) != 1 || evs[2].Results[0].Error != nil {
+			t.Fatalf("third event %+v, want line 1 answered without error", evs[2])
+		}
+	})
+}
+
+// TestStreamEndDuringWait: a client that ends its lines while the stream
+// long-polls ends the stream at once, not when Config.MaxWait (an hour
+// here) runs out: the end of the lines interrupts the wait. Client.Stream's
+// Close waits for this end.
+func TestStreamEndDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openStream(t, 1)
+		synctest.Wait() // the stream long-polls an empty queue
+		start := time.Now()
+		if err := b.body.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-b.done
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("the stream ended %v after the end of its lines, want at once", took)
+		}
+		if evs := b.w.events(t); len(evs) != 0 {
+			t.Fatalf("events %+v, want none", evs)
+		}
+	})
+}
+
+// TestStreamHoldsLineWhileWaiting: a line that comes while the stream
+// waits for a message is answered settleHold later when no message comes
+// (not when the long-poll ends), and a message that becomes claimable
+// within that time goes out before the answer.
+func TestStreamHoldsLineWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openStream(t, 3, outbox.Message{Body: []byte("a")}, outbox.Message{Body: []byte("b")})
+		synctest.Wait()
+		evs := b.w.events(t)
+		if len(evs) != 1 || len(evs[0].Messages) != 2 {
+			t.Fatalf("at the open: %+v, want a and b", evs)
+		}
+		a, c := evs[0].Messages[0], evs[0].Messages[1]
+
+		// No message comes: the answer comes settleHold after the line.
+		start := time.Now()
+		b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: a.Seq, Token: a.LockToken}}})
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != 1 {
+			t.Fatalf("answered before the hold ended: %+v", evs[1:])
+		}
+		time.Sleep(settleHold)
+		synctest.Wait()
+		evs = b.w.events(t)
+		if len(evs) != 2 || evs[1].Line != 1 || time.Since(start) != settleHold {
+			t.Fatalf("after %v: %+v, want line 1 answered after %v", time.Since(start), evs[1:], settleHold)
+		}
+
+		// A message sent while a line is held goes out first.
+		b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: c.Seq, Token: c.LockToken}}})
+		synctest.Wait()
+		if _, err := outbox.Send(context.Background(), b.st, "q", outbox.Message{Body: []byte("d")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		evs = b.w.events(t)
+		if len(evs) != 4 || len(evs[2].Messages) != 1 || string(evs[2].Messages[0].Body) != "d" || evs[3].Line != 2 {
+			t.Fatalf("events %+v, want d, then the answer to line 2", evs[2:])
+		}
+	})
+}
