@@ -55,16 +55,18 @@ FROM (VALUES `)
 }
 
 // chunkSQLs holds chunkSQL for every power of two up to maxChunk.
-var chunkSQLs = bySize(maxChunk, chunkSQL)
+var chunkSQLs = bySize(maxChunk, func(n int) [2]string {
+	insert, lookup := chunkSQL(n)
+	return [2]string{insert, lookup}
+})
 
-// bySize holds the two statements build returns for every power of two up
-// to most: the sizes of a batch's statements, so that a few texts cover
+// bySize holds what build returns (statement texts) for every power of two
+// up to most: the sizes of a batch's statements, so that a few texts cover
 // every batch in the connection's statement cache.
-func bySize(most int, build func(n int) (string, string)) map[int][2]string {
-	m := map[int][2]string{}
+func bySize[T any](most int, build func(n int) T) map[int]T {
+	m := map[int]T{}
 	for n := 1; n <= most; n *= 2 {
-		a, b := build(n)
-		m[n] = [2]string{a, b}
+		m[n] = build(n)
 	}
 	return m
 }

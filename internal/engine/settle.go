@@ -243,10 +243,11 @@ func receiptSQL(n int) string {
 }
 
 // completeSQLs holds, for every power of two up to completeChunk, the
-// tombstone completion, the bulk one and the receipts.
-var completeSQLs = bySize(completeChunk, func(n int) (string, string) { return completeSQL(n, false), completeSQL(n, true) })
+// tombstone completion and the bulk one.
+var completeSQLs = bySize(completeChunk, func(n int) [2]string { return [2]string{completeSQL(n, false), completeSQL(n, true)} })
 
-var receiptSQLs = bySize(completeChunk, func(n int) (string, string) { return receiptSQL(n), "" })
+// receiptSQLs holds receiptSQL for every power of two up to completeChunk.
+var receiptSQLs = bySize(completeChunk, receiptSQL)
 
 // chunkOf is the statement size for k deliveries: the least power of two
 // that holds them, at most completeChunk.
@@ -324,7 +325,7 @@ func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) (
 		for range n - k {
 			args = append(args, nil, nil, nil, nil)
 		}
-		if _, err := tx.ExecContext(ctx, receiptSQLs[n][0], args...); err != nil {
+		if _, err := tx.ExecContext(ctx, receiptSQLs[n], args...); err != nil {
 			return nil, fmt.Errorf("complete: write receipts: %w", err)
 		}
 		done = done[k:]
