@@ -51,7 +51,7 @@ func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 		if err != nil {
 			return total, err
 		}
-		if n < engine.SweepBatch {
+		if n < engine.TombstoneBatch {
 			break
 		}
 	}

@@ -216,3 +216,58 @@ func (s *stepDB) ExecContext(ctx context.Context, query string, args ...any) (sq
 	s.wal.Step()
 	return res, err
 }
+
+// BenchmarkJanitorTombstones turns the tombstones of 50,000 completions
+// (each Complete of its own) into receipt rows, as the janitor's pass does
+// after them, and reports its longest statement (on the wall and in CPU)
+// and the WAL it appended.
+func BenchmarkJanitorTombstones(b *testing.B) {
+	const completions = 50_000
+	for range b.N {
+		b.StopTimer()
+		tb := testdb.Open(b, mqlite.Config{})
+		tb.Queue(b, "q", mqlite.QueueOptions{})
+		fill(b, tb.Store, "q", completions, "")
+		for done := 0; done < completions; {
+			msgs, err := tb.Store.Receive(bctx, "q", mqlite.ReceiveOptions{Max: 100})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range msgs {
+				if err := tb.Store.Complete(bctx, m.Lock()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			done += len(msgs)
+		}
+		// The moment of the last completion, on the store's clock: every
+		// tombstone is turned, and gets its receipt.
+		now := testdb.Int(b, tb.Store.DB(), `SELECT max(locked_until) FROM mqlite_messages WHERE state = 'completed'`)
+		wal := testdb.NewWALCounter(b, tb.Path)
+		db := &timedDB{DB: tb.Store.DB()}
+		runtime.LockOSThread()
+		b.StartTimer()
+		start := time.Now()
+		var total int64
+		for {
+			n, err := engine.CompactTombstones(bctx, &stepDB{timedDB: db, wal: wal}, now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += n
+			if n < engine.TombstoneBatch {
+				break
+			}
+		}
+		runtime.UnlockOSThread()
+		if receipts := testdb.Int(b, tb.Store.DB(), `SELECT count(*) FROM mqlite_settlement_receipts`); total != completions || receipts != completions {
+			b.Fatalf("turned %d tombstones into %d receipts", total, receipts)
+		}
+		b.ReportMetric(float64(db.longest.Microseconds())/1000, "max-ms/stmt")
+		b.ReportMetric(time.Since(start).Seconds(), "s/total")
+		b.ReportMetric(float64(db.statements), "stmts")
+		b.ReportMetric(float64(db.slowCPU), "stmts>5ms-cpu")
+		b.ReportMetric(float64(db.longestCPU.Microseconds())/1000, "max-cpu-ms/stmt")
+		b.ReportMetric(float64(wal.Frames*(engine.PageSize+24))/completions, "walB/msg")
+	}
+}
