@@ -44,7 +44,7 @@ bench:
 	for i in 1 2 3; do go test -run '^$$' -bench 'BenchmarkSend$$' -benchtime 20000x ./outbox/; done
 	go test -run '^$$' -bench BenchmarkSendTopic -benchtime 3000x ./outbox/
 	for i in 1 2 3; do go test -run '^$$' -bench BenchmarkDrain -benchtime 1x ./internal/engine/; done
-	go test -run '^$$' -bench 'BenchmarkLargeMessage|BenchmarkJanitor' -benchtime 1x ./internal/engine/
+	go test -run '^$$' -bench 'BenchmarkLargeMessage|BenchmarkJanitor|BenchmarkPages' -benchtime 1x ./internal/engine/
 	go test -run '^$$' -bench 'BenchmarkStats' -benchtime 20x ./internal/engine/
 	go test -run '^$$' -bench 'BenchmarkLatency/single' -benchtime 1000x ./internal/engine/
 	go test -run '^$$' -bench 'BenchmarkLatency/load' -benchtime 1x -timeout 20m ./internal/engine/
