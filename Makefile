@@ -32,7 +32,7 @@ crash:
 	cd watermill && go test -race -tags stress -count=1 -timeout 25m -run 'TestPubSubStress' ./...
 	cd powerloss && MQLITE_POWERLOSS_CUTS=100 go test -count=1 -timeout 30m -v -run 'TestPowerLoss' .
 
-# The store's crash test at 1,000 SIGKILLs, outside CI (about 15 minutes
+# The store's crash test at 1,000 SIGKILLs, outside CI (about 35 minutes
 # under the race detector): every acknowledged commit present after each
 # kill, no delivery past the bound (docs/conformance.md gives the figure).
 soak:

@@ -38,6 +38,7 @@ var parsedOnly = map[string]string{
 	"docs/benchmark.md: make bench   # everything below, send and drain three times over":                                                   "benchmarks take many minutes; they are measurements, not checks",
 	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLoopLatency' -benchtime 1000x ./consumer":                                        "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/":                                    "a benchmark",
+	"docs/benchmark.md: go test -run '^$' -bench BenchmarkPages -benchtime 1x ./internal/engine/":                                           "benchmarks",
 	"docs/benchmark.md: go test -C relay/nats -run '^$' -bench BenchmarkRelayJetStream -benchtime 20000x .  # its own module":               "a benchmark",
 	"docs/benchmark.md: go test -C relay/nats -run '^$' -bench 'BenchmarkRelayJetStream' -benchtime 20000x .  # one node and R3, one run":   "benchmarks and the 20,000-message cluster run; make test runs TestClusterLeaderLoss and TestLostMachine smaller",
 	"docs/benchmark.md: make bench-brokers                    # go run -C bench/brokers . -v":                                               "a benchmark against RabbitMQ and JetStream; make test runs the bench/brokers module's TestSmoke",
