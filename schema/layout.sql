@@ -56,13 +56,13 @@ CREATE TABLE mqlite_queues (
 -- never one (tokens are hex): a claim then rewrites the row at the same size,
 -- where a NULL growing to 32 bytes split the row's full 1 KiB page on almost
 -- every claim.
--- A completed message stays as a tombstone (state completed, its body gone,
--- locked_until the moment of its completion, lock_token the token that
--- completed it): it is the receipt of its completion, so that a retried
--- Complete succeeds, until the janitor deletes it with others after the
--- receipts' time. A completion thus rewrites the row in its page where a
--- delete emptied pages and wrote a receipt elsewhere; nothing reads a
--- tombstone but that replay.
+-- A completed message stays as a tombstone (state completed, the body in
+-- its row dropped, locked_until the moment of its completion, lock_token
+-- the token that completed it): it is the receipt of its completion, so
+-- that a retried Complete succeeds, until the janitor's next pass turns it
+-- into a receipt row and deletes it (and a body kept out of its row). A
+-- completion thus rewrites the row in its page where a delete emptied pages
+-- and wrote a receipt elsewhere; nothing reads a tombstone but that replay.
 -- last_error is the last reason a delivery came back (NULL for none).
 CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -202,16 +202,11 @@ CREATE TABLE mqlite_schedules (
 
 -- mqlite: message indexes and triggers
 
--- A message leaves with its body; a tombstone gave its body up already.
+-- A message leaves with its body (a tombstone's body kept out of its row
+-- goes when the janitor deletes the tombstone; no trigger on the state, so
+-- that a claim runs no trigger program for it).
 CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
-WHEN OLD.body IS NULL AND OLD.state <> 'completed'
-BEGIN
-    DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
-END;
-
--- A completed message gives up a body kept out of its row.
-CREATE TRIGGER mqlite_body_complete AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.state = 'completed' AND OLD.body IS NULL
+WHEN OLD.body IS NULL
 BEGIN
     DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
 END;

@@ -188,16 +188,9 @@ CREATE TABLE mqlite_topics (
 -- table sqlite_sequence
 CREATE TABLE sqlite_sequence(name,seq);
 
--- trigger mqlite_body_complete
-CREATE TRIGGER mqlite_body_complete AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.state = 'completed' AND OLD.body IS NULL
-BEGIN
-    DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
-END;
-
 -- trigger mqlite_body_delete
 CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
-WHEN OLD.body IS NULL AND OLD.state <> 'completed'
+WHEN OLD.body IS NULL
 BEGIN
     DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
 END;
