@@ -172,7 +172,7 @@ func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	if err := carrySequence(step); err != nil {
+	if err := carrySequence(step, `SELECT seq FROM sqlite_sequence WHERE name = 'messages'`); err != nil {
 		return err
 	}
 	for _, t := range unprefixedTables {
@@ -281,12 +281,15 @@ func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
 		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
 		{"create mqlite_messages", statement("CREATE TABLE mqlite_messages (")},
 		{"copy the messages back", `INSERT INTO mqlite_messages (` + messageColumns + `) SELECT ` + messageColumns + ` FROM temp.mqlite_messages_copy`},
-		{"carry the message sequence", `UPDATE sqlite_sequence
-			SET seq = max(seq, coalesce((SELECT seq FROM temp.mqlite_sequence_copy), 0))
-			WHERE name = 'mqlite_messages'`},
-		{"carry the message sequence when no message came back", `INSERT INTO sqlite_sequence (name, seq)
-			SELECT 'mqlite_messages', seq FROM temp.mqlite_sequence_copy
-			WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'mqlite_messages')`},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
+	if err := carrySequence(step, `SELECT seq FROM temp.mqlite_sequence_copy`); err != nil {
+		return err
+	}
+	for _, s := range []struct{ name, query string }{
 		{"drop the copy of the messages", `DROP TABLE temp.mqlite_messages_copy`},
 		{"drop the copy of the sequence", `DROP TABLE temp.mqlite_sequence_copy`},
 		{"create the message indexes and triggers", part("message indexes and triggers")},
@@ -310,18 +313,19 @@ func statement(head string) string {
 }
 
 // carrySequence makes the seqs of mqlite_messages go on after the highest
-// ever given in messages, deleted messages included. The copy gave
-// mqlite_messages a sequence row if it copied a message; sqlite_sequence has
-// no key, so the row is updated or inserted, never doubled.
-func carrySequence(step stepFunc) error {
+// ever given before the upgrade, deleted messages included, which the query
+// from (one row, one column, or none) reads. The copy gave mqlite_messages
+// a sequence row if it copied a message; sqlite_sequence has no key, so the
+// row is updated or inserted, never doubled.
+func carrySequence(step stepFunc, from string) error {
 	if err := step("carry the message sequence", `UPDATE sqlite_sequence
-		SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))
+		SET seq = max(seq, coalesce((`+from+`), 0))
 		WHERE name = 'mqlite_messages'`); err != nil {
 		return err
 	}
-	return step("carry the message sequence", `INSERT INTO sqlite_sequence (name, seq)
-		SELECT 'mqlite_messages', seq FROM sqlite_sequence WHERE name = 'messages'
-		AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'mqlite_messages')`)
+	return step("carry the message sequence when no message came back", `INSERT INTO sqlite_sequence (name, seq)
+		SELECT 'mqlite_messages', seq FROM (`+from+`)
+		WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'mqlite_messages')`)
 }
 
 // errNoTable is the error of columns for a table the file does not have.

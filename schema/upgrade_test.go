@@ -122,6 +122,21 @@ func (f fixture) snapshot(t *testing.T, path string) snapshot {
 	return s
 }
 
+// sequenceAhead moves the copy's message sequence 5 past its newest
+// message, as the completion of the 5 newest would have left it: the
+// upgrade must carry the sequence, not derive it from the rows it copies.
+func (f fixture) sequenceAhead(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE sqlite_sequence SET seq = seq + 5 WHERE name = ?`, f.prefix+"messages"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // upgrade upgrades a copy of the fixture with today's migrations and checks
 // the file: the layout exactly a fresh store's, every row of every table
 // there unchanged (the columns the layout added hold their defaults), the
@@ -131,6 +146,7 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 	t.Helper()
 	ctx := context.Background()
 	path, exp := f.copyOf(t)
+	f.sequenceAhead(t, path)
 	before := f.snapshot(t, path)
 
 	db, err := sql.Open("sqlite", path)

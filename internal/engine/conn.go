@@ -279,12 +279,12 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 			case "locked":
 				col = 5 // locked_until
 			}
-			if at, ok := m.row[col].(int64); ok && col > 0 {
+			if at, ok := row[col].(int64); ok && col > 0 {
 				m.cfg.Bounds.lower(ch.Queue, at)
 			}
 		}
-		if ch.Queue != "" && m.row[3] == int64(0) {
-			wake(m.cfg, ch.Queue, ch.New, m.row)
+		if ch.Queue != "" && row[3] == int64(0) {
+			wake(m.cfg, ch.Queue, ch.New, row)
 		}
 		clear(row) // no message's strings outlive the hook
 	}
