@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -48,6 +49,15 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 				if !errors.Is(r, want) || (want == nil && r != nil) {
 					t.Errorf("slot %d: %v, want %v", i, r, want)
 				}
+			}
+			// A small batch leaves tombstones (with msgs[1]'s, completed
+			// alone: 3); a batch of 12 or more deletes its rows (1 left).
+			wantTombstones := int64(3)
+			if len(batch) >= 12 {
+				wantTombstones = 1
+			}
+			if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`); n != wantTombstones {
+				t.Errorf("%d tombstones after a batch of %d, want %d", n, len(batch), wantTombstones)
 			}
 			// Every completed slot left a receipt: the same batch replays,
 			// and so does each of its completions alone.
