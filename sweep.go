@@ -60,7 +60,10 @@ func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 }
 
 // compactTombstones runs engine.CompactTombstones in a transaction of its
-// own.
+// own, begun under ctx itself: InTx and Store.Tx begin without ctx's
+// cancellation, and a janitor waiting there for the connection would keep
+// a Close called inside a caller's transaction waiting for it
+// (TestCloseInsideTxWithLoopsWaiting).
 func compactTombstones(ctx context.Context, db *sql.DB, now int64) (int64, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
