@@ -13,7 +13,6 @@ import (
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -51,10 +50,7 @@ func TestDashboardOperatorControls(t *testing.T) {
 	tb := testdb.Open(t, mqlite.Config{})
 	st := tb.Store
 	orders, dead := dashboardData(t, st)
-	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminKey(t, st)
 	url := serve(t, broker.Config{Store: st, Logger: quiet()}, nil)
 	p := newPage(t, url)
 	p.do("open /ui", chromedp.Navigate(url+"/ui"))

@@ -38,6 +38,17 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// adminKey creates a key with the admin role over every queue and returns
+// its secret.
+func adminKey(t *testing.T, st *mqlite.Store) string {
+	t.Helper()
+	_, secret, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
 // dashboardData fills a store for the dashboard: "orders" with messages in
 // every state but dead-lettered, "billing" with dead letters (and body
 // deduplication), "empty", and
@@ -159,10 +170,7 @@ func TestDashboardChromium(t *testing.T) {
 	tb := testdb.Open(t, mqlite.Config{})
 	st := tb.Store
 	orders, dead := dashboardData(t, st)
-	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminKey(t, st)
 	_, consumer, err := keys.Create(ctx, st, keys.Scope{Role: keys.Consumer, Queues: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
@@ -454,10 +462,7 @@ func TestDashboardRates(t *testing.T) {
 	t.Parallel()
 	st := testdb.Open(t, mqlite.Config{}).Store
 	dashboardData(t, st)
-	_, admin, err := keys.Create(ctx, st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := adminKey(t, st)
 	p := newPage(t, serve(t, broker.Config{Store: st, Logger: quiet()}, withCounters))
 	p.do("open /ui", chromedp.Navigate(p.url+"/ui/"))
 	p.signIn(admin)
