@@ -43,19 +43,24 @@ func (s *Store) sweeps() []sweep {
 // batch per transaction, then deletes what has outlived its replay window.
 // Its transactions are plain ones on the connection, as the other sweeps'
 // statements are, so that a Close waits for none of them.
+//
+// Every few batches it waits for the checkpointer (engine.CheckpointEvery),
+// so that a long pass never grows the WAL to the backstop checkpoint,
+// which would run inside one of its commits.
 func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
+	stop := engine.CheckpointEvery(ctx, s.db, engine.JanitorCheckpointEvery, s.isClosed)
 	var total int64
-	for !s.isClosed() {
+	for {
 		n, err := compactTombstones(ctx, s.db, now)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if n < engine.TombstoneBatch {
+		if n < engine.TombstoneBatch || stop() {
 			break
 		}
 	}
-	n, err := engine.Janitor(ctx, s.db, now, s.isClosed)
+	n, err := engine.Janitor(ctx, s.db, now, stop)
 	return total + n, err
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/engine"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -262,6 +263,35 @@ func TestSweepJanitor(t *testing.T) {
 	b.Clock.Advance(30 * time.Minute)
 	if n := b.sweepNow(); n["janitor"] != 2 || count("dedup") != 0 {
 		t.Fatalf("janitor removed %d, want the 2 dedup keys", n["janitor"])
+	}
+}
+
+// TestSweepJanitorKeepsTheWALShort: a janitor pass of some 80 statements
+// (40,000 expired dedup keys) waits for the checkpointer as it goes, so
+// the WAL starts over again and again and never nears the backstop
+// checkpoint's 4,096 frames, which would run inside one of its commits.
+// Without the waits the WAL file grew to 1,489 frames.
+func TestSweepJanitorKeepsTheWALShort(t *testing.T) {
+	const keys = 40_000
+	b := sweepSetup(t)
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	db := b.Store.DB()
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+		INSERT INTO mqlite_dedup (queue, key, seq, expires_at) SELECT 'q', randomblob(16), i, 1 FROM n`, keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.sweepNow(); n["janitor"] != keys {
+		t.Fatalf("janitor removed %d keys, want %d", n["janitor"], keys)
+	}
+	fi, err := os.Stat(b.Path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames := fi.Size() / (engine.PageSize + 24); frames > 800 {
+		t.Fatalf("the WAL reached %d frames during the janitor's pass; want it to start over well before 4,096", frames)
 	}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"sync"
 	"time"
@@ -33,10 +34,18 @@ type checkpointer struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	mu      sync.Mutex
+	waiting []chan struct{} // wait calls waiting for the next pass
+	hurry   chan struct{}   // a wait call came: cut the interval short
 }
 
+// checkpointers maps each open store handle to its checkpointer, for
+// Settle.
+var checkpointers sync.Map // *sql.DB → *checkpointer
+
 func newCheckpointer(dsn string) *checkpointer {
-	c := &checkpointer{dsn: dsn, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{dsn: dsn, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -47,6 +56,29 @@ func (c *checkpointer) commit() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
+	}
+}
+
+// wait waits for a checkpoint pass that begins after the call: the
+// frames committed before it are then in the database file. It returns
+// early when ctx ends or the checkpointer stops.
+func (c *checkpointer) wait(ctx context.Context) error {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.waiting = append(c.waiting, ch)
+	c.mu.Unlock()
+	select {
+	case c.hurry <- struct{}{}:
+	default:
+	}
+	c.commit()
+	select {
+	case <-ch:
+		return nil
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -73,27 +105,78 @@ func (c *checkpointer) run() {
 			return
 		case <-c.kick:
 		}
-		if wait := checkpointInterval - time.Since(last); wait > 0 {
+		c.mu.Lock()
+		waited := len(c.waiting) > 0
+		c.mu.Unlock()
+		// A WaitCheckpoint call waits for this pass: it runs at once.
+		if wait := checkpointInterval - time.Since(last); wait > 0 && !waited {
 			t := time.NewTimer(wait)
 			select {
 			case <-c.stop:
 				t.Stop()
 				return
 			case <-t.C:
+			case <-c.hurry:
+				t.Stop()
 			}
 		}
 		last = time.Now()
-		if conn == nil {
-			// Opened at the first commit, so that a file Open refuses is
-			// never opened twice. A plain driver: no hooks, no functions.
-			var err error
-			if conn, err = (&sqlite.Driver{}).Open(c.dsn); err != nil {
-				conn = nil
-				continue // the backstop checkpoint keeps the WAL bounded
-			}
+		c.mu.Lock()
+		waiting := c.waiting
+		c.waiting = nil
+		c.mu.Unlock()
+		select { // this pass serves every wait call so far
+		case <-c.hurry:
+		default:
 		}
-		if ex, ok := conn.(driver.ExecerContext); ok {
-			_, _ = ex.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)", nil)
+		conn = c.pass(conn)
+		for _, ch := range waiting {
+			close(ch)
 		}
+	}
+}
+
+// pass runs one PASSIVE checkpoint on conn, opened at the first pass (so
+// that a file Open refuses is never opened twice; a plain driver: no
+// hooks, no functions), and returns the connection for the next pass. When
+// it cannot open one, the backstop checkpoint keeps the WAL bounded.
+func (c *checkpointer) pass(conn driver.Conn) driver.Conn {
+	if conn == nil {
+		var err error
+		if conn, err = (&sqlite.Driver{}).Open(c.dsn); err != nil {
+			return nil
+		}
+	}
+	if ex, ok := conn.(driver.ExecerContext); ok {
+		_, _ = ex.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)", nil)
+	}
+	return conn
+}
+
+// WaitCheckpoint waits until the checkpointer of the store handle db has copied
+// into the database file every frame committed before the call, so that
+// the next commit starts the WAL over. Bulk background work calls it
+// between its statements: without it the WAL of a long run of commits
+// never starts over (the checkpointer never finds it idle), and once it
+// passes walBackstopPages, SQLite's backstop checkpoint runs inside one of
+// those commits, copying and syncing megabytes on the store's connection.
+// The wait holds no connection. A db with no checkpointer returns at once.
+func WaitCheckpoint(ctx context.Context, db *sql.DB) error {
+	if c, ok := checkpointers.Load(db); ok {
+		return c.(*checkpointer).wait(ctx)
+	}
+	return nil
+}
+
+// CheckpointEvery returns a stop function for the batched sweeps (Janitor)
+// that calls WaitCheckpoint on db after every n-th batch, then asks stop
+// (which may be nil).
+func CheckpointEvery(ctx context.Context, db *sql.DB, n int, stop func() bool) func() bool {
+	batches := 0
+	return func() bool {
+		if batches++; batches%n == 0 {
+			_ = WaitCheckpoint(ctx, db)
+		}
+		return stop != nil && stop()
 	}
 }

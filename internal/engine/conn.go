@@ -145,7 +145,8 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	release := func() { fns.Store(&storeFuncs{}); ck.close() }
+	checkpointers.Store(db, ck)
+	release := func() { checkpointers.Delete(db); fns.Store(&storeFuncs{}); ck.close() }
 	return db, release, nil
 }
 

@@ -257,6 +257,11 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 	return total, nil
 }
 
+// JanitorCheckpointEvery is how many janitor batches run between two
+// waits for the checkpointer (CheckpointEvery): a batch appends a few
+// dozen WAL frames, so the WAL stays far below walBackstopPages.
+const JanitorCheckpointEvery = 16
+
 // tombstones are the oldest ?2 tombstones completed at ?1 or before, by
 // their own index.
 const tombstones = `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_completed
