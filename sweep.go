@@ -26,29 +26,33 @@ func (s *Store) sweeps() []sweep {
 	o := s.opts
 	return []sweep{
 		{"reaper", o.ReaperInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Reap(ctx, s.db, now, s.isClosed)
+			return engine.Reap(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"scheduler", o.SchedulerInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Promote(ctx, s.db, now, s.isClosed)
+			return engine.Promote(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"ttl", o.TTLInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Expire(ctx, s.db, now, s.isClosed)
+			return engine.Expire(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"janitor", o.JanitorInterval, s.janitor},
 		{"retention", o.RetentionInterval, s.retain},
 	}
 }
 
+// sweepStop is what a sweep asks between its batches: whether the store
+// is closing. Every few batches it first waits for the checkpointer
+// (engine.CheckpointEvery), so that a long pass never grows the WAL to the
+// backstop checkpoint, which would run inside one of its commits.
+func (s *Store) sweepStop(ctx context.Context) func() bool {
+	return engine.CheckpointEvery(ctx, s.db, engine.SweepCheckpointEvery, s.isClosed)
+}
+
 // janitor turns the tombstones of completed messages into receipt rows, a
 // batch per transaction, then deletes what has outlived its replay window.
 // Its transactions are plain ones on the connection, as the other sweeps'
 // statements are, so that a Close waits for none of them.
-//
-// Every few batches it waits for the checkpointer (engine.CheckpointEvery),
-// so that a long pass never grows the WAL to the backstop checkpoint,
-// which would run inside one of its commits.
 func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
-	stop := engine.CheckpointEvery(ctx, s.db, engine.JanitorCheckpointEvery, s.isClosed)
+	stop := s.sweepStop(ctx)
 	var total int64
 	for {
 		n, err := compactTombstones(ctx, s.db, now)
@@ -88,12 +92,13 @@ func (s *Store) retain(ctx context.Context, now int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	stop := s.sweepStop(ctx)
 	var total int64
 	for _, q := range qs {
 		if s.isClosed() {
 			break
 		}
-		n, err := engine.Retain(ctx, s.db, q, now, s.isClosed)
+		n, err := engine.Retain(ctx, s.db, q, now, stop)
 		total += n
 		if err != nil {
 			return total, err

@@ -168,7 +168,7 @@ func WaitCheckpoint(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// CheckpointEvery returns a stop function for the batched sweeps (Janitor)
+// CheckpointEvery returns a stop function for the batched sweeps
 // that calls WaitCheckpoint on db after every n-th batch, then asks stop
 // (which may be nil).
 func CheckpointEvery(ctx context.Context, db *sql.DB, n int, stop func() bool) func() bool {

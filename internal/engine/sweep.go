@@ -13,6 +13,11 @@ import (
 // statement.
 const SweepBatch = 500
 
+// SweepCheckpointEvery is how many sweep batches run between two waits for
+// the checkpointer (CheckpointEvery): a batch appends a few dozen WAL
+// frames, so a long sweep keeps the WAL far below walBackstopPages.
+const SweepCheckpointEvery = 16
+
 // Dead-letter reasons and descriptions written by the engine.
 const (
 	// ReasonTTL is the dead-letter reason of a message whose time to
@@ -257,10 +262,6 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 	return total, nil
 }
 
-// JanitorCheckpointEvery is how many janitor batches run between two
-// waits for the checkpointer (CheckpointEvery): a batch appends a few
-// dozen WAL frames, so the WAL stays far below walBackstopPages.
-const JanitorCheckpointEvery = 16
 
 // tombstones are the oldest ?2 tombstones completed at ?1 or before, by
 // their own index.

@@ -190,7 +190,7 @@ func BenchmarkJanitor(b *testing.B) {
 		runtime.LockOSThread()
 		b.StartTimer()
 		start := time.Now()
-		stop := engine.CheckpointEvery(bctx, tb.Store.DB(), engine.JanitorCheckpointEvery, nil) // as the store runs it
+		stop := engine.CheckpointEvery(bctx, tb.Store.DB(), engine.SweepCheckpointEvery, nil) // as the store runs it
 		n, err := engine.Janitor(bctx, &stepDB{timedDB: db, wal: wal}, 2, stop)
 		runtime.UnlockOSThread()
 		if err != nil {
@@ -253,7 +253,7 @@ func BenchmarkJanitorTombstones(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		var total int64
-		stop := engine.CheckpointEvery(bctx, tb.Store.DB(), engine.JanitorCheckpointEvery, nil) // as the store runs it
+		stop := engine.CheckpointEvery(bctx, tb.Store.DB(), engine.SweepCheckpointEvery, nil) // as the store runs it
 		for {
 			n, err := engine.CompactTombstones(bctx, &stepDB{timedDB: db, wal: wal}, now)
 			if err != nil {
