@@ -262,7 +262,6 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 	return total, nil
 }
 
-
 // tombstones are the oldest ?2 tombstones completed at ?1 or before, by
 // their own index.
 const tombstones = `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_completed
