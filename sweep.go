@@ -54,7 +54,7 @@ func (s *Store) sweepStop(ctx context.Context) func() bool {
 func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 	stop := s.sweepStop(ctx)
 	var total int64
-	for {
+	for !s.isClosed() {
 		n, err := compactTombstones(ctx, s.db, now)
 		total += n
 		if err != nil {

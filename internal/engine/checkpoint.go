@@ -41,7 +41,7 @@ type checkpointer struct {
 }
 
 // checkpointers maps each open store handle to its checkpointer, for
-// Settle.
+// WaitCheckpoint.
 var checkpointers sync.Map // *sql.DB → *checkpointer
 
 func newCheckpointer(dsn string) *checkpointer {
@@ -153,9 +153,9 @@ func (c *checkpointer) pass(conn driver.Conn) driver.Conn {
 	return conn
 }
 
-// WaitCheckpoint waits until the checkpointer of the store handle db has copied
-// into the database file every frame committed before the call, so that
-// the next commit starts the WAL over. Bulk background work calls it
+// WaitCheckpoint waits until the checkpointer of the store handle db has
+// copied into the database file every frame committed before the call, so
+// that the next commit starts the WAL over. Bulk background work calls it
 // between its statements: without it the WAL of a long run of commits
 // never starts over (the checkpointer never finds it idle), and once it
 // passes walBackstopPages, SQLite's backstop checkpoint runs inside one of
@@ -168,9 +168,9 @@ func WaitCheckpoint(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// CheckpointEvery returns a stop function for the batched sweeps
-// that calls WaitCheckpoint on db after every n-th batch, then asks stop
-// (which may be nil).
+// CheckpointEvery returns a stop function for the batched sweeps that
+// calls WaitCheckpoint on db after every n-th batch, then asks stop (which
+// may be nil).
 func CheckpointEvery(ctx context.Context, db *sql.DB, n int, stop func() bool) func() bool {
 	batches := 0
 	return func() bool {
