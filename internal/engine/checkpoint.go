@@ -105,11 +105,8 @@ func (c *checkpointer) run() {
 			return
 		case <-c.kick:
 		}
-		c.mu.Lock()
-		waited := len(c.waiting) > 0
-		c.mu.Unlock()
-		// A WaitCheckpoint call waits for this pass: it runs at once.
-		if wait := checkpointInterval - time.Since(last); wait > 0 && !waited {
+		// A WaitCheckpoint call cuts the interval short (hurry).
+		if wait := checkpointInterval - time.Since(last); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-c.stop:
@@ -121,14 +118,14 @@ func (c *checkpointer) run() {
 			}
 		}
 		last = time.Now()
+		select { // this pass serves every wait call registered so far
+		case <-c.hurry:
+		default:
+		}
 		c.mu.Lock()
 		waiting := c.waiting
 		c.waiting = nil
 		c.mu.Unlock()
-		select { // this pass serves every wait call so far
-		case <-c.hurry:
-		default:
-		}
 		conn = c.pass(conn)
 		for _, ch := range waiting {
 			close(ch)
