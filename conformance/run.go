@@ -62,5 +62,6 @@ func groups() []group {
 		{"Periodic", periodicTests},
 		{"Pause", pauseTests},
 		{"LastError", lastErrorTests},
+		{"LoopFailures", loopFailureTests()},
 	}
 }

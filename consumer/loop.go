@@ -128,6 +128,12 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // A delivery whose lease is lost has its handler's ctx cancelled (the cause
 // matches mqlite.ErrLockLost) and is not settled by Loop.
 //
+// When every handler call fails (a downstream outage), Loop keeps cycling
+// with backoff: each failed message is abandoned for its delay, taken
+// again when it falls due, and dead-lettered once its queue's
+// MaxDeliveryCount is spent. A failing handler never stops Loop from
+// receiving, embedded or over the broker's stream.
+//
 // When ctx is cancelled Loop stops claiming, releases the messages it
 // claimed but did not start (abandoned with no delay), lets running
 // handlers finish for up to opts.DrainTimeout, then cancels their ctx and
@@ -523,13 +529,10 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 // abandon gives m back after delay, with the handler's error as its last
 // error when the Source keeps one (ReasonAbandoner).
 func (l *loop) abandon(ctx context.Context, m mqlite.Message, delay time.Duration, err error) error {
-	// Through what Loop settles with (the stream, while one is open) when
-	// it keeps a reason, else through the source's own call: a lock is the
-	// same on either.
-	for _, s := range []Source{l.set, l.src} {
-		if ra, ok := s.(ReasonAbandoner); ok {
-			return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
-		}
+	// Through what Loop settles with: while a stream is open, streamed
+	// abandons through the source's own call and frees the stream's place.
+	if ra, ok := l.set.(ReasonAbandoner); ok {
+		return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
 	}
 	return l.set.Abandon(ctx, m.Lock(), delay)
 }

@@ -26,7 +26,10 @@ type streamed struct {
 	st Stream
 }
 
-var _ CompleteBatcher = (*streamed)(nil)
+var (
+	_ CompleteBatcher = (*streamed)(nil)
+	_ ReasonAbandoner = (*streamed)(nil)
+)
 
 func (s *streamed) set(st Stream) {
 	s.mu.Lock()
@@ -76,6 +79,25 @@ func (s *streamed) Abandon(ctx context.Context, l mqlite.Lock, delay time.Durati
 		}
 	}
 	return s.Source.Abandon(ctx, l, delay)
+}
+
+// AbandonWithReason gives a delivery back with reason as its last error,
+// through the Source's own call (the stream's abandon carries no reason),
+// then frees the delivery's place in the open stream's window. Without the
+// release the broker counts the delivery as unsettled for as long as the
+// stream lives: once a window of them failed, it would hand out nothing
+// more and Loop would wait for ever. A Source that keeps no reason
+// abandons as Abandon does.
+func (s *streamed) AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error {
+	ra, ok := s.Source.(ReasonAbandoner)
+	if !ok {
+		return s.Abandon(ctx, l, delay)
+	}
+	err := ra.AbandonWithReason(ctx, l, delay, reason)
+	// Released whatever the outcome: Loop gives the delivery up either
+	// way (a failed abandon lets the lease run out).
+	s.release(ctx, l)
+	return err
 }
 
 // Reject dead-letters a delivery on the stream, or through the Source.
