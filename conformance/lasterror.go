@@ -73,7 +73,7 @@ var lastErrorTests = []subtest{
 				return errors.New("payment service said 503")
 			}, consumer.LoopConfig{})
 		}()
-		<-failed
+		k.within(failed, loopBound, func() string { return "the loop never called its handler" })
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Fatalf("loop: %v", err)

@@ -60,8 +60,9 @@ var pauseTests = []subtest{
 		k.waiting("q")
 		k.must(p.ResumeQueue(k.ctx, "q"), "resume")
 		// Nothing else commits: only the resume can wake the receive before
-		// its wait (longWait) ends with nothing.
-		r := k.await(ch, 2*longWait, "receive waiting through the pause")
+		// its wait (longWait) ends with nothing. The bound is shorter than
+		// that wait, so a resume that wakes nothing fails here.
+		r := k.await(ch, wakeBound, "receive waiting through the pause, after the resume")
 		if got := seqs(r.msgs); len(got) != 1 || got[0] != seq {
 			t.Fatalf("after resume: %v, want [%d]", got, seq)
 		}
@@ -90,8 +91,15 @@ var pauseTests = []subtest{
 		default:
 		}
 		k.must(p.ResumeQueue(k.ctx, "q"), "resume")
-		if got := <-handled; got != seq {
-			t.Fatalf("handled %d, want %d", got, seq)
+		// Within wakeBound, shorter than the wait of Loop's receive: only
+		// the resume wakes it.
+		select {
+		case got := <-handled:
+			if got != seq {
+				t.Fatalf("handled %d, want %d", got, seq)
+			}
+		case <-time.After(wakeBound):
+			t.Fatalf("the resume did not wake the loop within %v", wakeBound)
 		}
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
