@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -24,6 +25,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // receives end) before the test server closes.
 func serve(t testing.TB, tb *testdb.Bundle, cfg broker.Config) (string, string) {
 	t.Helper()
+	return serveThrough(t, tb, cfg, nil)
+}
+
+// serveThrough is serve with the broker's handler wrapped by wrap (nil:
+// not wrapped), for a broker that misbehaves on some requests.
+func serveThrough(t testing.TB, tb *testdb.Bundle, cfg broker.Config, wrap func(http.Handler) http.Handler) (string, string) {
+	t.Helper()
 	_, secret, err := keys.Create(context.Background(), tb.Store, keys.Scope{Role: keys.Admin, Queues: []string{keys.AllQueues}})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +44,11 @@ func serve(t testing.TB, tb *testdb.Bundle, cfg broker.Config) (string, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

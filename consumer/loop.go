@@ -326,15 +326,27 @@ func (l *loop) stopping() bool {
 
 // fetch claims messages into l.work until ctx is cancelled (nil) or
 // Receive fails for good (the error).
-func (l *loop) fetch(ctx context.Context) error {
+func (l *loop) fetch(ctx context.Context) error { return l.fetchUntil(ctx, time.Time{}) }
+
+// fetchUntil is fetch that also returns (nil) once until passes, unless
+// until is zero: no Receive of it waits past until.
+func (l *loop) fetchUntil(ctx context.Context, until time.Time) error {
 	if _, ok := l.src.(CompleteReceiver); ok && l.batch == nil {
 		l.claimOnComplete.Store(true) // the completer claims too; a stream does not need it
+	}
+	var end <-chan time.Time // nil: never
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		end = t.C
 	}
 	failures := 0
 	for {
 		select {
 		case <-l.slots:
 		case <-ctx.Done():
+			return nil
+		case <-end:
 			return nil
 		}
 		n := 1
@@ -347,7 +359,11 @@ func (l *loop) fetch(ctx context.Context) error {
 				break more
 			}
 		}
-		msgs, err := l.src.Receive(ctx, l.queue, mqlite.ReceiveOptions{Max: n, Wait: receiveWait})
+		wait := receiveWait
+		if !until.IsZero() {
+			wait = min(wait, max(time.Until(until), 0))
+		}
+		msgs, err := l.src.Receive(ctx, l.queue, mqlite.ReceiveOptions{Max: n, Wait: wait})
 		for range n - len(msgs) {
 			l.slots <- struct{}{}
 		}
@@ -360,9 +376,9 @@ func (l *loop) fetch(ctx context.Context) error {
 				return fmt.Errorf("consumer: receive from %s: %w", l.queue, err)
 			}
 			failures++
-			wait := receiveRetry.delay(failures)
-			l.log.Warn("consumer: receive failed; retrying", "err", err, "failures", failures, "retry_in", wait)
-			if !sleepCtx(ctx, wait) {
+			retry := receiveRetry.delay(failures)
+			l.log.Warn("consumer: receive failed; retrying", "err", err, "failures", failures, "retry_in", retry)
+			if !sleepCtx(ctx, retry) {
 				return nil
 			}
 			continue

@@ -119,15 +119,30 @@ func (s *streamed) release(ctx context.Context, l mqlite.Lock) {
 	}
 }
 
+// streamRetry spaces the attempts to open a stream while the Source
+// refuses them: Loop claims with Receive in between, for a delay that grows
+// with each refusal in a row.
+var streamRetry = Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.2}
+
 // fetchStream claims through streams of window messages until ctx is
 // cancelled (nil) or the queue cannot be read (the error). A stream that
-// ends is reopened after a backoff; a Source that cannot stream falls back
-// to fetch.
+// ends is reopened after a backoff. While the Source refuses to open one
+// (a broker whose long-poll slots are all taken answers 503, and a refusal
+// can last), Loop claims with Receive for streamRetry's delay, then tries
+// a stream again; the first refusal of a run is logged, with why. A Source
+// that cannot stream falls back to fetch for good.
 func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
-	failures := 0
+	failures := 0 // streams that ended
+	refusals := 0 // opens refused, in a row
 	for ctx.Err() == nil {
 		st, err := sr.OpenStream(ctx, l.queue, window)
-		if err == nil {
+		opened := err == nil
+		if opened {
+			if refusals > 0 {
+				l.log.Info("consumer: stream open again; claiming through it", "refusals", refusals)
+			}
+			refusals = 0
+			l.claimOnComplete.Store(false) // the stream hands out what completions free
 			l.streamed.set(st)
 			err = l.pump(ctx, st)
 			l.streamed.set(nil)
@@ -142,6 +157,13 @@ func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
 		case errors.Is(err, mqlite.ErrClosed) || errors.Is(err, mqlite.ErrQueueNotFound):
 			return fmt.Errorf("consumer: stream of %s: %w", l.queue, err)
 		}
+		if !opened {
+			refusals++
+			if err := l.fetchRefused(ctx, err, refusals); err != nil {
+				return err
+			}
+			continue
+		}
 		failures++
 		wait := receiveRetry.delay(failures)
 		l.log.Warn("consumer: stream ended; opening another", "err", err, "failures", failures, "retry_in", wait)
@@ -150,6 +172,20 @@ func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
 		}
 	}
 	return nil
+}
+
+// fetchRefused claims with Receive for streamRetry's delay after the
+// refusals-th refusal in a row to open a stream (err), and logs why: the
+// first refusal of a run as a warning, the others at debug level.
+func (l *loop) fetchRefused(ctx context.Context, err error, refusals int) error {
+	fallback := streamRetry.delay(refusals)
+	if refusals == 1 {
+		l.log.Warn("consumer: the source refused a stream; claiming with Receive meanwhile",
+			"err", err, "stream_again_in", fallback)
+	} else {
+		l.log.Debug("consumer: the source refused a stream again", "err", err, "refusals", refusals, "stream_again_in", fallback)
+	}
+	return l.fetchUntil(ctx, time.Now().Add(fallback))
 }
 
 // pump hands the stream's messages to the workers, one slot each, until
