@@ -3,10 +3,8 @@ package client_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,36 +57,6 @@ func (rs *refusingStreams) wrap(h http.Handler) http.Handler {
 	})
 }
 
-// recordWarnings is a slog.Handler that keeps the messages of the
-// warnings and errors logged.
-type recordWarnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *recordWarnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *recordWarnings) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
-	return nil
-}
-func (h *recordWarnings) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordWarnings) WithGroup(string) slog.Handler      { return h }
-
-// count returns how many of the messages logged contain s.
-func (h *recordWarnings) count(s string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, m := range h.msgs {
-		if strings.Contains(m, s) {
-			n++
-		}
-	}
-	return n
-}
-
 // TestLoopFallsBackWhenStreamsAreRefused: while the broker refuses every
 // stream open (503, its long-poll slots taken), consumer.Loop over the
 // client claims with long-poll receives instead of retrying the stream
@@ -103,14 +71,14 @@ func TestLoopFallsBackWhenStreamsAreRefused(t *testing.T) {
 	c := newClient(t, url, key, b.Clock)
 
 	handled := make(chan int64, 16)
-	logs := &recordWarnings{}
+	logs := &testdb.Logs{}
 	lctx, cancel := context.WithCancel(ctx)
 	loopErr := make(chan error, 1)
 	go func() {
 		loopErr <- consumer.Loop(lctx, c, "q", func(_ context.Context, m mqlite.Message) error {
 			handled <- m.Seq
 			return nil
-		}, consumer.LoopConfig{Logger: slog.New(logs)})
+		}, consumer.LoopConfig{Logger: logs.Logger()})
 	}()
 	defer func() {
 		cancel()
@@ -151,8 +119,8 @@ func TestLoopFallsBackWhenStreamsAreRefused(t *testing.T) {
 	wantOpen(false, "the stream tried again")
 	seq = b.Send(t, "q", outbox.Message{Body: []byte("pay")})[0]
 	wantHandled(seq, "after a second refusal")
-	if n := logs.count("refused a stream"); n != 1 {
-		t.Fatalf("the refusal logged %d times, want once", n)
+	if got := logs.Messages(); len(got) != 1 || !strings.Contains(got[0], "refused a stream") {
+		t.Fatalf("warnings %q, want the refusal once", got)
 	}
 	rs.refuse.Store(false)
 	wantOpen(true, "the stream let through")

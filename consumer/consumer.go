@@ -78,7 +78,9 @@ func clockOf(src Source) mqlite.Clock {
 // stream while messages flow out. Loop over a Streamer receives and
 // settles on a stream of Concurrency+Prefetch messages; when the stream
 // breaks it settles what the stream handed out through the Source's own
-// calls and opens another.
+// calls and opens another. While the Streamer refuses to open a stream (a
+// broker whose long-poll slots are taken), Loop claims with Receive, logs
+// the refusal once, and tries a stream again after a growing delay.
 type Streamer interface {
 	// OpenStream opens a stream of queue with a window of window messages.
 	OpenStream(ctx context.Context, queue string, window int) (Stream, error)

@@ -322,40 +322,8 @@ func (o *Observer) WaitFor(t testing.TB, what string, cond func(Counts) bool) Co
 // ErrInjected is the failure tests inject.
 var ErrInjected = errors.New("relaytest: injected failure")
 
-// Logs is a slog.Handler that keeps the message of every record at or
-// above WARN, for tests that count what a relay told its operator. It is
-// safe for concurrent use.
-type Logs struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-// Logger returns a logger that writes to l.
-func (l *Logs) Logger() *slog.Logger { return slog.New(l) }
-
-// Enabled keeps WARN and above.
-func (l *Logs) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
-
-// Handle keeps r's message.
-func (l *Logs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, r.Message)
-	return nil
-}
-
-// WithAttrs returns l: the attributes are not kept.
-func (l *Logs) WithAttrs([]slog.Attr) slog.Handler { return l }
-
-// WithGroup returns l.
-func (l *Logs) WithGroup(string) slog.Handler { return l }
-
-// Messages returns the messages kept so far.
-func (l *Logs) Messages() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.msgs...)
-}
+// Logs keeps the messages of the records at or above WARN (testdb.Logs).
+type Logs = testdb.Logs
 
 // HoldSpy passes Sends to its Sink and hands the cause of a Send's first
 // held message to Held, when Held has room.
