@@ -15,22 +15,22 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// dirState is what a test compares of a folder before and after a call:
+// folderFiles is what a test compares of a folder before and after a call:
 // each file's name, bytes and modification time.
-type dirState map[string]fileState
+type folderFiles map[string]fileState
 
 type fileState struct {
 	data  []byte
 	mtime time.Time
 }
 
-func readDir(t *testing.T, dir string) dirState {
+func folderState(t *testing.T, dir string) folderFiles {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := dirState{}
+	out := folderFiles{}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		data, err := os.ReadFile(p)
@@ -88,7 +88,7 @@ func TestExistingOnlyWritesNothing(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "app.db")
 			tc.setup(t, path)
-			before := readDir(t, dir)
+			before := folderState(t, dir)
 			// A modification time the file system can tell apart from a
 			// write during the test.
 			old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -97,7 +97,7 @@ func TestExistingOnlyWritesNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before = readDir(t, dir)
+			before = folderState(t, dir)
 			st, err := mqlite.Open(ctx, path, mqlite.Config{ExistingOnly: true})
 			if err == nil {
 				_ = st.Close()
@@ -105,7 +105,7 @@ func TestExistingOnlyWritesNothing(t *testing.T) {
 			if !errors.Is(err, mqlite.ErrNoStore) {
 				t.Fatalf("Open(ExistingOnly): %v, want ErrNoStore", err)
 			}
-			after := readDir(t, dir)
+			after := folderState(t, dir)
 			for _, name := range slices.Sorted(maps.Keys(after)) {
 				b, ok := before[name]
 				if !ok {

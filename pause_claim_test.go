@@ -16,7 +16,7 @@ import (
 func TestCompleteAndReceiveClaimsNothingOnAPausedQueue(t *testing.T) {
 	b := openQueue(t)
 	ctx := context.Background()
-	locks := receiveAll(t, b, 2)
+	locks := sendAndReceive(t, b, 2)
 	seqs := b.Send(t, "q", make([]outbox.Message, 3)...)
 	if err := b.Store.PauseQueue(ctx, "q"); err != nil {
 		t.Fatal(err)
