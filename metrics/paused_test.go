@@ -16,8 +16,8 @@ import (
 // TestPausedGaugeFollowsPauseAndResume: mqlite_queue_paused is 1 while a
 // queue is paused and 0 otherwise, after every pause and resume (a second
 // pause or resume changes nothing), for a queue created by this store and
-// for one it found paused in the file when it opened. The other queue
-// stays 0 throughout.
+// for one it found paused in the file when it opened, and a queue deleted
+// while paused starts again at 0. The other queue stays 0 throughout.
 func TestPausedGaugeFollowsPauseAndResume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -60,5 +60,14 @@ mqlite_queue_paused{queue="q"} %d
 	if err := again.Store.ResumeQueue(ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
+	gauge(t, again.Store, 0)
+	// A queue deleted while paused and created again runs.
+	if err := again.Store.PauseQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Store.DeleteQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	again.Queue(t, "q", mqlite.QueueOptions{})
 	gauge(t, again.Store, 0)
 }
