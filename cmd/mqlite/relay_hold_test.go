@@ -107,7 +107,9 @@ func TestRelayTemplateHoldsAndStops(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	stderr = syncBuffer{}
-	go func() { done <- run(ctx, relayArgs(`orders.{{or .Subject .Queue}}`), strings.NewReader(""), &stdout, &stderr) }()
+	go func() {
+		done <- run(ctx, relayArgs(`orders.{{or .Subject .Queue}}`), strings.NewReader(""), &stdout, &stderr)
+	}()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		info, err := stream.Info(context.Background())
