@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// natsWithStream starts an embedded JetStream server with the stream
-// ORDERS on orders.> and returns its URL and the stream.
-func natsWithStream(t *testing.T) (string, jetstream.Stream) {
+// embeddedNATS starts a JetStream server in this process, on a free
+// loopback port; the test's cleanup shuts it down.
+func embeddedNATS(t *testing.T) *natsserver.Server {
 	t.Helper()
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
@@ -30,6 +30,14 @@ func natsWithStream(t *testing.T) (string, jetstream.Stream) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
+	return ns
+}
+
+// natsWithStream starts an embedded JetStream server with the stream
+// ORDERS on orders.> and returns its URL and the stream.
+func natsWithStream(t *testing.T) (string, jetstream.Stream) {
+	t.Helper()
+	ns := embeddedNATS(t)
 	nc, err := natsgo.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
