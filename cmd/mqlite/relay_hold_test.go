@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // embeddedNATS starts a JetStream server in this process, on a free
@@ -139,5 +143,41 @@ func TestRelayTemplateHoldsAndStops(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
+	}
+}
+
+// TestRelayStopsOnSIGINT: the built command, holding messages for a
+// missing stream, stops on SIGINT at once, though --drain is an hour, and
+// says that it stops.
+func TestRelayStopsOnSIGINT(t *testing.T) {
+	t.Parallel()
+	ns := embeddedNATS(t) // no stream: every message is held
+	path := relayFile(t, outbox.Message{Body: []byte("held")})
+	cmd := exec.Command(binary(t), "relay", "--db", path, "--queue", "events", "--sink", "nats",
+		"--nats-url", ns.ClientURL(), "--drain", "1h")
+	cmd.Env = append(os.Environ(), "MQLITE_URL=", "MQLITE_DB=", "MQLITE_KEY=")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stderr.waitFor(t, "holding them")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("relay after SIGINT: %v; stderr %s", err, stderr.String())
+		}
+	case <-time.After(time.Minute): // --drain 1h: only a stop that ends the hold returns
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the relay did not stop on SIGINT; stderr %s", stderr.String())
+	}
+	if s := stderr.String(); !strings.Contains(s, "relay: stopping") || !strings.Contains(s, "relay: stopped") {
+		t.Fatalf("stderr does not say it stops: %s", s)
 	}
 }
