@@ -1,38 +1,19 @@
 package webhook_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/relay"
 	"github.com/mqlite/mqlite/relay/internal/relaytest"
 	"github.com/mqlite/mqlite/relay/webhook"
 )
-
-// lockedBuffer is a bytes.Buffer for a logger of several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestErrorsHideTheURLsSecrets: a webhook URL's path and query carry
 // tokens; a failed request's error names the URL, and it lands in the
@@ -54,7 +35,7 @@ func TestErrorsHideTheURLsSecrets(t *testing.T) {
 	defer sink.Close()
 	b := relaytest.Open(t, mqlite.QueueOptions{})
 	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("x")})
-	var logged lockedBuffer
+	var logged testdb.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	obs := relaytest.NewObserver()
 	r, err := relay.New(b.Store, relaytest.Queue, sink, relay.Config{Backoff: now, Logger: log, Observer: obs})
