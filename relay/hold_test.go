@@ -88,7 +88,6 @@ func TestTemplateHoldKeepsTheMessage(t *testing.T) {
 	// Each held message keeps its Send (its slot of Concurrency) until the
 	// relay stops, as every hold does: three slots for three holds.
 	r, err := relay.New(b.Store, relaytest.Queue, sink, relay.Config{Concurrency: 3, MaxBatch: 2, Observer: obs, Logger: logs.Logger(),
-		Backoff:     consumer.Backoff{Initial: -1}, // given back due at once: the fake clock never ends a backoff
 		HoldBackoff: consumer.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -158,5 +157,11 @@ func TestStopEndsAHold(t *testing.T) {
 	}
 	if c := obs.Counts(); c.Abandoned != 1 || c.Rejected != 0 {
 		t.Fatalf("counts %+v, want the held message given back", c)
+	}
+	// Given back claimable at once (the fake clock does not move): a hold
+	// is not the message's failure, so no backoff delays it.
+	msgs, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekParams{})
+	if err != nil || len(msgs) != 1 || msgs[0].State != mqlite.StateActive {
+		t.Fatalf("after the stop: %+v, %v; want the message active", msgs, err)
 	}
 }

@@ -409,7 +409,7 @@ func (r *Relay) sendHolding(ctx context.Context, stop <-chan struct{}, msgs []mq
 			t.Stop()
 			r.log.Info("relay: stopping; giving the held messages back", "held", len(pending))
 			for _, i := range pending {
-				res[i] = RetryAfter(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ended), 0)
+				res[i] = RetryAfter(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ended), givenBack)
 			}
 			return res
 		}
@@ -430,6 +430,13 @@ func (r *Relay) sendHolding(ctx context.Context, stop <-chan struct{}, msgs []mq
 
 // errStopping is why held messages are given back when Run stops.
 var errStopping = errors.New("relay: stopping")
+
+// givenBack is the retry delay of a held message given back because Run
+// stops: claimable again at once, as the next Run must find it (a hold is
+// not the message's failure, so no backoff applies). It is not 0, which
+// would leave the delay to Config.Backoff; the store counts delays in
+// whole milliseconds, so a nanosecond is none.
+const givenBack = time.Nanosecond
 
 // hold marks the groups of msgs in flight and returns those this call took
 // (a group taken by another Send, or earlier in msgs, is not).
