@@ -43,7 +43,7 @@ func NewRelayObserver(opts *ObserverConfig) *RelayObserver {
 			"Messages a relay handed to its sink, by outcome: delivered, retried, dead_lettered, lock_lost, settle_failed.",
 			"queue", "sink", "outcome"),
 		holds: o.counterVec("mqlite_relay_holds_total",
-			"Times a relay's sink held a message because the far side had no place for it, by reason: no_stream, no_topic, no_exchange, unroutable.",
+			"Times a relay's sink held a message because the far side had no place for it, by reason: no_stream, no_topic, no_exchange, unroutable, template (a route template that renders no valid destination).",
 			"queue", "sink", "reason"),
 		sends: o.histogramVec("mqlite_relay_send_duration_seconds",
 			"How long the Sink.Send that carried each message took.", "queue", "sink"),

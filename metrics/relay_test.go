@@ -161,7 +161,7 @@ func TestRelayObserverCountsHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = `
-# HELP mqlite_relay_holds_total Times a relay's sink held a message because the far side had no place for it, by reason: no_stream, no_topic, no_exchange, unroutable.
+# HELP mqlite_relay_holds_total Times a relay's sink held a message because the far side had no place for it, by reason: no_stream, no_topic, no_exchange, unroutable, template (a route template that renders no valid destination).
 # TYPE mqlite_relay_holds_total counter
 mqlite_relay_holds_total{queue="out",reason="no_stream",sink="fake"} 2
 # HELP mqlite_relay_outcomes_total Messages a relay handed to its sink, by outcome: delivered, retried, dead_lettered, lock_lost, settle_failed.

@@ -108,7 +108,8 @@ func DeadLetter(reason, description string) Outcome {
 // Config.HoldBackoff's delay, until it is delivered or Run stops. A
 // misconfigured far side thus holds the backlog back instead of pushing it
 // into the dead letters. reason names what the far side lacks in a few
-// fixed words ("no_stream", "no_topic", "unroutable", "no_exchange"): it
+// fixed words ("no_stream", "no_topic", "unroutable", "no_exchange", or
+// HoldTemplate for a route template that cannot render the message): it
 // is a label of the holds counted by a HoldObserver, so it must not carry
 // a message's data; "" is "unknown".
 func Hold(reason string, err error) Outcome {
@@ -229,6 +230,7 @@ type Relay struct {
 	holds       HoldObserver // nil unless Config.Observer is one
 	holding     atomic.Bool  // a Send is holding messages the far side has no place for
 	recoveries  atomic.Int64 // how many times the far side took messages again after a hold
+	unrendered  atomic.Bool  // a template hold was logged
 
 	mu     sync.Mutex
 	groups map[string]struct{} // groups with a message in a Send
@@ -278,20 +280,26 @@ func New(src consumer.Source, queue string, sink Sink, opts Config) (*Relay, err
 
 // Run relays until ctx is cancelled, then lets the Sends in flight finish
 // (up to Config.DrainTimeout), gives back what it holds and returns nil.
+// Messages held (Hold) are given back at once when ctx is cancelled: a
+// hold waits for the far side, which the drain would not see fixed.
 // It returns early with an error when the queue cannot be read for good
 // (it does not exist: mqlite.ErrQueueNotFound; the store closed:
 // mqlite.ErrClosed) or an option is invalid (mqlite.ErrInvalidArgument).
 // Claiming, lease renewal, backoff and dead letters are consumer.LoopBatch's.
 func (r *Relay) Run(ctx context.Context) error {
-	if err := consumer.LoopBatch(ctx, r.src, r.queue, r.send, r.opts); err != nil {
+	// The handlers' ctx outlives ctx by the drain; the hold waits watch
+	// ctx itself, so that a stop never waits a hold's backoff out.
+	send := func(hctx context.Context, msgs []mqlite.Message) []error { return r.send(hctx, ctx.Done(), msgs) }
+	if err := consumer.LoopBatch(ctx, r.src, r.queue, send, r.opts); err != nil {
 		return fmt.Errorf("relay %s: %w", r.queue, err)
 	}
 	return nil
 }
 
 // send is the batch handler: it sends what no other Send holds a group of,
-// and maps each Outcome to the error LoopBatch settles by.
-func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
+// and maps each Outcome to the error LoopBatch settles by. stop is closed
+// when Run is told to stop.
+func (r *Relay) send(ctx context.Context, stop <-chan struct{}, msgs []mqlite.Message) []error {
 	errs := make([]error, len(msgs))
 	out := make([]mqlite.Message, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
@@ -321,7 +329,7 @@ func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
 		}
 	}
 	out, spans := r.startSpans(ctx, out)
-	res := r.sendHolding(ctx, out)
+	res := r.sendHolding(ctx, stop, out)
 	if len(res) != len(out) {
 		err := fmt.Errorf("relay: sink returned %d outcomes for %d messages", len(res), len(out))
 		endSpans(spans, nil, err)
@@ -338,12 +346,12 @@ func (r *Relay) send(ctx context.Context, msgs []mqlite.Message) []error {
 }
 
 // sendHolding sends msgs and sends again, after the hold backoff, those
-// the sink answered with Hold, until none is held or ctx ends (then the
-// held ones are retried the usual way). The first hold of a streak is
+// the sink answered with Hold, until none is held or ctx ends or stop is
+// closed (then the held ones are retried the usual way). The first hold of a streak is
 // logged at ERROR, later ones at DEBUG; the first delivery after it at INFO.
 // A hold answered by a Send that began before that delivery is old news
 // (the Sends run concurrently): it starts no new streak.
-func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcome {
+func (r *Relay) sendHolding(ctx context.Context, stop <-chan struct{}, msgs []mqlite.Message) []Outcome {
 	began := r.recoveries.Load()
 	res := r.sink.Send(ctx, msgs)
 	if len(res) != len(msgs) {
@@ -352,12 +360,16 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 	pending := make([]int, 0, len(msgs)) // indices of msgs held
 	for attempt := 1; ; attempt++ {
 		pending = pending[:0]
-		var cause error
+		var cause, unrendered error // a far side's hold, a template's
 		for i, o := range res {
 			switch {
 			case o.Hold:
 				pending = append(pending, i)
-				cause = o.Err
+				if o.Reason == HoldTemplate {
+					unrendered = o.Err
+				} else {
+					cause = o.Err
+				}
 				if r.holds != nil {
 					r.holds.Held(msgs[i], o.Reason, o.Err)
 				}
@@ -369,19 +381,35 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 		if len(pending) == 0 {
 			return res
 		}
-		if r.recoveries.Load() == began && r.holding.CompareAndSwap(false, true) {
+		// A template is fixed by a restart with another one, not by the
+		// far side: it is said once, whatever is delivered between.
+		if unrendered != nil && r.unrendered.CompareAndSwap(false, true) {
+			r.log.Error("relay: the route template renders no valid destination for some messages; holding them "+
+				"(no delivery counted, nothing dead-lettered) until the relay runs with a template that does", "err", unrendered)
+		}
+		switch {
+		case cause == nil:
+			r.log.Debug("relay: still holding", "err", unrendered, "held", len(pending))
+		case r.recoveries.Load() == began && r.holding.CompareAndSwap(false, true):
 			r.log.Error("relay: the far side has no place for the messages; holding them (no delivery counted, nothing dead-lettered) until it has",
 				"err", cause, "held", len(pending))
-		} else {
+		default:
 			r.log.Debug("relay: still holding", "err", cause, "held", len(pending))
 		}
 		t := time.NewTimer(r.holdBackoff.Delay(attempt))
+		var ended error
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			ended = ctx.Err()
+		case <-stop:
+			ended = errStopping
+		}
+		if ended != nil {
 			t.Stop()
+			r.log.Info("relay: stopping; giving the held messages back", "held", len(pending))
 			for _, i := range pending {
-				res[i] = RetryAfter(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ctx.Err()), 0)
+				res[i] = RetryAfter(fmt.Errorf("relay: held: %w (then %w)", res[i].Err, ended), givenBack)
 			}
 			return res
 		}
@@ -399,6 +427,16 @@ func (r *Relay) sendHolding(ctx context.Context, msgs []mqlite.Message) []Outcom
 		}
 	}
 }
+
+// errStopping is why held messages are given back when Run stops.
+var errStopping = errors.New("relay: stopping")
+
+// givenBack is the retry delay of a held message given back because Run
+// stops: claimable again at once, as the next Run must find it (a hold is
+// not the message's failure, so no backoff applies). It is not 0, which
+// would leave the delay to Config.Backoff; the store counts delays in
+// whole milliseconds, so a nanosecond is none.
+const givenBack = time.Nanosecond
 
 // hold marks the groups of msgs in flight and returns those this call took
 // (a group taken by another Send, or earlier in msgs, is not).

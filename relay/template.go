@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/template"
@@ -52,4 +53,23 @@ func (t *Template) Render(m mqlite.Message) (string, error) {
 		return "", fmt.Errorf("relay: render %s: %w", t.tmpl.Root.String(), err)
 	}
 	return b.String(), nil
+}
+
+// HoldTemplate is the reason of the hold of a message that a sink's route
+// template cannot render, or renders into no valid destination (a subject
+// "orders." for a message without a Subject). It is the operator's error
+// and not the message's: no retry cures it and no dead letter should record
+// it, but a relay started with a template that renders the message does.
+const HoldTemplate = "template"
+
+// ErrNoRoute is the cause of every Unrenderable outcome.
+var ErrNoRoute = errors.New("relay: the route template renders no valid destination for the message")
+
+// Unrenderable is the outcome of a message the sink's route template cannot
+// route (err says why): a Hold with reason HoldTemplate, whose Err matches
+// ErrNoRoute and err. The relay keeps the message, says so once, and gives
+// it back when it stops; the other messages of the batch go on as their
+// outcomes say.
+func Unrenderable(err error) Outcome {
+	return Hold(HoldTemplate, fmt.Errorf("%w: %w", ErrNoRoute, err))
 }

@@ -37,8 +37,10 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/client"
@@ -197,7 +199,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 	g.envs = envs
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		g.applyEnv(cmd)
-		return nil
+		return refuseNegativeDurations(cmd)
 	}
 	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), findCmd(g), dlqCmd(g), deliverNowCmd(g), queuesCmd(g),
 		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g),
@@ -206,13 +208,43 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 }
 
 // applyEnv sets each global flag not given on the command line from its
-// environment variable.
+// environment variable. A store named on the command line (--db or --url)
+// wins over the environment: the other one's variable is then not read,
+// so that an exported MQLITE_URL does not refuse an explicit --db.
 func (g *globals) applyEnv(cmd *cobra.Command) {
-	for _, e := range g.envs {
-		if f := cmd.Flags().Lookup(e.name); f != nil && !f.Changed {
-			*e.dst = os.Getenv(e.env)
-		}
+	given := func(name string) bool {
+		f := cmd.Flags().Lookup(name)
+		return f != nil && f.Changed && f.Value.String() != ""
 	}
+	for _, e := range g.envs {
+		f := cmd.Flags().Lookup(e.name)
+		if f == nil || f.Changed {
+			continue
+		}
+		if e.name == "db" && given("url") || e.name == "url" && given("db") {
+			continue
+		}
+		*e.dst = os.Getenv(e.env)
+	}
+}
+
+// refuseNegativeDurations refuses a negative duration given to any flag
+// (--delay -5s would deliver in the past, --wait -1s would not wait):
+// a usage error, before anything is opened. The one negative a flag
+// documents, --dedup-window -1ns (off), passes.
+func refuseNegativeDurations(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil || f.Value.Type() != "duration" {
+			return
+		}
+		d, perr := time.ParseDuration(f.Value.String())
+		if perr != nil || d >= 0 || f.Name == "dedup-window" && d == -1 {
+			return
+		}
+		err = usagef("--%s %s: a duration cannot be negative", f.Name, f.Value)
+	})
+	return err
 }
 
 // subcommandArgs is the Args of a command that only holds subcommands: an

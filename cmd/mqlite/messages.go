@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,9 +33,12 @@ func sendCmd(g *globals) *cobra.Command {
 		Use:   "send QUEUE [BODY]",
 		Short: "send a message, or one message per line of a file",
 		Long: `send sends BODY to QUEUE (or to a topic: each matching subscription gets a copy).
+A BODY of "-" reads the body from standard input, whole (up to the store's
+message limit): mqlite send orders - < order.json.
 With --file, every line of the file ("-" for standard input) is one message,
 sent in batches of 100 with a progress bar.`,
 		Example: `  mqlite send orders '{"id":1}' --message-id order-1 --db app.db
+  mqlite send orders - --db app.db < order.json
   mqlite send orders --file events.jsonl --url http://127.0.0.1:7420 --key $KEY`,
 		Args:              rangeArgs(1, 2),
 		ValidArgsFunction: g.completeQueues,
@@ -50,9 +54,13 @@ sent in batches of 100 with a progress bar.`,
 			if base.Properties, err = parseProps(props); err != nil {
 				return err
 			}
+			if file == "" {
+				if base.Body, err = bodyArg(cmd.InOrStdin(), args[1]); err != nil {
+					return err
+				}
+			}
 			return g.with(cmd.Context(), func(b backend) error {
 				if file == "" {
-					base.Body = []byte(args[1])
 					res, err := b.SendBatch(cmd.Context(), args[0], []outbox.Message{base})
 					if err != nil {
 						return err
@@ -79,6 +87,24 @@ sent in batches of 100 with a progress bar.`,
 	f.DurationVar(&delay, "delay", 0, "deliver no earlier than this long from now")
 	f.DurationVar(&ttl, "ttl", 0, "the time to live (default: the queue's)")
 	return cmd
+}
+
+// bodyArg is the body send's BODY argument names: arg itself, or all of
+// stdin for "-" (up to mqlite.MaxMessageBytesLimit, past which no store
+// takes it).
+func bodyArg(stdin io.Reader, arg string) ([]byte, error) {
+	if arg != "-" {
+		return []byte(arg), nil
+	}
+	body, err := io.ReadAll(io.LimitReader(stdin, mqlite.MaxMessageBytesLimit+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read the body from standard input: %w", err)
+	case len(body) > mqlite.MaxMessageBytesLimit:
+		return nil, fmt.Errorf("the body on standard input is over %d bytes, the most a store takes: %w",
+			mqlite.MaxMessageBytesLimit, mqlite.ErrMessageTooLarge)
+	}
+	return body, nil
 }
 
 // parseProps reads the values of --prop flags; none is a nil map.
@@ -348,6 +374,7 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 						return fmt.Errorf("seq %d: %w", m.Seq, err)
 					}
 				}
+				paused := len(msgs) == 0 && queuePaused(cmd.Context(), b, args[0])
 				settled := ""
 				switch {
 				case complete:
@@ -360,6 +387,10 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 					settled = "deleted"
 				}
 				return g.emit(toJSON(msgs, settled), func(w io.Writer) {
+					if paused {
+						fmt.Fprintf(w, "no messages: queue %s is paused, so receive hands none out (mqlite queues resume %s)\n", args[0], args[0])
+						return
+					}
 					printMessages(w, msgs, false, settled)
 					switch {
 					case len(msgs) == 0:
@@ -382,6 +413,13 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 	f.StringVar(&reject, "reject", "", "dead-letter each message with this `reason`")
 	f.BoolVar(&del, "delete", false, "receive-and-delete: no lock, at most once")
 	return cmd
+}
+
+// queuePaused reports whether queue is paused, as far as b lets the
+// command know (a consumer key through a broker cannot read it: false).
+func queuePaused(ctx context.Context, b backend, queue string) bool {
+	q, err := b.GetQueue(ctx, queue)
+	return err == nil && q.Paused()
 }
 
 func peekCmd(g *globals) *cobra.Command {
@@ -444,6 +482,9 @@ searches the dead letters (an admin key through a broker).`,
 					printMessages(w, res.Messages, false, "")
 					if res.NextSeq > 0 {
 						fmt.Fprintf(w, "\n%d examined; more from --from %d\n", res.Scanned, res.NextSeq)
+					}
+					if opts.State == "" {
+						fmt.Fprintln(w, "dead letters are not searched; add --state dead_lettered")
 					}
 				})
 			})
@@ -542,31 +583,43 @@ func dlqCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	redrive.Flags().Int64SliceVar(&seqs, "seq", nil, "a dead letter's sequence number (repeat; default all)")
+	redrive.Flags().Int64SliceVar(&seqs, "seq", nil, "a dead letter's sequence number (repeat, or a comma list; default all)")
 	var purgeYes bool
+	var purgeSeqs []int64
 	purge := yesFlag(&cobra.Command{
-		Use:               "purge QUEUE",
-		Short:             "delete every dead letter of a queue",
-		Example:           `  mqlite dlq purge orders --yes --db app.db`,
+		Use:   "purge QUEUE",
+		Short: "delete the dead letters of a queue (all, or --seq ones)",
+		Example: `  mqlite dlq purge orders --yes --db app.db
+  mqlite dlq purge orders --seq 12,15 --yes --db app.db`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			purgeSeqs = slices.Compact(slices.Sorted(slices.Values(purgeSeqs)))
 			return g.with(cmd.Context(), func(b backend) error {
 				s, err := b.Stats(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				if err := g.confirm(purgeYes, fmt.Sprintf("delete the %d dead letters of queue %s", s.DeadLettered, args[0])); err != nil {
+				what := fmt.Sprintf("delete the %d dead letters of queue %s", s.DeadLettered, args[0])
+				if len(purgeSeqs) > 0 {
+					what = fmt.Sprintf("delete the dead letters %s of queue %s", seqList(purgeSeqs), args[0])
+				}
+				if err := g.confirm(purgeYes, what); err != nil {
 					return err
 				}
-				n, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.StateDeadLettered})
+				n, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.StateDeadLettered, Seqs: purgeSeqs})
 				if err != nil {
 					return err
+				}
+				if n < len(purgeSeqs) {
+					return fmt.Errorf("purged %d of the %d seqs given: the others are not dead letters of queue %s: %w",
+						n, len(purgeSeqs), args[0], mqlite.ErrMessageNotFound)
 				}
 				return g.emit(wire.CountResponse{Count: n}, func(w io.Writer) { fmt.Fprintf(w, "purged %d dead letters\n", n) })
 			})
 		},
 	}, &purgeYes)
+	purge.Flags().Int64SliceVar(&purgeSeqs, "seq", nil, "a dead letter's sequence number (repeat, or a comma list; default all)")
 	cmd.AddCommand(list, redrive, purge)
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,16 +200,20 @@ var purgeStates = []string{string(mqlite.StateActive), string(mqlite.StateSchedu
 func purgeCmd(g *globals) *cobra.Command {
 	var (
 		states []string
+		seqs   []int64
 		yes    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "purge NAME",
-		Short: "delete the messages of a queue (every state, or --state ones); the queue stays",
+		Short: "delete the messages of a queue (every state, or --state ones; all, or --seq ones); the queue stays",
 		Long: `purge deletes the messages of the queue NAME in the states --state names (all
-by default: active, scheduled, deferred, locked, dead_lettered). Purging locked
-messages takes them from under their consumers, whose settlements then fail.
+by default: active, scheduled, deferred, locked, dead_lettered), or only the
+--seq ones among them. Purging locked messages takes them from under their
+consumers, whose settlements then fail. A --seq that is no message of the
+queue in those states fails the command (exit 1), after the others went.
 It asks first on a terminal; elsewhere it needs --yes.`,
 		Example: `  mqlite queues purge orders --yes --db app.db
+  mqlite queues purge orders --seq 12,15 --yes --db app.db
   mqlite queues purge orders --state active --state scheduled --yes --url http://127.0.0.1:7420 --key $KEY`,
 		Args:              exactArgs(1),
 		ValidArgsFunction: g.completeQueues,
@@ -218,6 +223,7 @@ It asks first on a terminal; elsewhere it needs --yes.`,
 					return usagef("--state %q: want one of %s", st, strings.Join(purgeStates, ", "))
 				}
 			}
+			seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
 			return g.with(cmd.Context(), func(b backend) error {
 				s, err := b.Stats(cmd.Context(), args[0])
 				if err != nil {
@@ -229,17 +235,25 @@ It asks first on a terminal; elsewhere it needs --yes.`,
 				for _, st := range states {
 					n += count[st]
 				}
-				if err := g.confirm(yes, fmt.Sprintf("purge %d messages (%s) of queue %s", n, strings.Join(states, ", "), args[0])); err != nil {
+				what := fmt.Sprintf("purge %d messages (%s) of queue %s", n, strings.Join(states, ", "), args[0])
+				if len(seqs) > 0 {
+					what = fmt.Sprintf("purge the messages %s (%s) of queue %s", seqList(seqs), strings.Join(states, ", "), args[0])
+				}
+				if err := g.confirm(yes, what); err != nil {
 					return err
 				}
 				purged := map[string]int{}
 				sum := 0
 				for _, st := range states {
-					k, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.State(st)})
+					k, err := b.Purge(cmd.Context(), args[0], mqlite.PurgeOptions{State: mqlite.State(st), Seqs: seqs})
 					purged[st], sum = k, sum+k
 					if err != nil {
 						return fmt.Errorf("purge %s messages (%d purged so far): %w", st, sum, err)
 					}
+				}
+				if sum < len(seqs) {
+					return fmt.Errorf("purged %d of the %d seqs given: the others are not messages of queue %s in the states %s: %w",
+						sum, len(seqs), args[0], strings.Join(states, ", "), mqlite.ErrMessageNotFound)
 				}
 				return g.emit(map[string]any{"queue": args[0], "purged": purged, "count": sum}, func(w io.Writer) {
 					fmt.Fprintf(w, "purged %d messages of queue %s\n", sum, args[0])
@@ -248,7 +262,20 @@ It asks first on a terminal; elsewhere it needs --yes.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&states, "state", purgeStates, "purge only messages in this `state` (repeat)")
+	cmd.Flags().Int64SliceVar(&seqs, "seq", nil, "purge only the message of this sequence number (repeat, or a comma list; default all)")
 	return yesFlag(cmd, &yes)
+}
+
+// seqList shows seqs for a question: "seq 12" or "seqs 12, 15".
+func seqList(seqs []int64) string {
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	if len(seqs) == 1 {
+		return "seq " + parts[0]
+	}
+	return "seqs " + strings.Join(parts, ", ")
 }
 
 func statsCmd(g *globals) *cobra.Command {

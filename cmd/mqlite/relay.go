@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,8 @@ type relayFlags struct {
 	drain             time.Duration
 	url               string
 	secrets           []string
+	secretFiles       []string
+	amqpURLFile       string
 	envelope          bool
 	timeout           time.Duration
 	natsURL, subject  string
@@ -56,7 +59,18 @@ func relayCmd(g *globals) *cobra.Command {
 least once, each with its stable id, until SIGINT or SIGTERM, and logs each
 dead letter. It reads a local file (--db) or a broker (--url, --key: a consumer
 key on the queue is enough). Templates are Go text/templates over .Queue
-.Subject .GroupID .ID .Properties.
+.Subject .GroupID .ID .Properties; a message a template renders no valid
+subject, routing key or topic for is held (said once, never dead-lettered)
+until a relay with a template that renders it runs: give one that always
+renders, such as 'orders.{{or .Subject "none"}}'.
+
+The webhook's secrets and the AMQP URL (with its password) come from
+--secret-file and --amqp-url-file, or from MQLITE_WEBHOOK_SECRET
+(whitespace-separated) and MQLITE_AMQP_URL; --secret and --amqp-url work
+too, but a command line shows in ps. A flag given wins over the environment.
+Errors and logs show a webhook URL as scheme://host:port/REDACTED.
+Ctrl-C (SIGINT) or SIGTERM stops it: held messages are given back at once,
+sends in flight get up to --drain.
 
 Every failed send is a delivery. The relay refuses a queue whose
 max-delivery would dead-letter its backlog during a far-side outage shorter
@@ -64,10 +78,13 @@ than --outage (1h by default), and says how far to raise it
 (mqlite queues update QUEUE --max-delivery N). When the far side has no
 stream or queue for a message it says so, with what to create.
 --metrics-addr serves the relay's Prometheus metrics at /metrics.`,
-		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret whsec_...
+		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret-file /run/secrets/whsec
   mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222 --metrics-addr 127.0.0.1:9464`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.resolveSecrets(cmd.Flags(), os.Getenv); err != nil {
+				return err
+			}
 			if err := f.check(); err != nil {
 				return err
 			}
@@ -89,12 +106,14 @@ stream or queue for a message it says so, with what to create.
 	fs.IntVar(&f.max, "batch", relay.DefaultMaxBatch, "messages per send at most")
 	fs.DurationVar(&f.drain, "drain", consumer.DefaultDrainTimeout, "how long sends in flight may finish on SIGINT/SIGTERM")
 	fs.StringVar(&f.url, "webhook-url", "", "webhook: the endpoint `URL`")
-	fs.StringArrayVar(&f.secrets, "secret", nil, "webhook: a whsec_ signing `secret`; repeat it to sign with several (rotation)")
+	fs.StringArrayVar(&f.secrets, "secret", nil, "webhook: a whsec_ signing `secret`; repeat it to sign with several (rotation); shows in ps: prefer --secret-file or "+envWebhookSecret)
+	fs.StringArrayVar(&f.secretFiles, "secret-file", nil, "webhook: a `file` of whsec_ signing secrets, one per line (repeat)")
 	fs.BoolVar(&f.envelope, "envelope", false, "webhook: POST a JSON envelope of the message instead of its body")
 	fs.DurationVar(&f.timeout, "timeout", webhook.DefaultTimeout, "webhook: per-request timeout")
 	fs.StringVar(&f.natsURL, "nats-url", natsgo.DefaultURL, "nats: the server `URL`s, comma-separated")
 	fs.StringVar(&f.subject, "subject", relaynats.DefaultSubject, "nats: the subject `template`")
-	fs.StringVar(&f.amqpURL, "amqp-url", "", "amqp: the broker `URL` (amqp://user:pass@host:5672/)")
+	fs.StringVar(&f.amqpURL, "amqp-url", "", "amqp: the broker `URL` (amqp://user:pass@host:5672/); shows in ps: prefer --amqp-url-file or "+envAMQPURL)
+	fs.StringVar(&f.amqpURLFile, "amqp-url-file", "", "amqp: a `file` holding the broker URL")
 	fs.StringVar(&f.exchange, "exchange", "", "amqp: the `exchange` (empty: the default exchange)")
 	fs.StringVar(&f.routingKey, "routing-key", relayamqp.DefaultRoutingKey, "amqp: the routing key `template`")
 	fs.StringSliceVar(&f.kafkaBrokers, "kafka-brokers", nil, "kafka: the seed brokers, `host:port`, comma-separated or repeated")
@@ -112,12 +131,12 @@ func (f *relayFlags) check() error {
 	switch f.sink {
 	case "webhook":
 		if f.url == "" || len(f.secrets) == 0 {
-			return usagef("--sink webhook needs --webhook-url and at least one --secret")
+			return usagef("--sink webhook needs --webhook-url and at least one secret (--secret-file, %s or --secret)", envWebhookSecret)
 		}
 	case "nats":
 	case "amqp":
 		if f.amqpURL == "" {
-			return usagef("--sink amqp needs --amqp-url")
+			return usagef("--sink amqp needs the broker's URL (--amqp-url-file, %s or --amqp-url)", envAMQPURL)
 		}
 	case "kafka":
 		if len(f.kafkaBrokers) == 0 {
@@ -173,11 +192,35 @@ func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) 
 		return err
 	}
 	log.Info("relay: running", "queue", f.queue, "sink", f.sink)
-	if err := r.Run(ctx); err != nil {
+	said := sayStopping(ctx, log, f.drain)
+	err = r.Run(ctx)
+	said()
+	if err != nil {
 		return err
 	}
 	log.Info("relay: stopped")
 	return nil
+}
+
+// sayStopping logs, as soon as ctx ends (SIGINT, SIGTERM), that the relay
+// is stopping: a relay holding messages or draining sends must not look
+// hung. The returned func waits for the line, or for nothing when ctx has
+// not ended: call it once Run returned.
+func sayStopping(ctx context.Context, log *slog.Logger, drain time.Duration) (wait func()) {
+	returned := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			log.Info("relay: stopping: held messages go back now; sends in flight may finish (up to --drain)", "drain", drain)
+		case <-returned:
+		}
+	}()
+	return func() {
+		close(returned)
+		<-done
+	}
 }
 
 // retryTime is how long the relay's default backoff keeps retrying a
@@ -265,6 +308,12 @@ func (h hintSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint string) {
 	var ae *amqp091.Error
 	switch {
+	case errors.Is(err, relay.ErrNoRoute):
+		flag, text := templateFlag(f)
+		return "template", fmt.Sprintf("the %s template %q renders no valid destination for some messages (seq %d is one): "+
+			"relay them with a template that renders every message (a fallback for an empty field: %s in place of %s); "+
+			"until then the relay holds them (nothing is dead-lettered)",
+			flag, text, m.Seq, "{{or .Subject .Queue}}", "{{.Subject}}")
 	case errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse):
 		subject := f.subject
 		if t, terr := relay.ParseTemplate(f.subject); terr == nil {
@@ -289,6 +338,17 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 		return "amqp-exchange", fmt.Sprintf("RabbitMQ has no exchange %q: declare it; the relay holds the messages until it exists", f.exchange)
 	}
 	return "", ""
+}
+
+// templateFlag is the flag of the sink's route template, and its text.
+func templateFlag(f relayFlags) (flag, text string) {
+	switch f.sink {
+	case "nats":
+		return "--subject", f.subject
+	case "kafka":
+		return "--topic", f.topic
+	}
+	return "--routing-key", f.routingKey
 }
 
 // openSink builds the sink the flags name, and its closer.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -294,19 +293,7 @@ func TestRelayRefusesAShortMaxDelivery(t *testing.T) {
 // create; once one exists the message goes through.
 func TestRelayNoStreamSaysWhatToCreate(t *testing.T) {
 	t.Parallel()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("embedded nats-server not ready")
-	}
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
+	ns := embeddedNATS(t)
 	path := t.TempDir() + "/app.db"
 	var out, errOut bytes.Buffer
 	for _, args := range [][]string{

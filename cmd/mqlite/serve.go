@@ -21,6 +21,7 @@ func serveCmd(g *globals) *cobra.Command {
 		addr, cert, keyFile       string
 		cfg                       broker.Config
 		debug, standby, plainHTTP bool
+		maxMessage                int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -41,6 +42,10 @@ request names a file in it); without --backup-dir remote backups are off.
 
 An answer that carries messages (receive, peek, the dead-letter listing)
 stops adding them at --max-response bytes, and carries one at least.
+
+--max-message-bytes raises the largest message the store takes (1 MiB by
+default, 16 MiB at most); the request body limit (--max-body) grows with
+it, to carry such a message in JSON (base64), unless --max-body is given.
 
 The web dashboard is at /ui (the same keys: one is asked for once per
 browser tab).
@@ -65,6 +70,9 @@ standby").`,
 			}
 			if (cert == "") != (keyFile == "") {
 				return usagef("give both --tls-cert and --tls-key, or neither")
+			}
+			if err := fitBody(&cfg.MaxBodyBytes, cmd.Flags().Changed("max-body"), maxMessage); err != nil {
+				return err
 			}
 			// The certificate is loaded before anything is said or opened:
 			// a bad one fails here, not after "serving on https://".
@@ -94,7 +102,7 @@ standby").`,
 				}
 				fmt.Fprintf(g.stderr, "mqlite: WARNING: serving plain HTTP on %s: every request carries its access key in clear text\n", ln.Addr())
 			}
-			opts := mqlite.Config{Logger: cfg.Logger, WaitForLock: standby}
+			opts := mqlite.Config{Logger: cfg.Logger, WaitForLock: standby, MaxMessageBytes: maxMessage}
 			var st *mqlite.Store
 			if standby {
 				fmt.Fprintf(g.stdout, "mqlite broker standby for %s on %s://%s\n", g.db, scheme, ln.Addr())
@@ -133,7 +141,9 @@ standby").`,
 	f.StringVar(&addr, "addr", DefaultAddr, "the `host:port` to listen on")
 	f.StringVar(&cert, "tls-cert", "", "the TLS certificate `file` (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "the TLS private key `file` (PEM)")
-	f.Int64Var(&cfg.MaxBodyBytes, "max-body", broker.DefaultMaxBodyBytes, "the largest request body, in bytes")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body", broker.DefaultMaxBodyBytes, "the largest request body, in bytes (grows to carry --max-message-bytes unless given)")
+	f.IntVar(&maxMessage, "max-message-bytes", mqlite.DefaultMaxMessageBytes,
+		fmt.Sprintf("the largest message, body and metadata, in bytes (at most %d)", mqlite.MaxMessageBytesLimit))
 	f.IntVar(&cfg.MaxBatch, "max-batch", broker.DefaultMaxBatch, "the most messages or locks in one batched request")
 	f.DurationVar(&cfg.MaxWait, "max-wait", broker.DefaultMaxWait, "the longest a receive may wait")
 	f.IntVar(&cfg.MaxLongPolls, "max-long-polls", broker.DefaultMaxLongPolls, "the most receives waiting at once")
@@ -149,6 +159,28 @@ standby").`,
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
 	return cmd
+}
+
+// bodyFor is the request body that carries one message of n bytes: its
+// body in base64 (4 bytes for every 3) and room for the JSON around it.
+func bodyFor(n int) int64 { return int64(n+2)/3*4 + 64<<10 }
+
+// fitBody checks --max-message-bytes and makes the request body limit
+// (maxBody, given on the command line when given) carry such a message:
+// a limit not given grows to it; one given too small is a usage error.
+func fitBody(maxBody *int64, given bool, maxMessage int) error {
+	if maxMessage <= 0 || maxMessage > mqlite.MaxMessageBytesLimit {
+		return usagef("--max-message-bytes %d: want 1 to %d", maxMessage, mqlite.MaxMessageBytesLimit)
+	}
+	need := bodyFor(maxMessage)
+	switch {
+	case !given:
+		*maxBody = max(*maxBody, need)
+	case *maxBody < need:
+		return usagef("--max-body %d cannot carry a message of --max-message-bytes %d: give at least %d, or leave --max-body out",
+			*maxBody, maxMessage, need)
+	}
+	return nil
 }
 
 // loopback reports whether addr is a loopback address, where a key sent in

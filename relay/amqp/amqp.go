@@ -73,7 +73,8 @@ type Config struct {
 	// exchange, which routes by queue name.
 	Exchange string
 	// RoutingKey is a relay.Template that names each message's routing
-	// key. Defaults to "{{.Queue}}".
+	// key. Defaults to "{{.Queue}}". A message it cannot render is held
+	// (relay.Unrenderable), never dead-lettered.
 	RoutingKey string
 	// ConfirmTimeout is how long a publish may wait for the broker's
 	// confirm before the message is retried. Defaults to 10s.
@@ -162,7 +163,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		key, err := s.key.Render(m)
 		if err != nil {
-			out[i] = relay.DeadLetter("amqp: bad routing key", err.Error())
+			out[i] = relay.Unrenderable(fmt.Errorf("amqp: routing key: %w", err))
 			continue
 		}
 		confirms[i], err = sess.ch.PublishWithDeferredConfirmWithContext(ctx, s.cfg.Exchange, key, true, false, publishing(m))

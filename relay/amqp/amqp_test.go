@@ -288,3 +288,22 @@ func TestMissingExchangeIsHeld(t *testing.T) {
 		t.Fatalf("logs %q, want the hold said once", got)
 	}
 }
+
+// TestUnrenderableRoutingKeyIsHeld: a routing key the template cannot
+// render is the operator's to fix: the message is held (no delivery
+// counted, nothing dead-lettered, said once), never dead-lettered.
+func TestUnrenderableRoutingKeyIsHeld(t *testing.T) {
+	t.Parallel()
+	addr, _, _ := broker(t)
+	b := relaytest.Open(t, mqlite.QueueOptions{MaxDeliveryCount: 2})
+	relaytest.Send(t, b.Store, outbox.Message{Body: []byte("a")})
+	s := sink(t, relayamqp.Config{URL: "amqp://guest:guest@" + addr + "/", RoutingKey: "{{.Subject.Missing}}"})
+	obs, spy, logs := holdingRelay(t, b.Store, s)
+	relaytest.WaitHolds(t, spy, 3, relay.ErrNoRoute)
+	if c := obs.Counts(); c.Abandoned != 0 || c.Rejected != 0 {
+		t.Fatalf("%d abandoned, %d rejected: the held message was counted", c.Abandoned, c.Rejected)
+	}
+	if got := logs.Messages(); len(got) != 1 || !strings.Contains(got[0], "template") {
+		t.Fatalf("logs %q, want the template's fault said once", got)
+	}
+}

@@ -65,7 +65,8 @@ type Config struct {
 	Brokers []string
 	// Topic is a relay.Template that names each message's topic, such as
 	// "orders.{{.Subject}}". Defaults to "{{.Queue}}". A message whose
-	// topic renders empty is dead-lettered.
+	// topic renders empty is held (relay.Unrenderable): the template is
+	// the operator's to fix, so no dead letter records it.
 	Topic string
 	// DeliveryTimeout bounds the wait for a record's acknowledgement
 	// (franz-go's RecordDeliveryTimeout); the message is retried after it.
@@ -134,7 +135,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		r, err := s.record(m)
 		if err != nil {
-			out[i] = relay.DeadLetter("kafka: bad topic", err.Error())
+			out[i] = relay.Unrenderable(fmt.Errorf("kafka: topic: %w", err))
 			continue
 		}
 		pending[i] = true

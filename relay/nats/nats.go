@@ -59,7 +59,9 @@ type Config struct {
 	JetStream jetstream.JetStream
 	// Subject is a relay.Template that names each message's NATS
 	// subject, such as "orders.{{.Subject}}". Defaults to "{{.Queue}}". A message whose
-	// subject renders empty or with a space is dead-lettered.
+	// subject renders empty, with a space or an empty token ("orders."
+	// for a message without a Subject) is held (relay.Unrenderable): the
+	// template is the operator's to fix, so no dead letter records it.
 	Subject string
 	// MaxInFlight bounds the publishes awaiting their PubAck, over every
 	// Send. Defaults to 1024.
@@ -109,7 +111,7 @@ func (s *Sink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome 
 	for i, m := range msgs {
 		subject, err := s.subject(m)
 		if err != nil {
-			out[i] = relay.DeadLetter("nats: bad subject", err.Error())
+			out[i] = relay.Unrenderable(fmt.Errorf("nats: subject: %w", err))
 			continue
 		}
 		select {

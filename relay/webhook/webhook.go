@@ -20,6 +20,10 @@
 // HTTP date, capped by Config.MaxRetryAfter) or the relay's backoff. Every
 // other status (redirects are not followed) dead-letters the message, with
 // the status and the start of the answer's body in its description.
+//
+// The URL's path and query often hold the endpoint's token, so errors (a
+// message's last error, which consumer keys read, and the relay's log) show
+// the URL as scheme://host:port/REDACTED.
 package webhook
 
 import (
@@ -111,6 +115,7 @@ type Envelope struct {
 // Sink POSTs messages to one endpoint. It is safe for concurrent use.
 type Sink struct {
 	cfg     Config
+	shown   string // cfg.URL as errors show it: redacted
 	signers []*standardwebhooks.Webhook
 	client  *http.Client
 	slots   chan struct{} // one per request that may be open
@@ -127,12 +132,13 @@ var now = time.Now
 func New(cfg Config) (*Sink, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, invalid("URL %q, want an absolute http or https URL", cfg.URL)
+		// The URL itself is not shown: its path or query may hold a secret.
+		return nil, invalid("URL is not an absolute http or https URL")
 	}
 	if len(cfg.Secrets) == 0 {
 		return nil, invalid("no Secrets: at least one whsec_ secret signs the requests")
 	}
-	s := &Sink{cfg: cfg}
+	s := &Sink{cfg: cfg, shown: redact(u)}
 	for i, sec := range cfg.Secrets {
 		if !strings.HasPrefix(sec, "whsec_") {
 			return nil, invalid("Secrets[%d] lacks the whsec_ prefix", i)
@@ -202,6 +208,12 @@ func (s *Sink) post(ctx context.Context, m mqlite.Message) relay.Outcome {
 	defer cancel()
 	resp, err := s.client.Do(req.WithContext(rctx))
 	if err != nil {
+		// The error names the URL ("Post \"https://...\": ..."), and it
+		// goes into the message's last error, which consumer keys read,
+		// and into the relay's log: show it redacted.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			ue.URL = s.shown
+		}
 		return relay.RetryAfter(fmt.Errorf("webhook: %w", err), 0)
 	}
 	defer resp.Body.Close()
@@ -268,6 +280,20 @@ func (s *Sink) request(ctx context.Context, m mqlite.Message) (*http.Request, er
 	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	h.Set(standardwebhooks.HeaderWebhookSignature, strings.Join(sigs, " "))
 	return req, nil
+}
+
+// redacted replaces the path and the query of a URL that redact shows.
+const redacted = "/REDACTED"
+
+// redact returns u as the sink's errors show it: its scheme, host and
+// port, with redacted for a path or a query (where webhook endpoints keep
+// their tokens) and without its user information.
+func redact(u *url.URL) string {
+	shown := u.Scheme + "://" + u.Host
+	if u.Path != "" || u.RawQuery != "" || u.Opaque != "" || u.Fragment != "" {
+		shown += redacted
+	}
+	return shown
 }
 
 // setIf sets a header whose value is valid and not empty.

@@ -207,6 +207,7 @@ type Observer struct {
 	times      []time.Time // of each completion, in order
 	abandoned  int
 	rejected   int
+	held       int
 	delays     []time.Duration
 	causes     []error
 	settleErrs []error
@@ -262,6 +263,11 @@ func (o *Observer) Abandoned(_ mqlite.Message, _, delay time.Duration, cause err
 	})
 }
 
+// Held counts a hold: a message the sink answered with relay.Hold.
+func (o *Observer) Held(mqlite.Message, string, error) { o.event(func() { o.held++ }) }
+
+var _ relay.HoldObserver = (*Observer)(nil)
+
 // Rejected counts a dead-lettered message.
 func (o *Observer) Rejected(mqlite.Message, time.Duration, error) { o.event(func() { o.rejected++ }) }
 
@@ -279,6 +285,7 @@ func (o *Observer) SettleFailed(_ mqlite.Message, err error) {
 // Counts is a snapshot of an Observer.
 type Counts struct {
 	Completed, Abandoned, Rejected int
+	Held                           int // holds: a message held twice counts twice
 	Delays                         []time.Duration
 	Causes                         []error
 	SettleErrs                     []error // settlements that failed (or lost their lock)
@@ -294,7 +301,7 @@ func (o *Observer) Counts() Counts {
 func (o *Observer) snapshot() (Counts, <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return Counts{o.completed, o.abandoned, o.rejected, append([]time.Duration(nil), o.delays...),
+	return Counts{o.completed, o.abandoned, o.rejected, o.held, append([]time.Duration(nil), o.delays...),
 		append([]error(nil), o.causes...), append([]error(nil), o.settleErrs...)}, o.changed
 }
 
