@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"testing"
+
+	"modernc.org/sqlite"
+)
+
+// oldLiveWindow is the live-state window before it was read from the
+// states' indexes: one condition on the state, which no index serves. The
+// control below runs it to show the page counter sees a read of every
+// queue.
+const oldLiveWindow = `SELECT id FROM mqlite_messages WHERE queue = ?1 AND id >= ?2
+	AND state NOT IN ('dead_lettered', 'completed') ORDER BY id LIMIT ?3`
+
+// pagesRead runs f on conn and returns how many database pages it fetched
+// (the connection's page cache hits and misses): what a statement reads,
+// counted by SQLite, not timed.
+func pagesRead(t *testing.T, conn *sql.Conn, f func()) int {
+	t.Helper()
+	status := func(reset bool) int {
+		n := 0
+		if err := conn.Raw(func(dc any) error {
+			for _, op := range []sqlite.DBStatusOp{sqlite.DBStatusCacheHit, sqlite.DBStatusCacheMiss} {
+				cur, _, err := dc.(*cachingConn).Conn.(sqlite.DBStatus).Status(op, reset)
+				if err != nil {
+					return err
+				}
+				n += cur
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	status(true)
+	f()
+	return status(false)
+}
+
+// TestBrowseReadsOnlyItsQueue: peek and find on a queue of six messages
+// (one in each state a page can show, and a held one) beside a queue of
+// 2,000 (of 1 KiB each) read a handful of pages, whatever the state filter; the control
+// (the old live-state window) reads the big queue's pages, so the counter
+// would see it.
+func TestBrowseReadsOnlyItsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := planDB(t).(*sql.DB)
+	if err := CreateQueue(ctx, db, Queue{Name: "big", MaxDeliveryCount: 10, LockDurationMS: 30000}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Rows of about 1 KiB: a few to a page, so that the big queue fills
+	// hundreds of pages without the time 20,000 inserts take under -race.
+	insert := func(queue, state string, held int, group any, n int) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?5)
+			INSERT INTO mqlite_messages (queue, state, held, group_id, enqueued_at, content_key, body_len, body)
+			SELECT ?1, ?2, ?3, ?4, i, x'00', 1000, zeroblob(1000) FROM n`, queue, state, held, group, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The queue's messages sit on both sides of the big queue's, so that no
+	// scan in id order can stop early.
+	insert("q", "active", 0, "g", 1)    // 1: the group's front
+	insert("q", "locked", 0, nil, 1)    // 2
+	insert("q", "scheduled", 0, nil, 1) // 3
+	insert("big", "active", 0, nil, 2_000)
+	insert("q", "deferred", 0, nil, 1)      // 2004
+	insert("q", "dead_lettered", 0, nil, 1) // 2005
+	insert("q", "active", 1, "g", 1)        // 2006: held behind 1
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The pages of a few index seeks and rows; the big queue's rows alone
+	// fill about 500.
+	const bound = 40
+	if n := pagesRead(t, conn, func() {
+		rows, err := conn.QueryContext(ctx, oldLiveWindow, "q", 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+	}); n < 10*bound {
+		t.Fatalf("control: the old window read %d pages, want the big queue's (at least %d)", n, 10*bound)
+	}
+	for _, tc := range []struct {
+		state string
+		want  []int64
+	}{
+		{"", []int64{1, 2, 3, 2004, 2006}},
+		{"active", []int64{1, 2006}},
+		{"locked", []int64{2}},
+		{"scheduled", []int64{3}},
+		{"deferred", []int64{2004}},
+		{"dead_lettered", []int64{2005}},
+	} {
+		t.Run("find "+tc.state, func(t *testing.T) {
+			var res FindResult
+			n := pagesRead(t, conn, func() {
+				res, err = Find(ctx, conn, FindRequest{Queue: "q", Max: 100, State: tc.state, ScanMax: 10_000})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got := seqsOf(res.Rows); !slices.Equal(got, tc.want) || res.Scanned != len(tc.want) {
+				t.Fatalf("got %v (scanned %d), want %v", got, res.Scanned, tc.want)
+			}
+			if n > bound {
+				t.Fatalf("read %d pages, want at most %d", n, bound)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		peek func(context.Context, DBTX, PeekRequest) ([]Row, error)
+		want []int64
+	}{
+		{"peek", Peek, []int64{1, 2, 3, 2004, 2006}},
+		{"peek dead letters", PeekDeadLetters, []int64{2005}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rows []Row
+			n := pagesRead(t, conn, func() {
+				rows, err = tc.peek(ctx, conn, PeekRequest{Queue: "q", Max: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got := seqsOf(rows); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			if n > bound {
+				t.Fatalf("read %d pages, want at most %d", n, bound)
+			}
+		})
+	}
+}
+
+// seqsOf lists the rows' sequence numbers.
+func seqsOf(rows []Row) []int64 {
+	out := []int64{}
+	for _, r := range rows {
+		out = append(out, r.Seq)
+	}
+	return out
+}
