@@ -42,45 +42,63 @@ func pagesRead(t *testing.T, conn *sql.Conn, f func()) int {
 	return status(false)
 }
 
-// TestBrowseReadsOnlyItsQueue: peek and find on a queue of six messages
-// (one in each state a page can show, and a held one) beside a queue of
-// 2,000 (of 1 KiB each) read a handful of pages, whatever the state filter; the control
-// (the old live-state window) reads the big queue's pages, so the counter
-// would see it.
-func TestBrowseReadsOnlyItsQueue(t *testing.T) {
-	t.Parallel()
+// pageBound is what a statement that seeks a few index entries and rows
+// reads; the big queue of bigBeside alone fills about 500 pages.
+const pageBound = 40
+
+// bigBeside opens a file with queue "q" (and an empty one) holding six messages (one in each
+// state a page can show, and one held behind its group) beside a queue
+// "big" of 2,000, and returns it with one connection to count pages on.
+// q's messages sit on both sides of big's, so that no scan in id order can
+// stop early: 1 active (the front of group g), 2 locked, 3 scheduled, then
+// big's 4 to 2003, then 2004 deferred, 2005 dead-lettered (at 7), 2006
+// active and held behind 1. Each message was sent at its place in its
+// insert (1 for the first).
+func bigBeside(t *testing.T) *sql.Conn {
+	t.Helper()
 	ctx := context.Background()
 	db := planDB(t).(*sql.DB)
-	if err := CreateQueue(ctx, db, Queue{Name: "big", MaxDeliveryCount: 10, LockDurationMS: 30000}, 1); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"big", "empty"} {
+		if err := CreateQueue(ctx, db, Queue{Name: name, MaxDeliveryCount: 10, LockDurationMS: 30000}, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Rows of about 1 KiB: a few to a page, so that the big queue fills
 	// hundreds of pages without the time 20,000 inserts take under -race.
 	insert := func(queue, state string, held int, group any, n int) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?5)
-			INSERT INTO mqlite_messages (queue, state, held, group_id, enqueued_at, content_key, body_len, body)
-			SELECT ?1, ?2, ?3, ?4, i, x'00', 1000, zeroblob(1000) FROM n`, queue, state, held, group, n); err != nil {
+			INSERT INTO mqlite_messages (queue, state, held, group_id, enqueued_at, content_key, body_len, body,
+				dead_lettered_at)
+			SELECT ?1, ?2, ?3, ?4, i, x'00', 1000, zeroblob(1000), CASE ?2 WHEN 'dead_lettered' THEN 7 ELSE 0 END
+			FROM n`, queue, state, held, group, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The queue's messages sit on both sides of the big queue's, so that no
-	// scan in id order can stop early.
-	insert("q", "active", 0, "g", 1)    // 1: the group's front
-	insert("q", "locked", 0, nil, 1)    // 2
-	insert("q", "scheduled", 0, nil, 1) // 3
+	insert("q", "active", 0, "g", 1)
+	insert("q", "locked", 0, nil, 1)
+	insert("q", "scheduled", 0, nil, 1)
 	insert("big", "active", 0, nil, 2_000)
-	insert("q", "deferred", 0, nil, 1)      // 2004
-	insert("q", "dead_lettered", 0, nil, 1) // 2005
-	insert("q", "active", 1, "g", 1)        // 2006: held behind 1
+	insert("q", "deferred", 0, nil, 1)
+	insert("q", "dead_lettered", 0, nil, 1)
+	insert("q", "active", 1, "g", 1)
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	// The pages of a few index seeks and rows; the big queue's rows alone
-	// fill about 500.
-	const bound = 40
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// TestBrowseReadsOnlyItsQueue: peek and find on a queue of six messages
+// beside a queue of 2,000 (of 1 KiB each) read a handful of pages,
+// whatever the state filter; the control (the old live-state window)
+// reads the big queue's pages, so the counter would see it.
+func TestBrowseReadsOnlyItsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := bigBeside(t)
+	var err error
 	if n := pagesRead(t, conn, func() {
 		rows, err := conn.QueryContext(ctx, oldLiveWindow, "q", 0, 100)
 		if err != nil {
@@ -89,8 +107,8 @@ func TestBrowseReadsOnlyItsQueue(t *testing.T) {
 		for rows.Next() {
 		}
 		rows.Close()
-	}); n < 10*bound {
-		t.Fatalf("control: the old window read %d pages, want the big queue's (at least %d)", n, 10*bound)
+	}); n < 10*pageBound {
+		t.Fatalf("control: the old window read %d pages, want the big queue's (at least %d)", n, 10*pageBound)
 	}
 	for _, tc := range []struct {
 		state string
@@ -114,8 +132,8 @@ func TestBrowseReadsOnlyItsQueue(t *testing.T) {
 			if got := seqsOf(res.Rows); !slices.Equal(got, tc.want) || res.Scanned != len(tc.want) {
 				t.Fatalf("got %v (scanned %d), want %v", got, res.Scanned, tc.want)
 			}
-			if n > bound {
-				t.Fatalf("read %d pages, want at most %d", n, bound)
+			if n > pageBound {
+				t.Fatalf("read %d pages, want at most %d", n, pageBound)
 			}
 		})
 	}
@@ -138,8 +156,8 @@ func TestBrowseReadsOnlyItsQueue(t *testing.T) {
 			if got := seqsOf(rows); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
-			if n > bound {
-				t.Fatalf("read %d pages, want at most %d", n, bound)
+			if n > pageBound {
+				t.Fatalf("read %d pages, want at most %d", n, pageBound)
 			}
 		})
 	}
