@@ -129,3 +129,25 @@ func TestFindWithinTheByteBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestPeekRefusesWhatItDoesNotRead: the peek and the dead-letter listing
+// take from_seq, max and max_bytes once each; any other parameter, or one
+// given twice, is refused (400 malformed_request), never ignored.
+func TestPeekRefusesWhatItDoesNotRead(t *testing.T) {
+	f := start(t, broker.Config{})
+	for _, tc := range []struct {
+		query  string
+		status int
+	}{
+		{"from_seq=1&max=5&max_bytes=100", 200},
+		{"state=dead_lettered", 400},
+		{"max=1&max=2", 400},
+		{"from_seq=x", 400},
+	} {
+		for _, path := range []string{"/v1/queues/q/messages?", "/v1/queues/q/dead-letters?"} {
+			if status, _ := f.do(t, "GET", path+tc.query, f.keys["admin"], nil); status != tc.status {
+				t.Errorf("%s%s: %d, want %d", path, tc.query, status, tc.status)
+			}
+		}
+	}
+}
