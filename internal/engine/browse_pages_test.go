@@ -93,7 +93,8 @@ func bigBeside(t *testing.T) *sql.Conn {
 // TestBrowseReadsOnlyItsQueue: peek and find on a queue of six messages
 // beside a queue of 2,000 (of 1 KiB each) read a handful of pages,
 // whatever the state filter; the control (the old live-state window)
-// reads the big queue's pages, so the counter would see it.
+// reads the big queue's pages, so the counter would see it. Find's ScanMax
+// bounds the rows a page reads.
 func TestBrowseReadsOnlyItsQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -161,6 +162,24 @@ func TestBrowseReadsOnlyItsQueue(t *testing.T) {
 			}
 		})
 	}
+	// ScanMax bounds the rows read, not the rows matched: from seq 3 on, a
+	// page of two examines q's 3 and 2004 and stops there, with nothing
+	// found (no subject), whatever lies between them.
+	t.Run("find within ScanMax", func(t *testing.T) {
+		var res FindResult
+		n := pagesRead(t, conn, func() {
+			res, err = Find(ctx, conn, FindRequest{Queue: "q", FromSeq: 3, Max: 100, SubjectPrefix: "x", ScanMax: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+		if len(res.Rows) != 0 || res.Scanned != 2 || res.NextSeq != 2005 {
+			t.Fatalf("got %v, scanned %d, next %d; want none, 2, 2005", seqsOf(res.Rows), res.Scanned, res.NextSeq)
+		}
+		if n > pageBound {
+			t.Fatalf("read %d pages, want at most %d", n, pageBound)
+		}
+	})
 }
 
 // seqsOf lists the rows' sequence numbers.
