@@ -149,3 +149,51 @@ func TestFindPromises(t *testing.T) {
 		})
 	}
 }
+
+// TestBrowsePagesListEachOnce: paging through a queue with two groups
+// (their later members held), a locked front and ungrouped messages, two
+// at a time, Peek and Find list every live message once, in sequence
+// order.
+func TestBrowsePagesListEachOnce(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Config{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	st, ctx := tb.Store, context.Background()
+	var want []int64
+	for i, g := range []string{"a", "a", "", "b", "a", "b", "", "a", "b", "a"} {
+		want = append(want, sendCommitted(t, st, "q", outbox.Message{Body: []byte{byte('0' + i)}, GroupID: g}))
+	}
+	if got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{}); err != nil || len(got) != 1 || got[0].Seq != want[0] {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	var peeked, found []int64
+	for from := int64(0); ; {
+		ms, err := st.Peek(ctx, "q", mqlite.PeekParams{FromSeq: from, Max: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			peeked = append(peeked, m.Seq)
+			from = m.Seq + 1
+		}
+	}
+	for from := int64(0); ; {
+		res, err := st.Find(ctx, "q", mqlite.FindParams{FromSeq: from, Max: 2, ScanMax: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range res.Messages {
+			found = append(found, m.Seq)
+		}
+		if res.NextSeq == 0 {
+			break
+		}
+		from = res.NextSeq
+	}
+	if !slices.Equal(peeked, want) || !slices.Equal(found, want) {
+		t.Fatalf("peek %v, find %v; want %v", peeked, found, want)
+	}
+}

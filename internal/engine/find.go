@@ -46,16 +46,41 @@ func idsOf(index, cond string) string {
 	return `SELECT id FROM mqlite_messages INDEXED BY ` + index + ` WHERE queue = ?1 AND id >= ?2 AND ` + cond
 }
 
+// liveGrouped is the condition of mqlite_msg_group_live: a live member of
+// a group.
+const liveGrouped = `state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL`
+
+// heldGroups walks the queue's groups with a live member, one seek of
+// mqlite_msg_group_live each (groups), and bounds each group's part of a
+// window: the id of its ?3-th live member from ?2 on (or the largest id),
+// since a window of ?3 ids holds no more of one group (bounds).
+const heldGroups = `WITH RECURSIVE groups(g) AS (
+		SELECT (SELECT group_id FROM mqlite_messages INDEXED BY mqlite_msg_group_live
+			WHERE queue = ?1 AND ` + liveGrouped + ` ORDER BY group_id LIMIT 1)
+		UNION ALL
+		SELECT (SELECT group_id FROM mqlite_messages INDEXED BY mqlite_msg_group_live
+			WHERE queue = ?1 AND ` + liveGrouped + ` AND group_id > groups.g ORDER BY group_id LIMIT 1)
+		FROM groups WHERE groups.g IS NOT NULL),
+	bounds(g, last) AS (
+		SELECT g, coalesce((SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_group_live
+			WHERE queue = ?1 AND group_id = groups.g AND id >= ?2 AND ` + liveGrouped + `
+			ORDER BY id LIMIT 1 OFFSET ?3 - 1), 9223372036854775807)
+		FROM groups WHERE g IS NOT NULL)
+	`
+
 // The ids of a queue per state. The active, deferred and dead-letter
 // indexes are in id order: their scan stops after the page. The locked and
 // scheduled ones are in lease or due order: their scan reads the queue's
-// entries of that state (the index alone, never a row) and sorts them. A held
-// message (active, behind its group) has no index of its own: it is found
-// through the queue's live grouped messages, whose rows it reads for the
-// state (the index is by group, then id).
+// entries of that state (the index alone, never a row) and sorts them. A
+// held message (active, behind its group) has no index of its own: it is
+// found through mqlite_msg_group_live, by group then id, among the first
+// ?3 live members of each group from ?2 on (heldGroups), whose rows it
+// reads for the state.
 var (
-	activeIDs    = idsOf("mqlite_msg_active", `state = 'active' AND held = 0`)
-	heldIDs      = idsOf("mqlite_msg_group_live", `state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL AND state = 'active' AND held = 1`)
+	activeIDs = idsOf("mqlite_msg_active", `state = 'active' AND held = 0`)
+	heldIDs   = `SELECT m.id FROM bounds CROSS JOIN mqlite_messages m INDEXED BY mqlite_msg_group_live
+		WHERE m.queue = ?1 AND m.group_id = bounds.g AND m.id >= ?2 AND m.id <= bounds.last
+		  AND m.` + strings.ReplaceAll(liveGrouped, "AND group_id", "AND m.group_id") + ` AND m.state = 'active' AND m.held = 1`
 	lockedIDs    = idsOf("mqlite_msg_locked", `state = 'locked'`)
 	scheduledIDs = idsOf("mqlite_msg_scheduled", `state = 'scheduled'`)
 	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
@@ -85,7 +110,11 @@ func windowSQL(state string) (string, error) {
 	default:
 		return "", fmt.Errorf("find: unknown state %q", state)
 	}
-	return strings.Join(arms, "\n\tUNION ALL ") + "\n\tORDER BY id LIMIT ?3", nil
+	head := ""
+	if arms[0] == activeIDs {
+		head = heldGroups // the active and live windows read held messages
+	}
+	return head + strings.Join(arms, "\n\tUNION ALL ") + "\n\tORDER BY id LIMIT ?3", nil
 }
 
 // findCountSQL counts the window (?1 queue, ?2 from, ?3 ScanMax) and
