@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -117,39 +118,59 @@ func windowSQL(state string) (string, error) {
 	return head + strings.Join(arms, "\n\tUNION ALL ") + "\n\tORDER BY id LIMIT ?3", nil
 }
 
-// findCountSQL counts the window (?1 queue, ?2 from, ?3 ScanMax) and
-// finds its last id: the index entries alone.
-func findCountSQL(window string) string {
-	return `SELECT count(*), coalesce(max(id), 0) FROM (` + window + `)`
-}
-
-// findRowsSQL reads the rows of the window, each by its rowid, and keeps
-// those that pass the filters (?4 subject prefix, ?5 MessageID, ?6 and ?7
-// a property's key and value; the empty string for none), at most ?8.
-func findRowsSQL(window string) string {
-	return `SELECT ` + returning + ` FROM mqlite_messages
-		WHERE id IN (` + window + `)
+// findRowsSQL reads the rows of the window's ids (?1, a JSON array), each
+// by its rowid, and keeps those that pass the filters (?4 subject prefix,
+// ?5 MessageID, ?6 and ?7 a property's key and value; the empty string for
+// none), at most ?8. ?2 and ?3 are not read.
+const findRowsSQL = `SELECT ` + returning + ` FROM mqlite_messages
+		WHERE id IN (SELECT value FROM json_each(?1))
 		  AND (?4 = '' OR substr(coalesce(subject, ''), 1, length(?4)) = ?4)
 		  AND (?5 = '' OR message_id = ?5)
 		  AND (?6 = '' OR EXISTS (SELECT 1 FROM json_each(mqlite_messages.properties) p WHERE p.key = ?6 AND p.value = ?7))
 		ORDER BY id LIMIT ?8`
+
+// windowIDs runs window (windowSQL) once and returns its ids, in order.
+func windowIDs(ctx context.Context, db DBTX, window, queue string, from int64, limit int) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, window, queue, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // Find reads a page of r: first the window of at most r.ScanMax messages
-// of the queue in r.State from r.FromSeq (ids only), then the rows of the
-// window that pass the other filters, at most r.Max of them within
-// r.MaxBytes. The state is in the statement, the others are parameters.
+// of the queue in r.State from r.FromSeq (ids only, from the indexes),
+// then the rows of the window that pass the other filters, at most r.Max
+// of them within r.MaxBytes. The state is in the statement, the others
+// are parameters.
 func Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error) {
 	window, err := windowSQL(r.State)
 	if err != nil {
 		return FindResult{}, err
 	}
-	var out FindResult
-	var last int64
-	if err := db.QueryRowContext(ctx, findCountSQL(window), r.Queue, r.FromSeq, r.ScanMax).Scan(&out.Scanned, &last); err != nil {
+	ids, err := windowIDs(ctx, db, window, r.Queue, r.FromSeq, r.ScanMax)
+	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, findRowsSQL(window), r.Queue, r.FromSeq, r.ScanMax, r.SubjectPrefix, r.MessageID, r.PropertyKey, r.PropertyValue, r.Max)
+	out := FindResult{Scanned: len(ids)}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	last := ids[len(ids)-1]
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return FindResult{}, fmt.Errorf("find: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, findRowsSQL, string(list), nil, nil, r.SubjectPrefix, r.MessageID, r.PropertyKey, r.PropertyValue, r.Max)
 	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
 	}
