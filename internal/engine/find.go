@@ -81,7 +81,8 @@ var (
 	activeIDs = idsOf("mqlite_msg_active", `state = 'active' AND held = 0`)
 	heldIDs   = `SELECT m.id FROM bounds CROSS JOIN mqlite_messages m INDEXED BY mqlite_msg_group_live
 		WHERE m.queue = ?1 AND m.group_id = bounds.g AND m.id >= ?2 AND m.id <= bounds.last
-		  AND m.` + strings.ReplaceAll(liveGrouped, "AND group_id", "AND m.group_id") + ` AND m.state = 'active' AND m.held = 1`
+		  AND m.state NOT IN ('dead_lettered', 'completed') AND m.group_id IS NOT NULL -- liveGrouped, of m
+		  AND m.state = 'active' AND m.held = 1`
 	lockedIDs    = idsOf("mqlite_msg_locked", `state = 'locked'`)
 	scheduledIDs = idsOf("mqlite_msg_scheduled", `state = 'scheduled'`)
 	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
@@ -89,9 +90,9 @@ var (
 )
 
 // windowSQL lists the ids of the queue ?1 in state from id ?2 on, in id
-// order, at most ?3 of them: the states' index scans, each in id order,
-// merged (UNION ALL: a message is in one state) and cut by the LIMIT, so
-// that nothing of another queue is read. state is one state, or "" for
+// order, at most ?3 of them: the states' index scans, each sorted by id
+// where its index is not, merged (UNION ALL: a message is in one state)
+// and cut by the LIMIT, so that nothing of another queue is read. state is one state, or "" for
 // every live one (all but dead_lettered and completed).
 func windowSQL(state string) (string, error) {
 	var arms []string
