@@ -22,9 +22,11 @@ type FindParams struct {
 	Max      int
 	MaxBytes int64
 	// State keeps the messages in one state (StateDeadLettered included);
-	// empty means every state but dead-lettered, as Peek.
+	// empty means the live ones (active, scheduled, locked, deferred), as
+	// Peek: never a dead letter or a completed message.
 	State State
-	// SubjectPrefix keeps the messages whose Subject starts with it.
+	// SubjectPrefix keeps the messages whose Subject starts with it (a
+	// prefix, not a substring).
 	SubjectPrefix string
 	// MessageID keeps the messages sent with that MessageID.
 	MessageID string
@@ -33,9 +35,9 @@ type FindParams struct {
 	PropertyKey, PropertyValue string
 	// ScanMax bounds how many messages of the queue (in State) one page
 	// examines: the subject, MessageID and property filters read the rows
-	// themselves, so a page stops after ScanMax of them and FindResult's
-	// NextSeq says where to go on. Defaults to DefaultFindScan; at most
-	// MaxFindScan.
+	// themselves, so a page reads the rows of at most ScanMax of them (and
+	// of no other queue) and FindResult's NextSeq says where to go on.
+	// Defaults to DefaultFindScan; at most MaxFindScan.
 	ScanMax int
 }
 
@@ -80,10 +82,11 @@ func (o *FindParams) validate() error {
 }
 
 // Find returns a page of the messages of queue that match opts, without
-// locking or counting a delivery: the message browser's search. The state
-// filter reads the state's index where it has one; the subject, MessageID
-// and property filters read the rows of at most opts.ScanMax messages per
-// page, and the result says where the next page starts.
+// locking or counting a delivery: the message browser's search. Every
+// state filter reads the queue's entries in the states' partial indexes,
+// never another queue's rows; the subject, MessageID and property filters
+// read the rows of at most opts.ScanMax messages per page, and the result
+// says where the next page starts.
 func (s *Store) Find(ctx context.Context, queue string, opts FindParams) (FindResult, error) {
 	if err := s.checkOpen(); err != nil {
 		return FindResult{}, err

@@ -37,8 +37,11 @@ func (o *PeekParams) validate() error {
 	return nil
 }
 
-// Peek returns messages of queue in sequence order, in every state but
-// dead-lettered, without locking or counting a delivery.
+// Peek returns messages of queue in sequence order, the live ones
+// (active, scheduled, locked, deferred; never a dead letter or a completed
+// message), without locking or counting a delivery. It reads the queue's
+// entries in the states' partial indexes and the page's rows, never
+// another queue's.
 func (s *Store) Peek(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
 	return s.peek(ctx, queue, opts, engine.Peek)
 }

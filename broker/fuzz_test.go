@@ -197,6 +197,33 @@ func FuzzFindQuery(f *testing.F) {
 	})
 }
 
+// FuzzPeekQuery: the query of a peek or of the dead-letter listing is
+// decoded or refused with a coded error, never with a panic; an unknown or
+// repeated parameter is refused.
+func FuzzPeekQuery(f *testing.F) {
+	for _, s := range []string{"", "from_seq=3&max=5", "max_bytes=100", "state=active", "max=1&max=2",
+		"max=99999999999999999999", "from_seq=-1", "max=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		if _, err := decodePeekQuery(q); err != nil {
+			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		for name, vs := range q {
+			if !peekParams[name] || len(vs) != 1 {
+				t.Fatalf("took %q", raw)
+			}
+		}
+	})
+}
+
 func FuzzDecodeStreamSettle(f *testing.F) {
 	fuzzDecoder(f, func(r wire.StreamSettle) {
 		for _, l := range r.Complete {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -459,15 +460,11 @@ func (s *Server) budget(asked int64) (int64, error) {
 	return limit, nil
 }
 
-// peekOptions reads from_seq, max and max_bytes from the query string; the
-// answer's byte budget applies.
+// peekOptions reads from_seq, max and max_bytes from the query string
+// (decodePeekQuery refuses any other parameter); the answer's byte budget
+// applies.
 func (s *Server) peekOptions(r *http.Request) (mqlite.PeekParams, error) {
-	var opts mqlite.PeekParams
-	err := queryInts(r, map[string]func(int64){
-		"from_seq":  func(v int64) { opts.FromSeq = v },
-		"max":       func(v int64) { opts.Max = int(min(v, 1<<30)) },
-		"max_bytes": func(v int64) { opts.MaxBytes = v },
-	})
+	opts, err := decodePeekQuery(r.URL.Query())
 	if err != nil {
 		return opts, err
 	}
@@ -478,7 +475,11 @@ func (s *Server) peekOptions(r *http.Request) (mqlite.PeekParams, error) {
 // queryInts reads the integer parameters of the query string that set
 // names, each into its setter; one that is not an integer is refused.
 func queryInts(r *http.Request, set map[string]func(int64)) error {
-	q := r.URL.Query()
+	return intParams(r.URL.Query(), set)
+}
+
+// intParams is queryInts on a parsed query.
+func intParams(q url.Values, set map[string]func(int64)) error {
 	for name, f := range set {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)

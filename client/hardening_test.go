@@ -74,7 +74,7 @@ func sameSentinels(a, b error) bool {
 }
 
 // TestFewerThanAskedWithinTheBudget (issue 22, item 3): over a broker with
-// a small byte budget, Receive and Peek return fewer messages than asked
+// a small byte budget, Receive, Peek and Find return fewer messages than asked
 // and consumer.Loop over the client still handles every message once.
 func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	t.Parallel()
@@ -93,6 +93,11 @@ func TestFewerThanAskedWithinTheBudget(t *testing.T) {
 	peeked, err := c.Peek(ctx, "q", mqlite.PeekParams{Max: 100})
 	if err != nil || len(peeked) != 3 {
 		t.Fatalf("peek of 100: %d messages, %v; want 3 (the budget)", len(peeked), err)
+	}
+	// A MaxBytes above the broker's budget is capped to it, as the docs say.
+	found, err := c.Find(ctx, "q", mqlite.FindParams{Max: 100, MaxBytes: 1 << 20})
+	if err != nil || len(found.Messages) != 3 || found.NextSeq != found.Messages[2].Seq+1 {
+		t.Fatalf("find of 100 within 1 MiB: %d messages, %v; want 3 (the budget)", len(found.Messages), err)
 	}
 	for i := range 5 {
 		err := c.CreateSchedule(ctx, fmt.Sprint("s", i), mqlite.ScheduleOptions{Target: "q", Every: time.Hour, Body: make([]byte, 1000)})

@@ -462,18 +462,27 @@ func (r Row) Size() int64 {
 // Peek reads up to r.Max messages of the queue from r.FromSeq on, in any
 // state but dead_lettered, without locking them.
 func Peek(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
-	return peek(ctx, db, r, `state NOT IN ('dead_lettered', 'completed')`)
+	return peek(ctx, db, r, "")
 }
 
 // PeekDeadLetters reads up to r.Max dead letters of the queue from
 // r.FromSeq on.
 func PeekDeadLetters(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
-	return peek(ctx, db, r, `state = 'dead_lettered'`)
+	return peek(ctx, db, r, "dead_lettered")
 }
 
-func peek(ctx context.Context, db DBTX, r PeekRequest, cond string) ([]Row, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+returning+` FROM mqlite_messages
-		WHERE queue = ? AND id >= ? AND `+cond+` ORDER BY id LIMIT ?`, r.Queue, r.FromSeq, r.Max)
+// peekSQL reads the rows of a window of ids (windowSQL): the rows of the
+// queue's page, each by its rowid, and nothing else.
+func peekSQL(window string) string {
+	return `SELECT ` + returning + ` FROM mqlite_messages WHERE id IN (` + window + `) ORDER BY id`
+}
+
+func peek(ctx context.Context, db DBTX, r PeekRequest, state string) ([]Row, error) {
+	window, err := windowSQL(state)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, peekSQL(window), r.Queue, r.FromSeq, r.Max)
 	if err != nil {
 		return nil, fmt.Errorf("peek: %w", err)
 	}

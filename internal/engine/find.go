@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // FindRequest is one page of Find: the messages of Queue from FromSeq on
@@ -13,9 +15,9 @@ type FindRequest struct {
 	FromSeq  int64
 	Max      int
 	MaxBytes int64 // as PeekRequest's
-	// State is one state, or "" for every state but dead_lettered. The
-	// caller validates it: it is written into the statement, so that the
-	// planner can pick the state's partial index.
+	// State is one state, or "" for every live state (all but
+	// dead_lettered and completed): it picks the partial indexes the page
+	// reads (windowSQL); an unknown one is an error.
 	State string
 	// SubjectPrefix, MessageID and Property filter when not empty.
 	SubjectPrefix string
@@ -24,7 +26,8 @@ type FindRequest struct {
 	PropertyValue string
 	// ScanMax bounds the messages of the queue (in State) the page
 	// examines: the filters on subject, MessageID and property have no
-	// index, so a page reads at most ScanMax index entries and returns
+	// index, so a page reads the rows of at most ScanMax messages, the
+	// first ScanMax of the queue's in State from FromSeq on, and returns
 	// where it stopped.
 	ScanMax int
 }
@@ -37,38 +40,138 @@ type FindResult struct {
 	Scanned int
 }
 
-// stateCond is the statement's condition on the state.
-func stateCond(state string) string {
-	if state == "" {
-		return `state NOT IN ('dead_lettered', 'completed')`
-	}
-	return `state = '` + state + `'`
+// idsOf is one state's ids of the queue ?1 from id ?2 on, read from the
+// state's partial index: the index is named so that no plan can fall back
+// to the table's rowid order, which reads every queue's rows.
+func idsOf(index, cond string) string {
+	return `SELECT id FROM mqlite_messages INDEXED BY ` + index + ` WHERE queue = ?1 AND id >= ?2 AND ` + cond
 }
 
-// Find reads a page of r: first the window of at most r.ScanMax messages
-// of the queue in r.State from r.FromSeq (ids only), then the rows of the
-// window that pass the other filters, at most r.Max of them within
-// r.MaxBytes. The state is in the statement, the others are parameters.
-func Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error) {
-	switch r.State {
-	case "", "active", "scheduled", "locked", "deferred", "dead_lettered":
+// liveGrouped is the condition of mqlite_msg_group_live: a live member of
+// a group.
+const liveGrouped = `state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL`
+
+// heldGroups walks the queue's groups with a live member, one seek of
+// mqlite_msg_group_live each (groups), and bounds each group's part of a
+// window: the id of its ?3-th live member from ?2 on (or the largest id),
+// since a window of ?3 ids holds no more of one group (bounds).
+const heldGroups = `WITH RECURSIVE groups(g) AS (
+		SELECT (SELECT group_id FROM mqlite_messages INDEXED BY mqlite_msg_group_live
+			WHERE queue = ?1 AND ` + liveGrouped + ` ORDER BY group_id LIMIT 1)
+		UNION ALL
+		SELECT (SELECT group_id FROM mqlite_messages INDEXED BY mqlite_msg_group_live
+			WHERE queue = ?1 AND ` + liveGrouped + ` AND group_id > groups.g ORDER BY group_id LIMIT 1)
+		FROM groups WHERE groups.g IS NOT NULL),
+	bounds(g, last) AS (
+		SELECT g, coalesce((SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_group_live
+			WHERE queue = ?1 AND group_id = groups.g AND id >= ?2 AND ` + liveGrouped + `
+			ORDER BY id LIMIT 1 OFFSET ?3 - 1), 9223372036854775807)
+		FROM groups WHERE g IS NOT NULL)
+	`
+
+// The ids of a queue per state. The active, deferred and dead-letter
+// indexes are in id order: their scan stops after the page. The locked and
+// scheduled ones are in lease or due order: their scan reads the queue's
+// entries of that state (the index alone, never a row) and sorts them. A
+// held message (active, behind its group) has no index of its own: it is
+// found through mqlite_msg_group_live, by group then id, among the first
+// ?3 live members of each group from ?2 on (heldGroups), whose rows it
+// reads for the state.
+var (
+	activeIDs = idsOf("mqlite_msg_active", `state = 'active' AND held = 0`)
+	heldIDs   = `SELECT m.id FROM bounds CROSS JOIN mqlite_messages m INDEXED BY mqlite_msg_group_live
+		WHERE m.queue = ?1 AND m.group_id = bounds.g AND m.id >= ?2 AND m.id <= bounds.last
+		  AND m.state NOT IN ('dead_lettered', 'completed') AND m.group_id IS NOT NULL -- liveGrouped, of m
+		  AND m.state = 'active' AND m.held = 1`
+	lockedIDs    = idsOf("mqlite_msg_locked", `state = 'locked'`)
+	scheduledIDs = idsOf("mqlite_msg_scheduled", `state = 'scheduled'`)
+	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
+	deadIDs      = idsOf("mqlite_msg_dead", `state = 'dead_lettered'`)
+)
+
+// windowSQL lists the ids of the queue ?1 in state from id ?2 on, in id
+// order, at most ?3 of them: the states' index scans, each sorted by id
+// where its index is not, merged (UNION ALL: a message is in one state)
+// and cut by the LIMIT, so that nothing of another queue is read. state is one state, or "" for
+// every live one (all but dead_lettered and completed).
+func windowSQL(state string) (string, error) {
+	var arms []string
+	switch state {
+	case "":
+		arms = []string{activeIDs, heldIDs, lockedIDs, scheduledIDs, deferredIDs}
+	case "active":
+		arms = []string{activeIDs, heldIDs}
+	case "locked":
+		arms = []string{lockedIDs}
+	case "scheduled":
+		arms = []string{scheduledIDs}
+	case "deferred":
+		arms = []string{deferredIDs}
+	case "dead_lettered":
+		arms = []string{deadIDs}
 	default:
-		return FindResult{}, fmt.Errorf("find: unknown state %q", r.State)
+		return "", fmt.Errorf("find: unknown state %q", state)
 	}
-	window := `SELECT id FROM mqlite_messages WHERE queue = ?1 AND id >= ?2 AND ` + stateCond(r.State) + ` ORDER BY id LIMIT ?3`
-	var out FindResult
-	var last int64
-	if err := db.QueryRowContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM (`+window+`)`,
-		r.Queue, r.FromSeq, r.ScanMax).Scan(&out.Scanned, &last); err != nil {
-		return FindResult{}, fmt.Errorf("find: %w", err)
+	head := ""
+	if arms[0] == activeIDs {
+		head = heldGroups // the active and live windows read held messages
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+returning+` FROM mqlite_messages
-		WHERE id IN (`+window+`)
+	return head + strings.Join(arms, "\n\tUNION ALL ") + "\n\tORDER BY id LIMIT ?3", nil
+}
+
+// findRowsSQL reads the rows of the window's ids (?1, a JSON array), each
+// by its rowid, and keeps those that pass the filters (?4 subject prefix,
+// ?5 MessageID, ?6 and ?7 a property's key and value; the empty string for
+// none), at most ?8. ?2 and ?3 are not read.
+const findRowsSQL = `SELECT ` + returning + ` FROM mqlite_messages
+		WHERE id IN (SELECT value FROM json_each(?1))
 		  AND (?4 = '' OR substr(coalesce(subject, ''), 1, length(?4)) = ?4)
 		  AND (?5 = '' OR message_id = ?5)
 		  AND (?6 = '' OR EXISTS (SELECT 1 FROM json_each(mqlite_messages.properties) p WHERE p.key = ?6 AND p.value = ?7))
-		ORDER BY id LIMIT ?8`,
-		r.Queue, r.FromSeq, r.ScanMax, r.SubjectPrefix, r.MessageID, r.PropertyKey, r.PropertyValue, r.Max)
+		ORDER BY id LIMIT ?8`
+
+// windowIDs runs window (windowSQL) once and returns its ids, in order.
+func windowIDs(ctx context.Context, db DBTX, window, queue string, from int64, limit int) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, window, queue, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// Find reads a page of r: first the window of at most r.ScanMax messages
+// of the queue in r.State from r.FromSeq (ids only, from the indexes),
+// then the rows of the window that pass the other filters, at most r.Max
+// of them within r.MaxBytes. The state is in the statement, the others
+// are parameters.
+func Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error) {
+	window, err := windowSQL(r.State)
+	if err != nil {
+		return FindResult{}, err
+	}
+	ids, err := windowIDs(ctx, db, window, r.Queue, r.FromSeq, r.ScanMax)
+	if err != nil {
+		return FindResult{}, fmt.Errorf("find: %w", err)
+	}
+	out := FindResult{Scanned: len(ids)}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	last := ids[len(ids)-1]
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return FindResult{}, fmt.Errorf("find: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, findRowsSQL, string(list), nil, nil, r.SubjectPrefix, r.MessageID, r.PropertyKey, r.PropertyValue, r.Max)
 	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
 	}
