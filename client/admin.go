@@ -200,16 +200,30 @@ func (c *Client) WhoAmI(ctx context.Context) (Key, []string, error) {
 	return Key(out.Key), out.Queues, err
 }
 
-// QueueCounts is one queue's counts as Client.Counts returns them: the
-// messages per state and the counters of mqlite.QueueMetrics.
+// QueueCounts is one queue's counts as Client.Counts returns them: what
+// mqlite.QueueMetrics keeps (messages per state, bytes, pause, receivers,
+// counters) and the ages of mqlite.Store.Ages.
 type QueueCounts struct {
-	Queue        string               `json:"queue"`
-	Active       int64                `json:"active"`
-	Scheduled    int64                `json:"scheduled"`
-	Locked       int64                `json:"locked"`
-	Deferred     int64                `json:"deferred"`
-	DeadLettered int64                `json:"dead_lettered"`
-	Counters     mqlite.QueueCounters `json:"counters"`
+	Queue        string `json:"queue"`
+	Active       int64  `json:"active"`
+	Scheduled    int64  `json:"scheduled"`
+	Locked       int64  `json:"locked"`
+	Deferred     int64  `json:"deferred"`
+	DeadLettered int64  `json:"dead_lettered"`
+	// Bytes is the sum of the queue's body lengths, dead letters included.
+	Bytes int64 `json:"bytes"`
+	// OldestAge is the age of the oldest message ready to claim;
+	// OldestDeadLetterAge that of the oldest dead letter (0: none).
+	OldestAge           time.Duration `json:"oldest_age"`
+	OldestDeadLetterAge time.Duration `json:"oldest_dead_letter_age"`
+	// Paused reports whether the queue is paused: a receive claims nothing.
+	Paused bool `json:"paused"`
+	// Consumers is how many receivers of the queue are live, Waiting how
+	// many of their receives wait now, Locks how many leases they hold.
+	Consumers int64                `json:"consumers"`
+	Waiting   int64                `json:"waiting"`
+	Locks     int64                `json:"locks"`
+	Counters  mqlite.QueueCounters `json:"counters"`
 }
 
 // Counts returns the messages per state and the counters of every queue
@@ -223,7 +237,11 @@ func (c *Client) Counts(ctx context.Context) ([]QueueCounts, error) {
 	}
 	return convert(out.Queues, func(q wire.QueueCounts) QueueCounts {
 		return QueueCounts{Queue: q.Queue, Active: q.Active, Scheduled: q.Scheduled, Locked: q.Locked,
-			Deferred: q.Deferred, DeadLettered: q.DeadLettered, Counters: mqlite.QueueCounters(q.Counters)}
+			Deferred: q.Deferred, DeadLettered: q.DeadLettered, Bytes: q.Bytes,
+			OldestAge:           time.Duration(q.OldestAgeMS) * time.Millisecond,
+			OldestDeadLetterAge: time.Duration(q.OldestDeadLetterAgeMS) * time.Millisecond,
+			Paused:              q.Paused, Consumers: q.Consumers, Waiting: q.Waiting, Locks: q.Locks,
+			Counters: mqlite.QueueCounters(q.Counters)}
 	}), nil
 }
 

@@ -209,6 +209,15 @@ func TestCountsOverClient(t *testing.T) {
 	if len(all) != 2 || all[0].Queue != "other" || all[1].Queue != "q" {
 		t.Fatalf("Counts with an admin key: %+v, want other and q", all)
 	}
+	// What the broker adds to the counts crosses too: the bytes, the
+	// oldest age, the pause and the receiver with its lock.
+	must(t, ac.PauseQueue(ctx, "q"))
+	tb.Clock.Advance(time.Second) // within the lease and the receivers' grace
+	all, err = ac.Counts(ctx)
+	must(t, err)
+	if q := all[1]; !q.Paused || q.Bytes == 0 || q.OldestAge < time.Second || q.Consumers != 1 || q.Locks != 1 {
+		t.Fatalf("Counts after a pause, a second on: %+v, want paused, bytes, age, 1 consumer with 1 lock", q)
+	}
 }
 
 // TestFindOverClient: the client's Find is the store's, through the broker.
