@@ -20,9 +20,11 @@
 //
 // Receive long-polls: it calls Store.Receive with the request's wait, capped
 // by Config.MaxWait, so a commit or a due moment in the store wakes it at
-// once; nothing polls. At most Config.MaxLongPolls receives wait at a time;
-// past that a waiting receive is refused with 503 (too_many_long_polls) and
-// the client retries.
+// once; nothing polls. At most Config.MaxLongPolls receives wait at a time,
+// at most Config.MaxLongPollsPerKey of them for one access key; past that a
+// waiting receive (or a stream's open) is refused with 503
+// (too_many_long_polls) and the client retries. A stream holds its place
+// only while it waits for a message.
 //
 // Errors are {"error": {"code", "reason", "message"}}: code is one of
 // lock_lost (409), not_found (404), conflict (409), invalid (400),
@@ -80,6 +82,11 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxLongPolls caps the receives waiting at once. Defaults to 512.
 	MaxLongPolls int
+	// MaxLongPollsPerKey caps the receives of one access key waiting at
+	// once, so that one key cannot take every place of MaxLongPolls.
+	// Defaults to a quarter of MaxLongPolls (one at least); -1 lets one
+	// key take them all.
+	MaxLongPollsPerKey int
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are net/http's.
 	// Default to 10s, 30s and 2m.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
@@ -152,6 +159,10 @@ func (c *Config) fill() error {
 	if c.MaxLongPolls, err = setting.Default("MaxLongPolls", c.MaxLongPolls, DefaultMaxLongPolls); err != nil {
 		return configErr("%v", err)
 	}
+	if c.MaxLongPollsPerKey, err = setting.DefaultOrOff("MaxLongPollsPerKey", c.MaxLongPollsPerKey, max(1, c.MaxLongPolls/4), c.MaxLongPolls); err != nil {
+		return configErr("%v", err)
+	}
+	c.MaxLongPollsPerKey = min(c.MaxLongPollsPerKey, c.MaxLongPolls)
 	// -1 stays -1 in both: the code reading them takes it as off.
 	if c.MaxResponseBytes, err = setting.DefaultOrOff("MaxResponseBytes", c.MaxResponseBytes, DefaultMaxResponseBytes, -1); err != nil {
 		return configErr("%v", err)
@@ -199,8 +210,8 @@ type Server struct {
 	handler http.Handler
 	http    *http.Server
 
-	polls   chan struct{}  // one token per waiting receive
-	polling sync.WaitGroup // the waiting receives, for Shutdown
+	polls   *slots         // the places of the waiting receives
+	polling sync.WaitGroup // the waiting receives and the streams, for Shutdown
 
 	drain     context.Context // cancelled when Shutdown begins
 	stopDrain context.CancelFunc
@@ -234,7 +245,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger,
-		polls: make(chan struct{}, cfg.MaxLongPolls), shutdownDone: make(chan struct{}),
+		polls: newSlots(cfg.MaxLongPolls, cfg.MaxLongPollsPerKey), shutdownDone: make(chan struct{}),
 		cache: make(map[[32]byte]cachedKey)}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
 	s.metricsHTTP = metricsHandler(cfg.Store)

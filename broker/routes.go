@@ -193,26 +193,48 @@ func (s *Server) receiveOptions(req wire.ReceiveRequest) (mqlite.ReceiveOptions,
 
 // waitFor readies the ctx of a receive: tagged with the receiver it is for
 // (the store's registry of receivers counts it), and, when it may wait
-// (wait > 0), holding one of Config.MaxLongPolls tokens (503
-// too_many_long_polls when none is left), ended by a shutdown (the receive
-// then answers nothing) and by the revocation of the request's key
-// (errRevoked as the cause). done releases what it took.
+// (wait > 0), holding one of Config.MaxLongPolls places, one of its key's
+// Config.MaxLongPollsPerKey (503 too_many_long_polls when none is left),
+// and watched (see watch). done releases what it took.
 func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Context, done func(), err error) {
-	if ctx, err = receiverCtx(r); err != nil {
+	if wait <= 0 {
+		if ctx, err = receiverCtx(r); err != nil {
+			return nil, nil, err
+		}
+		return ctx, func() {}, nil
+	}
+	key := keyOf(r.Context()).ID
+	if !s.polls.take(key) {
+		if _, err := receiverCtx(r); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errBusy()
+	}
+	ctx, unwatch, err := s.watch(r)
+	if err != nil {
+		s.polls.give(key)
 		return nil, nil, err
 	}
-	if wait <= 0 {
-		return ctx, func() {}, nil
+	return ctx, func() { unwatch(); s.polls.give(key) }, nil
+}
+
+// errBusy is the answer to a wait that finds no place left.
+func errBusy() error {
+	return &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
+}
+
+// watch readies the ctx of a receive or a stream that may wait: tagged
+// with the receiver it is for, ended by a shutdown (the receive then
+// answers nothing) and by the revocation of the request's key (errRevoked
+// as the cause), and counted for Shutdown. done releases what it took.
+func (s *Server) watch(r *http.Request) (ctx context.Context, done func(), err error) {
+	if ctx, err = receiverCtx(r); err != nil {
+		return nil, nil, err
 	}
 	if s.drain.Err() != nil {
 		return nil, nil, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
 	}
-	select {
-	case s.polls <- struct{}{}:
-		s.polling.Add(1)
-	default:
-		return nil, nil, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
-	}
+	s.polling.Add(1)
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.drain, func() { cancel(nil) })
 	remove, ok := s.waiting.add(keyOf(ctx).ID, cancel)
@@ -222,7 +244,6 @@ func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Conte
 		}
 		stop()
 		cancel(nil)
-		<-s.polls
 		s.polling.Done()
 	}
 	if !ok {

@@ -49,13 +49,25 @@ func (s *Server) stream(r *http.Request) (result, error) {
 	if _, err := s.st.GetQueue(r.Context(), q); err != nil {
 		return result{}, err
 	}
-	ctx, done, err := s.waitFor(r, 1) // a stream waits: it holds a long-poll token
+	// The open takes a place for the stream's first wait (503 when its
+	// key has none left: the client long-polls instead); a stream holds
+	// one only while it waits for a message.
+	key := keyOf(r.Context()).ID
+	if !s.polls.take(key) {
+		if _, err := receiverCtx(r); err != nil {
+			return result{}, err
+		}
+		return result{}, errBusy()
+	}
+	ctx, done, err := s.watch(r)
 	if err != nil {
+		s.polls.give(key)
 		return result{}, err
 	}
 	return result{raw: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer done()
-		st := &streamer{s: s, q: q, window: window, budget: budget, inflight: map[int64]string{}}
+		st := &streamer{s: s, q: q, key: key, slot: true, window: window, budget: budget, inflight: map[int64]string{}}
+		defer st.giveSlot()
 		st.serve(ctx, w, r)
 	})}, nil
 }
@@ -87,6 +99,8 @@ func (s *Server) streamOptions(r *http.Request) (window int, budget int64, err e
 type streamer struct {
 	s        *Server
 	q        string
+	key      string // the id of the stream's access key
+	slot     bool   // holds one of its key's long-poll places
 	window   int
 	budget   int64
 	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
@@ -324,6 +338,10 @@ const settleHold = time.Millisecond
 // way when the line comes commits and its messages go out (a cancelled
 // claim would roll back, and its messages would wait for another).
 func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) error {
+	if ok, err := st.takeSlot(ctx, arrived, ended); !ok {
+		return err
+	}
+	defer st.giveSlot()
 	interrupt := make(chan struct{}, 1)
 	stop := make(chan struct{})
 	held := make(chan struct{})
@@ -335,10 +353,42 @@ func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) er
 		Max: st.window - len(st.inflight), Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
 	close(stop)
 	<-held
+	st.giveSlot() // before the write: a stream that waits for its client holds no place
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
 	return st.write(st.handOut(msgs))
+}
+
+// takeSlot takes a long-poll place of the stream's key for a wait, if it
+// holds none, waiting for one to be given back. It reports false when a
+// client line comes (arrived), the lines end or ctx ends first (with ctx's
+// error): the stream then settles, ends or stops, and waits again after.
+func (st *streamer) takeSlot(ctx context.Context, arrived, ended <-chan struct{}) (bool, error) {
+	for !st.slot {
+		freed := st.s.polls.released()
+		if st.slot = st.s.polls.take(st.key); st.slot {
+			break
+		}
+		select {
+		case <-freed:
+		case <-arrived:
+			return false, nil
+		case <-ended:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return true, nil
+}
+
+// giveSlot gives back the long-poll place the stream holds, if any.
+func (st *streamer) giveSlot() {
+	if st.slot {
+		st.slot = false
+		st.s.polls.give(st.key)
+	}
 }
 
 // holdLines signals interrupt settleHold after a line arrives, or at once
