@@ -26,7 +26,8 @@ const streamPattern = "POST /v1/queues/{queue}/stream"
 // ends the stream with 413 too_large.
 const MaxStreamLine = 1 << 20
 
-// maxLinesPerCommit bounds the client lines one commit of a stream settles.
+// maxLinesPerCommit bounds the client lines one commit of a stream
+// settles; Config.MaxBatch bounds their settlements.
 const maxLinesPerCommit = 64
 
 // stream is the streaming receive: the answer is newline-delimited JSON
@@ -104,6 +105,7 @@ type streamer struct {
 	window   int
 	budget   int64
 	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
+	pending  *inLine          // a line read that did not fit in the last commit (Config.MaxBatch)
 	lines    int64            // client lines read so far
 	w        http.ResponseWriter
 	rc       *http.ResponseController
@@ -179,10 +181,30 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended <-chan struct{}) error {
 	closed := false // the client ended its body: settle what came, claim no more
 	for {
-		var batch []wire.StreamSettle
+		var (
+			batch []wire.StreamSettle
+			items int // the settlements of batch: Config.MaxBatch at most
+		)
+		// A commit takes whole lines, as many as fit in Config.MaxBatch
+		// settlements (one at least, which checkBatch bounded): one commit
+		// holds the store's one writer for so many, and no more, while
+		// every other tenant's sends wait.
+		take := func(l inLine) bool {
+			if n := l.v.Items(); len(batch) == 0 || items+n <= st.s.cfg.MaxBatch {
+				batch, items = append(batch, l.v), items+n
+				return true
+			}
+			st.pending = &l
+			return false
+		}
+		if st.pending != nil {
+			l := *st.pending
+			st.pending = nil
+			take(l)
+		}
 		// Block for a line when nothing else can be done: the window is
 		// full, or the client is done.
-		if len(st.inflight) >= st.window && !closed {
+		if len(batch) == 0 && len(st.inflight) >= st.window && !closed {
 			select {
 			case l, ok := <-lines:
 				if !ok {
@@ -192,7 +214,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 				if l.err != nil {
 					return l.err
 				}
-				batch = append(batch, l.v)
+				take(l)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -205,7 +227,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 		default:
 		}
 	gather:
-		for len(batch) < maxLinesPerCommit && !closed {
+		for len(batch) < maxLinesPerCommit && st.pending == nil && !closed {
 			select {
 			case l, ok := <-lines:
 				if !ok {
@@ -215,7 +237,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 				if l.err != nil {
 					return l.err
 				}
-				batch = append(batch, l.v)
+				take(l)
 			default:
 				break gather
 			}

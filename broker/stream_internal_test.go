@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -17,6 +19,10 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
 	"github.com/mqlite/mqlite/outbox"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The streamer's tests run in a synctest bubble: the wall clock, Receive's
@@ -98,9 +104,27 @@ type streamBundle struct {
 // inside the current bubble, with a broker whose long-polls last an hour.
 func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle {
 	t.Helper()
+	return openStreamWith(t, streamSetup{window: window, send: send})
+}
+
+// streamSetup is what openStreamWith serves.
+type streamSetup struct {
+	window int
+	send   []outbox.Message
+	cfg    Config                    // the broker's; Store, MaxWait and Logger are set
+	tracer trace.TracerProvider      // the store's, when not nil
+	w      http.ResponseWriter       // the answer's writer, when not b.w
+	body   func(io.Reader) io.Reader // wraps the request body, when not nil
+}
+
+// openStreamWith is openStream with more to set.
+func openStreamWith(t *testing.T, su streamSetup) *streamBundle {
+	t.Helper()
+	window, send := su.window, su.send
 	clock := &hookClock{}
 	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{Clock: clock,
-		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1})
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
+		TracerProvider: su.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +136,9 @@ func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle 
 			t.Fatal(err)
 		}
 	}
-	srv, err := New(Config{Store: st, MaxWait: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := su.cfg
+	cfg.Store, cfg.MaxWait, cfg.Logger = st, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +148,19 @@ func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle 
 	}
 	pr, pw := io.Pipe()
 	b := &streamBundle{st: st, clock: clock, body: pw, w: &lineWriter{header: http.Header{}}, done: make(chan struct{})}
-	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", pr)
+	var body io.Reader = pr
+	if su.body != nil {
+		body = su.body(pr)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", body)
 	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}}
+	var w http.ResponseWriter = b.w
+	if su.w != nil {
+		w = su.w
+	}
 	go func() {
 		defer close(b.done)
-		s.serve(context.Background(), b.w, r)
+		s.serve(context.Background(), w, r)
 	}()
 	t.Cleanup(func() {
 		_ = pw.Close()
@@ -247,6 +281,48 @@ func TestStreamHoldsLineWhileWaiting(t *testing.T) {
 		evs = b.w.events(t)
 		if len(evs) != 4 || len(evs[2].Messages) != 1 || string(evs[2].Messages[0].Body) != "d" || evs[3].Line != 2 {
 			t.Fatalf("events %+v, want d, then the answer to line 2", evs[2:])
+		}
+	})
+}
+
+// TestStreamCommitIsBoundedByMaxBatch: the lines that come together commit
+// together, up to Config.MaxBatch settlements: one commit of a stream
+// holds the store's one writer for no more, however many lines wait. The
+// store's settle spans count the completions of each transaction. Up to
+// 64 lines of MaxBatch each used to commit in one transaction.
+func TestStreamCommitIsBoundedByMaxBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxBatch, lines = 4, 3
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		b := openStreamWith(t, streamSetup{window: 1, cfg: Config{MaxBatch: maxBatch}, tracer: tp})
+		synctest.Wait() // the stream long-polls an empty queue
+		seq := int64(1)
+		for range lines { // full lines of completions of no live lock
+			var l wire.StreamSettle
+			for range maxBatch {
+				l.Complete = append(l.Complete, wire.LockRequest{Seq: seq, Token: strings.Repeat("a", 32)})
+				seq++
+			}
+			b.line(t, l)
+		}
+		synctest.Wait()
+		time.Sleep(settleHold) // the lines commit
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != lines {
+			t.Fatalf("events %+v, want the answers to %d lines", evs, lines)
+		}
+		var commits []int
+		for _, sp := range rec.Ended() {
+			for _, a := range sp.Attributes() {
+				if a.Key == semconv.MessagingBatchMessageCountKey {
+					commits = append(commits, int(a.Value.AsInt64()))
+				}
+			}
+		}
+		if len(commits) != lines || slices.Max(commits) > maxBatch {
+			t.Fatalf("completions per transaction %v, want %d of at most %d", commits, lines, maxBatch)
 		}
 	})
 }
