@@ -306,6 +306,9 @@ func (s *Server) completeReceive(r *http.Request) (result, error) {
 	if err := s.checkBatch(len(req.Complete), "locks"); err != nil {
 		return result{}, err
 	}
+	if err := checkLockTokens(req.Complete); err != nil {
+		return result{}, err
+	}
 	opts, err := s.receiveOptions(req.Receive)
 	if err != nil {
 		return result{}, err
@@ -335,7 +338,7 @@ func (s *Server) completeReceive(r *http.Request) (result, error) {
 }
 
 func (s *Server) complete(r *http.Request) (result, error) {
-	req, err := decode[wire.LockRequest](r.Body)
+	req, err := decodeLock(r.Body)
 	if err != nil {
 		return result{}, err
 	}
@@ -351,6 +354,9 @@ func (s *Server) locks(r *http.Request) ([]mqlite.Lock, error) {
 		return nil, err
 	}
 	if err := s.checkBatch(len(req.Locks), "locks"); err != nil {
+		return nil, err
+	}
+	if err := checkLockTokens(req.Locks); err != nil {
 		return nil, err
 	}
 	q := r.PathValue("queue")
@@ -382,6 +388,9 @@ func (s *Server) completeBatch(r *http.Request) (result, error) {
 
 func (s *Server) abandon(r *http.Request) (result, error) {
 	req, err := decode[wire.AbandonRequest](r.Body)
+	if err == nil {
+		err = checkTokens(req.Token)
+	}
 	if err != nil {
 		return result{}, err
 	}
@@ -397,6 +406,9 @@ func (s *Server) abandon(r *http.Request) (result, error) {
 
 func (s *Server) reject(r *http.Request) (result, error) {
 	req, err := decode[wire.RejectRequest](r.Body)
+	if err == nil {
+		err = checkTokens(req.Token)
+	}
 	if err != nil {
 		return result{}, err
 	}
@@ -408,7 +420,7 @@ func (s *Server) reject(r *http.Request) (result, error) {
 }
 
 func (s *Server) deferMsg(r *http.Request) (result, error) {
-	req, err := decode[wire.LockRequest](r.Body)
+	req, err := decodeLock(r.Body)
 	if err != nil {
 		return result{}, err
 	}
@@ -435,7 +447,7 @@ func (s *Server) receiveDeferred(r *http.Request) (result, error) {
 }
 
 func (s *Server) renew(r *http.Request) (result, error) {
-	req, err := decode[wire.LockRequest](r.Body)
+	req, err := decodeLock(r.Body)
 	if err != nil {
 		return result{}, err
 	}

@@ -67,7 +67,8 @@ func (s *Server) stream(r *http.Request) (result, error) {
 	}
 	return result{raw: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer done()
-		st := &streamer{s: s, q: q, key: key, slot: true, window: window, budget: budget, inflight: map[int64]string{}}
+		st := &streamer{s: s, q: q, key: key, slot: true, window: window, budget: budget,
+			inflight: map[int64]string{}, ahead: newReadAhead(maxReadAhead)}
 		defer st.giveSlot()
 		st.serve(ctx, w, r)
 	})}, nil
@@ -106,6 +107,7 @@ type streamer struct {
 	budget   int64
 	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
 	pending  *inLine          // a line read that did not fit in the last commit (Config.MaxBatch)
+	ahead    *readAhead       // the bytes of the lines read and not yet answered
 	lines    int64            // client lines read so far
 	w        http.ResponseWriter
 	rc       *http.ResponseController
@@ -113,8 +115,9 @@ type streamer struct {
 
 // inLine is a decoded client line, or the error that ends the reading.
 type inLine struct {
-	v   wire.StreamSettle
-	err error
+	v    wire.StreamSettle
+	size int // its bytes, counted in the stream's read-ahead until answered
+	err  error
 }
 
 func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Request) {
@@ -137,12 +140,21 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 			close(ended)
 		}()
 		err := readStreamLines(r.Body, MaxStreamLine, func(b []byte) error {
+			// Read no further ahead of the answers than maxReadAhead:
+			// a client that does not read its answers stops the
+			// reading of its lines.
+			if err := st.ahead.take(readCtx, len(b)); err != nil {
+				return err
+			}
 			v, err := decodeBytes[wire.StreamSettle](b)
 			if err == nil {
 				err = st.s.checkBatch(v.Items(), "settlements in one line")
 			}
+			if err == nil {
+				err = checkStreamTokens(v)
+			}
 			select {
-			case lines <- inLine{v: v, err: err}:
+			case lines <- inLine{v: v, size: len(b), err: err}:
 			case <-readCtx.Done():
 				return readCtx.Err()
 			}
@@ -184,6 +196,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 		var (
 			batch []wire.StreamSettle
 			items int // the settlements of batch: Config.MaxBatch at most
+			size  int // the bytes of batch's lines
 		)
 		// A commit takes whole lines, as many as fit in Config.MaxBatch
 		// settlements (one at least, which checkBatch bounded): one commit
@@ -191,7 +204,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 		// every other tenant's sends wait.
 		take := func(l inLine) bool {
 			if n := l.v.Items(); len(batch) == 0 || items+n <= st.s.cfg.MaxBatch {
-				batch, items = append(batch, l.v), items+n
+				batch, items, size = append(batch, l.v), items+n, size+l.size
 				return true
 			}
 			st.pending = &l
@@ -247,6 +260,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 			if err := st.settle(ctx, batch, !closed); err != nil {
 				return err
 			}
+			st.ahead.give(size) // answered: the reader may read more
 		case closed:
 			return nil
 		default:

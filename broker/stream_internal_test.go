@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -153,7 +155,7 @@ func openStreamWith(t *testing.T, su streamSetup) *streamBundle {
 		body = su.body(pr)
 	}
 	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", body)
-	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}}
+	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}, ahead: newReadAhead(maxReadAhead)}
 	var w http.ResponseWriter = b.w
 	if su.w != nil {
 		w = su.w
@@ -324,5 +326,102 @@ func TestStreamCommitIsBoundedByMaxBatch(t *testing.T) {
 		if len(commits) != lines || slices.Max(commits) > maxBatch {
 			t.Fatalf("completions per transaction %v, want %d of at most %d", commits, lines, maxBatch)
 		}
+	})
+}
+
+// stuckWriter is the answer of a client that does not read: every write
+// waits until release is closed.
+type stuckWriter struct {
+	lineWriter
+	release chan struct{}
+}
+
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return w.lineWriter.Write(p)
+}
+
+// countingReader counts the bytes the stream read of its client's lines.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestStreamReadAheadIsBounded: a client that writes lines without end
+// and reads no answer gets no more of its lines read, decoded and held
+// than the read-ahead bound (maxReadAhead, besides the one line being
+// read): the bytes the broker read and the heap it holds stay within a
+// bound derived from the limits. The reader used to read and decode up to
+// 64 lines ahead of a commit that waited for its answer to be read, and
+// 64 more sat in that commit: 12 streams held 2.6 GiB.
+func TestStreamReadAheadIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			streams   = 4
+			reasonLen = 128 << 10
+			lines     = 256 // per stream: 32 MiB each, were all of it read
+		)
+		var l wire.StreamSettle
+		l.Reject = []wire.RejectRequest{{Seq: 1, Token: strings.Repeat("a", 32), Reason: strings.Repeat("r", reasonLen)}}
+		line, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line = append(line, '\n')
+
+		release := make(chan struct{})
+		defer close(release) // runs before the streams' cleanups: they end
+		bodies := make([]*io.PipeWriter, streams)
+		var read atomic.Int64
+		for i := range bodies {
+			b := openStreamWith(t, streamSetup{window: 1,
+				w:    &stuckWriter{lineWriter: lineWriter{header: http.Header{}}, release: release},
+				body: func(r io.Reader) io.Reader { return countingReader{r, &read} }})
+			bodies[i] = b.body
+		}
+		synctest.Wait() // every stream long-polls an empty queue
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+
+		var writers sync.WaitGroup
+		for _, body := range bodies {
+			writers.Go(func() {
+				for range lines {
+					if _, err := body.Write(line); err != nil {
+						return // the stream ended
+					}
+				}
+			})
+		}
+		synctest.Wait()
+		time.Sleep(settleHold) // the first lines commit; their answers wait
+		synctest.Wait()        // the readers and the writers wait
+
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		// Per stream: the scanner's buffer (one line, MaxStreamLine at
+		// most), the lines read ahead (maxReadAhead) and their decoded
+		// copies, and the line being read.
+		perStream := int64(MaxStreamLine + 2*maxReadAhead + 2*len(line))
+		t.Logf("held %d KiB, read %d KiB", held>>10, read.Load()>>10)
+		if bound := streams * perStream; held > bound {
+			t.Errorf("the broker holds %d MiB for %d streams that do not read, want at most %d MiB",
+				held>>20, streams, bound>>20)
+		}
+		if bound := int64(streams * (maxReadAhead + 3*len(line))); read.Load() > bound {
+			t.Errorf("the broker read %d KiB of lines not answered, want at most %d KiB", read.Load()>>10, bound>>10)
+		}
+		for _, body := range bodies {
+			_ = body.Close()
+		}
+		writers.Wait()
 	})
 }
