@@ -61,6 +61,7 @@ const (
 	DefaultKeyCacheTTL       = 2 * time.Second
 	DefaultDrainTimeout      = 30 * time.Second
 	DefaultMaxResponseBytes  = 4 << 20
+	DefaultMaxAnswerBytes    = 64 << 20
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -117,6 +118,17 @@ type Config struct {
 	// rows read, then their JSON (base64 bodies, a third larger). Defaults
 	// to 4 MiB; -1 turns the budget off (Max alone bounds an answer).
 	MaxResponseBytes int64
+	// MaxAnswerBytes bounds the bytes of all the answers that carry
+	// messages (receive, complete-receive, receive-deferred, peek, find,
+	// the dead-letter listing) held at once, while they are built and
+	// written to clients that may read slowly or not at all: an answer
+	// waits for room before it is written, for as long as its request
+	// lives (the client's end or its connection's WriteTimeout ends the
+	// wait). A read that takes rows (peek, find, the dead-letter listing)
+	// holds room for MaxResponseBytes before it reads them. One answer
+	// alone always passes, however large. Defaults to 64 MiB; -1 turns the
+	// bound off.
+	MaxAnswerBytes int64
 	// BackupDir is the folder POST /v1/backup writes into: a request names
 	// a plain file in it, never a path. It must exist when New is called.
 	// Empty (the default) turns remote backups off: the endpoint answers
@@ -165,6 +177,9 @@ func (c *Config) fill() error {
 	c.MaxLongPollsPerKey = min(c.MaxLongPollsPerKey, c.MaxLongPolls)
 	// -1 stays -1 in both: the code reading them takes it as off.
 	if c.MaxResponseBytes, err = setting.DefaultOrOff("MaxResponseBytes", c.MaxResponseBytes, DefaultMaxResponseBytes, -1); err != nil {
+		return configErr("%v", err)
+	}
+	if c.MaxAnswerBytes, err = setting.DefaultOrOff("MaxAnswerBytes", c.MaxAnswerBytes, DefaultMaxAnswerBytes, -1); err != nil {
 		return configErr("%v", err)
 	}
 	if c.KeyCacheTTL, err = setting.DefaultOrOff("KeyCacheTTL", c.KeyCacheTTL, DefaultKeyCacheTTL, -1); err != nil {
@@ -231,6 +246,8 @@ type Server struct {
 	topics sync.Mutex
 
 	waiting waiters // the waiting receives, by key, for revocations
+
+	answers *byteBudget // the bytes of the answers that carry messages (nil: MaxAnswerBytes is off)
 }
 
 type cachedKey struct {
@@ -247,6 +264,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger,
 		polls: newSlots(cfg.MaxLongPolls, cfg.MaxLongPollsPerKey), shutdownDone: make(chan struct{}),
 		cache: make(map[[32]byte]cachedKey)}
+	if cfg.MaxAnswerBytes > 0 {
+		s.answers = newByteBudget(int(cfg.MaxAnswerBytes))
+	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
 	s.metricsHTTP = metricsHandler(cfg.Store)
 	s.handler = s.routes()

@@ -26,6 +26,14 @@ const streamPattern = "POST /v1/queues/{queue}/stream"
 // ends the stream with 413 too_large.
 const MaxStreamLine = 1 << 20
 
+// maxReadAhead bounds the bytes of a stream's client lines read and not
+// yet answered: the reader stops reading past it until a commit answers
+// lines, so that a client that writes faster than its lines commit, or
+// does not read the answers (a write that waits holds every line behind
+// it), holds at most this much of the broker's memory, besides one line
+// (MaxStreamLine) being read.
+const maxReadAhead = MaxStreamLine
+
 // maxLinesPerCommit bounds the client lines one commit of a stream
 // settles; Config.MaxBatch bounds their settlements.
 const maxLinesPerCommit = 64
@@ -68,7 +76,7 @@ func (s *Server) stream(r *http.Request) (result, error) {
 	return result{raw: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer done()
 		st := &streamer{s: s, q: q, key: key, slot: true, window: window, budget: budget,
-			inflight: map[int64]string{}, ahead: newReadAhead(maxReadAhead)}
+			inflight: map[int64]string{}, ahead: newByteBudget(maxReadAhead)}
 		defer st.giveSlot()
 		st.serve(ctx, w, r)
 	})}, nil
@@ -107,7 +115,7 @@ type streamer struct {
 	budget   int64
 	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
 	pending  *inLine          // a line read that did not fit in the last commit (Config.MaxBatch)
-	ahead    *readAhead       // the bytes of the lines read and not yet answered
+	ahead    *byteBudget      // the bytes of the lines read and not yet answered
 	lines    int64            // client lines read so far
 	w        http.ResponseWriter
 	rc       *http.ResponseController

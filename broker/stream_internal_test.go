@@ -155,7 +155,7 @@ func openStreamWith(t *testing.T, su streamSetup) *streamBundle {
 		body = su.body(pr)
 	}
 	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", body)
-	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}, ahead: newReadAhead(maxReadAhead)}
+	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}, ahead: newByteBudget(maxReadAhead)}
 	var w http.ResponseWriter = b.w
 	if su.w != nil {
 		w = su.w
