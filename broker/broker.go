@@ -218,12 +218,13 @@ func (c *Config) fill() error {
 
 // Server is the broker. It is safe for concurrent use.
 type Server struct {
-	eps     []endpoint // the route table, for the OpenAPI document
-	cfg     Config
-	st      *mqlite.Store
-	log     *slog.Logger
-	handler http.Handler
-	http    *http.Server
+	eps        []endpoint             // the route table, for the OpenAPI document
+	openAPIDoc func() ([]byte, error) // the OpenAPI document of eps, built once
+	cfg        Config
+	st         *mqlite.Store
+	log        *slog.Logger
+	handler    http.Handler
+	http       *http.Server
 
 	polls   *slots         // the places of the waiting receives
 	polling sync.WaitGroup // the waiting receives and the streams, for Shutdown

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -71,6 +72,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(e.pattern, s.wrap(e))
 	}
 	s.eps = eps
+	s.openAPIDoc = sync.OnceValues(func() ([]byte, error) { return openAPI(eps) })
 	mux.Handle("GET "+OpenAPIPath, s.open(s.openAPI))
 	s.mountUI(mux)
 	if s.cfg.PublicMetrics {
@@ -83,7 +85,21 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/", s.open(func(r *http.Request) (result, error) {
 		return result{}, &apiError{wire.CodeNotFound, wire.ReasonNoRoute, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
 	}))
-	return mux
+	return hsts(mux)
+}
+
+// hsts adds Strict-Transport-Security to every answer over TLS (ServeTLS,
+// or a TLS server of the caller's around Handler): a browser that reached
+// the broker over HTTPS (the dashboard) never falls back to plain HTTP,
+// where its key would travel in clear. A year, as browsers' preload lists
+// ask.
+func hsts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // ready answers 200 while the broker is not draining and the store answers.
