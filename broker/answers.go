@@ -30,13 +30,14 @@ func answerKindOf(pattern string) answerKind {
 }
 
 // holdRead holds room in Config.MaxAnswerBytes for an answer of kind
-// before its endpoint runs: MaxResponseBytes for a read (nothing when
-// either bound is off, or for the other kinds). done gives it back.
+// before its endpoint runs: MaxResponseBytes and a third (the JSON of the
+// bodies, in base64) for a read; nothing when either bound is off, or for
+// the other kinds. writeAnswer exchanges it for the answer's bytes.
 func (s *Server) holdRead(ctx context.Context, kind answerKind) (held int, err error) {
 	if s.answers == nil || kind != reads || s.cfg.MaxResponseBytes <= 0 {
 		return 0, nil
 	}
-	n := int(min(s.cfg.MaxResponseBytes, s.cfg.MaxAnswerBytes))
+	n := int(min(s.cfg.MaxResponseBytes/3*4, s.cfg.MaxAnswerBytes))
 	if err := s.answers.take(ctx, n); err != nil {
 		return 0, err
 	}
@@ -44,10 +45,13 @@ func (s *Server) holdRead(ctx context.Context, kind answerKind) (held int, err e
 }
 
 // writeAnswer writes body with status, within Config.MaxAnswerBytes for
-// the answers that carry messages: it encodes body, exchanges the room
-// held (holdRead) for the answer's bytes, waiting for room as long as ctx
-// lives (nothing is written when it ends: the client is gone), and gives
-// the room back once written.
+// the answers that carry messages: it encodes body and counts its bytes,
+// in exchange for the room a read held (holdRead: a read waited for its
+// room before it read, and does not wait again, so that the reads that
+// hold room and the answers that wait for it never wait for each other);
+// an answer of a claim waits for room as long as ctx lives (nothing is
+// written when it ends: the client is gone). The room is given back once
+// the answer is written.
 func (s *Server) writeAnswer(ctx context.Context, w http.ResponseWriter, status int, body any, kind answerKind, held int) {
 	if s.answers == nil || kind == noMessages {
 		writeJSON(w, status, body)
@@ -60,8 +64,9 @@ func (s *Server) writeAnswer(ctx context.Context, w http.ResponseWriter, status 
 		return
 	}
 	data = append(data, '\n')
-	s.answers.give(held)
-	if err := s.answers.take(ctx, len(data)); err != nil {
+	if kind == reads {
+		s.answers.exchange(held, len(data))
+	} else if err := s.answers.take(ctx, len(data)); err != nil {
 		return
 	}
 	defer s.answers.give(len(data))

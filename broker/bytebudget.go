@@ -51,3 +51,16 @@ func (a *byteBudget) give(n int) {
 	close(a.freed)
 	a.freed = make(chan struct{})
 }
+
+// exchange turns from bytes counted into to, without waiting: for what is
+// in memory already, whose room was taken before (an answer read within
+// the room it held). It may pass the bound by the difference.
+func (a *byteBudget) exchange(from, to int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.held += to - from
+	if to < from {
+		close(a.freed)
+		a.freed = make(chan struct{})
+	}
+}

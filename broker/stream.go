@@ -116,9 +116,12 @@ type streamer struct {
 	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
 	pending  *inLine          // a line read that did not fit in the last commit (Config.MaxBatch)
 	ahead    *byteBudget      // the bytes of the lines read and not yet answered
-	lines    int64            // client lines read so far
-	w        http.ResponseWriter
-	rc       *http.ResponseController
+	// maxSettles bounds the settlements of one commit; 0 means
+	// Config.MaxBatch (a benchmark sets the old, larger bound).
+	maxSettles int
+	lines      int64 // client lines read so far
+	w          http.ResponseWriter
+	rc         *http.ResponseController
 }
 
 // inLine is a decoded client line, or the error that ends the reading.
@@ -210,8 +213,12 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 		// settlements (one at least, which checkBatch bounded): one commit
 		// holds the store's one writer for so many, and no more, while
 		// every other tenant's sends wait.
+		limit := min(st.s.cfg.MaxBatch, mqlite.MaxReceiveBatch) // CompleteAndReceive's bound too
+		if st.maxSettles > 0 {
+			limit = st.maxSettles
+		}
 		take := func(l inLine) bool {
-			if n := l.v.Items(); len(batch) == 0 || items+n <= st.s.cfg.MaxBatch {
+			if n := l.v.Items(); len(batch) == 0 || items+n <= limit {
 				batch, items, size = append(batch, l.v), items+n, size+l.size
 				return true
 			}

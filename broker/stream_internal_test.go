@@ -334,9 +334,11 @@ func TestStreamCommitIsBoundedByMaxBatch(t *testing.T) {
 type stuckWriter struct {
 	lineWriter
 	release chan struct{}
+	entered atomic.Int64 // the writes begun
 }
 
 func (w *stuckWriter) Write(p []byte) (int, error) {
+	w.entered.Add(1)
 	<-w.release
 	return w.lineWriter.Write(p)
 }
