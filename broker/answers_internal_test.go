@@ -23,37 +23,7 @@ import (
 // peeks that nobody read held 2 GiB.
 func TestAnswersWaitForTheAnswerBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
-			ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		if err := st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := outbox.Send(context.Background(), st, "q", outbox.Message{Body: []byte("m")}); err != nil {
-			t.Fatal(err)
-		}
-		_, secret, err := keys.Create(context.Background(), st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := New(Config{Store: st, MaxResponseBytes: 1 << 10, MaxAnswerBytes: 1 << 10,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		serve := func(ctx context.Context, w http.ResponseWriter) chan struct{} {
-			r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/queues/q/messages", nil)
-			r.Header.Set("Authorization", "Bearer "+secret)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				srv.Handler().ServeHTTP(w, r)
-			}()
-			return done
-		}
+		serve := answerServer(t, Config{MaxResponseBytes: 1 << 10, MaxAnswerBytes: 1 << 10}, []byte("m"))
 
 		release := make(chan struct{})
 		stuck := &stuckWriter{lineWriter: lineWriter{header: http.Header{}}, release: release}
@@ -82,8 +52,97 @@ func TestAnswersWaitForTheAnswerBudget(t *testing.T) {
 		if !strings.Contains(waiting.buf.String(), `"messages"`) {
 			t.Fatalf("the third answer, once room was given back: %.200s", waiting.buf.String())
 		}
-		if err := srv.Shutdown(context.Background()); err != nil {
+	})
+}
+
+// answerServer serves a store holding messages of bodies in queue "q",
+// with cfg, inside the current bubble; serve runs a peek of "q" under ctx,
+// its answer written to w, and closes the channel it returns when done.
+func answerServer(t *testing.T, cfg Config, bodies ...[]byte) (serve func(ctx context.Context, w http.ResponseWriter) chan struct{}) {
+	t.Helper()
+	srv := newTestServerIn(t, cfg)
+	if err := srv.st.CreateQueue(context.Background(), "q", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		if _, err := outbox.Send(context.Background(), srv.st, "q", outbox.Message{Body: b}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	_, secret, err := keys.Create(context.Background(), srv.st, keys.Scope{Role: keys.Admin, Queues: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveOn(srv, secret)
+}
+
+// newTestServerIn is a broker with cfg on a fresh store, inside the
+// current bubble.
+func newTestServerIn(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.Logger = st, slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return srv
+}
+
+// serveOn returns answerServer's serve for srv and the key secret.
+func serveOn(srv *Server, secret string) func(ctx context.Context, w http.ResponseWriter) chan struct{} {
+	return func(ctx context.Context, w http.ResponseWriter) chan struct{} {
+		r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/queues/q/messages", nil)
+		r.Header.Set("Authorization", "Bearer "+secret)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			srv.Handler().ServeHTTP(w, r)
+		}()
+		return done
+	}
+}
+
+// TestReadsThatFillTheAnswerBudgetAllAnswer: a read that holds room in a
+// full Config.MaxAnswerBytes writes its answer, larger than that room,
+// while another read waits for room: it exchanges its room for the
+// answer's bytes without a second wait. When it gave its room back and
+// waited anew, the waiting read took that room and the reads that had
+// read waited for room the others held: none answered.
+func TestReadsThatFillTheAnswerBudgetAllAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const room = 4 << 10
+		srv := newTestServerIn(t, Config{MaxResponseBytes: room / 4 * 3, MaxAnswerBytes: 2 * room})
+		ctx := context.Background()
+		a, errA := srv.holdRead(ctx, reads)
+		b, errB := srv.holdRead(ctx, reads)
+		if errA != nil || errB != nil || a == 0 || b == 0 {
+			t.Fatalf("the two reads hold %d and %d (%v, %v), want room each", a, b, errA, errB)
+		}
+		waiting := make(chan int)
+		go func() { // a third read waits for room
+			n, _ := srv.holdRead(ctx, reads)
+			waiting <- n
+		}()
+		synctest.Wait()
+		w := &lineWriter{header: http.Header{}}
+		answered := make(chan struct{})
+		go func() { // the first read has read: an answer larger than the room left
+			defer close(answered)
+			srv.writeAnswer(ctx, w, http.StatusOK, map[string]string{"m": strings.Repeat("x", 2*room)}, reads, a)
+		}()
+		synctest.Wait()
+		select {
+		case <-answered:
+		default:
+			t.Fatal("the first read's answer waits for room")
+		}
+		srv.answers.give(b)
+		srv.answers.give(<-waiting)
 	})
 }

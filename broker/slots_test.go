@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -27,7 +28,7 @@ type openedStream struct {
 func (f *fixture) openStream(t *testing.T, queue, key string, window int) *openedStream {
 	t.Helper()
 	pr, pw := io.Pipe()
-	req, err := http.NewRequestWithContext(ctx, "POST", f.url+"/v1/queues/"+queue+"/stream?window="+itoa(window), pr)
+	req, err := http.NewRequestWithContext(ctx, "POST", f.url+"/v1/queues/"+queue+"/stream?window="+strconv.Itoa(window), pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +57,6 @@ func (s *openedStream) next(t *testing.T) wire.StreamEvent {
 	}
 	return ev
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestOneKeyCannotTakeEveryLongPoll: one key's streams and long-polls take
 // at most its share of Config.MaxLongPolls, and a stream that waits for its
