@@ -96,6 +96,7 @@ func (w *lineWriter) events(t *testing.T) []wire.StreamEvent {
 // client's end of the request body, and the answer.
 type streamBundle struct {
 	st    *mqlite.Store
+	srv   *Server
 	clock *hookClock
 	body  *io.PipeWriter
 	w     *lineWriter
@@ -149,7 +150,7 @@ func openStreamWith(t *testing.T, su streamSetup) *streamBundle {
 		t.Fatal(err)
 	}
 	pr, pw := io.Pipe()
-	b := &streamBundle{st: st, clock: clock, body: pw, w: &lineWriter{header: http.Header{}}, done: make(chan struct{})}
+	b := &streamBundle{st: st, srv: srv, clock: clock, body: pw, w: &lineWriter{header: http.Header{}}, done: make(chan struct{})}
 	var body io.Reader = pr
 	if su.body != nil {
 		body = su.body(pr)
@@ -425,5 +426,42 @@ func TestStreamReadAheadIsBounded(t *testing.T) {
 			_ = body.Close()
 		}
 		writers.Wait()
+	})
+}
+
+// TestStreamHoldsAPlaceOnlyWhileItWaits: a stream holds a long-poll place
+// while it waits for a message and gives it back once its window is full;
+// when it waits again with no place left, it waits for one, claiming
+// nothing, and takes the first given back. The stream's one place was
+// held for as long as it stayed open.
+func TestStreamHoldsAPlaceOnlyWhileItWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openStreamWith(t, streamSetup{window: 1, cfg: Config{MaxLongPolls: 1}})
+		synctest.Wait() // the stream waits for a message: it holds the place
+		if b.srv.polls.take("other") {
+			t.Fatal("a place was free while the stream waited for a message")
+		}
+		if _, err := outbox.Send(context.Background(), b.st, "q", outbox.Message{Body: []byte("a")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // a went out: the window is full
+		if !b.srv.polls.take("other") {
+			t.Fatal("the stream holds its place while its window is full")
+		}
+		a := b.w.events(t)[0].Messages[0]
+		b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: a.Seq, Token: a.LockToken}}})
+		synctest.Wait() // line 1 answered; the stream waits for a place
+		if _, err := outbox.Send(context.Background(), b.st, "q", outbox.Message{Body: []byte("c")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != 2 || evs[1].Line != 1 {
+			t.Fatalf("events %+v, want a and the answer to line 1, c not claimed without a place", evs)
+		}
+		b.srv.polls.give("other")
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != 3 || len(evs[2].Messages) != 1 || string(evs[2].Messages[0].Body) != "c" {
+			t.Fatalf("events %+v, want c once a place was given back", evs)
+		}
 	})
 }
