@@ -53,6 +53,7 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
 	go test -run '^$$' -bench 'BenchmarkBroker$$' -benchtime 50000x ./client/
+	go test -run '^$$' -bench 'BenchmarkBrokerMemory|BenchmarkStreamCommitStall' -benchtime 1x ./broker/
 	go test -run '^$$' -bench BenchmarkBrokerPeekRSS -benchtime 1x -timeout 30m ./client/
 	go test -C relay/nats -run '^$$' -bench BenchmarkRelayJetStream -benchtime 20000x .
 	go test -run '^$$' -bench BenchmarkRelayWebhook -benchtime 20000x ./relay/webhook/

@@ -13,3 +13,7 @@ func FireSchedules(ctx context.Context, s *Store) (int64, error) {
 	n, _, err := s.fireSchedules(ctx)
 	return n, err
 }
+
+// ReceiversKept returns how many receivers and held leases s's registry
+// keeps, without pruning it as Receivers does.
+func ReceiversKept(s *Store) (live, locks int) { return s.receivers.size() }

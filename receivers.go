@@ -183,12 +183,11 @@ func (r *receivers) dropQueue(queue string) {
 	}
 }
 
-// list returns the live receivers, sorted by queue, key, address and name,
-// and forgets those gone (and the lapsed leases).
-func (r *receivers) list() []Receiver {
-	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// prune forgets the receivers gone and the lapsed leases, and returns the
+// leases each receiver left holds; r.mu is held. The store's reaper runs it
+// as time passes (pruneReceivers), so that the registry does not grow
+// until something lists it.
+func (r *receivers) prune(now int64) map[receiverID]int {
 	held := map[receiverID]int{}
 	for tok, l := range r.locks {
 		if l.until <= now {
@@ -198,12 +197,37 @@ func (r *receivers) list() []Receiver {
 		held[l.who]++
 	}
 	grace := ReceiverGrace.Milliseconds()
-	out := make([]Receiver, 0, len(r.live))
 	for id, st := range r.live {
 		if st.waiting == 0 && held[id] == 0 && now-st.lastSeen >= grace {
 			delete(r.live, id)
-			continue
 		}
+	}
+	return held
+}
+
+// pruneReceivers is prune under the registry's lock.
+func (r *receivers) pruneReceivers(now int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prune(now)
+}
+
+// size is how many receivers and held leases the registry keeps.
+func (r *receivers) size() (live, locks int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.live), len(r.locks)
+}
+
+// list returns the live receivers, sorted by queue, key, address and name,
+// and forgets those gone (and the lapsed leases).
+func (r *receivers) list() []Receiver {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held := r.prune(now)
+	out := make([]Receiver, 0, len(r.live))
+	for id, st := range r.live {
 		out = append(out, Receiver{Queue: id.queue, ReceiverTag: id.tag, Waiting: st.waiting,
 			Locks: held[id], LastSeen: fromMillis(st.lastSeen)})
 	}

@@ -3,6 +3,7 @@ package mqlite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -137,5 +138,45 @@ func TestReceiversByTag(t *testing.T) {
 	}
 	if rs := receiversOf(t, st, "q"); len(rs) != 0 {
 		t.Fatalf("after delete: %+v", rs)
+	}
+}
+
+// TestReceiversArePrunedAsTimePasses: the store's reaper forgets the
+// receivers gone (past ReceiverGrace, no wait, no lease) and the lapsed
+// leases, so that the registry does not grow until something lists it;
+// the control shows the grace still keeps them before it ends. Only
+// Receivers pruned it: receivers that came and went were kept for as long
+// as nobody listed them.
+func TestReceiversArePrunedAsTimePasses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := testdb.Open(t, mqlite.Config{})
+	tb.Queue(t, "q", mqlite.QueueOptions{})
+	const n = 50
+	if _, err := outbox.Send(ctx, tb.Store, "q", outbox.Message{Body: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		rctx := mqlite.WithReceiver(ctx, mqlite.ReceiverTag{Name: fmt.Sprint("r", i)})
+		if _, err := tb.Store.Receive(rctx, "q", mqlite.ReceiveOptions{Max: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name             string
+		advance          time.Duration
+		wantLive, wantLk int
+	}{
+		{"within the grace and the lease", 0, n, 1},
+		{"past the grace and the lease", mqlite.DefaultLockDuration + mqlite.ReceiverGrace, 0, 0},
+	}
+	for _, tc := range tests {
+		tb.Clock.Advance(tc.advance)
+		if _, err := mqlite.RunSweeps(ctx, tb.Store); err != nil {
+			t.Fatal(err)
+		}
+		if live, locks := mqlite.ReceiversKept(tb.Store); live != tc.wantLive || locks != tc.wantLk {
+			t.Errorf("%s: the registry keeps %d receivers and %d leases, want %d and %d", tc.name, live, locks, tc.wantLive, tc.wantLk)
+		}
 	}
 }

@@ -20,9 +20,11 @@
 //
 // Receive long-polls: it calls Store.Receive with the request's wait, capped
 // by Config.MaxWait, so a commit or a due moment in the store wakes it at
-// once; nothing polls. At most Config.MaxLongPolls receives wait at a time;
-// past that a waiting receive is refused with 503 (too_many_long_polls) and
-// the client retries.
+// once; nothing polls. At most Config.MaxLongPolls receives wait at a time,
+// at most Config.MaxLongPollsPerKey of them for one access key; past that a
+// waiting receive (or a stream's open) is refused with 503
+// (too_many_long_polls) and the client retries. A stream holds its place
+// only while it waits for a message.
 //
 // Errors are {"error": {"code", "reason", "message"}}: code is one of
 // lock_lost (409), not_found (404), conflict (409), invalid (400),
@@ -59,6 +61,7 @@ const (
 	DefaultKeyCacheTTL       = 2 * time.Second
 	DefaultDrainTimeout      = 30 * time.Second
 	DefaultMaxResponseBytes  = 4 << 20
+	DefaultMaxAnswerBytes    = 64 << 20
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -80,6 +83,11 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxLongPolls caps the receives waiting at once. Defaults to 512.
 	MaxLongPolls int
+	// MaxLongPollsPerKey caps the receives of one access key waiting at
+	// once, so that one key cannot take every place of MaxLongPolls.
+	// Defaults to a quarter of MaxLongPolls (one at least); -1 lets one
+	// key take them all.
+	MaxLongPollsPerKey int
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are net/http's.
 	// Default to 10s, 30s and 2m.
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
@@ -110,6 +118,17 @@ type Config struct {
 	// rows read, then their JSON (base64 bodies, a third larger). Defaults
 	// to 4 MiB; -1 turns the budget off (Max alone bounds an answer).
 	MaxResponseBytes int64
+	// MaxAnswerBytes bounds the bytes of all the answers that carry
+	// messages (receive, complete-receive, receive-deferred, peek, find,
+	// the dead-letter listing) held at once, while they are built and
+	// written to clients that may read slowly or not at all: an answer
+	// waits for room before it is written, for as long as its request
+	// lives (the client's end or its connection's WriteTimeout ends the
+	// wait). A read that takes rows (peek, find, the dead-letter listing)
+	// holds room for MaxResponseBytes before it reads them. One answer
+	// alone always passes, however large. Defaults to 64 MiB; -1 turns the
+	// bound off.
+	MaxAnswerBytes int64
 	// BackupDir is the folder POST /v1/backup writes into: a request names
 	// a plain file in it, never a path. It must exist when New is called.
 	// Empty (the default) turns remote backups off: the endpoint answers
@@ -152,8 +171,15 @@ func (c *Config) fill() error {
 	if c.MaxLongPolls, err = setting.Default("MaxLongPolls", c.MaxLongPolls, DefaultMaxLongPolls); err != nil {
 		return configErr("%v", err)
 	}
+	if c.MaxLongPollsPerKey, err = setting.DefaultOrOff("MaxLongPollsPerKey", c.MaxLongPollsPerKey, max(1, c.MaxLongPolls/4), c.MaxLongPolls); err != nil {
+		return configErr("%v", err)
+	}
+	c.MaxLongPollsPerKey = min(c.MaxLongPollsPerKey, c.MaxLongPolls)
 	// -1 stays -1 in both: the code reading them takes it as off.
 	if c.MaxResponseBytes, err = setting.DefaultOrOff("MaxResponseBytes", c.MaxResponseBytes, DefaultMaxResponseBytes, -1); err != nil {
+		return configErr("%v", err)
+	}
+	if c.MaxAnswerBytes, err = setting.DefaultOrOff("MaxAnswerBytes", c.MaxAnswerBytes, DefaultMaxAnswerBytes, -1); err != nil {
 		return configErr("%v", err)
 	}
 	if c.KeyCacheTTL, err = setting.DefaultOrOff("KeyCacheTTL", c.KeyCacheTTL, DefaultKeyCacheTTL, -1); err != nil {
@@ -192,15 +218,16 @@ func (c *Config) fill() error {
 
 // Server is the broker. It is safe for concurrent use.
 type Server struct {
-	eps     []endpoint // the route table, for the OpenAPI document
-	cfg     Config
-	st      *mqlite.Store
-	log     *slog.Logger
-	handler http.Handler
-	http    *http.Server
+	eps        []endpoint             // the route table, for the OpenAPI document
+	openAPIDoc func() ([]byte, error) // the OpenAPI document of eps, built once
+	cfg        Config
+	st         *mqlite.Store
+	log        *slog.Logger
+	handler    http.Handler
+	http       *http.Server
 
-	polls   chan struct{}  // one token per waiting receive
-	polling sync.WaitGroup // the waiting receives, for Shutdown
+	polls   *slots         // the places of the waiting receives
+	polling sync.WaitGroup // the waiting receives and the streams, for Shutdown
 
 	drain     context.Context // cancelled when Shutdown begins
 	stopDrain context.CancelFunc
@@ -220,6 +247,8 @@ type Server struct {
 	topics sync.Mutex
 
 	waiting waiters // the waiting receives, by key, for revocations
+
+	answers *byteBudget // the bytes of the answers that carry messages (nil: MaxAnswerBytes is off)
 }
 
 type cachedKey struct {
@@ -234,8 +263,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger,
-		polls: make(chan struct{}, cfg.MaxLongPolls), shutdownDone: make(chan struct{}),
+		polls: newSlots(cfg.MaxLongPolls, cfg.MaxLongPollsPerKey), shutdownDone: make(chan struct{}),
 		cache: make(map[[32]byte]cachedKey)}
+	if cfg.MaxAnswerBytes > 0 {
+		s.answers = newByteBudget(int(cfg.MaxAnswerBytes))
+	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
 	s.metricsHTTP = metricsHandler(cfg.Store)
 	s.handler = s.routes()

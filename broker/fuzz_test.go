@@ -3,9 +3,11 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -70,23 +72,42 @@ func FuzzDecodeReceive(f *testing.F) {
 	fuzzDecoder(f, func(r wire.ReceiveRequest) { _, _ = r.Options() })
 }
 
+// tokenBound panics (a fuzz failure) unless checkTokens refuses exactly
+// the tokens longer than MaxLockTokenBytes, with an invalid error.
+func tokenBound(tokens ...string) {
+	long := slices.ContainsFunc(tokens, func(tok string) bool { return len(tok) > MaxLockTokenBytes })
+	err := checkTokens(tokens...)
+	if (err != nil) != long || err != nil && errorBody(err).Code != wire.CodeInvalid {
+		panic(fmt.Sprintf("tokens %q: %v", tokens, err))
+	}
+}
+
 func FuzzDecodeLock(f *testing.F) {
-	fuzzDecoder(f, func(r wire.LockRequest) { _ = r.Lock("q") })
+	fuzzDecoder(f, func(r wire.LockRequest) {
+		_ = r.Lock("q")
+		tokenBound(r.Token)
+	})
 }
 
 func FuzzDecodeLocks(f *testing.F) {
 	fuzzDecoder(f, func(r wire.LocksRequest) {
 		for _, l := range r.Locks {
 			_ = l.Lock("q")
+			tokenBound(l.Token)
 		}
 	})
 }
 
 func FuzzDecodeAbandon(f *testing.F) {
-	fuzzDecoder(f, func(r wire.AbandonRequest) { _ = wire.MSDur(r.DelayMS) })
+	fuzzDecoder(f, func(r wire.AbandonRequest) {
+		_ = wire.MSDur(r.DelayMS)
+		tokenBound(r.Token)
+	})
 }
 
-func FuzzDecodeReject(f *testing.F) { fuzzDecoder(f, func(wire.RejectRequest) {}) }
+func FuzzDecodeReject(f *testing.F) {
+	fuzzDecoder(f, func(r wire.RejectRequest) { tokenBound(r.Token) })
+}
 
 func FuzzDecodeSeq(f *testing.F) { fuzzDecoder(f, func(wire.SeqRequest) {}) }
 
@@ -226,8 +247,20 @@ func FuzzPeekQuery(f *testing.F) {
 
 func FuzzDecodeStreamSettle(f *testing.F) {
 	fuzzDecoder(f, func(r wire.StreamSettle) {
+		var tokens []string
 		for _, l := range r.Complete {
 			_ = l.Lock("q")
+			tokens = append(tokens, l.Token)
+		}
+		for _, a := range r.Abandon {
+			tokens = append(tokens, a.Token)
+		}
+		for _, rj := range r.Reject {
+			tokens = append(tokens, rj.Token)
+		}
+		tokenBound(tokens...)
+		if (checkStreamTokens(r) == nil) != (checkTokens(tokens...) == nil) {
+			panic(fmt.Sprintf("a line's tokens %q: checkStreamTokens and checkTokens differ", tokens))
 		}
 		_ = r.Items()
 	})
@@ -254,7 +287,7 @@ func FuzzStreamLines(f *testing.F) {
 				t.Fatalf("accepted a line that is not UTF-8: %q", line)
 			}
 			_ = v.Items()
-			return nil
+			return checkStreamTokens(v)
 		})
 		if err != nil {
 			if eb := errorBody(err); eb.Code == "" || eb.Reason == "" {

@@ -240,18 +240,26 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			if err := require(ctx, e.role, r.PathValue(e.scope)); err != nil {
 				return err
 			}
-			res, err := e.fn(r)
+			kind := answerKindOf(e.pattern)
+			held, err := s.holdRead(ctx, kind)
 			if err != nil {
 				return err
 			}
+			res, err := e.fn(r)
+			if err != nil {
+				s.answers.give(held)
+				return err
+			}
 			if res.raw != nil {
+				s.answers.give(held)
 				res.raw.ServeHTTP(sw, r)
 				return nil
 			}
 			if res.body == nil {
+				s.answers.give(held)
 				sw.WriteHeader(res.status)
 			} else {
-				writeJSON(sw, res.status, res.body)
+				s.writeAnswer(ctx, sw, res.status, res.body, kind, held)
 			}
 			return nil
 		}()

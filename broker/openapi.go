@@ -96,13 +96,19 @@ var openRoutes = map[string]operation{
 	"GET /metrics":       {"Prometheus metrics of every queue (text exposition format)", nil, nil, http.StatusOK, nil},
 }
 
-// openAPI answers the OpenAPI document of the broker's routes.
+// openAPI answers the OpenAPI document of the broker's routes, built once
+// (the first time it is asked for): the endpoint is open to any caller,
+// and building it takes thousands of allocations.
 func (s *Server) openAPI(*http.Request) (result, error) {
-	doc, err := openAPI(s.eps)
+	doc, err := s.openAPIDoc()
 	if err != nil {
 		return result{}, err
 	}
-	return ok(json.RawMessage(doc))
+	return result{raw: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(doc)
+	})}, nil
 }
 
 var pathParam = regexp.MustCompile(`\{([a-z]+)\}`)

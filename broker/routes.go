@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -72,6 +73,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(e.pattern, s.wrap(e))
 	}
 	s.eps = eps
+	s.openAPIDoc = sync.OnceValues(func() ([]byte, error) { return openAPI(eps) })
 	mux.Handle("GET "+OpenAPIPath, s.open(s.openAPI))
 	s.mountUI(mux)
 	if s.cfg.PublicMetrics {
@@ -84,7 +86,21 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/", s.open(func(r *http.Request) (result, error) {
 		return result{}, &apiError{wire.CodeNotFound, wire.ReasonNoRoute, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
 	}))
-	return mux
+	return hsts(mux)
+}
+
+// hsts adds Strict-Transport-Security to every answer over TLS (ServeTLS,
+// or a TLS server of the caller's around Handler): a browser that reached
+// the broker over HTTPS (the dashboard) never falls back to plain HTTP,
+// where its key would travel in clear. A year, as browsers' preload lists
+// ask.
+func hsts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // ready answers 200 while the broker is not draining and the store answers.
@@ -194,26 +210,48 @@ func (s *Server) receiveOptions(req wire.ReceiveRequest) (mqlite.ReceiveOptions,
 
 // waitFor readies the ctx of a receive: tagged with the receiver it is for
 // (the store's registry of receivers counts it), and, when it may wait
-// (wait > 0), holding one of Config.MaxLongPolls tokens (503
-// too_many_long_polls when none is left), ended by a shutdown (the receive
-// then answers nothing) and by the revocation of the request's key
-// (errRevoked as the cause). done releases what it took.
+// (wait > 0), holding one of Config.MaxLongPolls places, one of its key's
+// Config.MaxLongPollsPerKey (503 too_many_long_polls when none is left),
+// and watched (see watch). done releases what it took.
 func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Context, done func(), err error) {
-	if ctx, err = receiverCtx(r); err != nil {
+	if wait <= 0 {
+		if ctx, err = receiverCtx(r); err != nil {
+			return nil, nil, err
+		}
+		return ctx, func() {}, nil
+	}
+	key := keyOf(r.Context()).ID
+	if !s.polls.take(key) {
+		if _, err := receiverCtx(r); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errBusy()
+	}
+	ctx, unwatch, err := s.watch(r)
+	if err != nil {
+		s.polls.give(key)
 		return nil, nil, err
 	}
-	if wait <= 0 {
-		return ctx, func() {}, nil
+	return ctx, func() { unwatch(); s.polls.give(key) }, nil
+}
+
+// errBusy is the answer to a wait that finds no place left.
+func errBusy() error {
+	return &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
+}
+
+// watch readies the ctx of a receive or a stream that may wait: tagged
+// with the receiver it is for, ended by a shutdown (the receive then
+// answers nothing) and by the revocation of the request's key (errRevoked
+// as the cause), and counted for Shutdown. done releases what it took.
+func (s *Server) watch(r *http.Request) (ctx context.Context, done func(), err error) {
+	if ctx, err = receiverCtx(r); err != nil {
+		return nil, nil, err
 	}
 	if s.drain.Err() != nil {
 		return nil, nil, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
 	}
-	select {
-	case s.polls <- struct{}{}:
-		s.polling.Add(1)
-	default:
-		return nil, nil, &apiError{wire.CodeUnavailable, wire.ReasonBusy, "too many receives waiting; retry"}
-	}
+	s.polling.Add(1)
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(s.drain, func() { cancel(nil) })
 	remove, ok := s.waiting.add(keyOf(ctx).ID, cancel)
@@ -223,7 +261,6 @@ func (s *Server) waitFor(r *http.Request, wait time.Duration) (ctx context.Conte
 		}
 		stop()
 		cancel(nil)
-		<-s.polls
 		s.polling.Done()
 	}
 	if !ok {
@@ -286,6 +323,9 @@ func (s *Server) completeReceive(r *http.Request) (result, error) {
 	if err := s.checkBatch(len(req.Complete), "locks"); err != nil {
 		return result{}, err
 	}
+	if err := checkLockTokens(req.Complete); err != nil {
+		return result{}, err
+	}
 	opts, err := s.receiveOptions(req.Receive)
 	if err != nil {
 		return result{}, err
@@ -315,7 +355,7 @@ func (s *Server) completeReceive(r *http.Request) (result, error) {
 }
 
 func (s *Server) complete(r *http.Request) (result, error) {
-	req, err := decode[wire.LockRequest](r.Body)
+	req, err := decodeLock(r.Body)
 	if err != nil {
 		return result{}, err
 	}
@@ -331,6 +371,9 @@ func (s *Server) locks(r *http.Request) ([]mqlite.Lock, error) {
 		return nil, err
 	}
 	if err := s.checkBatch(len(req.Locks), "locks"); err != nil {
+		return nil, err
+	}
+	if err := checkLockTokens(req.Locks); err != nil {
 		return nil, err
 	}
 	q := r.PathValue("queue")
@@ -362,6 +405,9 @@ func (s *Server) completeBatch(r *http.Request) (result, error) {
 
 func (s *Server) abandon(r *http.Request) (result, error) {
 	req, err := decode[wire.AbandonRequest](r.Body)
+	if err == nil {
+		err = checkTokens(req.Token)
+	}
 	if err != nil {
 		return result{}, err
 	}
@@ -377,6 +423,9 @@ func (s *Server) abandon(r *http.Request) (result, error) {
 
 func (s *Server) reject(r *http.Request) (result, error) {
 	req, err := decode[wire.RejectRequest](r.Body)
+	if err == nil {
+		err = checkTokens(req.Token)
+	}
 	if err != nil {
 		return result{}, err
 	}
@@ -388,7 +437,7 @@ func (s *Server) reject(r *http.Request) (result, error) {
 }
 
 func (s *Server) deferMsg(r *http.Request) (result, error) {
-	req, err := decode[wire.LockRequest](r.Body)
+	req, err := decodeLock(r.Body)
 	if err != nil {
 		return result{}, err
 	}
@@ -415,7 +464,7 @@ func (s *Server) receiveDeferred(r *http.Request) (result, error) {
 }
 
 func (s *Server) renew(r *http.Request) (result, error) {
-	req, err := decode[wire.LockRequest](r.Body)
+	req, err := decodeLock(r.Body)
 	if err != nil {
 		return result{}, err
 	}

@@ -26,7 +26,16 @@ const streamPattern = "POST /v1/queues/{queue}/stream"
 // ends the stream with 413 too_large.
 const MaxStreamLine = 1 << 20
 
-// maxLinesPerCommit bounds the client lines one commit of a stream settles.
+// maxReadAhead bounds the bytes of a stream's client lines read and not
+// yet answered: the reader stops reading past it until a commit answers
+// lines, so that a client that writes faster than its lines commit, or
+// does not read the answers (a write that waits holds every line behind
+// it), holds at most this much of the broker's memory, besides one line
+// (MaxStreamLine) being read.
+const maxReadAhead = MaxStreamLine
+
+// maxLinesPerCommit bounds the client lines one commit of a stream
+// settles; Config.MaxBatch bounds their settlements.
 const maxLinesPerCommit = 64
 
 // stream is the streaming receive: the answer is newline-delimited JSON
@@ -49,13 +58,26 @@ func (s *Server) stream(r *http.Request) (result, error) {
 	if _, err := s.st.GetQueue(r.Context(), q); err != nil {
 		return result{}, err
 	}
-	ctx, done, err := s.waitFor(r, 1) // a stream waits: it holds a long-poll token
+	// The open takes a place for the stream's first wait (503 when its
+	// key has none left: the client long-polls instead); a stream holds
+	// one only while it waits for a message.
+	key := keyOf(r.Context()).ID
+	if !s.polls.take(key) {
+		if _, err := receiverCtx(r); err != nil {
+			return result{}, err
+		}
+		return result{}, errBusy()
+	}
+	ctx, done, err := s.watch(r)
 	if err != nil {
+		s.polls.give(key)
 		return result{}, err
 	}
 	return result{raw: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer done()
-		st := &streamer{s: s, q: q, window: window, budget: budget, inflight: map[int64]string{}}
+		st := &streamer{s: s, q: q, key: key, slot: true, window: window, budget: budget,
+			inflight: map[int64]string{}, ahead: newByteBudget(maxReadAhead)}
+		defer st.giveSlot()
 		st.serve(ctx, w, r)
 	})}, nil
 }
@@ -87,18 +109,26 @@ func (s *Server) streamOptions(r *http.Request) (window int, budget int64, err e
 type streamer struct {
 	s        *Server
 	q        string
+	key      string // the id of the stream's access key
+	slot     bool   // holds one of its key's long-poll places
 	window   int
 	budget   int64
 	inflight map[int64]string // the tokens of the seqs handed out and not yet settled or released
-	lines    int64            // client lines read so far
-	w        http.ResponseWriter
-	rc       *http.ResponseController
+	pending  *inLine          // a line read that did not fit in the last commit (Config.MaxBatch)
+	ahead    *byteBudget      // the bytes of the lines read and not yet answered
+	// maxSettles bounds the settlements of one commit; 0 means
+	// Config.MaxBatch (a benchmark sets the old, larger bound).
+	maxSettles int
+	lines      int64 // client lines read so far
+	w          http.ResponseWriter
+	rc         *http.ResponseController
 }
 
 // inLine is a decoded client line, or the error that ends the reading.
 type inLine struct {
-	v   wire.StreamSettle
-	err error
+	v    wire.StreamSettle
+	size int // its bytes, counted in the stream's read-ahead until answered
+	err  error
 }
 
 func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Request) {
@@ -121,12 +151,21 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 			close(ended)
 		}()
 		err := readStreamLines(r.Body, MaxStreamLine, func(b []byte) error {
+			// Read no further ahead of the answers than maxReadAhead:
+			// a client that does not read its answers stops the
+			// reading of its lines.
+			if err := st.ahead.take(readCtx, len(b)); err != nil {
+				return err
+			}
 			v, err := decodeBytes[wire.StreamSettle](b)
 			if err == nil {
 				err = st.s.checkBatch(v.Items(), "settlements in one line")
 			}
+			if err == nil {
+				err = checkStreamTokens(v)
+			}
 			select {
-			case lines <- inLine{v: v, err: err}:
+			case lines <- inLine{v: v, size: len(b), err: err}:
 			case <-readCtx.Done():
 				return readCtx.Err()
 			}
@@ -165,10 +204,35 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended <-chan struct{}) error {
 	closed := false // the client ended its body: settle what came, claim no more
 	for {
-		var batch []wire.StreamSettle
+		var (
+			batch []wire.StreamSettle
+			items int // the settlements of batch: Config.MaxBatch at most
+			size  int // the bytes of batch's lines
+		)
+		// A commit takes whole lines, as many as fit in Config.MaxBatch
+		// settlements (one at least, which checkBatch bounded): one commit
+		// holds the store's one writer for so many, and no more, while
+		// every other tenant's sends wait.
+		limit := min(st.s.cfg.MaxBatch, mqlite.MaxReceiveBatch) // CompleteAndReceive's bound too
+		if st.maxSettles > 0 {
+			limit = st.maxSettles
+		}
+		take := func(l inLine) bool {
+			if n := l.v.Items(); len(batch) == 0 || items+n <= limit {
+				batch, items, size = append(batch, l.v), items+n, size+l.size
+				return true
+			}
+			st.pending = &l
+			return false
+		}
+		if st.pending != nil {
+			l := *st.pending
+			st.pending = nil
+			take(l)
+		}
 		// Block for a line when nothing else can be done: the window is
 		// full, or the client is done.
-		if len(st.inflight) >= st.window && !closed {
+		if len(batch) == 0 && len(st.inflight) >= st.window && !closed {
 			select {
 			case l, ok := <-lines:
 				if !ok {
@@ -178,7 +242,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 				if l.err != nil {
 					return l.err
 				}
-				batch = append(batch, l.v)
+				take(l)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -191,7 +255,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 		default:
 		}
 	gather:
-		for len(batch) < maxLinesPerCommit && !closed {
+		for len(batch) < maxLinesPerCommit && st.pending == nil && !closed {
 			select {
 			case l, ok := <-lines:
 				if !ok {
@@ -201,7 +265,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 				if l.err != nil {
 					return l.err
 				}
-				batch = append(batch, l.v)
+				take(l)
 			default:
 				break gather
 			}
@@ -211,6 +275,7 @@ func (st *streamer) run(ctx context.Context, lines <-chan inLine, arrived, ended
 			if err := st.settle(ctx, batch, !closed); err != nil {
 				return err
 			}
+			st.ahead.give(size) // answered: the reader may read more
 		case closed:
 			return nil
 		default:
@@ -324,6 +389,10 @@ const settleHold = time.Millisecond
 // way when the line comes commits and its messages go out (a cancelled
 // claim would roll back, and its messages would wait for another).
 func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) error {
+	if ok, err := st.takeSlot(ctx, arrived, ended); !ok {
+		return err
+	}
+	defer st.giveSlot()
 	interrupt := make(chan struct{}, 1)
 	stop := make(chan struct{})
 	held := make(chan struct{})
@@ -335,10 +404,42 @@ func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) er
 		Max: st.window - len(st.inflight), Wait: st.s.cfg.MaxWait, MaxBytes: st.budget})
 	close(stop)
 	<-held
+	st.giveSlot() // before the write: a stream that waits for its client holds no place
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
 	return st.write(st.handOut(msgs))
+}
+
+// takeSlot takes a long-poll place of the stream's key for a wait, if it
+// holds none, waiting for one to be given back. It reports false when a
+// client line comes (arrived), the lines end or ctx ends first (with ctx's
+// error): the stream then settles, ends or stops, and waits again after.
+func (st *streamer) takeSlot(ctx context.Context, arrived, ended <-chan struct{}) (bool, error) {
+	for !st.slot {
+		freed := st.s.polls.released()
+		if st.slot = st.s.polls.take(st.key); st.slot {
+			break
+		}
+		select {
+		case <-freed:
+		case <-arrived:
+			return false, nil
+		case <-ended:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return true, nil
+}
+
+// giveSlot gives back the long-poll place the stream holds, if any.
+func (st *streamer) giveSlot() {
+	if st.slot {
+		st.slot = false
+		st.s.polls.give(st.key)
+	}
 }
 
 // holdLines signals interrupt settleHold after a line arrives, or at once

@@ -9,7 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +21,10 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
 	"github.com/mqlite/mqlite/outbox"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The streamer's tests run in a synctest bubble: the wall clock, Receive's
@@ -88,6 +96,7 @@ func (w *lineWriter) events(t *testing.T) []wire.StreamEvent {
 // client's end of the request body, and the answer.
 type streamBundle struct {
 	st    *mqlite.Store
+	srv   *Server
 	clock *hookClock
 	body  *io.PipeWriter
 	w     *lineWriter
@@ -98,9 +107,27 @@ type streamBundle struct {
 // inside the current bubble, with a broker whose long-polls last an hour.
 func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle {
 	t.Helper()
+	return openStreamWith(t, streamSetup{window: window, send: send})
+}
+
+// streamSetup is what openStreamWith serves.
+type streamSetup struct {
+	window int
+	send   []outbox.Message
+	cfg    Config                    // the broker's; Store, MaxWait and Logger are set
+	tracer trace.TracerProvider      // the store's, when not nil
+	w      http.ResponseWriter       // the answer's writer, when not b.w
+	body   func(io.Reader) io.Reader // wraps the request body, when not nil
+}
+
+// openStreamWith is openStream with more to set.
+func openStreamWith(t *testing.T, su streamSetup) *streamBundle {
+	t.Helper()
+	window, send := su.window, su.send
 	clock := &hookClock{}
 	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{Clock: clock,
-		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1})
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
+		TracerProvider: su.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +139,9 @@ func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle 
 			t.Fatal(err)
 		}
 	}
-	srv, err := New(Config{Store: st, MaxWait: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := su.cfg
+	cfg.Store, cfg.MaxWait, cfg.Logger = st, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,12 +150,20 @@ func openStream(t *testing.T, window int, send ...outbox.Message) *streamBundle 
 		t.Fatal(err)
 	}
 	pr, pw := io.Pipe()
-	b := &streamBundle{st: st, clock: clock, body: pw, w: &lineWriter{header: http.Header{}}, done: make(chan struct{})}
-	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", pr)
-	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}}
+	b := &streamBundle{st: st, srv: srv, clock: clock, body: pw, w: &lineWriter{header: http.Header{}}, done: make(chan struct{})}
+	var body io.Reader = pr
+	if su.body != nil {
+		body = su.body(pr)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/queues/q/stream", body)
+	s := &streamer{s: srv, q: "q", window: window, budget: budget, inflight: map[int64]string{}, ahead: newByteBudget(maxReadAhead)}
+	var w http.ResponseWriter = b.w
+	if su.w != nil {
+		w = su.w
+	}
 	go func() {
 		defer close(b.done)
-		s.serve(context.Background(), b.w, r)
+		s.serve(context.Background(), w, r)
 	}()
 	t.Cleanup(func() {
 		_ = pw.Close()
@@ -247,6 +284,184 @@ func TestStreamHoldsLineWhileWaiting(t *testing.T) {
 		evs = b.w.events(t)
 		if len(evs) != 4 || len(evs[2].Messages) != 1 || string(evs[2].Messages[0].Body) != "d" || evs[3].Line != 2 {
 			t.Fatalf("events %+v, want d, then the answer to line 2", evs[2:])
+		}
+	})
+}
+
+// TestStreamCommitIsBoundedByMaxBatch: the lines that come together commit
+// together, up to Config.MaxBatch settlements: one commit of a stream
+// holds the store's one writer for no more, however many lines wait. The
+// store's settle spans count the completions of each transaction. Up to
+// 64 lines of MaxBatch each used to commit in one transaction.
+func TestStreamCommitIsBoundedByMaxBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxBatch, lines = 4, 3
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		b := openStreamWith(t, streamSetup{window: 1, cfg: Config{MaxBatch: maxBatch}, tracer: tp})
+		synctest.Wait() // the stream long-polls an empty queue
+		seq := int64(1)
+		for range lines { // full lines of completions of no live lock
+			var l wire.StreamSettle
+			for range maxBatch {
+				l.Complete = append(l.Complete, wire.LockRequest{Seq: seq, Token: strings.Repeat("a", 32)})
+				seq++
+			}
+			b.line(t, l)
+		}
+		synctest.Wait()
+		time.Sleep(settleHold) // the lines commit
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != lines {
+			t.Fatalf("events %+v, want the answers to %d lines", evs, lines)
+		}
+		var commits []int
+		for _, sp := range rec.Ended() {
+			for _, a := range sp.Attributes() {
+				if a.Key == semconv.MessagingBatchMessageCountKey {
+					commits = append(commits, int(a.Value.AsInt64()))
+				}
+			}
+		}
+		if len(commits) != lines || slices.Max(commits) > maxBatch {
+			t.Fatalf("completions per transaction %v, want %d of at most %d", commits, lines, maxBatch)
+		}
+	})
+}
+
+// stuckWriter is the answer of a client that does not read: every write
+// waits until release is closed.
+type stuckWriter struct {
+	lineWriter
+	release chan struct{}
+	entered atomic.Int64 // the writes begun
+}
+
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	w.entered.Add(1)
+	<-w.release
+	return w.lineWriter.Write(p)
+}
+
+// countingReader counts the bytes the stream read of its client's lines.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestStreamReadAheadIsBounded: a client that writes lines without end
+// and reads no answer gets no more of its lines read, decoded and held
+// than the read-ahead bound (maxReadAhead, besides the one line being
+// read): the bytes the broker read and the heap it holds stay within a
+// bound derived from the limits. The reader used to read and decode up to
+// 64 lines ahead of a commit that waited for its answer to be read, and
+// 64 more sat in that commit: 12 streams held 2.6 GiB.
+func TestStreamReadAheadIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			streams   = 4
+			reasonLen = 128 << 10
+			lines     = 256 // per stream: 32 MiB each, were all of it read
+		)
+		var l wire.StreamSettle
+		l.Reject = []wire.RejectRequest{{Seq: 1, Token: strings.Repeat("a", 32), Reason: strings.Repeat("r", reasonLen)}}
+		line, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line = append(line, '\n')
+
+		release := make(chan struct{})
+		defer close(release) // runs before the streams' cleanups: they end
+		bodies := make([]*io.PipeWriter, streams)
+		var read atomic.Int64
+		for i := range bodies {
+			b := openStreamWith(t, streamSetup{window: 1,
+				w:    &stuckWriter{lineWriter: lineWriter{header: http.Header{}}, release: release},
+				body: func(r io.Reader) io.Reader { return countingReader{r, &read} }})
+			bodies[i] = b.body
+		}
+		synctest.Wait() // every stream long-polls an empty queue
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+
+		var writers sync.WaitGroup
+		for _, body := range bodies {
+			writers.Go(func() {
+				for range lines {
+					if _, err := body.Write(line); err != nil {
+						return // the stream ended
+					}
+				}
+			})
+		}
+		synctest.Wait()
+		time.Sleep(settleHold) // the first lines commit; their answers wait
+		synctest.Wait()        // the readers and the writers wait
+
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		// Per stream: the scanner's buffer (one line, MaxStreamLine at
+		// most), the lines read ahead (maxReadAhead) and their decoded
+		// copies, and the line being read.
+		perStream := int64(MaxStreamLine + 2*maxReadAhead + 2*len(line))
+		t.Logf("held %d KiB, read %d KiB", held>>10, read.Load()>>10)
+		if bound := streams * perStream; held > bound {
+			t.Errorf("the broker holds %d MiB for %d streams that do not read, want at most %d MiB",
+				held>>20, streams, bound>>20)
+		}
+		if bound := int64(streams * (maxReadAhead + 3*len(line))); read.Load() > bound {
+			t.Errorf("the broker read %d KiB of lines not answered, want at most %d KiB", read.Load()>>10, bound>>10)
+		}
+		for _, body := range bodies {
+			_ = body.Close()
+		}
+		writers.Wait()
+	})
+}
+
+// TestStreamHoldsAPlaceOnlyWhileItWaits: a stream holds a long-poll place
+// while it waits for a message and gives it back once its window is full;
+// when it waits again with no place left, it waits for one, claiming
+// nothing, and takes the first given back. The stream's one place was
+// held for as long as it stayed open.
+func TestStreamHoldsAPlaceOnlyWhileItWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := openStreamWith(t, streamSetup{window: 1, cfg: Config{MaxLongPolls: 1}})
+		synctest.Wait() // the stream waits for a message: it holds the place
+		if b.srv.polls.take("other") {
+			t.Fatal("a place was free while the stream waited for a message")
+		}
+		if _, err := outbox.Send(context.Background(), b.st, "q", outbox.Message{Body: []byte("a")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // a went out: the window is full
+		if !b.srv.polls.take("other") {
+			t.Fatal("the stream holds its place while its window is full")
+		}
+		a := b.w.events(t)[0].Messages[0]
+		b.line(t, wire.StreamSettle{Complete: []wire.LockRequest{{Seq: a.Seq, Token: a.LockToken}}})
+		synctest.Wait() // line 1 answered; the stream waits for a place
+		if _, err := outbox.Send(context.Background(), b.st, "q", outbox.Message{Body: []byte("c")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != 2 || evs[1].Line != 1 {
+			t.Fatalf("events %+v, want a and the answer to line 1, c not claimed without a place", evs)
+		}
+		b.srv.polls.give("other")
+		synctest.Wait()
+		if evs := b.w.events(t); len(evs) != 3 || len(evs[2].Messages) != 1 || string(evs[2].Messages[0].Body) != "c" {
+			t.Fatalf("events %+v, want c once a place was given back", evs)
 		}
 	})
 }

@@ -84,6 +84,17 @@ func TestServeTLS(t *testing.T) {
 	if resp.StatusCode != 200 || resp.TLS == nil {
 		t.Fatalf("readyz over TLS: %d, tls %v", resp.StatusCode, resp.TLS != nil)
 	}
+	// Every answer over TLS tells the browser to stay on HTTPS.
+	for _, path := range []string{"/readyz", "/v1/whoami", "/ui/"} {
+		resp, err := hc.Get("https://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("GET %s over TLS: Strict-Transport-Security %q, want max-age=31536000", path, got)
+		}
+	}
 	// Plain HTTP on the TLS port is refused.
 	if resp, err := http.Get("http://" + ln.Addr().String() + "/readyz"); err == nil {
 		resp.Body.Close()
@@ -96,5 +107,21 @@ func TestServeTLS(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNoHSTSWithoutTLS: an answer over plain HTTP carries no
+// Strict-Transport-Security (browsers ignore it there, and it would
+// promise what the listener does not serve).
+func TestNoHSTSWithoutTLS(t *testing.T) {
+	t.Parallel()
+	url := serve(t, broker.Config{Store: testdb.Open(t, mqlite.Config{}).Store, Logger: quiet()}, nil)
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Strict-Transport-Security"); got != "" {
+		t.Fatalf("Strict-Transport-Security %q over plain HTTP", got)
 	}
 }
