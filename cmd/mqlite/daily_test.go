@@ -213,14 +213,17 @@ func TestServeMaxMessageBytes(t *testing.T) {
 	}
 }
 
-// TestServeRefusesABodyLimitTooSmall: --max-body given below what
-// --max-message-bytes needs is a usage error, as is a limit out of range.
-func TestServeRefusesABodyLimitTooSmall(t *testing.T) {
+// TestServeRefusesBadLimits: --max-body given below what
+// --max-message-bytes needs is a usage error, as is a limit out of range
+// (the broker's shares and budgets included: the flags reach its Config).
+func TestServeRefusesBadLimits(t *testing.T) {
 	t.Parallel()
 	for _, extra := range [][]string{
 		{"--max-message-bytes", "6000000", "--max-body", "1000000"},
 		{"--max-message-bytes", "0"},
 		{"--max-message-bytes", "20000000"},
+		{"--max-long-polls-per-key", "-5"},
+		{"--max-answers", "-7"},
 	} {
 		code, served, _, errOut := serveUntilServing(t, extra...)
 		if code != 2 || served {

@@ -147,6 +147,7 @@ standby").`,
 	f.IntVar(&cfg.MaxBatch, "max-batch", broker.DefaultMaxBatch, "the most messages or locks in one batched request")
 	f.DurationVar(&cfg.MaxWait, "max-wait", broker.DefaultMaxWait, "the longest a receive may wait")
 	f.IntVar(&cfg.MaxLongPolls, "max-long-polls", broker.DefaultMaxLongPolls, "the most receives waiting at once")
+	f.IntVar(&cfg.MaxLongPollsPerKey, "max-long-polls-per-key", 0, "the most receives of one access key waiting at once (default a quarter of --max-long-polls; -1: no share)")
 	f.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", broker.DefaultReadHeaderTimeout, "the time to read a request's headers")
 	f.DurationVar(&cfg.ReadTimeout, "read-timeout", broker.DefaultReadTimeout, "the time to read a whole request")
 	f.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "the time to write a response (default --max-wait + 30s)")
@@ -156,6 +157,7 @@ standby").`,
 	f.BoolVar(&plainHTTP, "allow-plain-http", false, "serve plain HTTP on an address other than loopback: access keys then cross the network in clear text")
 	f.StringVar(&cfg.BackupDir, "backup-dir", "", "the `folder` POST /v1/backup writes into (default: remote backups off)")
 	f.Int64Var(&cfg.MaxResponseBytes, "max-response", broker.DefaultMaxResponseBytes, "the byte budget of an answer that carries messages (-1: none)")
+	f.Int64Var(&cfg.MaxAnswerBytes, "max-answers", broker.DefaultMaxAnswerBytes, "the byte budget of all the answers that carry messages at once (-1: none)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
 	return cmd
