@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,19 +26,24 @@ import (
 )
 
 // A JetStream cluster of three nodes on loopback, each with its own store
-// dir, client port and route port, all known before the first starts, so
-// that a node shut down comes back on the same ports and store.
+// dir, client, route and monitoring ports, all known before the first
+// starts, so that a node stopped comes back on the same ports and store.
+// Its nodes are servers in this process (newCluster), stopped by a
+// Shutdown, or child processes (newKillableCluster), stopped by SIGKILL.
 type cluster struct {
 	t     testing.TB
 	mu    sync.Mutex
 	nodes []*node
+	procs bool // each node a child process
 }
 
 type node struct {
-	name        string
-	dir         string
-	port, route int
-	srv         *server.Server // nil while down
+	name              string
+	dir               string
+	port, route, http int
+	srv               *server.Server // in this process; nil while down
+	proc              *exec.Cmd      // a child process; nil while down
+	stdin             io.WriteCloser // of proc: the node stops when it closes
 }
 
 // freePorts returns n ports that were free a moment ago on 127.0.0.1.
@@ -57,45 +64,56 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
-// newCluster starts three nodes and waits until JetStream has a meta
-// leader. The test's cleanup shuts them down.
-func newCluster(t testing.TB) *cluster {
+// newCluster starts three nodes in this process and waits until JetStream
+// has a meta leader. The test's cleanup shuts them down.
+func newCluster(t testing.TB) *cluster { return startCluster(t, false) }
+
+// newKillableCluster starts three nodes, each a child process, and waits
+// until JetStream has a meta leader. stop SIGKILLs a node; the test's
+// cleanup kills them all.
+func newKillableCluster(t testing.TB) *cluster { return startCluster(t, true) }
+
+func startCluster(t testing.TB, procs bool) *cluster {
 	t.Helper()
-	ports := freePorts(t, 6)
-	c := &cluster{t: t}
+	ports := freePorts(t, 9)
+	c := &cluster{t: t, procs: procs}
 	for i := range 3 {
 		c.nodes = append(c.nodes, &node{
 			name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(t.TempDir(), fmt.Sprint(i)),
-			port: ports[2*i], route: ports[2*i+1],
+			port: ports[3*i], route: ports[3*i+1], http: ports[3*i+2],
 		})
-	}
-	for _, n := range c.nodes {
-		c.start(n)
 	}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			c.stop(n)
 		}
 	})
+	for _, n := range c.nodes {
+		c.start(n)
+	}
 	c.waitFor("a meta leader", func() bool { return c.metaLeader() != nil })
 	return c
 }
 
-// start starts n on its ports and store.
-func (c *cluster) start(n *node) {
-	c.t.Helper()
+// config returns n's nodeConfig.
+func (c *cluster) config(n *node) nodeConfig {
 	routes := make([]string, 0, 2)
 	for _, o := range c.nodes {
 		if o != n {
 			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", o.route))
 		}
 	}
-	s, err := server.NewServer(&server.Options{
-		ServerName: n.name, Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir,
-		NoLog: true, NoSigs: true,
-		Cluster: server.ClusterOpts{Name: "mqlite-test", Host: "127.0.0.1", Port: n.route},
-		Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-	})
+	return nodeConfig{Name: n.name, Dir: n.dir, Port: n.port, Route: n.route, HTTP: n.http, Routes: strings.Join(routes, ",")}
+}
+
+// start starts n on its ports and store.
+func (c *cluster) start(n *node) {
+	c.t.Helper()
+	if c.procs {
+		c.startProcess(n)
+		return
+	}
+	s, err := server.NewServer(c.config(n).options())
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -108,14 +126,18 @@ func (c *cluster) start(n *node) {
 	c.mu.Unlock()
 }
 
-// stop shuts n down, if it is up.
+// stop shuts n down, if it is up: a Shutdown in this process, a SIGKILL
+// of a child process.
 func (c *cluster) stop(n *node) {
 	c.mu.Lock()
-	s := n.srv
-	n.srv = nil
+	s, proc, stdin := n.srv, n.proc, n.stdin
+	n.srv, n.proc, n.stdin = nil, nil, nil
 	c.mu.Unlock()
 	if s != nil {
 		shutdown(s)
+	}
+	if proc != nil {
+		kill(proc, stdin)
 	}
 }
 
@@ -133,7 +155,7 @@ func (c *cluster) metaLeader() *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		if n.srv != nil && n.srv.JetStreamIsLeader() {
+		if n.srv != nil && n.srv.JetStreamIsLeader() || n.proc != nil && leadsMeta(n) {
 			return n
 		}
 	}
@@ -327,37 +349,47 @@ func exactlyOnce(t testing.TB, s jetstream.Stream, n int) {
 }
 
 // TestClusterLeaderLoss relays clusterN messages into an R3 stream of a
-// three-node cluster while a leader is shut down a quarter of the way in
-// (the stream's leader, or the meta leader) and comes back on the same
-// ports and store once a new one is elected. The stream ends with every
-// message exactly once by Nats-Msg-Id, the queue empty and no dead letter.
-// It logs the throughput and the longest stall of completions from the
-// shutdown on (the election).
+// three-node cluster and, a quarter of the way in, takes a leader away
+// mid-publish: the stream's leader or the meta leader, SIGKILLed (its
+// nodes are child processes), or the stream's leader shut down (a Shutdown
+// first hands its leadership over). Just before, the last lostAcks
+// messages the old leader stored are reported to the relay as not
+// delivered, and sent again only once a new leader is elected: the new
+// leader must drop them as copies of what the old one stored, as it must
+// drop the publishes whose PubAcks died with the old leader. The victim
+// comes back on the same ports and store. The stream ends with every
+// message exactly once by Nats-Msg-Id, the queue empty and no dead
+// letter. It logs the throughput and the longest stall of completions
+// from the loss on (the election).
 func TestClusterLeaderLoss(t *testing.T) {
 	t.Parallel()
+	streamLeaderOf := func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }
 	for _, tc := range []struct {
 		name   string
+		procs  bool // the nodes are child processes, and the victim is SIGKILLed
+		meta   bool // the victim is the meta leader, not the stream's
 		victim func(c *cluster, js jetstream.JetStream) *node
 	}{
-		{"stream leader", func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }},
-		{"meta leader", func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }},
+		{"stream leader killed", true, false, streamLeaderOf},
+		{"meta leader killed", true, true, func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }},
+		{"stream leader shut down", false, false, streamLeaderOf},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t)
+			c := startCluster(t, tc.procs)
 			js := connectCluster(t, c, nil)
 			s := clusterStream(t, c, js, "EV")
-			if tc.name == "meta leader" {
+			if tc.meta {
 				separateLeaders(t, c, js, "EV")
 			}
 			st := relaytest.OpenWallClock(t)
 			relaytest.Send(t, st, relaytest.Bodies(clusterN, 256, true)...)
 			// The relay's connection goes to the victim first, so that the
-			// shutdown also cuts the PubAcks in flight: those messages are
-			// sent again after AckTimeout and the stream drops the copies.
+			// loss also cuts the PubAcks in flight: those messages are sent
+			// again after AckTimeout and the stream drops the copies.
 			victim := tc.victim(c, js)
 			if victim == nil {
-				t.Fatal("no leader to shut down")
+				t.Fatal("no leader to take away")
 			}
 			rjs := connectCluster(t, c, victim)
 			start := time.Now()
@@ -365,19 +397,25 @@ func TestClusterLeaderLoss(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			counted := &countingSink{Sink: sink}
-			obs := relaytest.Relay(t, st, counted, relay.Config{
-				Concurrency: 8, HoldBackoff: relayHold, Backoff: consumer.Backoff{Initial: -1},
+			across := newAcrossLeaders(sink)
+			obs := relaytest.Relay(t, st, across, relay.Config{
+				Concurrency: 8, HoldBackoff: relayHold,
+				Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 			})
 			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= clusterN/4 })
+			across.carry.Store(true)
+			select {
+			case <-across.full:
+			case <-time.After(relaytest.Timeout):
+				t.Fatalf("timed out waiting for %d PubAcks to carry over", lostAcks)
+			}
 			if now := tc.victim(c, js); now != victim {
-				t.Logf("the leader moved from %s before the shutdown; shutting %s down", victim.name, victim.name)
+				t.Logf("the leader moved from %s before the loss; taking %s away", victim.name, victim.name)
 			}
 			killed := time.Now()
-			counted.loseAcks.Store(true)
 			c.stop(victim)
 			c.waitFor("a new leader", func() bool {
-				if tc.name == "meta leader" {
+				if tc.meta {
 					l := c.metaLeader()
 					return l != nil && l != victim
 				}
@@ -385,50 +423,95 @@ func TestClusterLeaderLoss(t *testing.T) {
 				return l != "" && l != victim.name
 			})
 			elected := time.Since(killed)
+			close(across.elected)
 			c.start(victim) // the same ports and store
 			relaytest.WaitEmpty(t, st, obs)
 			took := time.Since(start)
 			c.waitFor("the stream current on all three", func() bool { return current(js, "EV") })
 			exactlyOnce(t, s, clusterN)
-			if counted.lost.Load() < lostAcks {
-				t.Fatalf("only %d PubAcks lost after the shutdown", counted.lost.Load())
+			if got := across.resent.Load(); got < lostAcks {
+				t.Fatalf("%d carried messages sent again after the election, want %d", got, lostAcks)
 			}
-			t.Logf("%d messages into R3 in %v (%.0f msgs/s); %s %s shut down: new leader in %v, longest stall of completions %v; %d messages sent again (same Nats-Msg-Id), each stored once",
+			t.Logf("%d messages into R3 in %v (%.0f msgs/s); %s (%s): new leader in %v, longest stall of completions %v; %d messages sent again (same Nats-Msg-Id; %d stored by the old leader, sent to the new), each stored once",
 				clusterN, took.Round(time.Millisecond), float64(clusterN)/took.Seconds(), tc.name, victim.name,
-				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), counted.sent.Load()-clusterN)
+				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), across.sent.Load()-clusterN, lostAcks)
 		})
 	}
 }
 
-// countingSink counts the messages handed to a sink, resends included.
-// Once loseAcks is set, it reports the first lostAcks messages the sink
-// delivered as not delivered, as a PubAck lost with its connection would
-// be: the relay sends them again, and the stream, now under its new
-// leader, must drop the copies.
-type countingSink struct {
+// acrossLeaders wraps the relay's sink around a leader's loss. Once carry
+// is set, it reports the next lostAcks messages the stream acknowledged
+// as not delivered (full closes then), and it publishes none of them
+// again before elected is closed (a retry of one is refused unpublished):
+// each goes out a second time only to the new leader, which must drop it
+// as a copy. It counts every message it publishes, copies included.
+type acrossLeaders struct {
 	relay.Sink
-	sent     atomic.Int64
-	loseAcks atomic.Bool
-	lost     atomic.Int64
+	sent    atomic.Int64
+	resent  atomic.Int64 // carried messages the stream acknowledged after elected
+	carry   atomic.Bool
+	full    chan struct{}
+	elected chan struct{}
+
+	mu      sync.Mutex
+	carried map[string]bool // by Nats-Msg-Id
 }
 
-// lostAcks is how many PubAcks countingSink loses after the shutdown.
+// lostAcks is how many PubAcks acrossLeaders carries over the loss.
 const lostAcks = 200
 
-var errLostAck = errors.New("test: PubAck lost")
+var (
+	errLostAck            = errors.New("test: PubAck carried over the leader's loss")
+	errNotYet             = errors.New("test: no new leader yet")
+	_          relay.Sink = (*acrossLeaders)(nil)
+)
 
-func (c *countingSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
-	c.sent.Add(int64(len(msgs)))
-	out := c.Sink.Send(ctx, msgs)
-	if !c.loseAcks.Load() {
-		return out
+func newAcrossLeaders(s relay.Sink) *acrossLeaders {
+	return &acrossLeaders{Sink: s, full: make(chan struct{}), elected: make(chan struct{}), carried: map[string]bool{}}
+}
+
+func (a *acrossLeaders) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := make([]relay.Outcome, len(msgs))
+	var pass []mqlite.Message
+	var at []int // index in msgs of each of pass
+	a.mu.Lock()
+	for i, m := range msgs {
+		if a.carried[relay.ID(m)] && !isClosed(a.elected) {
+			out[i] = relay.RetryAfter(errNotYet, 0)
+			continue
+		}
+		pass, at = append(pass, m), append(at, i)
 	}
-	for i, o := range out {
-		if o.Delivered() && c.lost.Add(1) <= lostAcks {
+	a.mu.Unlock()
+	a.sent.Add(int64(len(pass)))
+	got := a.Sink.Send(ctx, pass)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for j, o := range got {
+		i, id := at[j], relay.ID(pass[j])
+		out[i] = o
+		switch {
+		case !o.Delivered():
+		case a.carried[id]:
+			a.resent.Add(1)
+		case a.carry.Load() && len(a.carried) < lostAcks:
+			a.carried[id] = true
 			out[i] = relay.RetryAfter(errLostAck, 0)
+			if len(a.carried) == lostAcks {
+				close(a.full)
+			}
 		}
 	}
 	return out
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // separateLeaders asks the stream's leader to step down until it is not
