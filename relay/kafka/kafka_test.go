@@ -410,37 +410,15 @@ func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
 	}
 
 	recs := readAll(t, c.ListenAddrs(), "events", n+crashes)
-	copies := map[string]int{}
-	key := map[string]string{}
-	partition := map[string]int32{}
-	last := map[string]int{} // group → index of the last message the consumer kept
-	for _, r := range recs {
-		id := header(r, relaykafka.HeaderID)
-		copies[id]++
-		if k, ok := key[id]; ok && (k != string(r.Key) || partition[id] != r.Partition) {
-			t.Errorf("%s: copies with keys %q and %q on partitions %d and %d", id, k, r.Key, partition[id], r.Partition)
-		}
-		key[id], partition[id] = string(r.Key), r.Partition
-		if copies[id] > 1 {
-			continue // the consumer drops an id it has seen
-		}
-		g := string(r.Key)
-		i, _ := strconv.Atoi(id[len("msg-"):])
-		if prev, ok := last[g]; ok && i < prev {
-			t.Errorf("group %s: msg-%d after msg-%d", g, i, prev)
-		}
-		last[g] = i
-	}
+	copies := dedupe(t, recs, n)
 	twice := 0
-	for i := range n {
-		switch copies[fmt.Sprintf("msg-%d", i)] {
-		case 0:
-			t.Fatalf("msg-%d lost", i)
+	for id, k := range copies {
+		switch k {
 		case 1:
 		case 2:
 			twice++
 		default:
-			t.Fatalf("msg-%d: %d copies", i, copies[fmt.Sprintf("msg-%d", i)])
+			t.Fatalf("%s: %d copies", id, k)
 		}
 	}
 	if twice != crashes || len(recs) != n+crashes {

@@ -172,20 +172,12 @@ func (c *cluster) byName(name string) *node {
 	return nil
 }
 
-// waitFor polls cond every 10ms until it holds, failing the test after
-// relaytest.Timeout. The cluster's state changes by itself (elections),
-// with nothing to wait on but its answers.
+// waitFor polls cond until it holds (relaytest.Poll): the cluster's
+// state changes by itself (elections), with nothing to wait on but its
+// answers.
 func (c *cluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(relaytest.Timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	relaytest.Poll(c.t, what, cond)
 }
 
 // streamLeader returns the name of the stream's leader, "" when it has

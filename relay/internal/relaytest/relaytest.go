@@ -95,6 +95,22 @@ func WaitEmpty(t testing.TB, st *mqlite.Store, obs *Observer) {
 	}
 }
 
+// Poll calls cond every 10ms until it holds, failing the test after
+// Timeout. It is for a far side whose state changes by itself (elections,
+// a topic that grows), with nothing to wait on but its answers.
+func Poll(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
 // Send commits msgs to Queue, in transactions of up to 500, and returns
 // their seqs.
 func Send(t testing.TB, st *mqlite.Store, msgs ...outbox.Message) []int64 {
