@@ -135,7 +135,7 @@ func TestRelayCrashDuplicates(t *testing.T) {
 			for k := 1; k <= tc.kills; k++ {
 				cmd := relaytest.StartWorker(t, "TestRelayCrashWorker", env...)
 				want := int64(k * tc.n / (tc.kills + 1))
-				relaytest.Poll(t, "the topic to grow", func() bool { return records(t, cl) >= want })
+				relaytest.PollGrowth(t, "the topic to grow", func() int64 { return records(t, cl) }, want)
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}

@@ -201,6 +201,12 @@ func streamLeader(js jetstream.JetStream, name string) string {
 // and waits until it has a leader and both followers are current.
 func clusterStream(t testing.TB, c *cluster, js jetstream.JetStream, name string) jetstream.Stream {
 	t.Helper()
+	return windowStream(t, c, js, name, 10*time.Minute)
+}
+
+// windowStream is clusterStream with a duplicate window of window.
+func windowStream(t testing.TB, c *cluster, js jetstream.JetStream, name string, window time.Duration) jetstream.Stream {
+	t.Helper()
 	var s jetstream.Stream
 	var err error
 	// Until the meta leader knows the three peers, placement fails ("no
@@ -208,7 +214,7 @@ func clusterStream(t testing.TB, c *cluster, js jetstream.JetStream, name string
 	c.waitFor("the stream created", func() bool {
 		s, err = js.CreateStream(ctx, jetstream.StreamConfig{
 			Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage,
-			Replicas: 3, Duplicates: 10 * time.Minute,
+			Replicas: 3, Duplicates: window,
 		})
 		return err == nil
 	})
@@ -329,15 +335,28 @@ func streamIDs(t testing.TB, s jetstream.Stream) (map[string]int, int) {
 // "msg-0" to "msg-<n-1>", each once.
 func exactlyOnce(t testing.TB, s jetstream.Stream, n int) {
 	t.Helper()
+	if err := onceEach(t, s, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// errNotOnce is onceEach's finding.
+var errNotOnce = errors.New("the stream does not hold each message once")
+
+// onceEach reads the stream and returns an error matching errNotOnce
+// unless it holds n messages, the ids "msg-0" to "msg-<n-1>", each once.
+func onceEach(t testing.TB, s jetstream.Stream, n int) error {
+	t.Helper()
 	got, total := streamIDs(t, s)
 	if total != n || len(got) != n {
-		t.Fatalf("stream holds %d messages of %d distinct ids, want %d once each", total, len(got), n)
+		return fmt.Errorf("%w: %d messages of %d distinct ids, want %d", errNotOnce, total, len(got), n)
 	}
 	for i := range n {
 		if k := got[fmt.Sprintf("msg-%d", i)]; k != 1 {
-			t.Fatalf("msg-%d stored %d times", i, k)
+			return fmt.Errorf("%w: msg-%d stored %d times", errNotOnce, i, k)
 		}
 	}
+	return nil
 }
 
 // TestClusterLeaderLoss relays clusterN messages into an R3 stream of a
@@ -352,30 +371,37 @@ func exactlyOnce(t testing.TB, s jetstream.Stream, n int) {
 // comes back on the same ports and store. The stream ends with every
 // message exactly once by Nats-Msg-Id, the queue empty and no dead
 // letter. It logs the throughput and the longest stall of completions
-// from the loss on (the election).
+// from the loss on (the election). The control kills the stream's leader
+// under a duplicate window of 100ms, which ends before any election does
+// (a follower waits 4s at least before it stands): the carried messages
+// are then stored twice, and the check says so.
 func TestClusterLeaderLoss(t *testing.T) {
 	t.Parallel()
 	streamLeaderOf := func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }
 	for _, tc := range []struct {
-		name   string
-		procs  bool // the nodes are child processes, and the victim is SIGKILLed
-		meta   bool // the victim is the meta leader, not the stream's
-		victim func(c *cluster, js jetstream.JetStream) *node
+		name    string
+		procs   bool // the nodes are child processes, and the victim is SIGKILLed
+		meta    bool // the victim is the meta leader, not the stream's
+		victim  func(c *cluster, js jetstream.JetStream) *node
+		window  time.Duration // the stream's duplicate window
+		n       int
+		control bool // the stream must hold copies
 	}{
-		{"stream leader killed", true, false, streamLeaderOf},
-		{"meta leader killed", true, true, func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }},
-		{"stream leader shut down", false, false, streamLeaderOf},
+		{"stream leader killed", true, false, streamLeaderOf, 10 * time.Minute, clusterN, false},
+		{"meta leader killed", true, true, func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }, 10 * time.Minute, clusterN, false},
+		{"stream leader shut down", false, false, streamLeaderOf, 10 * time.Minute, clusterN, false},
+		{"control: stream leader killed, duplicate window 100ms", true, false, streamLeaderOf, 100 * time.Millisecond, min(clusterN, 2000), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := startCluster(t, tc.procs)
 			js := connectCluster(t, c, nil)
-			s := clusterStream(t, c, js, "EV")
+			s := windowStream(t, c, js, "EV", tc.window)
 			if tc.meta {
 				separateLeaders(t, c, js, "EV")
 			}
 			st := relaytest.OpenWallClock(t)
-			relaytest.Send(t, st, relaytest.Bodies(clusterN, 256, true)...)
+			relaytest.Send(t, st, relaytest.Bodies(tc.n, 256, true)...)
 			// The relay's connection goes to the victim first, so that the
 			// loss also cuts the PubAcks in flight: those messages are sent
 			// again after AckTimeout and the stream drops the copies.
@@ -394,7 +420,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 				Concurrency: 8, HoldBackoff: relayHold,
 				Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 			})
-			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= clusterN/4 })
+			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= tc.n/4 })
 			across.carry.Store(true)
 			select {
 			case <-across.full:
@@ -420,13 +446,23 @@ func TestClusterLeaderLoss(t *testing.T) {
 			relaytest.WaitEmpty(t, st, obs)
 			took := time.Since(start)
 			c.waitFor("the stream current on all three", func() bool { return current(js, "EV") })
-			exactlyOnce(t, s, clusterN)
 			if got := across.resent.Load(); got < lostAcks {
 				t.Fatalf("%d carried messages sent again after the election, want %d", got, lostAcks)
 			}
+			err = onceEach(t, s, tc.n)
+			if tc.control {
+				if !errors.Is(err, errNotOnce) {
+					t.Fatalf("a duplicate window of %v kept every message once: the check cannot fail", tc.window)
+				}
+				t.Logf("control: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Logf("%d messages into R3 in %v (%.0f msgs/s); %s (%s): new leader in %v, longest stall of completions %v; %d messages sent again (same Nats-Msg-Id; %d stored by the old leader, sent to the new), each stored once",
-				clusterN, took.Round(time.Millisecond), float64(clusterN)/took.Seconds(), tc.name, victim.name,
-				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), across.sent.Load()-clusterN, lostAcks)
+				tc.n, took.Round(time.Millisecond), float64(tc.n)/took.Seconds(), tc.name, victim.name,
+				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), across.sent.Load()-int64(tc.n), lostAcks)
 		})
 	}
 }

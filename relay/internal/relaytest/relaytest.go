@@ -111,6 +111,30 @@ func Poll(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// PollGrowth polls count every 10ms until it reaches want, failing the
+// test only when count stood still for Timeout: a far side that a busy
+// machine slows down (a relay process filling a stream) takes longer, and
+// only one that stopped fails.
+func PollGrowth(t testing.TB, what string, count func() int64, want int64) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last, since := int64(-1), time.Now()
+	for {
+		n := count()
+		if n >= want {
+			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) > Timeout {
+			t.Fatalf("timed out waiting for %s: %d of %d, no change for %v", what, n, want, Timeout)
+		}
+		<-tick.C
+	}
+}
+
 // Send commits msgs to Queue, in transactions of up to 500, and returns
 // their seqs.
 func Send(t testing.TB, st *mqlite.Store, msgs ...outbox.Message) []int64 {
