@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// A node of a killable cluster (newKillableCluster) is a child process:
+// A node of a cluster of processes (startCluster) is a child process:
 // this test binary re-executed as TestClusterNodeWorker, which runs one
 // nats-server until its stdin closes. The harness SIGKILLs it, so that a
 // leader goes without the step-down a Shutdown does first (Shutdown hands
@@ -42,12 +42,12 @@ func (cfg nodeConfig) options() *server.Options {
 }
 
 // TestClusterNodeWorker is a node process; it does nothing unless a
-// killable cluster started it. It serves until its stdin closes (the
+// cluster of processes started it. It serves until its stdin closes (the
 // harness, or its death) and is normally SIGKILLed before.
 func TestClusterNodeWorker(t *testing.T) {
 	raw := os.Getenv(envClusterNode)
 	if raw == "" {
-		t.Skip("runs only as a node process of a killable cluster")
+		t.Skip("runs only as a node process of a cluster of processes")
 	}
 	var cfg nodeConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {

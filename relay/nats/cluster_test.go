@@ -28,8 +28,8 @@ import (
 // A JetStream cluster of three nodes on loopback, each with its own store
 // dir, client, route and monitoring ports, all known before the first
 // starts, so that a node stopped comes back on the same ports and store.
-// Its nodes are servers in this process (newCluster), stopped by a
-// Shutdown, or child processes (newKillableCluster), stopped by SIGKILL.
+// Its nodes are servers in this process, stopped by a Shutdown, or child
+// processes, stopped by SIGKILL (startCluster).
 type cluster struct {
 	t     testing.TB
 	mu    sync.Mutex
@@ -68,11 +68,9 @@ func freePorts(t testing.TB, n int) []int {
 // has a meta leader. The test's cleanup shuts them down.
 func newCluster(t testing.TB) *cluster { return startCluster(t, false) }
 
-// newKillableCluster starts three nodes, each a child process, and waits
-// until JetStream has a meta leader. stop SIGKILLs a node; the test's
-// cleanup kills them all.
-func newKillableCluster(t testing.TB) *cluster { return startCluster(t, true) }
-
+// startCluster starts three nodes, each a child process when procs (stop
+// SIGKILLs it) or else a server in this process, and waits until
+// JetStream has a meta leader. The test's cleanup stops them all.
 func startCluster(t testing.TB, procs bool) *cluster {
 	t.Helper()
 	ports := freePorts(t, 9)
