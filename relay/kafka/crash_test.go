@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,16 +57,9 @@ func TestRelayCrashWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	drop, lost := &atomic.Int32{}, &atomic.Int32{}
+	drop := &atomic.Int32{}
 	drop.Store(crashLostAnswers)
-	dialer := &net.Dialer{}
-	opts := []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-		conn, err := dialer.DialContext(ctx, network, host)
-		if err != nil {
-			return nil, err
-		}
-		return &lossyConn{Conn: conn, drop: drop, lost: lost, keys: map[int32]int16{}}, nil
-	})}
+	opts := []kgo.Opt{lossyDialer(drop, &atomic.Int32{})}
 	if os.Getenv(envCrashIdempotent) == "0" {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}

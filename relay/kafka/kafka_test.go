@@ -332,6 +332,19 @@ func (c *lossyConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// lossyDialer is a client option whose connections are lossyConns that
+// share drop and lost.
+func lossyDialer(drop, lost *atomic.Int32) kgo.Opt {
+	dialer := &net.Dialer{}
+	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		conn, err := dialer.DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return &lossyConn{Conn: conn, drop: drop, lost: lost, keys: map[int32]int16{}}, nil
+	})
+}
+
 // relayCrash is a Sink that plays a relay killed between a produce and the
 // completion of its message: for the first n messages the broker
 // acknowledged, it reports a failure, once each, so the relay sends them
@@ -383,17 +396,10 @@ func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
 	relaytest.Send(t, b.Store, msgs...)
 	drop, lost := &atomic.Int32{}, &atomic.Int32{}
 	drop.Store(lostAcks)
-	dialer := &net.Dialer{}
 	s := sink(t, relaykafka.Config{
 		Brokers:         c.ListenAddrs(),
 		DeliveryTimeout: 10 * time.Minute, // no record times out on a busy machine: each copy is one the test forced
-		Options: []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			conn, err := dialer.DialContext(ctx, network, host)
-			if err != nil {
-				return nil, err
-			}
-			return &lossyConn{Conn: conn, drop: drop, lost: lost, keys: map[int32]int16{}}, nil
-		})},
+		Options:         []kgo.Opt{lossyDialer(drop, lost)},
 	})
 	crash := &relayCrash{Sink: s}
 	crash.n.Store(crashes)
