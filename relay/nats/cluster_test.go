@@ -361,8 +361,8 @@ func onceEach(t testing.TB, s jetstream.Stream, n int) error {
 // three-node cluster and, a quarter of the way in, takes a leader away
 // mid-publish: the stream's leader or the meta leader, SIGKILLed (its
 // nodes are child processes), or the stream's leader shut down (a Shutdown
-// first hands its leadership over). Just before, the last lostAcks
-// messages the old leader stored are reported to the relay as not
+// first hands its leadership over). Just before, the next lostAcks
+// messages the old leader stores are reported to the relay as not
 // delivered, and sent again only once a new leader is elected: the new
 // leader must drop them as copies of what the old one stored, as it must
 // drop the publishes whose PubAcks died with the old leader. The victim
@@ -370,9 +370,10 @@ func onceEach(t testing.TB, s jetstream.Stream, n int) error {
 // message exactly once by Nats-Msg-Id, the queue empty and no dead
 // letter. It logs the throughput and the longest stall of completions
 // from the loss on (the election). The control kills the stream's leader
-// under a duplicate window of 100ms, which ends before any election does
-// (a follower waits 4s at least before it stands): the carried messages
-// are then stored twice, and the check says so.
+// under a duplicate window of 100ms, which ends long before an election
+// does (a follower waits seconds for a leader's heartbeat before it
+// stands): the carried messages are then stored twice, and the check
+// says so.
 func TestClusterLeaderLoss(t *testing.T) {
 	t.Parallel()
 	streamLeaderOf := func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }
