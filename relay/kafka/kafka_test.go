@@ -113,6 +113,16 @@ func TestProducesWithKeyIDAndHeaders(t *testing.T) {
 	}
 }
 
+// grouped returns relaytest.Bodies(n, size, true), message i in group
+// "g<i mod groups>".
+func grouped(n, size, groups int) []outbox.Message {
+	msgs := relaytest.Bodies(n, size, true)
+	for i := range msgs {
+		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
+	}
+	return msgs
+}
+
 // freePort returns a port that was free a moment ago on 127.0.0.1.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -136,11 +146,7 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	opts := []kfake.Opt{kfake.Ports(port), kfake.DataDir(dir), kfake.SeedTopics(4, "events")}
 	c := fake(t, opts...)
 	b := relaytest.Open(t, mqlite.QueueOptions{})
-	msgs := relaytest.Bodies(n, 64, true)
-	for i := range msgs {
-		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
-	}
-	relaytest.Send(t, b.Store, msgs...)
+	relaytest.Send(t, b.Store, grouped(n, 64, groups)...)
 	s := sink(t, relaykafka.Config{Brokers: c.ListenAddrs(), DeliveryTimeout: 5 * time.Second})
 	opt := retryAtOnce
 	opt.Concurrency = 8
@@ -389,11 +395,7 @@ func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
 	const n, groups, crashes, lostAcks = 500, 10, 25, 3
 	c := fake(t, kfake.SeedTopics(4, "events"))
 	b := relaytest.Open(t, mqlite.QueueOptions{})
-	msgs := relaytest.Bodies(n, 32, true)
-	for i := range msgs {
-		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
-	}
-	relaytest.Send(t, b.Store, msgs...)
+	relaytest.Send(t, b.Store, grouped(n, 32, groups)...)
 	drop, lost := &atomic.Int32{}, &atomic.Int32{}
 	drop.Store(lostAcks)
 	s := sink(t, relaykafka.Config{
