@@ -373,9 +373,10 @@ func onceEach(t testing.TB, s jetstream.Stream, n int) error {
 // under a duplicate window of 100ms, which ends long before an election
 // does (a follower waits seconds for a leader's heartbeat before it
 // stands): the carried messages are then stored twice, and the check
-// says so.
+// says so. It is not parallel with the package's other tests: its nine
+// node processes load the machine (its four cases run side by side), and
+// a settlement of a fake-clock test beside it timed out for good.
 func TestClusterLeaderLoss(t *testing.T) {
-	t.Parallel()
 	streamLeaderOf := func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }
 	for _, tc := range []struct {
 		name    string
