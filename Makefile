@@ -21,9 +21,10 @@ race: test
 # -race): 100 cuts per scenario and synchronous setting, and every step of a
 # Backup and of an upgrade, without -race: the workers are that test binary,
 # and SQLite under the race detector runs ten times slower. Every module is
-# searched, so cmd/mqlite's TestStandbyTakeoverCrash runs too. relay/nats's
-# cluster tests (TestClusterRelayCrash, TestClusterLeaderLoss at 20,000
-# messages; three embedded servers, relay workers SIGKILLed) run without
+# searched, so cmd/mqlite's TestStandbyTakeoverCrash and relay/kafka's
+# TestRelayCrashDuplicates run too. relay/nats's cluster tests
+# (TestClusterRelayCrash, TestClusterLeaderLoss at 20,000 messages; three
+# servers, relay workers and leader nodes SIGKILLed) run without
 # -race, as power loss does: under the race detector the worker relays too
 # slowly to reach its kill points in time.
 crash:

@@ -113,6 +113,16 @@ func TestProducesWithKeyIDAndHeaders(t *testing.T) {
 	}
 }
 
+// grouped returns relaytest.Bodies(n, size, true), message i in group
+// "g<i mod groups>".
+func grouped(n, size, groups int) []outbox.Message {
+	msgs := relaytest.Bodies(n, size, true)
+	for i := range msgs {
+		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
+	}
+	return msgs
+}
+
 // freePort returns a port that was free a moment ago on 127.0.0.1.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -136,11 +146,7 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	opts := []kfake.Opt{kfake.Ports(port), kfake.DataDir(dir), kfake.SeedTopics(4, "events")}
 	c := fake(t, opts...)
 	b := relaytest.Open(t, mqlite.QueueOptions{})
-	msgs := relaytest.Bodies(n, 64, true)
-	for i := range msgs {
-		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
-	}
-	relaytest.Send(t, b.Store, msgs...)
+	relaytest.Send(t, b.Store, grouped(n, 64, groups)...)
 	s := sink(t, relaykafka.Config{Brokers: c.ListenAddrs(), DeliveryTimeout: 5 * time.Second})
 	opt := retryAtOnce
 	opt.Concurrency = 8
@@ -342,6 +348,19 @@ func (c *lossyConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// lossyDialer is a client option whose connections are lossyConns that
+// share drop and lost.
+func lossyDialer(drop, lost *atomic.Int32) kgo.Opt {
+	dialer := &net.Dialer{}
+	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		conn, err := dialer.DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return &lossyConn{Conn: conn, drop: drop, lost: lost, keys: map[int32]int16{}}, nil
+	})
+}
+
 // relayCrash is a Sink that plays a relay killed between a produce and the
 // completion of its message: for the first n messages the broker
 // acknowledged, it reports a failure, once each, so the relay sends them
@@ -386,24 +405,13 @@ func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
 	const n, groups, crashes, lostAcks = 500, 10, 25, 3
 	c := fake(t, kfake.SeedTopics(4, "events"))
 	b := relaytest.Open(t, mqlite.QueueOptions{})
-	msgs := relaytest.Bodies(n, 32, true)
-	for i := range msgs {
-		msgs[i].GroupID = fmt.Sprintf("g%d", i%groups)
-	}
-	relaytest.Send(t, b.Store, msgs...)
+	relaytest.Send(t, b.Store, grouped(n, 32, groups)...)
 	drop, lost := &atomic.Int32{}, &atomic.Int32{}
 	drop.Store(lostAcks)
-	dialer := &net.Dialer{}
 	s := sink(t, relaykafka.Config{
 		Brokers:         c.ListenAddrs(),
 		DeliveryTimeout: 10 * time.Minute, // no record times out on a busy machine: each copy is one the test forced
-		Options: []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			conn, err := dialer.DialContext(ctx, network, host)
-			if err != nil {
-				return nil, err
-			}
-			return &lossyConn{Conn: conn, drop: drop, lost: lost, keys: map[int32]int16{}}, nil
-		})},
+		Options:         []kgo.Opt{lossyDialer(drop, lost)},
 	})
 	crash := &relayCrash{Sink: s}
 	crash.n.Store(crashes)
@@ -420,37 +428,15 @@ func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
 	}
 
 	recs := readAll(t, c.ListenAddrs(), "events", n+crashes)
-	copies := map[string]int{}
-	key := map[string]string{}
-	partition := map[string]int32{}
-	last := map[string]int{} // group → index of the last message the consumer kept
-	for _, r := range recs {
-		id := header(r, relaykafka.HeaderID)
-		copies[id]++
-		if k, ok := key[id]; ok && (k != string(r.Key) || partition[id] != r.Partition) {
-			t.Errorf("%s: copies with keys %q and %q on partitions %d and %d", id, k, r.Key, partition[id], r.Partition)
-		}
-		key[id], partition[id] = string(r.Key), r.Partition
-		if copies[id] > 1 {
-			continue // the consumer drops an id it has seen
-		}
-		g := string(r.Key)
-		i, _ := strconv.Atoi(id[len("msg-"):])
-		if prev, ok := last[g]; ok && i < prev {
-			t.Errorf("group %s: msg-%d after msg-%d", g, i, prev)
-		}
-		last[g] = i
-	}
+	copies := dedupe(t, recs, n)
 	twice := 0
-	for i := range n {
-		switch copies[fmt.Sprintf("msg-%d", i)] {
-		case 0:
-			t.Fatalf("msg-%d lost", i)
+	for id, k := range copies {
+		switch k {
 		case 1:
 		case 2:
 			twice++
 		default:
-			t.Fatalf("msg-%d: %d copies", i, copies[fmt.Sprintf("msg-%d", i)])
+			t.Fatalf("%s: %d copies", id, k)
 		}
 	}
 	if twice != crashes || len(recs) != n+crashes {

@@ -92,17 +92,18 @@ func TestClusterRelayCrash(t *testing.T) {
 	start := func() *exec.Cmd {
 		return relaytest.StartWorker(t, "TestClusterRelayCrashWorker", envClusterWorker+"="+path, envClusterURLs+"="+c.urls())
 	}
-	stored := func() uint64 {
+	stored := func() int64 {
 		info, err := s.Info(context.Background())
 		if err != nil {
 			return 0
 		}
-		return info.State.Msgs
+		return int64(info.State.Msgs)
 	}
 	for k := 1; k <= clusterKills; k++ {
 		cmd := start()
-		want := uint64(k * clusterN / (clusterKills + 1))
-		c.waitFor("the stream to grow", func() bool { return stored() >= want })
+		// A busy machine slows the worker down: only a stream that stopped
+		// growing fails the test.
+		relaytest.PollGrowth(t, "the stream to grow", stored, int64(k*clusterN/(clusterKills+1)))
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

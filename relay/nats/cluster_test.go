@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,19 +26,24 @@ import (
 )
 
 // A JetStream cluster of three nodes on loopback, each with its own store
-// dir, client port and route port, all known before the first starts, so
-// that a node shut down comes back on the same ports and store.
+// dir, client, route and monitoring ports, all known before the first
+// starts, so that a node stopped comes back on the same ports and store.
+// Its nodes are servers in this process, stopped by a Shutdown, or child
+// processes, stopped by SIGKILL (startCluster).
 type cluster struct {
 	t     testing.TB
 	mu    sync.Mutex
 	nodes []*node
+	procs bool // each node a child process
 }
 
 type node struct {
-	name        string
-	dir         string
-	port, route int
-	srv         *server.Server // nil while down
+	name              string
+	dir               string
+	port, route, http int
+	srv               *server.Server // in this process; nil while down
+	proc              *exec.Cmd      // a child process; nil while down
+	stdin             io.WriteCloser // of proc: the node stops when it closes
 }
 
 // freePorts returns n ports that were free a moment ago on 127.0.0.1.
@@ -57,45 +64,54 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
-// newCluster starts three nodes and waits until JetStream has a meta
-// leader. The test's cleanup shuts them down.
-func newCluster(t testing.TB) *cluster {
+// newCluster starts three nodes in this process and waits until JetStream
+// has a meta leader. The test's cleanup shuts them down.
+func newCluster(t testing.TB) *cluster { return startCluster(t, false) }
+
+// startCluster starts three nodes, each a child process when procs (stop
+// SIGKILLs it) or else a server in this process, and waits until
+// JetStream has a meta leader. The test's cleanup stops them all.
+func startCluster(t testing.TB, procs bool) *cluster {
 	t.Helper()
-	ports := freePorts(t, 6)
-	c := &cluster{t: t}
+	ports := freePorts(t, 9)
+	c := &cluster{t: t, procs: procs}
 	for i := range 3 {
 		c.nodes = append(c.nodes, &node{
 			name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(t.TempDir(), fmt.Sprint(i)),
-			port: ports[2*i], route: ports[2*i+1],
+			port: ports[3*i], route: ports[3*i+1], http: ports[3*i+2],
 		})
-	}
-	for _, n := range c.nodes {
-		c.start(n)
 	}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			c.stop(n)
 		}
 	})
+	for _, n := range c.nodes {
+		c.start(n)
+	}
 	c.waitFor("a meta leader", func() bool { return c.metaLeader() != nil })
 	return c
 }
 
-// start starts n on its ports and store.
-func (c *cluster) start(n *node) {
-	c.t.Helper()
+// config returns n's nodeConfig.
+func (c *cluster) config(n *node) nodeConfig {
 	routes := make([]string, 0, 2)
 	for _, o := range c.nodes {
 		if o != n {
 			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", o.route))
 		}
 	}
-	s, err := server.NewServer(&server.Options{
-		ServerName: n.name, Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir,
-		NoLog: true, NoSigs: true,
-		Cluster: server.ClusterOpts{Name: "mqlite-test", Host: "127.0.0.1", Port: n.route},
-		Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-	})
+	return nodeConfig{Name: n.name, Dir: n.dir, Port: n.port, Route: n.route, HTTP: n.http, Routes: strings.Join(routes, ",")}
+}
+
+// start starts n on its ports and store.
+func (c *cluster) start(n *node) {
+	c.t.Helper()
+	if c.procs {
+		c.startProcess(n)
+		return
+	}
+	s, err := server.NewServer(c.config(n).options())
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -108,14 +124,18 @@ func (c *cluster) start(n *node) {
 	c.mu.Unlock()
 }
 
-// stop shuts n down, if it is up.
+// stop shuts n down, if it is up: a Shutdown in this process, a SIGKILL
+// of a child process.
 func (c *cluster) stop(n *node) {
 	c.mu.Lock()
-	s := n.srv
-	n.srv = nil
+	s, proc, stdin := n.srv, n.proc, n.stdin
+	n.srv, n.proc, n.stdin = nil, nil, nil
 	c.mu.Unlock()
 	if s != nil {
 		shutdown(s)
+	}
+	if proc != nil {
+		kill(proc, stdin)
 	}
 }
 
@@ -133,7 +153,7 @@ func (c *cluster) metaLeader() *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		if n.srv != nil && n.srv.JetStreamIsLeader() {
+		if n.srv != nil && n.srv.JetStreamIsLeader() || n.proc != nil && leadsMeta(n) {
 			return n
 		}
 	}
@@ -150,20 +170,12 @@ func (c *cluster) byName(name string) *node {
 	return nil
 }
 
-// waitFor polls cond every 10ms until it holds, failing the test after
-// relaytest.Timeout. The cluster's state changes by itself (elections),
-// with nothing to wait on but its answers.
+// waitFor polls cond until it holds (relaytest.Poll): the cluster's
+// state changes by itself (elections), with nothing to wait on but its
+// answers.
 func (c *cluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(relaytest.Timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	relaytest.Poll(c.t, what, cond)
 }
 
 // streamLeader returns the name of the stream's leader, "" when it has
@@ -187,6 +199,12 @@ func streamLeader(js jetstream.JetStream, name string) string {
 // and waits until it has a leader and both followers are current.
 func clusterStream(t testing.TB, c *cluster, js jetstream.JetStream, name string) jetstream.Stream {
 	t.Helper()
+	return windowStream(t, c, js, name, 10*time.Minute)
+}
+
+// windowStream is clusterStream with a duplicate window of window.
+func windowStream(t testing.TB, c *cluster, js jetstream.JetStream, name string, window time.Duration) jetstream.Stream {
+	t.Helper()
 	var s jetstream.Stream
 	var err error
 	// Until the meta leader knows the three peers, placement fails ("no
@@ -194,7 +212,7 @@ func clusterStream(t testing.TB, c *cluster, js jetstream.JetStream, name string
 	c.waitFor("the stream created", func() bool {
 		s, err = js.CreateStream(ctx, jetstream.StreamConfig{
 			Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage,
-			Replicas: 3, Duplicates: 10 * time.Minute,
+			Replicas: 3, Duplicates: window,
 		})
 		return err == nil
 	})
@@ -315,49 +333,81 @@ func streamIDs(t testing.TB, s jetstream.Stream) (map[string]int, int) {
 // "msg-0" to "msg-<n-1>", each once.
 func exactlyOnce(t testing.TB, s jetstream.Stream, n int) {
 	t.Helper()
-	got, total := streamIDs(t, s)
-	if total != n || len(got) != n {
-		t.Fatalf("stream holds %d messages of %d distinct ids, want %d once each", total, len(got), n)
-	}
-	for i := range n {
-		if k := got[fmt.Sprintf("msg-%d", i)]; k != 1 {
-			t.Fatalf("msg-%d stored %d times", i, k)
-		}
+	if err := onceEach(t, s, n); err != nil {
+		t.Fatal(err)
 	}
 }
 
+// errNotOnce is onceEach's finding.
+var errNotOnce = errors.New("the stream does not hold each message once")
+
+// onceEach reads the stream and returns an error matching errNotOnce
+// unless it holds n messages, the ids "msg-0" to "msg-<n-1>", each once.
+func onceEach(t testing.TB, s jetstream.Stream, n int) error {
+	t.Helper()
+	got, total := streamIDs(t, s)
+	if total != n || len(got) != n {
+		return fmt.Errorf("%w: %d messages of %d distinct ids, want %d", errNotOnce, total, len(got), n)
+	}
+	for i := range n {
+		if k := got[fmt.Sprintf("msg-%d", i)]; k != 1 {
+			return fmt.Errorf("%w: msg-%d stored %d times", errNotOnce, i, k)
+		}
+	}
+	return nil
+}
+
 // TestClusterLeaderLoss relays clusterN messages into an R3 stream of a
-// three-node cluster while a leader is shut down a quarter of the way in
-// (the stream's leader, or the meta leader) and comes back on the same
-// ports and store once a new one is elected. The stream ends with every
-// message exactly once by Nats-Msg-Id, the queue empty and no dead letter.
-// It logs the throughput and the longest stall of completions from the
-// shutdown on (the election).
+// three-node cluster and, a quarter of the way in, takes a leader away
+// mid-publish: the stream's leader or the meta leader, SIGKILLed (its
+// nodes are child processes), or the stream's leader shut down (a Shutdown
+// first hands its leadership over). Just before, the next lostAcks
+// messages the old leader stores are reported to the relay as not
+// delivered, and sent again only once a new leader is elected: the new
+// leader must drop them as copies of what the old one stored, as it must
+// drop the publishes whose PubAcks died with the old leader. The victim
+// comes back on the same ports and store. The stream ends with every
+// message exactly once by Nats-Msg-Id, the queue empty and no dead
+// letter. It logs the throughput and the longest stall of completions
+// from the loss on (the election). The control kills the stream's leader
+// under a duplicate window of 100ms, which ends long before an election
+// does (a follower waits seconds for a leader's heartbeat before it
+// stands): the carried messages are then stored twice, and the check
+// says so. It is not parallel with the package's other tests: its nine
+// node processes load the machine (its four cases run side by side), and
+// a settlement of a fake-clock test beside it timed out for good.
 func TestClusterLeaderLoss(t *testing.T) {
-	t.Parallel()
+	streamLeaderOf := func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }
 	for _, tc := range []struct {
-		name   string
-		victim func(c *cluster, js jetstream.JetStream) *node
+		name    string
+		procs   bool // the nodes are child processes, and the victim is SIGKILLed
+		meta    bool // the victim is the meta leader, not the stream's
+		victim  func(c *cluster, js jetstream.JetStream) *node
+		window  time.Duration // the stream's duplicate window
+		n       int
+		control bool // the stream must hold copies
 	}{
-		{"stream leader", func(c *cluster, js jetstream.JetStream) *node { return c.byName(streamLeader(js, "EV")) }},
-		{"meta leader", func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }},
+		{"stream leader killed", true, false, streamLeaderOf, 10 * time.Minute, clusterN, false},
+		{"meta leader killed", true, true, func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }, 10 * time.Minute, clusterN, false},
+		{"stream leader shut down", false, false, streamLeaderOf, 10 * time.Minute, clusterN, false},
+		{"control: stream leader killed, duplicate window 100ms", true, false, streamLeaderOf, 100 * time.Millisecond, min(clusterN, 2000), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t)
+			c := startCluster(t, tc.procs)
 			js := connectCluster(t, c, nil)
-			s := clusterStream(t, c, js, "EV")
-			if tc.name == "meta leader" {
+			s := windowStream(t, c, js, "EV", tc.window)
+			if tc.meta {
 				separateLeaders(t, c, js, "EV")
 			}
 			st := relaytest.OpenWallClock(t)
-			relaytest.Send(t, st, relaytest.Bodies(clusterN, 256, true)...)
+			relaytest.Send(t, st, relaytest.Bodies(tc.n, 256, true)...)
 			// The relay's connection goes to the victim first, so that the
-			// shutdown also cuts the PubAcks in flight: those messages are
-			// sent again after AckTimeout and the stream drops the copies.
+			// loss also cuts the PubAcks in flight: those messages are sent
+			// again after AckTimeout and the stream drops the copies.
 			victim := tc.victim(c, js)
 			if victim == nil {
-				t.Fatal("no leader to shut down")
+				t.Fatal("no leader to take away")
 			}
 			rjs := connectCluster(t, c, victim)
 			start := time.Now()
@@ -365,19 +415,25 @@ func TestClusterLeaderLoss(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			counted := &countingSink{Sink: sink}
-			obs := relaytest.Relay(t, st, counted, relay.Config{
-				Concurrency: 8, HoldBackoff: relayHold, Backoff: consumer.Backoff{Initial: -1},
+			across := newAcrossLeaders(sink)
+			obs := relaytest.Relay(t, st, across, relay.Config{
+				Concurrency: 8, HoldBackoff: relayHold,
+				Backoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 			})
-			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= clusterN/4 })
+			obs.WaitFor(t, "a quarter", func(c relaytest.Counts) bool { return c.Completed >= tc.n/4 })
+			across.carry.Store(true)
+			select {
+			case <-across.full:
+			case <-time.After(relaytest.Timeout):
+				t.Fatalf("timed out waiting for %d PubAcks to carry over", lostAcks)
+			}
 			if now := tc.victim(c, js); now != victim {
-				t.Logf("the leader moved from %s before the shutdown; shutting %s down", victim.name, victim.name)
+				t.Logf("the leader moved from %s before the loss; taking %s away", victim.name, victim.name)
 			}
 			killed := time.Now()
-			counted.loseAcks.Store(true)
 			c.stop(victim)
 			c.waitFor("a new leader", func() bool {
-				if tc.name == "meta leader" {
+				if tc.meta {
 					l := c.metaLeader()
 					return l != nil && l != victim
 				}
@@ -385,50 +441,105 @@ func TestClusterLeaderLoss(t *testing.T) {
 				return l != "" && l != victim.name
 			})
 			elected := time.Since(killed)
+			close(across.elected)
 			c.start(victim) // the same ports and store
 			relaytest.WaitEmpty(t, st, obs)
 			took := time.Since(start)
 			c.waitFor("the stream current on all three", func() bool { return current(js, "EV") })
-			exactlyOnce(t, s, clusterN)
-			if counted.lost.Load() < lostAcks {
-				t.Fatalf("only %d PubAcks lost after the shutdown", counted.lost.Load())
+			if got := across.resent.Load(); got < lostAcks {
+				t.Fatalf("%d carried messages sent again after the election, want %d", got, lostAcks)
 			}
-			t.Logf("%d messages into R3 in %v (%.0f msgs/s); %s %s shut down: new leader in %v, longest stall of completions %v; %d messages sent again (same Nats-Msg-Id), each stored once",
-				clusterN, took.Round(time.Millisecond), float64(clusterN)/took.Seconds(), tc.name, victim.name,
-				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), counted.sent.Load()-clusterN)
+			err = onceEach(t, s, tc.n)
+			if tc.control {
+				if !errors.Is(err, errNotOnce) {
+					t.Fatalf("a duplicate window of %v kept every message once: the check cannot fail", tc.window)
+				}
+				t.Logf("control: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d messages into R3 in %v (%.0f msgs/s); %s (%s): new leader in %v, longest stall of completions %v; %d messages sent again (same Nats-Msg-Id; %d stored by the old leader, sent to the new), each stored once",
+				tc.n, took.Round(time.Millisecond), float64(tc.n)/took.Seconds(), tc.name, victim.name,
+				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), across.sent.Load()-int64(tc.n), lostAcks)
 		})
 	}
 }
 
-// countingSink counts the messages handed to a sink, resends included.
-// Once loseAcks is set, it reports the first lostAcks messages the sink
-// delivered as not delivered, as a PubAck lost with its connection would
-// be: the relay sends them again, and the stream, now under its new
-// leader, must drop the copies.
-type countingSink struct {
+// acrossLeaders wraps the relay's sink around a leader's loss. Once carry
+// is set, it reports the next lostAcks messages the stream acknowledged
+// as not delivered (full closes then), and it publishes none of them
+// again before elected is closed (a retry of one is refused unpublished):
+// each goes out a second time only to the new leader, which must drop it
+// as a copy. It counts every message it publishes, copies included.
+type acrossLeaders struct {
 	relay.Sink
-	sent     atomic.Int64
-	loseAcks atomic.Bool
-	lost     atomic.Int64
+	sent    atomic.Int64
+	resent  atomic.Int64 // carried messages the stream acknowledged after elected
+	carry   atomic.Bool
+	full    chan struct{}
+	elected chan struct{}
+
+	mu      sync.Mutex
+	carried map[string]bool // by Nats-Msg-Id
 }
 
-// lostAcks is how many PubAcks countingSink loses after the shutdown.
+// lostAcks is how many PubAcks acrossLeaders carries over the loss.
 const lostAcks = 200
 
-var errLostAck = errors.New("test: PubAck lost")
+var (
+	errLostAck            = errors.New("test: PubAck carried over the leader's loss")
+	errNotYet             = errors.New("test: no new leader yet")
+	_          relay.Sink = (*acrossLeaders)(nil)
+)
 
-func (c *countingSink) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
-	c.sent.Add(int64(len(msgs)))
-	out := c.Sink.Send(ctx, msgs)
-	if !c.loseAcks.Load() {
-		return out
+func newAcrossLeaders(s relay.Sink) *acrossLeaders {
+	return &acrossLeaders{Sink: s, full: make(chan struct{}), elected: make(chan struct{}), carried: map[string]bool{}}
+}
+
+func (a *acrossLeaders) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outcome {
+	out := make([]relay.Outcome, len(msgs))
+	var pass []mqlite.Message
+	var at []int // index in msgs of each of pass
+	a.mu.Lock()
+	for i, m := range msgs {
+		if a.carried[relay.ID(m)] && !isClosed(a.elected) {
+			out[i] = relay.RetryAfter(errNotYet, 0)
+			continue
+		}
+		pass, at = append(pass, m), append(at, i)
 	}
-	for i, o := range out {
-		if o.Delivered() && c.lost.Add(1) <= lostAcks {
+	a.mu.Unlock()
+	a.sent.Add(int64(len(pass)))
+	got := a.Sink.Send(ctx, pass)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for j, o := range got {
+		i, id := at[j], relay.ID(pass[j])
+		out[i] = o
+		switch {
+		case !o.Delivered():
+		case a.carried[id]:
+			a.resent.Add(1)
+		case a.carry.Load() && len(a.carried) < lostAcks:
+			a.carried[id] = true
 			out[i] = relay.RetryAfter(errLostAck, 0)
+			if len(a.carried) == lostAcks {
+				close(a.full)
+			}
 		}
 	}
 	return out
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // separateLeaders asks the stream's leader to step down until it is not

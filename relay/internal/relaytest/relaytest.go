@@ -95,6 +95,46 @@ func WaitEmpty(t testing.TB, st *mqlite.Store, obs *Observer) {
 	}
 }
 
+// Poll calls cond every 10ms until it holds, failing the test after
+// Timeout. It is for a far side whose state changes by itself (elections,
+// a topic that grows), with nothing to wait on but its answers.
+func Poll(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// PollGrowth polls count every 10ms until it reaches want, failing the
+// test only when count stood still for Timeout: a far side that a busy
+// machine slows down (a relay process filling a stream) takes longer, and
+// only one that stopped fails.
+func PollGrowth(t testing.TB, what string, count func() int64, want int64) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last, since := int64(-1), time.Now()
+	for {
+		n := count()
+		if n >= want {
+			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) > Timeout {
+			t.Fatalf("timed out waiting for %s: %d of %d, no change for %v", what, n, want, Timeout)
+		}
+		<-tick.C
+	}
+}
+
 // Send commits msgs to Queue, in transactions of up to 500, and returns
 // their seqs.
 func Send(t testing.TB, st *mqlite.Store, msgs ...outbox.Message) []int64 {
@@ -372,19 +412,37 @@ func WaitHolds(t testing.TB, spy HoldSpy, n int, want error) {
 	}
 }
 
-// EmptyWatch is an Observer for a relay process of a crash test: it
-// cancels Cancel once a completion leaves Queue of St empty, so that the
-// process stops by itself.
-type EmptyWatch struct {
+// emptyWatch is the Observer of a crash test's relay process: each
+// completion pokes it, without waiting, so that watch checks whether Queue
+// is empty. A Stats per completion, inside the relay's loop, held the
+// loop for most of its time (153 completions of one batch, each counting
+// thousands of messages under the race detector).
+type emptyWatch struct {
 	consumer.NopObserver
-	St     *mqlite.Store
-	Cancel context.CancelFunc
+	poke chan struct{} // room for one: pokes coalesce
 }
 
-// Completed cancels when the queue is empty.
-func (e EmptyWatch) Completed(mqlite.Message, time.Duration) {
-	if s, err := e.St.Stats(context.Background(), Queue); err == nil && s.Total() == 0 {
-		e.Cancel()
+// Completed pokes the watcher.
+func (e emptyWatch) Completed(mqlite.Message, time.Duration) {
+	select {
+	case e.poke <- struct{}{}:
+	default:
+	}
+}
+
+// watch cancels once a poke finds Queue of st empty, or returns when ctx
+// ends.
+func (e emptyWatch) watch(ctx context.Context, st *mqlite.Store, cancel context.CancelFunc) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.poke:
+			if s, err := st.Stats(ctx, Queue); err == nil && s.Total() == 0 {
+				cancel()
+				return
+			}
+		}
 	}
 }
 
@@ -395,13 +453,22 @@ func RunUntilEmpty(t testing.TB, st *mqlite.Store, sink relay.Sink, opts relay.C
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	w := emptyWatch{poke: make(chan struct{}, 1)}
 	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.Observer = EmptyWatch{St: st, Cancel: cancel}
+	opts.Observer = w
 	r, err := relay.New(st, Queue, sink, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(ctx); err != nil {
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		w.watch(ctx, st, cancel)
+	}()
+	err = r.Run(ctx)
+	cancel()
+	<-watched
+	if err != nil {
 		t.Fatal(err)
 	}
 }
