@@ -195,7 +195,7 @@ func run(ctx context.Context, l *loop, held int) error {
 		l.set = l.streamed
 	}
 	var completerDone chan struct{}
-	if bc, ok := l.set.(CompleteBatcher); ok {
+	if bc, ok := l.set.(CompleteBatcher); ok && l.txHandler == nil {
 		l.completions = make(chan completion, cap(l.slots))
 		completerDone = make(chan struct{})
 		go func() {
@@ -282,6 +282,9 @@ type loop struct {
 	claimOnComplete atomic.Bool
 	queue           string
 	handler         Handler
+	// txHandler and txSource are LoopTx's; txHandler is nil otherwise.
+	txHandler TxHandler
+	txSource  TxSource
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
@@ -308,6 +311,7 @@ type delivery struct {
 	ctx    context.Context // the handler's, before its process span
 	cancel context.CancelCauseFunc
 	span   trace.Span // the process span; nil when tracing is off
+	step   TxStep     // LoopTx: what the handler left to run in the transaction
 
 	// Guarded by renewer.mu.
 	until   time.Time // the lease's end as last known
@@ -509,6 +513,18 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		sctx = trace.ContextWithSpan(sctx, d.span) // the settle span is the process span's child
 	}
 	m := d.msg
+	if err == nil && l.txHandler != nil {
+		stepErr, serr := l.completeTx(sctx, d)
+		if serr != nil {
+			l.settleFailed(m, "complete", serr)
+			return false
+		}
+		if stepErr == nil {
+			l.o.Observer.Completed(m, took)
+			return false
+		}
+		err = stepErr // settled below like a handler's error
+	}
 	switch {
 	case err == nil && l.completions != nil:
 		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
@@ -580,6 +596,10 @@ func (l *loop) call(ctx context.Context, d *delivery) (err error) {
 			l.log.Error("consumer: handler panicked", append(msgAttrs(d.msg), "panic", r, "stack", string(stack))...)
 		}
 	}()
+	if l.txHandler != nil {
+		d.step, err = l.txHandler(ctx, d.msg)
+		return err
+	}
 	return l.handler(ctx, d.msg)
 }
 
