@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
@@ -266,4 +268,57 @@ func TestSettleTxRefusesBadInput(t *testing.T) {
 	}
 	// The lock was left alone by every refusal.
 	must(t, b.Store.Complete(ctx, m.Lock()))
+}
+
+// TestSettleTxWakesTheGroupsNextOnCommitOnly: a receiver waiting on a
+// FIFO queue whose head is held gets the next message at once when the
+// head's completion inside a transaction commits, and nothing when it
+// rolls back.
+func TestSettleTxWakesTheGroupsNextOnCommitOnly(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{Ordering: mqlite.FIFO}, func(t *testing.T, e *loopEnv) {
+		seqs := e.send("head", "next")
+		head, err := e.st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1})
+		must(t, err)
+		if len(head) != 1 || head[0].Seq != seqs[0] {
+			t.Fatalf("received %+v, want the head", head)
+		}
+		got := make(chan []mqlite.Message, 1)
+		go func() {
+			msgs, err := e.st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1, Wait: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- msgs
+		}()
+		synctest.Wait() // the receiver waits: the group is held by the head
+		errRollback := errors.New("rolled back by the test")
+		err = e.st.Tx(ctx, func(tx *mqlite.Tx) error {
+			if err := consumer.CompleteTx(tx.Context(), tx.SQL(), head[0].Lock()); err != nil {
+				return err
+			}
+			return errRollback
+		})
+		if !errors.Is(err, errRollback) {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case msgs := <-got:
+			t.Fatalf("a rolled-back completion woke the receiver with %+v", msgs)
+		default:
+		}
+		begin := time.Now()
+		must(t, e.st.Tx(ctx, func(tx *mqlite.Tx) error {
+			return consumer.CompleteTx(tx.Context(), tx.SQL(), head[0].Lock())
+		}))
+		synctest.Wait()
+		select {
+		case msgs := <-got:
+			if len(msgs) != 1 || msgs[0].Seq != seqs[1] || time.Since(begin) != 0 {
+				t.Fatalf("woke with %+v after %v, want the next at once", msgs, time.Since(begin))
+			}
+		default:
+			t.Fatal("the committed completion did not wake the receiver")
+		}
+	})
 }
