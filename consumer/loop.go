@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -312,6 +313,9 @@ type delivery struct {
 	cancel context.CancelCauseFunc
 	span   trace.Span // the process span; nil when tracing is off
 	step   TxStep     // LoopTx: what the handler left to run in the transaction
+	// stepErr is LoopTx's: the step's failure, which the process span
+	// reports like a handler's error.
+	stepErr error
 
 	// Guarded by renewer.mu.
 	until   time.Time // the lease's end as last known
@@ -491,7 +495,7 @@ func (l *loop) handle(d *delivery) {
 	err := l.call(ctx, d)
 	handedOver = l.settle(d, err, time.Since(start))
 	if span != nil && !handedOver { // the completer ends a span handed over
-		tracing.End(span, err)
+		tracing.End(span, cmp.Or(err, d.stepErr))
 	}
 }
 
@@ -523,7 +527,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 			l.o.Observer.Completed(m, took)
 			return false
 		}
-		err = stepErr // settled below like a handler's error
+		d.stepErr, err = stepErr, stepErr // settled below like a handler's error
 	}
 	switch {
 	case err == nil && l.completions != nil:
