@@ -12,6 +12,12 @@ import (
 	"github.com/mqlite/mqlite/internal/engine"
 )
 
+// Validate checks that l has the shape of a delivery's lock (a valid queue
+// name, a positive seq, a token), with an error matching
+// ErrInvalidArgument: what every settlement refuses before it writes
+// anything. A lock that passes may still be stale (ErrLockLost).
+func (l Lock) Validate() error { return validateLock(l) }
+
 func validateLock(l Lock) error {
 	if err := validateQueueName(l.Queue); err != nil {
 		return err
@@ -137,6 +143,17 @@ const (
 // MaxDescriptionLen bytes (ErrInvalidArgument otherwise). Fenced and
 // replayable like Complete.
 func (s *Store) Reject(ctx context.Context, l Lock, reason, description string) error {
+	if err := ValidateReject(reason, description); err != nil {
+		return err
+	}
+	return s.settle(ctx, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description}, l)
+}
+
+// ValidateReject checks the reason and description of a Reject: UTF-8, at
+// most MaxReasonLen and MaxDescriptionLen bytes, with an error matching
+// ErrInvalidArgument otherwise: what Reject refuses before it writes
+// anything.
+func ValidateReject(reason, description string) error {
 	for _, f := range []struct {
 		name, value string
 		max         int
@@ -145,7 +162,7 @@ func (s *Store) Reject(ctx context.Context, l Lock, reason, description string) 
 			return invalidf(ErrInvalidArgument, "Reject's %s must be UTF-8 of at most %d bytes (%d given)", f.name, f.max, len(f.value))
 		}
 	}
-	return s.settle(ctx, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description}, l)
+	return nil
 }
 
 // Defer sets a delivered message aside: only ReceiveDeferred with its seq

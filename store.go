@@ -36,6 +36,9 @@ type Store struct {
 	tally   tally // the counts of Metrics
 	// receivers is the live registry of Receivers.
 	receivers *receivers
+	// txSettled is what settlements inside a caller's transaction leave for
+	// its commit.
+	txSettled settledInTx
 
 	migration Migration // what open did to the file's layout
 
@@ -114,8 +117,9 @@ func (s *Store) open(ctx context.Context) error {
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
 		Due:             s.notify.Due,
-		Commit:          func() { s.tally.commit(); s.notify.Commit() },
-		Rollback:        func() { s.tally.rollback(); s.notify.Rollback() },
+		Commit:          func() { s.tally.commit(); s.notify.Commit(); s.settledCommitted() },
+		Rollback:        func() { s.tally.rollback(); s.notify.Rollback(); s.settledRolledBack() },
+		Settling:        s.settling,
 		Changed:         s.tally.change,
 		Created:         s.tally.create,
 		Dropped:         s.tally.drop,

@@ -24,6 +24,7 @@ func TestConformance(t *testing.T) {
 			WithoutRollback: "a send over the broker is its own transaction; the caller's rollback is the embedded store's promise",
 			WithoutRestart:  "the broker owns the file; a killed broker is TestBrokerCrash's (crash_injection)",
 			WithoutBubble:   "the client does network I/O, which a synctest bubble cannot hold",
+			WithoutEffects:  "the broker has no request yet that settles and sends in one transaction",
 		},
 		Open: func(t *testing.T, cfg conformance.Config) conformance.Instance {
 			var fake *testdb.Clock

@@ -55,6 +55,10 @@ type Features struct {
 	// bubble they know the receiver is waiting before they commit, and
 	// measure wake-ups on the bubble's fake time, exactly.
 	WithoutBubble string
+	// WithoutEffects: the implementation cannot settle a delivery inside
+	// a transaction that also sends (Instance.EffectsTx is nil), so the
+	// Effects area is skipped.
+	WithoutEffects string
 }
 
 // Instance is one implementation under test, as Harness.Open returns it.
@@ -75,6 +79,25 @@ type Instance struct {
 	// the new Store; the kit no longer uses the old one. Nil under
 	// Features.WithoutRestart.
 	Restart func(t *testing.T) Store
+	// EffectsTx runs fn in one transaction of the implementation in which
+	// fn sends and settles deliveries (EffectsOps): every send and every
+	// settlement of fn commits when fn returns nil, none when it returns
+	// an error, which EffectsTx returns. For the embedded store it is
+	// Store.Tx with outbox.SendBatch, consumer.CompleteTx and
+	// consumer.RejectTx on tx.SQL(). Nil under Features.WithoutEffects.
+	EffectsTx func(ctx context.Context, fn func(ops EffectsOps) error) error
+}
+
+// EffectsOps is what fn of Instance.EffectsTx does inside the transaction.
+type EffectsOps struct {
+	// Send sends as SendFunc does.
+	Send SendFunc
+	// Complete completes a delivery, fenced as Complete is: a lapsed lease
+	// or a stale token is an error matching mqlite.ErrLockLost.
+	Complete func(l mqlite.Lock) error
+	// Reject dead-letters a delivery with a reason and a description,
+	// fenced as Complete.
+	Reject func(l mqlite.Lock, reason, description string) error
 }
 
 // SendFunc sends msgs to queue inside the transaction of Instance.Tx, with

@@ -63,5 +63,6 @@ func groups() []group {
 		{"Pause", pauseTests},
 		{"LastError", lastErrorTests},
 		{"LoopFailures", loopFailureTests()},
+		{"Effects", effectTests},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/conformance"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -25,10 +26,14 @@ func loopsOff(o mqlite.Config) mqlite.Config {
 // txFunc is conformance.Instance.Tx.
 type txFunc = func(ctx context.Context, fn func(conformance.SendFunc) error) error
 
+// effectsFunc is conformance.Instance.EffectsTx.
+type effectsFunc = func(ctx context.Context, fn func(conformance.EffectsOps) error) error
+
 // embedded opens *mqlite.Store instances for the kit, each on a fresh file
 // with internal/testdb's fake clock (or the wall clock when the subtest
-// asks) and the loops off; tx says how a transaction is run and sent into.
-func embedded(tx func(st *mqlite.Store) txFunc) conformance.Harness {
+// asks) and the loops off; tx says how a transaction is run and sent into,
+// fx how one also settles.
+func embedded(tx func(st *mqlite.Store) txFunc, fx func(st *mqlite.Store) effectsFunc) conformance.Harness {
 	return conformance.Harness{Open: func(t *testing.T, cfg conformance.Config) conformance.Instance {
 		var fake conformance.Clock
 		var clock mqlite.Clock = mqlite.SystemClock{}
@@ -51,6 +56,9 @@ func embedded(tx func(st *mqlite.Store) txFunc) conformance.Harness {
 			Store: st,
 			Clock: fake,
 			Tx:    func(ctx context.Context, fn func(conformance.SendFunc) error) error { return tx(st)(ctx, fn) },
+			EffectsTx: func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
+				return fx(st)(ctx, fn)
+			},
 			// Close leaves every lease in the file, as a killed process
 			// does; the next Open recovers them. (The SIGKILL itself is
 			// internal/crashtest's.)
@@ -73,6 +81,36 @@ func viaStoreTx(st *mqlite.Store) txFunc {
 				return outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
 			})
 		})
+	}
+}
+
+// effectsOn returns the EffectsOps of the transaction tx: outbox.SendBatch,
+// consumer.CompleteTx and consumer.RejectTx on it.
+func effectsOn(ctx context.Context, tx outbox.Execer) conformance.EffectsOps {
+	return conformance.EffectsOps{
+		Send: func(queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
+			return outbox.SendBatch(ctx, tx, queue, msgs)
+		},
+		Complete: func(l mqlite.Lock) error { return consumer.CompleteTx(ctx, tx, l) },
+		Reject: func(l mqlite.Lock, reason, description string) error {
+			return consumer.RejectTx(ctx, tx, l, reason, description)
+		},
+	}
+}
+
+// effectsViaStoreTx settles and sends on Store.Tx's *sql.Tx.
+func effectsViaStoreTx(st *mqlite.Store) effectsFunc {
+	return func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
+		return st.Tx(ctx, func(tx *mqlite.Tx) error { return fn(effectsOn(tx.Context(), tx.SQL())) })
+	}
+}
+
+// effectsViaSqlx settles and sends on a *sqlx.Tx begun on Store.DB(),
+// through mqlite.InTx.
+func effectsViaSqlx(st *mqlite.Store) effectsFunc {
+	db := sqlx.NewDb(st.DB(), "sqlite")
+	return func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
+		return mqlite.InTx(ctx, db.BeginTxx, func(ctx context.Context, tx *sqlx.Tx) error { return fn(effectsOn(ctx, tx)) })
 	}
 }
 
@@ -99,7 +137,7 @@ func viaSqlx(st *mqlite.Store) txFunc {
 // Store.Tx (database/sql).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	conformance.Run(t, embedded(viaStoreTx))
+	conformance.Run(t, embedded(viaStoreTx, effectsViaStoreTx))
 }
 
 // TestConformanceSqlx runs the kit's sending subtests (transactions,
@@ -109,11 +147,11 @@ func TestConformance(t *testing.T) {
 // keeps the kit near half a minute under -race.
 func TestConformanceSqlx(t *testing.T) {
 	t.Parallel()
-	h := embedded(viaSqlx)
+	h := embedded(viaSqlx, effectsViaSqlx)
 	open := h.Open
 	h.Open = func(t *testing.T, cfg conformance.Config) conformance.Instance {
 		area := strings.Split(t.Name(), "/")[1]
-		if area != "Transaction" && area != "Dedup" && area != "Wake" && area != "Topics" {
+		if area != "Transaction" && area != "Dedup" && area != "Wake" && area != "Topics" && area != "Effects" {
 			t.Skip("sqlx runs the sending subtests only; TestConformance runs the rest")
 		}
 		return open(t, cfg)

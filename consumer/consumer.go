@@ -4,7 +4,12 @@
 //
 // Delivery is peek-lock and at-least-once: a message is locked for its
 // queue's LockDuration with a fresh fencing token, and must be settled with
-// that token before the lease ends. Make handlers idempotent.
+// that token before the lease ends. Make handlers idempotent, or, for
+// effects in the store's own file, let them commit with the completion:
+// LoopTx runs a handler's database step and the message's completion in
+// one transaction, and CompleteTx / RejectTx settle inside a transaction
+// the caller holds (the shapes outbox.SendOne takes), so an effect is
+// committed exactly when its message is settled.
 package consumer
 
 import (

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,7 +196,7 @@ func run(ctx context.Context, l *loop, held int) error {
 		l.set = l.streamed
 	}
 	var completerDone chan struct{}
-	if bc, ok := l.set.(CompleteBatcher); ok {
+	if bc, ok := l.set.(CompleteBatcher); ok && l.txHandler == nil {
 		l.completions = make(chan completion, cap(l.slots))
 		completerDone = make(chan struct{})
 		go func() {
@@ -282,6 +283,9 @@ type loop struct {
 	claimOnComplete atomic.Bool
 	queue           string
 	handler         Handler
+	// txHandler and txSource are LoopTx's; txHandler is nil otherwise.
+	txHandler TxHandler
+	txSource  TxSource
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int
@@ -308,6 +312,10 @@ type delivery struct {
 	ctx    context.Context // the handler's, before its process span
 	cancel context.CancelCauseFunc
 	span   trace.Span // the process span; nil when tracing is off
+	step   TxStep     // LoopTx: what the handler left to run in the transaction
+	// stepErr is LoopTx's: the step's failure, which the process span
+	// reports like a handler's error.
+	stepErr error
 
 	// Guarded by renewer.mu.
 	until   time.Time // the lease's end as last known
@@ -487,7 +495,7 @@ func (l *loop) handle(d *delivery) {
 	err := l.call(ctx, d)
 	handedOver = l.settle(d, err, time.Since(start))
 	if span != nil && !handedOver { // the completer ends a span handed over
-		tracing.End(span, err)
+		tracing.End(span, cmp.Or(err, d.stepErr))
 	}
 }
 
@@ -509,6 +517,18 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		sctx = trace.ContextWithSpan(sctx, d.span) // the settle span is the process span's child
 	}
 	m := d.msg
+	if err == nil && l.txHandler != nil {
+		stepErr, serr := l.completeTx(sctx, d)
+		if serr != nil {
+			l.settleFailed(m, "complete", serr)
+			return false
+		}
+		if stepErr == nil {
+			l.o.Observer.Completed(m, took)
+			return false
+		}
+		d.stepErr, err = stepErr, stepErr // settled below like a handler's error
+	}
 	switch {
 	case err == nil && l.completions != nil:
 		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
@@ -580,6 +600,10 @@ func (l *loop) call(ctx context.Context, d *delivery) (err error) {
 			l.log.Error("consumer: handler panicked", append(msgAttrs(d.msg), "panic", r, "stack", string(stack))...)
 		}
 	}()
+	if l.txHandler != nil {
+		d.step, err = l.txHandler(ctx, d.msg)
+		return err
+	}
 	return l.handler(ctx, d.msg)
 }
 

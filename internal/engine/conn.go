@@ -46,6 +46,12 @@ type ConnConfig struct {
 	Due       func(queue string, at int64)
 	Commit    func()
 	Rollback  func()
+	// Settling is called, on the connection's goroutine, when a settlement
+	// runs inside a caller's bare transaction (SettleTx), before its
+	// statement: op and the delivery's token. Like Claimable it reports a
+	// write not yet committed: Commit and Rollback tell whether it stands.
+	// May be nil.
+	Settling func(op Op, token string)
 	// Changed is called, on the connection's goroutine, for each row of
 	// messages inserted, deleted, or updated to another state: the raw
 	// material of the store's per-queue counts (see RowChange). Created and
@@ -75,6 +81,7 @@ type storeFuncs struct {
 	now      func() int64
 	maxBytes int64
 	closing  func() bool // nil: closed
+	settling func(op Op, token string)
 }
 
 // load returns the live functions, or errs.ErrClosed once the store closes.
@@ -94,7 +101,7 @@ func load(p *atomic.Pointer[storeFuncs]) (*storeFuncs, error) {
 // process is serialized on it before SQLite sees it.
 func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	var fns atomic.Pointer[storeFuncs]
-	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes, closing: cfg.Closing})
+	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes, closing: cfg.Closing, settling: cfg.Settling})
 	d := &sqlite.Driver{}
 	if err := d.RegisterScalarFunction("mqlite_now", 0,
 		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
@@ -115,6 +122,21 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 			return f.maxBytes, nil
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
+	}
+	if err := d.RegisterScalarFunction("mqlite_settling", 2,
+		func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			f, err := load(&fns)
+			if err != nil {
+				return nil, err
+			}
+			op, _ := args[0].(string)
+			token, _ := args[1].(string)
+			if f.settling != nil {
+				f.settling(Op(op), token)
+			}
+			return f.now(), nil
+		}); err != nil {
+		return nil, nil, fmt.Errorf("register mqlite_settling: %w", err)
 	}
 	sync := "NORMAL"
 	if cfg.SyncFull {

@@ -32,6 +32,12 @@ type Engine interface {
 	Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error)
 	// Settle applies one fenced settlement inside tx, with its receipt.
 	Settle(ctx context.Context, tx DBTX, s Settlement) error
+	// SettleTx is the in-transaction settlement: s inside tx, which may be
+	// a caller's bare transaction on the handle, at the store's now (s.Now
+	// is ignored), told to the store (ConnConfig.Settling) so that what
+	// follows a settlement happens when tx commits. A transaction on any
+	// other handle is errs.ErrNotAStore, with nothing written.
+	SettleTx(ctx context.Context, tx DBTX, s Settlement) error
 	// Recover releases every lease an earlier process left in the file.
 	Recover(ctx context.Context, db DBTX, now int64) (int64, error)
 	// Backup writes a consistent copy of the file to the new file path.
@@ -81,6 +87,16 @@ func (SQLite) Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error)
 
 // Settle settles; see the package function Settle.
 func (SQLite) Settle(ctx context.Context, tx DBTX, s Settlement) error { return Settle(ctx, tx, s) }
+
+// SettleTx reads now from the store's clock and reports the settlement to
+// the store through the handle's SQL function mqlite_settling, which no
+// other handle has (errs.ErrNotAStore, as for a send), then settles.
+func (SQLite) SettleTx(ctx context.Context, tx DBTX, s Settlement) error {
+	if err := tx.QueryRowContext(ctx, `SELECT mqlite_settling(?, ?)`, string(s.Op), s.Token).Scan(&s.Now); err != nil {
+		return interpret(string(s.Op), err)
+	}
+	return Settle(ctx, tx, s)
+}
 
 // Recover recovers; see the package function Recover.
 func (SQLite) Recover(ctx context.Context, db DBTX, now int64) (int64, error) {

@@ -1,0 +1,217 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// LoopTx's tests run in Loop's synctest bubble. Each message's step writes
+// one effect row and sends one message onward to queue "out": both must
+// exist exactly when the message is completed.
+
+// startTx runs LoopTx on queue "q" of e's store in the background, with
+// an effects table and an "out" queue made first.
+func (e *loopEnv) startTx(h consumer.TxHandler, opts consumer.LoopConfig) (stop func() error) {
+	e.t.Helper()
+	_, err := e.st.DB().ExecContext(ctx, `CREATE TABLE effects (seq INTEGER PRIMARY KEY)`)
+	must(e.t, err)
+	must(e.t, e.st.CreateQueue(ctx, "out", mqlite.QueueOptions{}))
+	opts = e.options(opts)
+	return e.launch(func(lctx context.Context) error { return consumer.LoopTx(lctx, e.st, "q", h, opts) })
+}
+
+// effect is the step that writes m's effect row and sends it onward.
+func effect(m mqlite.Message) consumer.TxStep {
+	return func(ctx context.Context, tx consumer.Tx) error {
+		if _, err := tx.SQL().ExecContext(ctx, `INSERT INTO effects (seq) VALUES (?)`, m.Seq); err != nil {
+			return err
+		}
+		_, err := tx.Send(ctx, "out", outbox.Message{Body: m.Body, MessageID: fmt.Sprintf("from-%d", m.Seq)})
+		return err
+	}
+}
+
+// effects returns how many effect rows and onward messages message seq
+// left.
+func (e *loopEnv) effects(seq int64) (rows, onward int64) {
+	e.t.Helper()
+	rows = testdb.Int(e.t, e.st.DB(), `SELECT count(*) FROM effects WHERE seq = ?`, seq)
+	onward = testdb.Int(e.t, e.st.DB(), `SELECT count(*) FROM mqlite_messages WHERE queue = 'out' AND message_id = ?`,
+		fmt.Sprintf("from-%d", seq))
+	return rows, onward
+}
+
+func TestLoopTxOutcomes(t *testing.T) {
+	boom := errors.New("downstream said no")
+	tests := []struct {
+		name    string
+		handler consumer.TxHandler
+		// event is the Observer's event for the message, effect whether
+		// its row and onward message exist, state what is left of it.
+		event  string
+		effect bool
+		state  mqlite.State
+		cause  func(error) bool
+	}{
+		{"nil", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) { return effect(m), nil },
+			"completed", true, "", nil},
+		{"nil step", func(context.Context, mqlite.Message) (consumer.TxStep, error) { return nil, nil },
+			"completed", false, "", nil},
+		{"handler error", func(context.Context, mqlite.Message) (consumer.TxStep, error) { return nil, boom },
+			"abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, boom) }},
+		{"step error", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				if err := effect(m)(ctx, tx); err != nil {
+					return err
+				}
+				return boom
+			}, nil
+		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, boom) }},
+		{"step permanent", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				if err := effect(m)(ctx, tx); err != nil {
+					return err
+				}
+				return consumer.Permanent(boom)
+			}, nil
+		}, "rejected", false, mqlite.StateDeadLettered, func(err error) bool { return errors.Is(err, boom) }},
+		{"step panic", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				if err := effect(m)(ctx, tx); err != nil {
+					return err
+				}
+				panic("step blew up")
+			}, nil
+		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool {
+			pe, ok := errors.AsType[*consumer.PanicError](err)
+			return ok && pe.Value == "step blew up"
+		}},
+		{"handler panic", func(context.Context, mqlite.Message) (consumer.TxStep, error) { panic("handler blew up") },
+			"abandoned", false, mqlite.StateScheduled, func(err error) bool {
+				_, ok := errors.AsType[*consumer.PanicError](err)
+				return ok
+			}},
+		{"step commits itself", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error { return tx.SQL().Commit() }, nil
+		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
+		{"step rolls back itself", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				if err := effect(m)(ctx, tx); err != nil {
+					return err
+				}
+				return tx.SQL().Rollback()
+			}, nil
+		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+				stop := e.startTx(tc.handler, consumer.LoopConfig{Backoff: exact})
+				seq := e.send("m")[0]
+				synctest.Wait()
+				must(t, stop())
+				wantEvents(t, e.obs, "received 1", fmt.Sprintf("%s %d", tc.event, seq))
+				if tc.cause != nil && !tc.cause(e.obs.causeAt(1)) {
+					t.Fatalf("cause %v", e.obs.causeAt(1))
+				}
+				rows, onward := e.effects(seq)
+				if want := map[bool]int64{true: 1}[tc.effect]; rows != want || onward != want {
+					t.Fatalf("%d effect rows and %d onward messages, want %d of each", rows, onward, want)
+				}
+				state := mqlite.State("")
+				if m, ok := e.peek()[seq]; ok {
+					state = m.State
+				}
+				dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
+				must(t, err)
+				if len(dead) == 1 && dead[0].Seq == seq {
+					state = dead[0].State
+				}
+				if state != tc.state {
+					t.Fatalf("message left %q, want %q", state, tc.state)
+				}
+			})
+		})
+	}
+}
+
+// TestLoopTxLeaseLapsedBeforeTheTransaction is the test of the completion
+// inside the step's transaction: the step outlives the lease, so the
+// completion finds it lapsed; the effect must not commit. A completion
+// made after the transaction committed would leave the effect behind.
+func TestLoopTxLeaseLapsedBeforeTheTransaction(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		stop := e.startTx(func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				time.Sleep(lease) // fake time: nothing renews while the step runs
+				return effect(m)(ctx, tx)
+			}, nil
+		}, consumer.LoopConfig{SettleTimeout: 2 * lease})
+		seq := e.send("m")[0]
+		synctest.Wait()
+		must(t, stop())
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("lock lost %d", seq))
+		if err := e.obs.causeAt(1); !errors.Is(err, mqlite.ErrLockLost) {
+			t.Fatalf("cause %v, want ErrLockLost", err)
+		}
+		if rows, onward := e.effects(seq); rows != 0 || onward != 0 {
+			t.Fatalf("%d effect rows and %d onward messages committed with a lapsed lease, want none", rows, onward)
+		}
+	})
+}
+
+// TestLoopTxOneMessageOnce drains messages through LoopTx with
+// concurrent handlers: every message completed, each with one effect row
+// and one onward message.
+func TestLoopTxOneMessageOnce(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		stop := e.startTx(func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return effect(m), nil
+		}, consumer.LoopConfig{Concurrency: 4})
+		seqs := e.send(strings.Split("a b c d e f g h i j", " ")...)
+		synctest.Wait()
+		must(t, stop())
+		if left := e.peek(); len(left) != 0 {
+			t.Fatalf("%d messages left, want 0", len(left))
+		}
+		for _, seq := range seqs {
+			if rows, onward := e.effects(seq); rows != 1 || onward != 1 {
+				t.Fatalf("message %d: %d effect rows and %d onward messages, want 1 of each", seq, rows, onward)
+			}
+		}
+	})
+}
+
+func TestLoopTxBadArguments(t *testing.T) {
+	t.Parallel()
+	b := testdb.OpenQueue(t, "q", mqlite.QueueOptions{})
+	h := func(context.Context, mqlite.Message) (consumer.TxStep, error) { return nil, nil }
+	tests := []struct {
+		name string
+		src  consumer.Source
+		h    consumer.TxHandler
+		opts consumer.LoopConfig
+	}{
+		{"nil source", nil, h, consumer.LoopConfig{}},
+		{"nil handler", b.Store, nil, consumer.LoopConfig{}},
+		{"source without transactions", oneByOne{b.Store}, h, consumer.LoopConfig{}},
+		{"bad config", b.Store, h, consumer.LoopConfig{Concurrency: -2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := consumer.LoopTx(ctx, tc.src, "q", tc.h, tc.opts); !errors.Is(err, mqlite.ErrInvalidArgument) {
+				t.Fatalf("LoopTx: %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package consumer
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// CompleteTx completes the delivery l inside tx, the caller's transaction
+// on the store (the shapes outbox.SendOne takes: a *sql.Tx on Store.DB(),
+// Store.Tx's tx.SQL(), a *sqlx.Tx, GORM's through gormtx), so that the
+// rows the caller wrote in tx and the message's completion commit together
+// or not at all: exactly-once effects, with no table of processed ids.
+//
+// Like Store.Complete it is fenced: it needs the delivery's current token
+// and a lease still running at the store's clock when its statement runs
+// (the transaction holds the file's one writer, so nothing can claim the
+// message between that check and the commit). A lapsed lease or a stale
+// token is an error matching mqlite.ErrLockLost: the caller must then roll
+// tx back, or its effects commit without the completion (return the error
+// from Store.Tx's or mqlite.InTx's callback and they do). A retry of the
+// exact same completion after it committed succeeds from its receipt.
+//
+// What follows a completion (the store's metrics, the registry of
+// Store.Receivers, waking receivers when the head of a FIFO group leaves)
+// happens when tx commits, never when it rolls back. A transaction on any
+// other handle than the store's is mqlite.ErrNotAStore, a malformed lock
+// mqlite.ErrInvalidArgument; either way nothing is written and tx stays
+// usable. CompleteTx never begins, commits or rolls back tx.
+func CompleteTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock) error {
+	return settleTx(ctx, tx, l, engine.Settlement{Op: engine.OpComplete})
+}
+
+// RejectTx dead-letters the delivery l inside tx with a reason and a
+// description (see Store.Reject for their bounds: mqlite.ErrInvalidArgument
+// past them), so that what the caller wrote in tx (say, a row recording
+// the failure) and the dead letter commit together. It is fenced, replayed
+// and bound to tx's commit exactly like CompleteTx.
+func RejectTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, reason, description string) error {
+	if err := mqlite.ValidateReject(reason, description); err != nil {
+		return err
+	}
+	return settleTx(ctx, tx, l, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description})
+}
+
+// settleTx runs the settlement s of l inside the caller's tx.
+func settleTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, s engine.Settlement) error {
+	if tx == nil || reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil() {
+		return mqlite.ErrNilTx
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.Queue, s.Seq, s.Token = l.Queue, l.Seq, l.Token
+	return engine.Local.SettleTx(ctx, tx, s)
+}
