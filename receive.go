@@ -324,7 +324,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 	for i, l := range locks {
 		s.tally.observe(queue, settleDuration, start)
 		if err == nil && (results[i] == nil || errors.Is(results[i], ErrLockLost)) {
-			s.receivers.settled(l.Token)
+			s.receivers.settled(l)
 		}
 	}
 	s.tally.observe(queue, claimDuration, start)

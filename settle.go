@@ -44,7 +44,7 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	})
 	endSettle(span, err)
 	if err == nil || errors.Is(err, ErrLockLost) {
-		s.receivers.settled(l.Token)
+		s.receivers.settled(l)
 	}
 	return err
 }
@@ -86,7 +86,7 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	for i, l := range locks {
 		s.tally.observe(l.Queue, settleDuration, start)
 		if err == nil && i < len(out) && (out[i] == nil || errors.Is(out[i], ErrLockLost)) {
-			s.receivers.settled(l.Token)
+			s.receivers.settled(l)
 		}
 	}
 	endSettle(span, err)
@@ -198,9 +198,9 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 	}
 	for i, l := range locks {
 		if out[i].Err != nil {
-			s.receivers.settled(l.Token)
+			s.receivers.settled(l)
 		} else {
-			s.receivers.renewed(l.Token, out[i].LockedUntil)
+			s.receivers.renewed(l, out[i].LockedUntil)
 		}
 	}
 	return out, nil
