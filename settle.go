@@ -27,7 +27,7 @@ func validateLock(l Lock) error {
 
 // settle runs one fenced settlement in its own transaction.
 func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := validateLock(l); err != nil {
@@ -61,7 +61,7 @@ func (s *Store) Complete(ctx context.Context, l Lock) error {
 // commit). Each lock gets its own result, nil or ErrLockLost, exactly as
 // Complete would give it; err is for failures of the whole call.
 func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	sets := make([]engine.Settlement, len(locks))
@@ -173,7 +173,7 @@ type RenewResult struct {
 // RenewBatch renews several leases in one transaction. Each lock gets its
 // own result; err is for failures of the whole call.
 func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	for _, l := range locks {
