@@ -146,99 +146,44 @@ func TestInsideTxCallsCoverTheStore(t *testing.T) {
 // at once, while the callback still holds the connection, and writes
 // nothing; after Tx returned, the same context is no longer refused.
 func TestStoreCallInsideTx(t *testing.T) {
-	t.Parallel()
-	for _, tc := range insideTxCalls(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tb := testdb.Open(t, mqlite.Config{})
-			tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
-			st, ctx := tb.Store, context.Background()
-			tb.Send(t, "q", outbox.Message{})
-			got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{})
-			if err != nil || len(got) != 1 {
-				t.Fatalf("receive: %v %d", err, len(got))
-			}
-			before := fileRows(t, st)
-			var txCtx context.Context
-			// A derived context (a handler's timeout) is refused the same.
-			callCtx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			done := make(chan error, 1)
-			err = st.Tx(ctx, func(tx *mqlite.Tx) error {
-				txCtx = tx.Context()
-				callCtx, cancel = context.WithCancel(tx.Context())
-				go func() { done <- tc.call(callCtx, st, got[0].Lock()) }()
-				select {
-				case err := <-done:
-					return err
-				case <-time.After(time.Minute):
-					// The call waits for the connection this callback
-					// holds: let go of it, so the call can end.
-					cancel()
-					return errors.New("still waiting for the connection after a minute")
-				}
-			})
-			if err != nil && !errors.Is(err, mqlite.ErrInsideTx) {
-				<-done
-			}
-			if !errors.Is(err, mqlite.ErrInsideTx) {
-				t.Fatalf("%s inside Tx: %v, want ErrInsideTx", tc.name, err)
-			}
-			if after := fileRows(t, st); after != before {
-				t.Fatalf("%s inside Tx wrote:\nbefore %s\nafter  %s", tc.name, before, after)
-			}
-			// Cancelled, so that the call checks and then stops at once.
-			afterCtx, cancel := context.WithCancel(txCtx)
-			cancel()
-			if err := tc.call(afterCtx, st, got[0].Lock()); errors.Is(err, mqlite.ErrInsideTx) {
-				t.Fatalf("%s after Tx returned: %v", tc.name, err)
+	eachInsideTxCall(t, func(t *testing.T, tc insideTxCall, st *mqlite.Store, m mqlite.Message) {
+		ctx := context.Background()
+		before := fileRows(t, st)
+		var txCtx context.Context
+		// A derived context (a handler's timeout) is refused the same.
+		callCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+			txCtx = tx.Context()
+			callCtx, cancel = context.WithCancel(tx.Context())
+			go func() { done <- tc.call(callCtx, st, m.Lock()) }()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(time.Minute):
+				// The call waits for the connection this callback
+				// holds: let go of it, so the call can end.
+				cancel()
+				return errors.New("still waiting for the connection after a minute")
 			}
 		})
-	}
-}
-
-// fileRows returns every row of every mqlite_ table of st's file, as text.
-func fileRows(t *testing.T, st *mqlite.Store) string {
-	t.Helper()
-	ctx := context.Background()
-	rows, err := st.DB().QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'mqlite\_%' ESCAPE '\' ORDER BY name`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
+		if err != nil && !errors.Is(err, mqlite.ErrInsideTx) {
+			<-done
 		}
-		tables = append(tables, name)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, table := range tables {
-		rows, err := st.DB().QueryContext(ctx, "SELECT * FROM "+table)
-		if err != nil {
-			t.Fatal(err)
+		if !errors.Is(err, mqlite.ErrInsideTx) {
+			t.Fatalf("%s inside Tx: %v, want ErrInsideTx", tc.name, err)
 		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintf(&b, "%s%v;", table, vals)
+		if after := fileRows(t, st); after != before {
+			t.Fatalf("%s inside Tx wrote:\nbefore %s\nafter  %s", tc.name, before, after)
 		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
+		// Cancelled, so that the call checks and then stops at once.
+		afterCtx, cancel := context.WithCancel(txCtx)
+		cancel()
+		if err := tc.call(afterCtx, st, m.Lock()); errors.Is(err, mqlite.ErrInsideTx) {
+			t.Fatalf("%s after Tx returned: %v", tc.name, err)
 		}
-	}
-	return b.String()
+	})
 }
 
 // TestStoreCallWaitHonoursDeadline: while another goroutine's transaction
@@ -246,55 +191,81 @@ func fileRows(t *testing.T, st *mqlite.Store) string {
 // context.DeadlineExceeded while the holder still holds it, not once it lets
 // go; the holder then commits.
 func TestStoreCallWaitHonoursDeadline(t *testing.T) {
+	eachInsideTxCall(t, func(t *testing.T, tc insideTxCall, st *mqlite.Store, m mqlite.Message) {
+		ctx := context.Background()
+		holding, release := make(chan struct{}), make(chan struct{})
+		var released atomic.Bool
+		held := make(chan error, 1)
+		go func() {
+			held <- st.Tx(ctx, func(*mqlite.Tx) error {
+				close(holding)
+				<-release
+				released.Store(true)
+				return nil
+			})
+		}()
+		<-holding
+		callCtx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		type result struct {
+			err  error
+			late bool // the holder had let go
+		}
+		done := make(chan result, 1)
+		go func() {
+			err := tc.call(callCtx, st, m.Lock())
+			done <- result{err, released.Load()}
+		}()
+		var r result
+		select {
+		case r = <-done:
+			close(release)
+		case <-time.After(time.Minute):
+			close(release) // the call ignores its deadline
+			r = <-done
+		}
+		if !errors.Is(r.err, context.DeadlineExceeded) || r.late {
+			t.Errorf("%s while another transaction holds the connection: %v (after the holder let go: %v), want context.DeadlineExceeded before", tc.name, r.err, r.late)
+		}
+		if err := <-held; err != nil {
+			t.Fatalf("holder: %v", err)
+		}
+	})
+}
+
+// fileRows returns every row of every mqlite_ table of st's file, as text.
+func fileRows(t *testing.T, st *mqlite.Store) string {
+	t.Helper()
+	var b strings.Builder
+	for _, table := range testdb.Strings(t, st.DB(), `SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'mqlite\_%' ESCAPE '\' ORDER BY name`) {
+		fmt.Fprintf(&b, "%s%q;", table, testdb.Rows(t, st.DB(), table))
+	}
+	return b.String()
+}
+
+// eachInsideTxCall runs test, in parallel, for each of insideTxCalls on a
+// store of its own with one locked message (lockedOne).
+func eachInsideTxCall(t *testing.T, test func(t *testing.T, tc insideTxCall, st *mqlite.Store, m mqlite.Message)) {
 	t.Parallel()
 	for _, tc := range insideTxCalls(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tb := testdb.Open(t, mqlite.Config{})
-			tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
-			st, ctx := tb.Store, context.Background()
-			tb.Send(t, "q", outbox.Message{})
-			got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{})
-			if err != nil || len(got) != 1 {
-				t.Fatalf("receive: %v %d", err, len(got))
-			}
-			holding, release := make(chan struct{}), make(chan struct{})
-			var released atomic.Bool
-			held := make(chan error, 1)
-			go func() {
-				held <- st.Tx(ctx, func(*mqlite.Tx) error {
-					close(holding)
-					<-release
-					released.Store(true)
-					return nil
-				})
-			}()
-			<-holding
-			callCtx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-			defer cancel()
-			type result struct {
-				err  error
-				late bool // the holder had let go
-			}
-			done := make(chan result, 1)
-			go func() {
-				err := tc.call(callCtx, st, got[0].Lock())
-				done <- result{err, released.Load()}
-			}()
-			var r result
-			select {
-			case r = <-done:
-				close(release)
-			case <-time.After(time.Minute):
-				close(release) // the call ignores its deadline
-				r = <-done
-			}
-			if !errors.Is(r.err, context.DeadlineExceeded) || r.late {
-				t.Errorf("%s while another transaction holds the connection: %v (after the holder let go: %v), want context.DeadlineExceeded before", tc.name, r.err, r.late)
-			}
-			if err := <-held; err != nil {
-				t.Fatalf("holder: %v", err)
-			}
+			st, m := lockedOne(t)
+			test(t, tc, st, m)
 		})
 	}
+}
+
+// lockedOne opens a store with queue "q" and one message of it received
+// (locked for a minute), for a call to settle.
+func lockedOne(t *testing.T) (*mqlite.Store, mqlite.Message) {
+	t.Helper()
+	tb := testdb.Open(t, mqlite.Config{})
+	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
+	tb.Send(t, "q", outbox.Message{})
+	got, err := tb.Store.Receive(context.Background(), "q", mqlite.ReceiveOptions{})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	return tb.Store, got[0]
 }
