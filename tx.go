@@ -59,10 +59,9 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 		return tx, err
 	}
 	return InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
-		m := &txMark{store: s}
-		m.open.Store(true)
-		defer m.open.Store(false) // the commit follows; no call of fn's runs after it
-		return fn(&Tx{tx: tx, ctx: markTx(ctx, m)})
+		ctx, end := markTx(ctx, &txMark{store: s})
+		defer end() // the commit follows; no call of fn's runs after it
+		return fn(&Tx{tx: tx, ctx: ctx})
 	})
 }
 
@@ -73,7 +72,7 @@ type SQLTx interface {
 }
 
 // InTx runs fn in one transaction that begin starts, with the rules of
-// Store.Tx (but no ErrInsideTx: InTx does not know the store), for code that holds the store's handle (st.DB(), or sqlx's
+// Store.Tx (a call of the store with fn's ctx fails with ErrInsideTx), for code that holds the store's handle (st.DB(), or sqlx's
 // sqlx.NewDb(st.DB(), "sqlite")) rather than the *Store:
 //
 //	err := mqlite.InTx(ctx, st.DB().BeginTx, func(ctx context.Context, tx *sql.Tx) error { ... })
@@ -128,7 +127,10 @@ func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptio
 			_ = tx.Rollback()
 		}
 	}()
-	ferr := fn(stmtCtx, tx)
+	fnCtx, end := markTx(stmtCtx, &txMark{tx: tx})
+	defer end() // a panicking fn's transaction ends too
+	ferr := fn(fnCtx, tx)
+	end()
 	done = true
 	if ferr != nil {
 		return errors.Join(ferr, ignoreDone(tx.Rollback()))

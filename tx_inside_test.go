@@ -2,6 +2,7 @@ package mqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -141,49 +142,81 @@ func TestInsideTxCallsCoverTheStore(t *testing.T) {
 	}
 }
 
+// txOpeners open a transaction on a store's connection and run body with
+// the context of its callback: Store.Tx, and InTx on Store.DB().
+var txOpeners = []struct {
+	name string
+	run  func(ctx context.Context, st *mqlite.Store, body func(txCtx context.Context) error) error
+}{
+	{"Tx", func(ctx context.Context, st *mqlite.Store, body func(context.Context) error) error {
+		return st.Tx(ctx, func(tx *mqlite.Tx) error { return body(tx.Context()) })
+	}},
+	{"InTx", func(ctx context.Context, st *mqlite.Store, body func(context.Context) error) error {
+		return mqlite.InTx(ctx, st.DB().BeginTx, func(ctx context.Context, _ *sql.Tx) error { return body(ctx) })
+	}},
+}
+
 // TestStoreCallInsideTx: every store call made with the context of a
-// Store.Tx callback while it holds the connection fails with ErrInsideTx
-// at once, while the callback still holds the connection, and writes
-// nothing; after Tx returned, the same context is no longer refused.
+// Store.Tx (or InTx) callback while it holds the connection fails with
+// ErrInsideTx at once, while the callback still holds the connection, and
+// writes nothing; after the transaction ended, the same context is no
+// longer refused.
 func TestStoreCallInsideTx(t *testing.T) {
 	eachInsideTxCall(t, func(t *testing.T, tc insideTxCall, st *mqlite.Store, m mqlite.Message) {
-		ctx := context.Background()
-		before := fileRows(t, st)
-		var txCtx context.Context
-		// A derived context (a handler's timeout) is refused the same.
-		callCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan error, 1)
-		err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-			txCtx = tx.Context()
-			callCtx, cancel = context.WithCancel(tx.Context())
-			go func() { done <- tc.call(callCtx, st, m.Lock()) }()
-			select {
-			case err := <-done:
-				return err
-			case <-time.After(time.Minute):
-				// The call waits for the connection this callback
-				// holds: let go of it, so the call can end.
-				cancel()
-				return errors.New("still waiting for the connection after a minute")
+		for _, opener := range txOpeners {
+			ctx := context.Background()
+			before := fileRows(t, st)
+			var txCtx context.Context
+			// A derived context (a handler's timeout) is refused the same.
+			callCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			err := opener.run(ctx, st, func(ctx context.Context) error {
+				txCtx = ctx
+				callCtx, cancel = context.WithCancel(ctx)
+				go func() { done <- tc.call(callCtx, st, m.Lock()) }()
+				select {
+				case err := <-done:
+					return err
+				case <-time.After(time.Minute):
+					// The call waits for the connection this callback
+					// holds: let go of it, so the call can end.
+					cancel()
+					return errors.New("still waiting for the connection after a minute")
+				}
+			})
+			if err != nil && !errors.Is(err, mqlite.ErrInsideTx) {
+				<-done
 			}
-		})
-		if err != nil && !errors.Is(err, mqlite.ErrInsideTx) {
-			<-done
-		}
-		if !errors.Is(err, mqlite.ErrInsideTx) {
-			t.Fatalf("%s inside Tx: %v, want ErrInsideTx", tc.name, err)
-		}
-		if after := fileRows(t, st); after != before {
-			t.Fatalf("%s inside Tx wrote:\nbefore %s\nafter  %s", tc.name, before, after)
-		}
-		// Cancelled, so that the call checks and then stops at once.
-		afterCtx, cancel := context.WithCancel(txCtx)
-		cancel()
-		if err := tc.call(afterCtx, st, m.Lock()); errors.Is(err, mqlite.ErrInsideTx) {
-			t.Fatalf("%s after Tx returned: %v", tc.name, err)
+			if !errors.Is(err, mqlite.ErrInsideTx) {
+				t.Fatalf("%s inside %s: %v, want ErrInsideTx", tc.name, opener.name, err)
+			}
+			if after := fileRows(t, st); after != before {
+				t.Fatalf("%s inside %s wrote:\nbefore %s\nafter  %s", tc.name, opener.name, before, after)
+			}
+			// Cancelled, so that the call checks and then stops at once.
+			afterCtx, cancel := context.WithCancel(txCtx)
+			cancel()
+			if err := tc.call(afterCtx, st, m.Lock()); errors.Is(err, mqlite.ErrInsideTx) {
+				t.Fatalf("%s after %s returned: %v", tc.name, opener.name, err)
+			}
 		}
 	})
+}
+
+// TestInTxOnAnotherStore: a store call made inside InTx on another store's
+// connection is not refused: that transaction does not hold this store's
+// connection.
+func TestInTxOnAnotherStore(t *testing.T) {
+	t.Parallel()
+	st, other := testdb.OpenQueue(t, "q", mqlite.QueueOptions{}).Store, testdb.Open(t, mqlite.Config{}).Store
+	err := mqlite.InTx(context.Background(), other.DB().BeginTx, func(ctx context.Context, _ *sql.Tx) error {
+		_, err := st.GetQueue(ctx, "q")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a call on st inside a transaction of another store: %v", err)
+	}
 }
 
 // TestStoreCallWaitHonoursDeadline: while another goroutine's transaction

@@ -32,6 +32,7 @@ type DBTX interface {
 // ConnConfig configures the store's connection.
 type ConnConfig struct {
 	Path            string
+	StoreID         int64 // what mqlite_store_id() answers: which store a transaction is on
 	SyncFull        bool
 	BusyTimeoutMS   int64
 	MaxMessageBytes int64
@@ -90,7 +91,8 @@ func load(p *atomic.Pointer[storeFuncs]) (*storeFuncs, error) {
 // connections carry the SQL functions mqlite_now() and
 // mqlite_max_message_bytes(), reading this store's clock and limit, so that
 // outbox statements on a caller's transaction use the same time as the
-// store. The pool holds exactly one connection: every statement of the
+// store, and mqlite_store_id(), which tells which store a caller's
+// transaction is on. The pool holds exactly one connection: every statement of the
 // process is serialized on it before SQLite sees it.
 func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	var fns atomic.Pointer[storeFuncs]
@@ -115,6 +117,15 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 			return f.maxBytes, nil
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
+	}
+	if err := d.RegisterScalarFunction("mqlite_store_id", 0,
+		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+			if _, err := load(&fns); err != nil {
+				return nil, err
+			}
+			return cfg.StoreID, nil
+		}); err != nil {
+		return nil, nil, fmt.Errorf("register mqlite_store_id: %w", err)
 	}
 	sync := "NORMAL"
 	if cfg.SyncFull {
