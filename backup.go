@@ -23,7 +23,7 @@ import (
 // other statements wait for it; cancelling ctx interrupts it and removes the
 // temporary file.
 func (s *Store) Backup(ctx context.Context, dst string) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if dst == "" {

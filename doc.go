@@ -85,5 +85,7 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use by many goroutines; they queue for its
-// one connection. Close stops every goroutine the store started.
+// one connection, each until its context ends. A Store.Tx callback holds
+// that connection: a store call made with its tx.Context() fails at once
+// with ErrInsideTx. Close stops every goroutine the store started.
 package mqlite

@@ -69,6 +69,14 @@ var (
 	// ErrNotAStore: the transaction given to the outbox is not on a
 	// connection of an open mqlite Store.
 	ErrNotAStore = sentinel("mqlite: transaction does not belong to an mqlite store")
+	// ErrInsideTx: a Store call was made with the context of a Store.Tx
+	// callback (tx.Context(), or a context derived from it) while that
+	// transaction is open. The store has one connection and the
+	// transaction holds it until it ends, so the call could never run: it
+	// fails at once and changes nothing. Inside the transaction, write
+	// with tx.SQL() (outbox.SendOne, the application's statements);
+	// settle or receive after Tx returns (a Complete after the commit).
+	ErrInsideTx = sentinel("mqlite: store call inside the transaction that holds the store's connection")
 	// ErrLockLost: a settlement or renewal presented a token that is not
 	// the current one, or a lease that has expired.
 	ErrLockLost = sentinel("mqlite: lock lost")

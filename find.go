@@ -88,7 +88,7 @@ func (o *FindParams) validate() error {
 // read the rows of at most opts.ScanMax messages per page, and the result
 // says where the next page starts.
 func (s *Store) Find(ctx context.Context, queue string, opts FindParams) (FindResult, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return FindResult{}, err
 	}
 	if err := validateQueueName(queue); err != nil {

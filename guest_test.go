@@ -3,10 +3,8 @@ package mqlite_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,29 +45,7 @@ func appRows(t *testing.T, db *sql.DB) map[string][]string {
 	out := map[string][]string{}
 	for _, table := range []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts",
 		"receive_attempts", "topics", "subscriptions", "access_keys", "schedules", "audit"} {
-		rows, err := db.Query(`SELECT * FROM ` + table)
-		if err != nil {
-			t.Fatalf("read the application's %s: %v", table, err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var b strings.Builder
-			for _, v := range vals {
-				fmt.Fprintf(&b, "%v|", v) // []byte prints as its bytes
-			}
-			out[table] = append(out[table], b.String())
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		out[table] = testdb.Rows(t, db, table)
 	}
 	out["ddl"] = testdb.Strings(t, db, `SELECT name || ': ' || sql FROM sqlite_schema WHERE name NOT LIKE 'mqlite\_%' ESCAPE '\' AND sql IS NOT NULL ORDER BY name`)
 	return out

@@ -197,7 +197,7 @@ type QueueAges struct {
 // the store's connection. Like Metrics it does not bring a queue up to date
 // first (a due scheduled message is not counted until it is promoted).
 func (s *Store) Ages(ctx context.Context) ([]QueueAges, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	names := s.tally.names()

@@ -319,7 +319,7 @@ func (s *Store) checkSeqs(ctx context.Context, queue string, seqs []int64) error
 
 // checkQueue validates queue and checks that it exists.
 func (s *Store) checkQueue(ctx context.Context, queue string) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := validateQueueName(queue); err != nil {

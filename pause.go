@@ -27,7 +27,7 @@ func (s *Store) ResumeQueue(ctx context.Context, name string) error {
 }
 
 func (s *Store) setPaused(ctx context.Context, name string, pause bool) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := validateQueueName(name); err != nil {

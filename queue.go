@@ -243,7 +243,7 @@ func queueInfo(q engine.Queue) QueueInfo {
 // error matching both ErrInvalidArgument and the field's sentinel; an
 // existing name is ErrQueueExists. Nothing is written on error.
 func (s *Store) CreateQueue(ctx context.Context, name string, opts QueueOptions) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	q, err := resolveQueue(name, opts)
@@ -259,7 +259,7 @@ func (s *Store) CreateQueue(ctx context.Context, name string, opts QueueOptions)
 // the next claim. The ordering of a queue that holds messages cannot change
 // (ErrInvalidOrdering).
 func (s *Store) UpdateQueue(ctx context.Context, name string, opts QueueOptions) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	q, err := resolveQueue(name, opts)
@@ -273,7 +273,7 @@ func (s *Store) UpdateQueue(ctx context.Context, name string, opts QueueOptions)
 // DeleteQueue removes a queue and everything in it: messages in every
 // state, dedup rows, receipts and attempts.
 func (s *Store) DeleteQueue(ctx context.Context, name string) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := validateQueueName(name); err != nil {
@@ -286,7 +286,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 
 // GetQueue returns one queue, or ErrQueueNotFound.
 func (s *Store) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return QueueInfo{}, err
 	}
 	if err := validateQueueName(name); err != nil {
@@ -301,7 +301,7 @@ func (s *Store) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
 
 // ListQueues returns every queue in name order.
 func (s *Store) ListQueues(ctx context.Context) ([]QueueInfo, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	qs, err := engine.ListQueues(ctx, s.db)

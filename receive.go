@@ -92,7 +92,7 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 // same request returns the same messages and tokens (less those no longer
 // held) and counts no new delivery; see ReceiveOptions.AttemptID.
 func (s *Store) Receive(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if err := validateReceive(queue, &opts); err != nil {
@@ -205,7 +205,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 // Asking by sequence number bypasses the order of the message's group: the
 // message was already handed out in order once, before it was deferred.
 func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (Message, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return Message{}, err
 	}
 	if err := validateQueueName(queue); err != nil {
@@ -272,7 +272,7 @@ func batchMax(v, def int) (int, error) {
 // completions commit first and the call then waits as Receive does. A lock
 // of another queue is ErrInvalidArgument and nothing is done.
 func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lock, opts ReceiveOptions) ([]error, []Message, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, nil, err
 	}
 	if err := validateReceive(queue, &opts); err != nil {
@@ -324,7 +324,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 	for i, l := range locks {
 		s.tally.observe(queue, settleDuration, start)
 		if err == nil && (results[i] == nil || errors.Is(results[i], ErrLockLost)) {
-			s.receivers.settled(l.Token)
+			s.receivers.settled(l)
 		}
 	}
 	s.tally.observe(queue, claimDuration, start)

@@ -68,9 +68,12 @@ type receiverState struct {
 	lastSeen int64 // epoch ms
 }
 
-// heldLock is a delivery a receiver holds, by its token.
+// heldLock is a delivery a receiver holds, by its token. The seq is kept
+// so that a settlement naming the token with another message (refused with
+// ErrLockLost, the lease still running) does not forget it.
 type heldLock struct {
 	who   receiverID
+	seq   int64
 	until int64 // lease end, epoch ms
 }
 
@@ -122,7 +125,7 @@ func (r *receivers) leave(who receiverID, msgs []Message) {
 func (r *receivers) hold(who receiverID, msgs []Message, now int64) {
 	for _, m := range msgs {
 		if m.LockToken != "" {
-			r.locks[m.LockToken] = heldLock{who: who, until: millis(m.LockedUntil)}
+			r.locks[m.LockToken] = heldLock{who: who, seq: m.Seq, until: millis(m.LockedUntil)}
 		}
 	}
 	if len(r.locks) > r.pruneAt {
@@ -149,23 +152,30 @@ func (r *receivers) received(who receiverID, m Message) {
 	r.hold(who, []Message{m}, now)
 }
 
-// settled records that token's delivery no longer holds a lease (settled,
-// deferred, or found lost).
-func (r *receivers) settled(token string) {
+// settled records that l's delivery no longer holds a lease (settled,
+// deferred, or found lost). Only the delivery l names is forgotten: a lock
+// whose token is held for another message (another seq or queue) released
+// nothing, so that lease still counts.
+func (r *receivers) settled(l Lock) {
 	r.mu.Lock()
-	delete(r.locks, token)
-	r.mu.Unlock()
-}
-
-// renewed records a lease renewed until until.
-func (r *receivers) renewed(token string, until time.Time) {
-	r.mu.Lock()
-	if l, ok := r.locks[token]; ok {
-		l.until = millis(until)
-		r.locks[token] = l
+	if h, ok := r.locks[l.Token]; ok && h.is(l) {
+		delete(r.locks, l.Token)
 	}
 	r.mu.Unlock()
 }
+
+// renewed records l's lease renewed until until.
+func (r *receivers) renewed(l Lock, until time.Time) {
+	r.mu.Lock()
+	if h, ok := r.locks[l.Token]; ok && h.is(l) {
+		h.until = millis(until)
+		r.locks[l.Token] = h
+	}
+	r.mu.Unlock()
+}
+
+// is reports whether l names the delivery h (its token is the map's key).
+func (h heldLock) is(l Lock) bool { return h.seq == l.Seq && h.who.queue == l.Queue }
 
 // dropQueue forgets the receivers of a deleted queue.
 func (r *receivers) dropQueue(queue string) {

@@ -180,3 +180,88 @@ func TestReceiversArePrunedAsTimePasses(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiversKeepLockOnWrongSeq: a settlement with the delivery's token
+// but another seq is ErrLockLost and releases nothing, so the receiver still
+// counts the lock it holds; the right lock then releases it.
+func TestReceiversKeepLockOnWrongSeq(t *testing.T) {
+	t.Parallel()
+	type settleFunc func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error
+	one := func(err error, errs []error) error {
+		if err != nil {
+			return err
+		}
+		return errs[0]
+	}
+	cases := []struct {
+		name   string
+		settle settleFunc
+	}{
+		{"Complete", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error { return st.Complete(ctx, l) }},
+		{"Abandon", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error { return st.Abandon(ctx, l, 0) }},
+		{"AbandonWithReason", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error {
+			return st.AbandonWithReason(ctx, l, 0, "why")
+		}},
+		{"Reject", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error { return st.Reject(ctx, l, "r", "d") }},
+		{"Defer", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error { return st.Defer(ctx, l) }},
+		{"CompleteBatch", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error {
+			errs, err := st.CompleteBatch(ctx, []mqlite.Lock{l})
+			return one(err, errs)
+		}},
+		{"CompleteAndReceive", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error {
+			errs, _, err := st.CompleteAndReceive(ctx, l.Queue, []mqlite.Lock{l}, mqlite.ReceiveOptions{})
+			return one(err, errs)
+		}},
+		{"Renew", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error {
+			_, err := st.Renew(ctx, l)
+			return err
+		}},
+		// Inside the caller's transaction, committed whatever the
+		// settlement answered: the commit forgets only what it released.
+		{"CompleteTx", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error {
+			var settled error
+			err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+				settled = consumer.CompleteTx(tx.Context(), tx.SQL(), l)
+				return nil
+			})
+			return errors.Join(err, settled)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := testdb.Open(t, mqlite.Config{})
+			tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: time.Minute})
+			st, ctx := tb.Store, context.Background()
+			sendCommitted(t, st, "q", outbox.Message{Body: []byte("a")})
+			got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("receive: %v %d", err, len(got))
+			}
+			locks := func() int {
+				rs := receiversOf(t, st, "q")
+				if len(rs) != 1 {
+					t.Fatalf("receivers: %+v", rs)
+				}
+				return rs[0].Locks
+			}
+			wrong := got[0].Lock()
+			wrong.Seq += 1000
+			if err := tc.settle(ctx, st, wrong); !errors.Is(err, mqlite.ErrLockLost) {
+				t.Fatalf("wrong seq: %v, want ErrLockLost", err)
+			}
+			if n := locks(); n != 1 {
+				t.Fatalf("after a wrong seq: %d locks, want 1 (the message is still locked)", n)
+			}
+			if tc.name == "Renew" {
+				return // a renewal keeps the lease
+			}
+			if err := tc.settle(ctx, st, got[0].Lock()); err != nil {
+				t.Fatal(err)
+			}
+			if n := locks(); n != 0 {
+				t.Fatalf("after the right lock: %d locks, want 0", n)
+			}
+		})
+	}
+}

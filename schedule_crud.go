@@ -18,7 +18,7 @@ import (
 // target is ErrQueueNotFound; a name in use is ErrScheduleExists. Nothing is
 // written on error. Safe for concurrent use.
 func (s *Store) CreateSchedule(ctx context.Context, name string, opts ScheduleOptions) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	now := s.now()
@@ -43,7 +43,7 @@ func (s *Store) CreateSchedule(ctx context.Context, name string, opts ScheduleOp
 // twice); the next period is then the first of the new options that begins
 // after now. A missing schedule is ErrScheduleNotFound.
 func (s *Store) UpdateSchedule(ctx context.Context, name string, opts ScheduleOptions) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -81,7 +81,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, name string, opts ScheduleOp
 // and a period that has begun but not fired yet is not sent. A missing
 // schedule is ErrScheduleNotFound.
 func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := validateScheduleName(name); err != nil {
@@ -92,7 +92,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 
 // GetSchedule returns one schedule, or ErrScheduleNotFound.
 func (s *Store) GetSchedule(ctx context.Context, name string) (ScheduleInfo, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return ScheduleInfo{}, err
 	}
 	if err := validateScheduleName(name); err != nil {
@@ -110,7 +110,7 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (ScheduleInfo, err
 // reads no more rows than it returns, plus the one that ends the page, so
 // its memory is bounded by the page, never by every schedule.
 func (s *Store) ListSchedules(ctx context.Context, opts ListSchedulesParams) ([]ScheduleInfo, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	if err := opts.validate(); err != nil {

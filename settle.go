@@ -33,7 +33,7 @@ func validateLock(l Lock) error {
 
 // settle runs one fenced settlement in its own transaction.
 func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := validateLock(l); err != nil {
@@ -50,7 +50,7 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	})
 	endSettle(span, err)
 	if err == nil || errors.Is(err, ErrLockLost) {
-		s.receivers.settled(l.Token)
+		s.receivers.settled(l)
 	}
 	return err
 }
@@ -67,7 +67,7 @@ func (s *Store) Complete(ctx context.Context, l Lock) error {
 // commit). Each lock gets its own result, nil or ErrLockLost, exactly as
 // Complete would give it; err is for failures of the whole call.
 func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	sets := make([]engine.Settlement, len(locks))
@@ -92,7 +92,7 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	for i, l := range locks {
 		s.tally.observe(l.Queue, settleDuration, start)
 		if err == nil && i < len(out) && (out[i] == nil || errors.Is(out[i], ErrLockLost)) {
-			s.receivers.settled(l.Token)
+			s.receivers.settled(l)
 		}
 	}
 	endSettle(span, err)
@@ -190,7 +190,7 @@ type RenewResult struct {
 // RenewBatch renews several leases in one transaction. Each lock gets its
 // own result; err is for failures of the whole call.
 func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, error) {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
 	for _, l := range locks {
@@ -215,9 +215,9 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 	}
 	for i, l := range locks {
 		if out[i].Err != nil {
-			s.receivers.settled(l.Token)
+			s.receivers.settled(l)
 		} else {
-			s.receivers.renewed(l.Token, out[i].LockedUntil)
+			s.receivers.renewed(l, out[i].LockedUntil)
 		}
 	}
 	return out, nil

@@ -15,16 +15,18 @@ import (
 // (the SQL function and the hooks); the mutex keeps the race detector's
 // view of that plain.
 type settledInTx struct {
-	mu     sync.Mutex
-	tokens []string
+	mu    sync.Mutex
+	locks []Lock
 }
 
-// settling records a settlement op of the delivery token, inside the
-// current transaction (engine.ConnConfig.Settling).
-func (s *Store) settling(op engine.Op, token string) {
+// settling records a settlement op of the delivery (queue, seq, token),
+// inside the current transaction (engine.ConnConfig.Settling). The whole
+// lock is kept: a settlement that names another seq releases nothing, and
+// the registry must not forget the lock its token holds.
+func (s *Store) settling(op engine.Op, queue string, seq int64, token string) {
 	s.tally.tag(causeOf(op))
 	s.txSettled.mu.Lock()
-	s.txSettled.tokens = append(s.txSettled.tokens, token)
+	s.txSettled.locks = append(s.txSettled.locks, Lock{Queue: queue, Seq: seq, Token: token})
 	s.txSettled.mu.Unlock()
 }
 
@@ -32,11 +34,11 @@ func (s *Store) settling(op engine.Op, token string) {
 // the transaction that committed.
 func (s *Store) settledCommitted() {
 	s.txSettled.mu.Lock()
-	tokens := s.txSettled.tokens
-	s.txSettled.tokens = nil
+	locks := s.txSettled.locks
+	s.txSettled.locks = nil
 	s.txSettled.mu.Unlock()
-	for _, t := range tokens {
-		s.receivers.settled(t)
+	for _, l := range locks {
+		s.receivers.settled(l)
 	}
 }
 
@@ -44,6 +46,6 @@ func (s *Store) settledCommitted() {
 // that rolled back: they are still held.
 func (s *Store) settledRolledBack() {
 	s.txSettled.mu.Lock()
-	s.txSettled.tokens = nil
+	s.txSettled.locks = nil
 	s.txSettled.mu.Unlock()
 }

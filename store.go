@@ -23,6 +23,7 @@ import (
 // connection every statement of the process goes through. A Store is safe
 // for concurrent use. Close it when done.
 type Store struct {
+	id      int64 // unique in the process: mqlite_store_id() on its connection
 	eng     engine.Engine
 	db      *sql.DB
 	release func()
@@ -95,7 +96,7 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
+	s := &Store{id: storeIDs.Add(1), eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
 		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: engine.NewDueBounds()}
 	s.receivers = newReceivers(s.now)
 	if err := s.open(ctx); err != nil {
@@ -111,6 +112,7 @@ func (s *Store) open(ctx context.Context) error {
 	clock := s.opts.Clock
 	db, release, err := s.eng.Open(engine.ConnConfig{
 		Path:            s.path,
+		StoreID:         s.id,
 		SyncFull:        s.opts.Sync == SyncFull,
 		BusyTimeoutMS:   s.opts.BusyTimeout.Milliseconds(),
 		MaxMessageBytes: int64(s.opts.MaxMessageBytes),

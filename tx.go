@@ -33,10 +33,22 @@ func (t *Tx) Context() context.Context { return t.ctx }
 // Cancellation contract: statements run with tx.Context(), which is never
 // cancelled, so a statement is never interrupted half-way. A callback that
 // runs several statements should check ctx.Err() between them and return
-// early; Tx cannot stop a callback that keeps running. Tx blocks while
-// another goroutine holds the store's connection.
+// early; Tx cannot stop a callback that keeps running. While another
+// goroutine holds the store's connection (its transaction, a Receive
+// claiming, a backup), Tx waits for it until ctx ends, and then returns
+// ctx's error (wrapped) without running fn.
+//
+// The store has one connection and the transaction holds it until fn
+// returns, so fn must not call the store's own methods: a call made with
+// tx.Context() (or a context derived from it), such as st.Complete for an
+// exactly-once effect or a nested st.Tx, fails at once with ErrInsideTx and
+// changes nothing. Write with tx.SQL() instead (outbox.SendOne, the
+// application's statements) and settle after Tx returns. A store call made
+// inside fn with an unrelated context (context.Background()) cannot be
+// recognised: it waits for the connection until its own ctx ends, which
+// without a deadline is for ever.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	begin := func(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
@@ -47,6 +59,8 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 		return tx, err
 	}
 	return InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
+		ctx, end := markTx(ctx, &txMark{store: s})
+		defer end() // the commit follows; no call of fn's runs after it
 		return fn(&Tx{tx: tx, ctx: ctx})
 	})
 }
@@ -58,7 +72,7 @@ type SQLTx interface {
 }
 
 // InTx runs fn in one transaction that begin starts, with the rules of
-// Store.Tx, for code that holds the store's handle (st.DB(), or sqlx's
+// Store.Tx (a call of the store with fn's ctx fails with ErrInsideTx), for code that holds the store's handle (st.DB(), or sqlx's
 // sqlx.NewDb(st.DB(), "sqlite")) rather than the *Store:
 //
 //	err := mqlite.InTx(ctx, st.DB().BeginTx, func(ctx context.Context, tx *sql.Tx) error { ... })
@@ -68,6 +82,11 @@ type SQLTx interface {
 // (which InTx returns), when fn panics (the panic goes on after the
 // rollback) and when ctx is cancelled before the commit, even if fn
 // returned nil: then ctx's error is returned and nothing fn wrote exists.
+// begin is given a context that ends with ctx while begin waits (for the
+// store's connection), and never after begin returned, so that a wait
+// honours ctx's deadline but the transaction is not tied to ctx: when ctx
+// ends during the wait InTx returns ctx's error, wrapped, and fn never
+// runs.
 // fn gets the context to run its statements with: ctx's values without its
 // cancellation, so that no statement is interrupted half-way on the store's
 // only connection (see Store.Tx); a long fn should check the ctx given to
@@ -80,7 +99,21 @@ func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptio
 		return err
 	}
 	stmtCtx := context.WithoutCancel(ctx)
-	tx, err := begin(stmtCtx, nil)
+	// The transaction watches the context begin was given for its whole
+	// life (database/sql rolls it back when that context ends), so begin
+	// gets one that follows ctx only while it waits: stop detaches it.
+	beginCtx, cancel := context.WithCancel(stmtCtx)
+	defer cancel() // after the commit or rollback below: it ends nothing then
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := begin(beginCtx, nil)
+	if !stop() {
+		// ctx ended while begin waited, or just as it returned: a begun
+		// transaction is being rolled back (it keeps the connection).
+		if err == nil {
+			_ = tx.Rollback()
+		}
+		return fmt.Errorf("begin: waiting for the connection: %w", ctx.Err())
+	}
 	if err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
@@ -94,7 +127,10 @@ func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptio
 			_ = tx.Rollback()
 		}
 	}()
-	ferr := fn(stmtCtx, tx)
+	fnCtx, end := markTx(stmtCtx, &txMark{tx: tx})
+	defer end() // a panicking fn's transaction ends too
+	ferr := fn(fnCtx, tx)
+	end()
 	done = true
 	if ferr != nil {
 		return errors.Join(ferr, ignoreDone(tx.Rollback()))

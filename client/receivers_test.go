@@ -90,3 +90,36 @@ func TestRemoteReceiversInStats(t *testing.T) {
 		t.Fatalf("receivers after the loops stopped and the grace passed: %+v", rs)
 	}
 }
+
+// TestRemoteLockKeptOnWrongSeq: a Complete over the broker with the
+// delivery's token and another seq is ErrLockLost and releases nothing: the
+// receiver still holds its one lock in the queue's stats, until the right
+// Complete.
+func TestRemoteLockKeptOnWrongSeq(t *testing.T) {
+	b := setup(t, mqlite.QueueOptions{LockDuration: time.Minute})
+	b.Send(t, "q", outbox.Message{})
+	got := b.receive(t, mqlite.ReceiveOptions{})
+	if len(got) != 1 {
+		t.Fatalf("received %d", len(got))
+	}
+	locks := func() int {
+		st, err := b.src.Stats(ctx, "q")
+		must(t, err)
+		if len(st.Receivers) != 1 {
+			t.Fatalf("receivers: %+v", st.Receivers)
+		}
+		return st.Receivers[0].Locks
+	}
+	wrong := got[0].Lock()
+	wrong.Seq += 1000
+	if err := b.src.Complete(ctx, wrong); !errors.Is(err, mqlite.ErrLockLost) {
+		t.Fatalf("wrong seq: %v, want ErrLockLost", err)
+	}
+	if n := locks(); n != 1 {
+		t.Fatalf("after a wrong seq: %d locks, want 1 (the message is still locked)", n)
+	}
+	must(t, b.src.Complete(ctx, got[0].Lock()))
+	if n := locks(); n != 0 {
+		t.Fatalf("after the right lock: %d locks, want 0", n)
+	}
+}

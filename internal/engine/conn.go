@@ -32,6 +32,7 @@ type DBTX interface {
 // ConnConfig configures the store's connection.
 type ConnConfig struct {
 	Path            string
+	StoreID         int64 // what mqlite_store_id() answers: which store a transaction is on
 	SyncFull        bool
 	BusyTimeoutMS   int64
 	MaxMessageBytes int64
@@ -48,10 +49,10 @@ type ConnConfig struct {
 	Rollback  func()
 	// Settling is called, on the connection's goroutine, when a settlement
 	// runs inside a caller's bare transaction (SettleTx), before its
-	// statement: op and the delivery's token. Like Claimable it reports a
-	// write not yet committed: Commit and Rollback tell whether it stands.
-	// May be nil.
-	Settling func(op Op, token string)
+	// statement: op and the delivery it names (queue, seq, token). Like
+	// Claimable it reports a write not yet committed: Commit and Rollback
+	// tell whether it stands. May be nil.
+	Settling func(op Op, queue string, seq int64, token string)
 	// Changed is called, on the connection's goroutine, for each row of
 	// messages inserted, deleted, or updated to another state: the raw
 	// material of the store's per-queue counts (see RowChange). Created and
@@ -81,7 +82,7 @@ type storeFuncs struct {
 	now      func() int64
 	maxBytes int64
 	closing  func() bool // nil: closed
-	settling func(op Op, token string)
+	settling func(op Op, queue string, seq int64, token string)
 }
 
 // load returns the live functions, or errs.ErrClosed once the store closes.
@@ -97,7 +98,8 @@ func load(p *atomic.Pointer[storeFuncs]) (*storeFuncs, error) {
 // connections carry the SQL functions mqlite_now() and
 // mqlite_max_message_bytes(), reading this store's clock and limit, so that
 // outbox statements on a caller's transaction use the same time as the
-// store. The pool holds exactly one connection: every statement of the
+// store, and mqlite_store_id(), which tells which store a caller's
+// transaction is on. The pool holds exactly one connection: every statement of the
 // process is serialized on it before SQLite sees it.
 func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	var fns atomic.Pointer[storeFuncs]
@@ -123,20 +125,31 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
 	}
-	if err := d.RegisterScalarFunction("mqlite_settling", 2,
+	if err := d.RegisterScalarFunction("mqlite_settling", 4,
 		func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 			f, err := load(&fns)
 			if err != nil {
 				return nil, err
 			}
 			op, _ := args[0].(string)
-			token, _ := args[1].(string)
+			queue, _ := args[1].(string)
+			seq, _ := args[2].(int64)
+			token, _ := args[3].(string)
 			if f.settling != nil {
-				f.settling(Op(op), token)
+				f.settling(Op(op), queue, seq, token)
 			}
 			return f.now(), nil
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_settling: %w", err)
+	}
+	if err := d.RegisterScalarFunction("mqlite_store_id", 0,
+		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+			if _, err := load(&fns); err != nil {
+				return nil, err
+			}
+			return cfg.StoreID, nil
+		}); err != nil {
+		return nil, nil, fmt.Errorf("register mqlite_store_id: %w", err)
 	}
 	sync := "NORMAL"
 	if cfg.SyncFull {

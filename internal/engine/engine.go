@@ -92,7 +92,7 @@ func (SQLite) Settle(ctx context.Context, tx DBTX, s Settlement) error { return 
 // the store through the handle's SQL function mqlite_settling, which no
 // other handle has (errs.ErrNotAStore, as for a send), then settles.
 func (SQLite) SettleTx(ctx context.Context, tx DBTX, s Settlement) error {
-	if err := tx.QueryRowContext(ctx, `SELECT mqlite_settling(?, ?)`, string(s.Op), s.Token).Scan(&s.Now); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT mqlite_settling(?, ?, ?, ?)`, string(s.Op), s.Queue, s.Seq, s.Token).Scan(&s.Now); err != nil {
 		return interpret(string(s.Op), err)
 	}
 	return Settle(ctx, tx, s)

@@ -28,6 +28,7 @@ const (
 	ErrMigrationNeeded       Sentinel = "mqlite: the store needs a migration"
 	ErrMigration             Sentinel = "mqlite: migration failed"
 	ErrClosed                Sentinel = "mqlite: store is closed"
+	ErrInsideTx              Sentinel = "mqlite: store call inside the transaction that holds the store's connection"
 	ErrInvalidArgument       Sentinel = "mqlite: invalid argument"
 	ErrInvalidQueueName      Sentinel = "mqlite: invalid queue name"
 	ErrInvalidMaxDelivery    Sentinel = "mqlite: invalid max delivery count"
