@@ -218,14 +218,15 @@ CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE st
 -- Sweeps: expired leases, due scheduled messages, dead letters, TTL deadlines.
 CREATE INDEX mqlite_msg_locked ON mqlite_messages (queue, locked_until, body_len) WHERE state = 'locked';
 CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_len) WHERE state = 'scheduled';
--- Peek and find read a queue's scheduled messages a page at a time in id
--- order, which the due-time order above is not: this one stops after the
--- page, where that one would read the queue's whole scheduled backlog.
--- (Stats counts and sums every entry either way, so it keeps the one above.)
-CREATE INDEX mqlite_msg_scheduled_id ON mqlite_messages (queue, id) WHERE state = 'scheduled';
 CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
 CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE state = 'deferred';
 CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
+-- Peek and find read a queue's scheduled messages a page at a time in id
+-- order, which mqlite_msg_scheduled's due-time order is not: this index
+-- stops after the page, where that one would read the queue's whole
+-- scheduled backlog. (Stats counts and sums every entry either way, so it
+-- keeps reading mqlite_msg_scheduled, which carries body_len.)
+CREATE INDEX mqlite_msg_scheduled_id ON mqlite_messages (queue, id) WHERE state = 'scheduled';
 -- The janitor deletes tombstones whose receipts' time has passed, oldest
 -- completion first.
 CREATE INDEX mqlite_msg_completed ON mqlite_messages (locked_until) WHERE state = 'completed';
