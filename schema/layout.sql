@@ -17,7 +17,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-6');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-7');
 
 -- mqlite: tables
 
@@ -221,6 +221,12 @@ CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_le
 CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
 CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE state = 'deferred';
 CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
+-- Peek and find read a queue's scheduled messages a page at a time in id
+-- order, which mqlite_msg_scheduled's due-time order is not: this index
+-- stops after the page, where that one would read the queue's whole
+-- scheduled backlog. (Stats counts and sums every entry either way, so it
+-- keeps reading mqlite_msg_scheduled, which carries body_len.)
+CREATE INDEX mqlite_msg_scheduled_id ON mqlite_messages (queue, id) WHERE state = 'scheduled';
 -- The janitor deletes tombstones whose receipts' time has passed, oldest
 -- completion first.
 CREATE INDEX mqlite_msg_completed ON mqlite_messages (locked_until) WHERE state = 'completed';

@@ -28,7 +28,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-6"
+const Token = "mqlite-schema-7"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -45,11 +45,16 @@ const prefixedToken = "mqlite-schema-4"
 // came after its strings; migration 5 upgrades it in place, to Token.
 const receiptToken = "mqlite-schema-5"
 
+// tombstoneToken is the guard token of the layout in which a completion
+// left a tombstone, before scheduled messages were indexed by id as well as
+// by due time; migration 6 upgrades it in place, to Token.
+const tombstoneToken = "mqlite-schema-6"
+
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 5
+const Latest = 6
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -107,7 +112,9 @@ func SQL() string {
 // 1 to 3 and runs the fourth and the fifth, each in its own transaction (a
 // crash between them leaves a file of the layout in between, which the next
 // Open takes on from there); a file of the layout with receipts runs the
-// fifth.
+// fifth, which makes the messages' table and all its indexes of today's
+// layout, so that the sixth finds nothing to do; a file of the layout with
+// tombstones runs the sixth.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -115,6 +122,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(3, &goose.GoFunc{RunTx: upgradeUnprefixed}, nil),
 		goose.NewGoMigration(4, &goose.GoFunc{RunTx: upgradePrefixed}, nil),
 		goose.NewGoMigration(5, &goose.GoFunc{RunTx: upgradeReceipts}, nil),
+		goose.NewGoMigration(6, &goose.GoFunc{RunTx: upgradeTombstones}, nil),
 	}
 }
 
@@ -301,6 +309,22 @@ func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
 	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
 
+// upgradeTombstones moves a file of the layout with tombstones to the
+// current one, in the migration's one transaction: it adds the index of
+// scheduled messages by id (mqlite_msg_scheduled_id), which peek and find
+// seek for a page of the scheduled state. No row changes; building the
+// index reads the queue's scheduled messages once.
+func upgradeTombstones(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, tombstoneToken, Token)
+	if step == nil {
+		return err
+	}
+	if err := step("create mqlite_msg_scheduled_id", statement("CREATE INDEX mqlite_msg_scheduled_id ")); err != nil {
+		return err
+	}
+	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+}
+
 // statement returns the statement of layout.sql that begins with head, up
 // to its semicolon: a table or an index (a trigger's body holds semicolons).
 func statement(head string) string {
@@ -424,7 +448,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken:
+	case prefixedToken, receiptToken, tombstoneToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

@@ -42,6 +42,9 @@ var (
 	// receiptFixture is the layout in which a completion deleted its
 	// message and wrote a receipt row.
 	receiptFixture = fixture{dir: "testdata/v5", token: "mqlite-schema-5", version: 4, prefix: "mqlite_", tables: tables}
+	// tombstoneFixture is the layout in which a completion left a
+	// tombstone, before scheduled messages were indexed by id.
+	tombstoneFixture = fixture{dir: "testdata/v6", token: "mqlite-schema-6", version: 5, prefix: "mqlite_", tables: tables}
 )
 
 // fixtureExpect is what make.go wrote beside the file.
@@ -385,6 +388,35 @@ func TestUpgradeFromReceipts(t *testing.T) {
 	}
 	if err := st.Complete(ctx, got[0].Lock()); err != nil {
 		t.Errorf("a completion replayed from its tombstone: %v", err)
+	}
+}
+
+// TestUpgradeFromTombstones upgrades the committed file of the layout with
+// tombstones: every row stays, the scheduled messages are in the new index
+// by id (a peek of the scheduled state reads them from it), and the store
+// keeps every promise, the completion made before the upgrade replaying
+// from its tombstone.
+func TestUpgradeFromTombstones(t *testing.T) {
+	t.Parallel()
+	path, exp, before := tombstoneFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	scheduled := testdb.Strings(t, db, `SELECT queue || ':' || id FROM mqlite_messages WHERE state = 'scheduled' ORDER BY id`)
+	indexed := testdb.Strings(t, db, `SELECT queue || ':' || id FROM mqlite_messages INDEXED BY mqlite_msg_scheduled_id
+		WHERE queue IN ('orders', 'fifo') AND state = 'scheduled' ORDER BY id`)
+	if len(scheduled) < 2 || !slices.Equal(indexed, scheduled) {
+		t.Errorf("scheduled messages by id: %q, want every scheduled message %q", indexed, scheduled)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 7)
+	got, err := st.Find(context.Background(), "orders", mqlite.FindParams{State: mqlite.StateScheduled})
+	if err != nil || len(got.Messages) != 1 || string(got.Messages[0].Body) != `{"n":5}` {
+		t.Errorf("find of the scheduled state: %+v (%v), want the one scheduled order", got, err)
 	}
 }
 

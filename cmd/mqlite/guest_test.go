@@ -124,10 +124,10 @@ func TestMigrateCommand(t *testing.T) {
 	if now, _ := os.ReadFile(path); string(now) != string(b) {
 		t.Fatal("a refused command changed the file")
 	}
-	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, "from version 2 to 5") {
+	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, "from version 2 to 6") {
 		t.Fatalf("migrate said %q", out)
 	}
-	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, "up to date (version 5)") {
+	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, "up to date (version 6)") {
 		t.Fatalf("migrate again said %q", out)
 	}
 	if out := mustCLI(t, nil, "", "stats", "orders", "--db", path); !strings.Contains(out, "orders") {

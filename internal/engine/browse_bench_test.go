@@ -19,8 +19,8 @@ func BenchmarkBrowseBesideABigQueue(b *testing.B) {
 
 // BenchmarkBrowseABacklog pages through a queue's own backlog of 100,000:
 // one group's (all but its front held), then scheduled messages. A page of
-// the group reads the page's members; the scheduled messages are read from
-// their index whole (it is in due order) and sorted.
+// the group reads the page's members; a page of the scheduled messages
+// reads the page's entries of their index by id.
 func BenchmarkBrowseABacklog(b *testing.B) {
 	for _, state := range []string{"held", "scheduled"} {
 		b.Run(state, func(b *testing.B) { benchBrowse(b, 100_000, state) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strings"
 	"testing"
 
 	"modernc.org/sqlite"
@@ -227,4 +228,69 @@ func seqsOf(rows []Row) []int64 {
 		out = append(out, r.Seq)
 	}
 	return out
+}
+
+// TestBrowseAScheduledBacklog: a page of a queue with 5,000 scheduled
+// messages, due in the reverse of their send order, reads the page's
+// entries of the scheduled messages' index by id, not the backlog; the
+// control (the same arm on the index in due order, as the window read it
+// before) reads the queue's whole scheduled backlog. The queue's name is
+// as long as a name may be, so that its index entries fill about 180
+// pages without the time 50,000 inserts take under -race.
+func TestBrowseAScheduledBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := planDB(t).(*sql.DB)
+	q := strings.Repeat("q", 128)
+	if err := CreateQueue(ctx, db, Queue{Name: q, MaxDeliveryCount: 10, LockDurationMS: 30000}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000)
+		INSERT INTO mqlite_messages (queue, state, visible_at, enqueued_at, content_key, body_len, body)
+		SELECT ?1, 'scheduled', 1000000 - i, i, x'00', 1, x'00' FROM n`, q); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	oldArm := `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_scheduled
+		WHERE queue = ?1 AND id >= ?2 AND state = 'scheduled' ORDER BY id LIMIT ?3`
+	if n := pagesRead(t, conn, func() {
+		if _, err := windowIDs(ctx, conn, oldArm, q, 0, 10); err != nil {
+			t.Fatal(err)
+		}
+	}); n < 2*pageBound {
+		t.Fatalf("control: the arm in due order read %d pages, want the backlog's (at least %d)", n, 2*pageBound)
+	}
+	for _, tc := range []struct {
+		name string
+		page func() ([]Row, error)
+	}{
+		{"peek", func() ([]Row, error) { return Peek(ctx, conn, PeekRequest{Queue: q, Max: 10}) }},
+		{"find", func() ([]Row, error) {
+			res, err := Find(ctx, conn, FindRequest{Queue: q, Max: 10, ScanMax: 10})
+			return res.Rows, err
+		}},
+		{"find scheduled", func() ([]Row, error) {
+			res, err := Find(ctx, conn, FindRequest{Queue: q, Max: 10, State: "scheduled", ScanMax: 10})
+			return res.Rows, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rows []Row
+			n := pagesRead(t, conn, func() {
+				if rows, err = tc.page(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got := seqsOf(rows); len(got) != 10 || got[0] != 1 || got[9] != 10 {
+				t.Fatalf("got %v, want 1 to 10", got)
+			}
+			if n > pageBound {
+				t.Fatalf("read %d pages, want at most %d", n, pageBound)
+			}
+		})
+	}
 }

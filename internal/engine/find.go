@@ -69,11 +69,11 @@ const heldGroups = `WITH RECURSIVE groups(g) AS (
 		FROM groups WHERE g IS NOT NULL)
 	`
 
-// The ids of a queue per state. The active, deferred and dead-letter
-// indexes are in id order: their scan stops after the page. The locked and
-// scheduled ones are in lease or due order: their scan reads the queue's
-// entries of that state (the index alone, never a row) and sorts them. A
-// held message (active, behind its group) has no index of its own: it is
+// The ids of a queue per state. The active, scheduled (by id), deferred
+// and dead-letter indexes are in id order: their scan stops after the
+// page. The locked one is in lease order: its scan reads the queue's
+// locked entries (the index alone, never a row) and sorts them.
+// A held message (active, behind its group) has no index of its own: it is
 // found through mqlite_msg_group_live, by group then id, among the first
 // ?3 live members of each group from ?2 on (heldGroups), whose rows it
 // reads for the state.
@@ -84,7 +84,7 @@ var (
 		  AND m.state NOT IN ('dead_lettered', 'completed') AND m.group_id IS NOT NULL -- liveGrouped, of m
 		  AND m.state = 'active' AND m.held = 1`
 	lockedIDs    = idsOf("mqlite_msg_locked", `state = 'locked'`)
-	scheduledIDs = idsOf("mqlite_msg_scheduled", `state = 'scheduled'`)
+	scheduledIDs = idsOf("mqlite_msg_scheduled_id", `state = 'scheduled'`)
 	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
 	deadIDs      = idsOf("mqlite_msg_dead", `state = 'dead_lettered'`)
 )

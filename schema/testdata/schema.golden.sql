@@ -33,6 +33,9 @@ CREATE INDEX mqlite_msg_locked ON mqlite_messages (queue, locked_until, body_len
 -- index mqlite_msg_scheduled
 CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_len) WHERE state = 'scheduled';
 
+-- index mqlite_msg_scheduled_id
+CREATE INDEX mqlite_msg_scheduled_id ON mqlite_messages (queue, id) WHERE state = 'scheduled';
+
 -- index mqlite_msg_ttl
 CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
 
