@@ -1,15 +1,17 @@
 // Command sqlx is mqlite's sqlx example, a service skeleton to copy: an
 // order service whose orders and their order.placed events commit in one
 // *sqlx.Tx on the store's own connection (outbox.SendOne in the app's own
-// transaction), and a consumer.Loop that handles the events idempotently.
+// transaction), and a consumer.LoopTx that ships each order exactly once:
+// the shipment row and the event's completion commit in one transaction.
 //
 //	go run ./examples/sqlx               # a fresh store in a temporary folder
 //	go run ./examples/sqlx -db shop.db   # or a file of yours (reused if it exists)
 //
 // It places four orders (the piano is out of stock: its transaction rolls
 // back and leaves neither an order row nor an event), handles the events
-// (the first delivery of order-3 fails after its commit, as if the process
-// died before the acknowledgement, and its redelivery ships nothing again),
+// (the first delivery of order-3 fails after writing its shipment, inside
+// the transaction: the row rolls back with the completion, and the
+// redelivery ships it once),
 // prints what happened and exits.
 package main
 
@@ -90,15 +92,15 @@ func run(ctx context.Context, w io.Writer, path string) (err error) {
 		}
 	}
 
-	// The first delivery of order-3 ships, then "crashes" before its
-	// acknowledgement: the redelivery finds it in processed_events.
-	svc.AfterCommit = func(m mqlite.Message) error {
+	// The first delivery of order-3 writes its shipment, then fails
+	// inside the transaction: nothing of it commits, the event comes again.
+	svc.InTx = func(m mqlite.Message) error {
 		if m.MessageID == "order-3" && m.DeliveryCount == 1 {
-			return errors.New("simulated crash after the commit, before the ack")
+			return errors.New("simulated failure")
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "\nhandling %d events with consumer.Loop:\n", placed)
+	fmt.Fprintf(w, "\nhandling %d events with consumer.LoopTx:\n", placed)
 	if err := consumeUntil(ctx, svc, placed); err != nil {
 		return err
 	}
@@ -106,8 +108,8 @@ func run(ctx context.Context, w io.Writer, path string) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "now: %d orders, %d shipments, %d processed events, %d orders shipped twice\n",
-		c.Orders, c.Shipments, c.Processed, c.ShippedTwice)
+	fmt.Fprintf(w, "now: %d orders, %d shipments, %d events left, %d orders shipped twice\n",
+		c.Orders, c.Shipments, c.Pending, c.ShippedTwice)
 	return nil
 }
 

@@ -30,9 +30,9 @@ var ErrOutOfStock = errors.New("out of stock")
 // ErrUnknownItem is PlaceOrder's error for an item with no stock row.
 var ErrUnknownItem = errors.New("unknown item")
 
-// schema is the service's own tables, in the store's file. processed_events
-// is the handler's memory: one row per event handled, written in the same
-// transaction as the handler's effect (a shipments row).
+// schema is the service's own tables, in the store's file. A shipments row
+// is the handler's effect: consumer.LoopTx commits it with the event's
+// completion, so no table of processed ids is needed.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS stock (
 		item    TEXT PRIMARY KEY,
@@ -44,10 +44,6 @@ var schema = []string{
 		total_cents INTEGER NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS shipments (
 		id       INTEGER PRIMARY KEY,
-		order_id INTEGER NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS processed_events (
-		event_id TEXT PRIMARY KEY,
-		seq      INTEGER NOT NULL,
 		order_id INTEGER NOT NULL)`,
 }
 
@@ -71,12 +67,12 @@ type Service struct {
 	mu  sync.Mutex // handlers run concurrently: one line at a time
 	out io.Writer
 
-	// InTx and AfterCommit, when set, are called by Handle for each event
-	// after its effect, before and after the commit: an error fails the
-	// handler there (a failure inside the transaction, or a process that
-	// died before the acknowledgement). Tests and the demo set them
-	// before Consume.
-	InTx, AfterCommit func(mqlite.Message) error
+	// BeforeTx and InTx, when set, are called by Handle for each event:
+	// BeforeTx before its transaction (where a call to a carrier would
+	// go), InTx inside it, after the shipment row: an error fails the
+	// event there (in the transaction, the shipment row rolls back with
+	// the completion). Tests and the demo set them before Consume.
+	BeforeTx, InTx func(mqlite.Message) error
 }
 
 // NewService creates the service's tables and queue (both may exist) and
@@ -160,53 +156,48 @@ func reserve(ctx context.Context, tx *sqlx.Tx, item string, quantity int) error 
 	return nil
 }
 
-// Consume runs a consumer.Loop of Handle over the queue until ctx is
-// cancelled.
+// Consume runs a consumer.LoopTx of Handle over the queue until ctx is
+// cancelled: each event's shipment row and its completion commit in one
+// transaction.
 func (s *Service) Consume(ctx context.Context, opts consumer.LoopConfig) error {
-	if err := consumer.Loop(ctx, s.st, Queue, s.Handle, opts); err != nil {
+	if err := consumer.LoopTx(ctx, s.st, Queue, s.Handle, opts); err != nil {
 		return fmt.Errorf("consume %s: %w", Queue, err)
 	}
 	return nil
 }
 
-// Handle is the consumer.Handler of order.placed: it ships the order. It is
-// idempotent: the event's id goes into processed_events in the same
-// transaction as the shipment, so a redelivery (the handler failed after the
-// commit, or its Complete was lost) finds the row and ships nothing again.
-func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
+// Handle is the consumer.TxHandler of order.placed: it ships the order. Its
+// slow part (BeforeTx, where a call to a carrier goes) runs outside any
+// transaction; the step it returns writes the shipments row, which LoopTx
+// commits together with the event's completion. A failure before the
+// commit rolls the row back and the event comes again; after the commit
+// the event is completed and never comes again: each order ships once.
+func (s *Service) Handle(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 	var o Order
 	if err := json.Unmarshal(m.Body, &o); err != nil {
 		// Retrying cannot fix a body that does not parse.
-		return consumer.Permanent(fmt.Errorf("decode event seq %d: %w", m.Seq, err))
+		return nil, consumer.Permanent(fmt.Errorf("decode event seq %d: %w", m.Seq, err))
 	}
-	var duplicate bool
-	err := mqlite.InTx(ctx, s.db.BeginTxx, func(txCtx context.Context, tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(txCtx, `INSERT INTO processed_events (event_id, seq, order_id)
-			VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`, m.MessageID, m.Seq, o.ID)
+	if err := call(s.BeforeTx, m); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx consumer.Tx) error {
+		// tx.SQL() is the *sql.Tx on the store's connection; sqlx's
+		// named queries work on it through s.db's mapper.
+		q, args, err := s.db.BindNamed(`INSERT INTO shipments (order_id) VALUES (:order_id)`, map[string]any{"order_id": o.ID})
 		if err != nil {
-			return fmt.Errorf("record event: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("record event: %w", err)
-		}
-		if duplicate = n == 0; duplicate {
-			return nil // handled before: the shipment exists
-		}
-		if _, err := tx.ExecContext(txCtx, `INSERT INTO shipments (order_id) VALUES (?)`, o.ID); err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		return call(s.InTx, m)
-	})
-	if err != nil {
-		return err
-	}
-	if duplicate {
-		s.printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", m.MessageID, m.Seq, m.DeliveryCount)
+		if _, err := tx.SQL().ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("ship order %d: %w", o.ID, err)
+		}
+		if err := call(s.InTx, m); err != nil {
+			s.printf("  %s (seq %d, delivery %d): %v: shipment rolled back\n", m.MessageID, m.Seq, m.DeliveryCount, err)
+			return err
+		}
+		s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s) with the completion\n", m.MessageID, m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
 		return nil
-	}
-	s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n", m.MessageID, m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
-	return call(s.AfterCommit, m)
+	}, nil
 }
 
 // call calls f, when it is set.
@@ -227,21 +218,25 @@ func (s *Service) printf(format string, args ...any) {
 type Counts struct {
 	Orders       int64 `db:"orders"`
 	Shipments    int64 `db:"shipments"`
-	Processed    int64 `db:"processed"`
+	Pending      int64 `db:"-"`             // events in the queue, not completed yet
 	ShippedTwice int64 `db:"shipped_twice"` // orders with more than one shipment
 }
 
-// Counts counts the rows of the service's tables.
+// Counts counts the rows of the service's tables and the events left.
 func (s *Service) Counts(ctx context.Context) (Counts, error) {
 	var c Counts
 	if err := s.db.GetContext(ctx, &c, countsQuery); err != nil {
 		return Counts{}, fmt.Errorf("count rows: %w", err)
 	}
+	qs, err := s.st.Stats(ctx, Queue)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count events: %w", err)
+	}
+	c.Pending = int64(qs.Total())
 	return c, nil
 }
 
 const countsQuery = `SELECT
 	(SELECT count(*) FROM orders) AS orders,
 	(SELECT count(*) FROM shipments) AS shipments,
-	(SELECT count(*) FROM processed_events) AS processed,
 	(SELECT count(*) FROM (SELECT 1 FROM shipments GROUP BY order_id HAVING count(*) > 1)) AS shipped_twice`
