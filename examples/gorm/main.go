@@ -1,8 +1,9 @@
 // Command gorm is mqlite's GORM example, a service skeleton to copy: an
 // order service whose orders and their order.placed events commit in one
 // GORM transaction on the store's own *sql.DB (outbox.SendOne on the
-// *sql.Tx behind it, gormtx.SQLTx), and a consumer.Loop that handles the
-// events idempotently.
+// *sql.Tx behind it, gormtx.SQLTx), and a consumer.LoopTx that ships each
+// order exactly once: the shipment row, written with GORM on the step's
+// transaction, commits with the event's completion.
 //
 //	go run -C examples/gorm .               # from the repository root; a fresh store
 //	go run -C examples/gorm . -db shop.db   # or a file of yours (reused if it exists)
@@ -10,9 +11,10 @@
 // It places four orders (the piano is out of stock: its transaction rolls
 // back and leaves neither an order row nor an event), shows that a GORM
 // handle opened on the file by itself is refused (mqlite.ErrNotAStore),
-// handles the events (the first delivery of order-3 fails after its
-// commit, as if the process died before the acknowledgement, and its
-// redelivery ships nothing again), prints what happened and exits.
+// handles the events (the first delivery of order-3 fails after writing
+// its shipment, inside the transaction: the row rolls back with the
+// completion, and the redelivery ships it once), prints what happened and
+// exits.
 package main
 
 import (
@@ -100,15 +102,15 @@ func run(ctx context.Context, w io.Writer, path string) (err error) {
 		return err
 	}
 
-	// The first delivery of order-3 ships, then "crashes" before its
-	// acknowledgement: the redelivery finds it in processed_events.
-	svc.AfterCommit = func(m mqlite.Message) error {
+	// The first delivery of order-3 writes its shipment, then fails
+	// inside the transaction: nothing of it commits, the event comes again.
+	svc.InTx = func(m mqlite.Message) error {
 		if m.MessageID == "order-3" && m.DeliveryCount == 1 {
-			return errors.New("simulated crash after the commit, before the ack")
+			return errors.New("simulated failure")
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "\nhandling %d events with consumer.Loop:\n", placed)
+	fmt.Fprintf(w, "\nhandling %d events with consumer.LoopTx:\n", placed)
 	if err := consumeUntil(ctx, svc, placed); err != nil {
 		return err
 	}
@@ -116,8 +118,8 @@ func run(ctx context.Context, w io.Writer, path string) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "now: %d orders, %d shipments, %d processed events, %d orders shipped twice\n",
-		c.Orders, c.Shipments, c.Processed, c.ShippedTwice)
+	fmt.Fprintf(w, "now: %d orders, %d shipments, %d events left, %d orders shipped twice\n",
+		c.Orders, c.Shipments, c.Pending, c.ShippedTwice)
 	return nil
 }
 

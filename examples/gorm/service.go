@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,18 +49,12 @@ type Order struct {
 	TotalCents int64  `gorm:"not null" json:"total_cents"`
 }
 
-// Shipment is the handler's effect: one row per order shipped.
+// Shipment is the handler's effect: one row per order shipped, committed
+// by consumer.LoopTx with the event's completion (no table of processed
+// ids).
 type Shipment struct {
 	ID      int64 `gorm:"primaryKey"`
 	OrderID int64 `gorm:"not null"`
-}
-
-// ProcessedEvent is the handler's memory: one row per event handled, written
-// in the same transaction as its Shipment.
-type ProcessedEvent struct {
-	EventID string `gorm:"primaryKey"`
-	Seq     int64  `gorm:"not null"`
-	OrderID int64  `gorm:"not null"`
 }
 
 // OpenGORM returns GORM on the store's own *sql.DB. The dialector is given
@@ -90,12 +85,12 @@ type Service struct {
 	mu  sync.Mutex // handlers run concurrently: one line at a time
 	out io.Writer
 
-	// InTx and AfterCommit, when set, are called by Handle for each event
-	// after its effect, before and after the commit: an error fails the
-	// handler there (a failure inside the transaction, or a process that
-	// died before the acknowledgement). Tests and the demo set them
-	// before Consume.
-	InTx, AfterCommit func(mqlite.Message) error
+	// BeforeTx and InTx, when set, are called by Handle for each event:
+	// BeforeTx before its transaction (where a call to a carrier would
+	// go), InTx inside it, after the shipment row: an error fails the
+	// event there (in the transaction, the shipment row rolls back with
+	// the completion). Tests and the demo set them before Consume.
+	BeforeTx, InTx func(mqlite.Message) error
 }
 
 // NewService migrates the service's tables and creates its queue (both may
@@ -106,7 +101,7 @@ func NewService(ctx context.Context, st *mqlite.Store, out io.Writer) (*Service,
 	if err != nil {
 		return nil, err
 	}
-	if err := db.WithContext(ctx).AutoMigrate(&Stock{}, &Order{}, &Shipment{}, &ProcessedEvent{}); err != nil {
+	if err := db.WithContext(ctx).AutoMigrate(&Stock{}, &Order{}, &Shipment{}); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	err = st.CreateQueue(ctx, Queue, mqlite.QueueOptions{})
@@ -184,49 +179,54 @@ func reserve(tx *gorm.DB, item string, quantity int) error {
 	return nil
 }
 
-// Consume runs a consumer.Loop of Handle over the queue until ctx is
-// cancelled.
+// Consume runs a consumer.LoopTx of Handle over the queue until ctx is
+// cancelled: each event's shipment row and its completion commit in one
+// transaction.
 func (s *Service) Consume(ctx context.Context, opts consumer.LoopConfig) error {
-	if err := consumer.Loop(ctx, s.st, Queue, s.Handle, opts); err != nil {
+	if err := consumer.LoopTx(ctx, s.st, Queue, s.Handle, opts); err != nil {
 		return fmt.Errorf("consume %s: %w", Queue, err)
 	}
 	return nil
 }
 
-// Handle is the consumer.Handler of order.placed: it ships the order. It is
-// idempotent: the event's id goes into processed_events in the same
-// transaction as the shipment, so a redelivery (the handler failed after the
-// commit, or its Complete was lost) finds the row and ships nothing again.
-func (s *Service) Handle(ctx context.Context, m mqlite.Message) error {
+// Handle is the consumer.TxHandler of order.placed: it ships the order. Its
+// slow part (BeforeTx, where a call to a carrier goes) runs outside any
+// transaction; the step it returns creates the Shipment with GORM on the
+// step's transaction (gormOn), which LoopTx commits together with the
+// event's completion. A failure before the commit rolls the row back and
+// the event comes again; after the commit the event is completed and never
+// comes again: each order ships once.
+func (s *Service) Handle(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 	var o Order
 	if err := json.Unmarshal(m.Body, &o); err != nil {
 		// Retrying cannot fix a body that does not parse.
-		return consumer.Permanent(fmt.Errorf("decode event seq %d: %w", m.Seq, err))
+		return nil, consumer.Permanent(fmt.Errorf("decode event seq %d: %w", m.Seq, err))
 	}
-	var duplicate bool
-	err := inTx(ctx, s.db, func(_ context.Context, tx *gorm.DB) error {
-		res := tx.Clauses(clause.OnConflict{DoNothing: true}).
-			Create(&ProcessedEvent{EventID: m.MessageID, Seq: m.Seq, OrderID: o.ID})
-		if res.Error != nil {
-			return fmt.Errorf("record event: %w", res.Error)
-		}
-		if duplicate = res.RowsAffected == 0; duplicate {
-			return nil // handled before: the shipment exists
-		}
-		if err := tx.Create(&Shipment{OrderID: o.ID}).Error; err != nil {
+	if err := call(s.BeforeTx, m); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tx consumer.Tx) error {
+		if err := gormOn(ctx, s.db, tx.SQL()).Create(&Shipment{OrderID: o.ID}).Error; err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		return call(s.InTx, m)
-	})
-	if err != nil {
-		return err
-	}
-	if duplicate {
-		s.printf("  %s (seq %d, delivery %d): already handled, nothing shipped\n", m.MessageID, m.Seq, m.DeliveryCount)
+		if err := call(s.InTx, m); err != nil {
+			s.printf("  %s (seq %d, delivery %d): %v: shipment rolled back\n", m.MessageID, m.Seq, m.DeliveryCount, err)
+			return err
+		}
+		s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s) with the completion\n", m.MessageID, m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
 		return nil
-	}
-	s.printf("  %s (seq %d, delivery %d): shipped order %d (%d %s)\n", m.MessageID, m.Seq, m.DeliveryCount, o.ID, o.Quantity, o.Item)
-	return call(s.AfterCommit, m)
+	}, nil
+}
+
+// gormOn returns a GORM session of db whose statements run on tx, the
+// *sql.Tx a consumer.TxStep gets: what it writes commits or rolls back with
+// tx (GORM's Begin sets a session's ConnPool the same way). Never call
+// Commit or Rollback on it: LoopTx ends tx. gormtx.SQLTx of it is tx again,
+// for outbox.SendOne.
+func gormOn(ctx context.Context, db *gorm.DB, tx *sql.Tx) *gorm.DB {
+	gtx := db.Session(&gorm.Session{Context: ctx, NewDB: true})
+	gtx.Statement.ConnPool = tx
+	return gtx
 }
 
 // call calls f, when it is set.
@@ -245,22 +245,27 @@ func (s *Service) printf(format string, args ...any) {
 
 // Counts is how many rows the service's tables hold.
 type Counts struct {
-	Orders, Shipments, Processed int64
-	ShippedTwice                 int64 // orders with more than one shipment
+	Orders, Shipments int64
+	Pending           int64 `gorm:"-"` // events in the queue, not completed yet
+	ShippedTwice      int64 // orders with more than one shipment
 }
 
-// Counts counts the rows of the service's tables.
+// Counts counts the rows of the service's tables and the events left.
 func (s *Service) Counts(ctx context.Context) (Counts, error) {
 	var c Counts
 	err := s.db.WithContext(ctx).Raw(`SELECT
 		(SELECT count(*) FROM orders) AS orders,
 		(SELECT count(*) FROM shipments) AS shipments,
-		(SELECT count(*) FROM processed_events) AS processed,
 		(SELECT count(*) FROM (SELECT 1 FROM shipments GROUP BY order_id HAVING count(*) > 1)) AS shipped_twice`).
 		Scan(&c).Error
 	if err != nil {
 		return Counts{}, fmt.Errorf("count rows: %w", err)
 	}
+	qs, err := s.st.Stats(ctx, Queue)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count events: %w", err)
+	}
+	c.Pending = int64(qs.Total())
 	return c, nil
 }
 
