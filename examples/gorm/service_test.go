@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"path/filepath"
@@ -17,7 +18,9 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/gormtx"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 func TestMain(m *testing.M) {
@@ -221,3 +224,51 @@ func TestGORMBorrowsTheStoreConnection(t *testing.T) {
 		t.Errorf("SQLTx inside db.Transaction: %v", err)
 	}
 }
+
+// TestControlCompletionOutsideTheTransaction is TestEachEventHandledOnce's
+// control: the same steps committed in a transaction of their own and the
+// event completed after it (consumer.Loop), with each first delivery
+// failing between the two, ship every order twice. The counts above can
+// fail; LoopTx is what keeps them.
+func TestControlCompletionOutsideTheTransaction(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	ctx := context.Background()
+	svc := open(t)
+	for range n {
+		if _, err := svc.PlaceOrder(ctx, "book", 1, 1299); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	err := consumer.Loop(loopCtx, svc.st, Queue, func(ctx context.Context, m mqlite.Message) error {
+		step, err := svc.Handle(ctx, m)
+		if err != nil {
+			return err
+		}
+		err = svc.st.Tx(ctx, func(tx *mqlite.Tx) error { return step(tx.Context(), ownTx{tx.SQL()}) })
+		if err == nil && m.DeliveryCount == 1 {
+			err = errors.New("injected failure after the commit")
+		}
+		return err
+	}, consumer.LoopConfig{
+		Backoff:  consumer.Backoff{Initial: time.Millisecond, Jitter: -1},
+		Observer: &completions{left: n, stop: stop},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := counts(t, svc); c.Shipments != 2*n || c.ShippedTwice != n {
+		t.Fatalf("counts %+v, want every one of %d orders shipped twice", c, n)
+	}
+}
+
+// ownTx is a consumer.Tx on a transaction the caller commits.
+type ownTx struct{ tx *sql.Tx }
+
+func (t ownTx) Send(ctx context.Context, queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
+	return outbox.SendBatch(ctx, t.tx, queue, msgs)
+}
+
+func (t ownTx) SQL() *sql.Tx { return t.tx }
