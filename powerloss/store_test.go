@@ -200,10 +200,11 @@ type ack struct {
 
 // storeTally is what a scenario counts over its cuts.
 type storeTally struct {
-	cuts, torn, acked, lost, maxLost, holes, integrityOK, gone int
-	sidecars, orphans, replays, attempts, extraDeliveries      int
-	lostByCut                                                  []int
-	ackedPerSec                                                []float64
+	cuts, acked, lost, maxLost, holes, integrityOK, gone, tableGone int
+	dropped, torn, reordered                                        int // unsynced writes the cuts lost in whole or part; of them torn; kept writes put down out of order
+	sidecars, orphans, replays, attempts, extraDeliveries           int
+	lostByCut                                                       []int
+	ackedPerSec                                                     []float64
 }
 
 // TestPowerLoss cuts the power under a store at random moments, many
@@ -214,19 +215,56 @@ type storeTally struct {
 // hole; a business row is never without its message nor a message without
 // its row; every surviving settlement replays from its receipt and every
 // surviving receive attempt replays without claiming anything new; no
-// message is past MaxDeliveryCount.
+// message is past MaxDeliveryCount. FULL runs twice: over a disk that
+// keeps a prefix of the unsynced writes, and over one that keeps any subset
+// in any order (forgetfs.CutOptions.Reorder).
+//
+// The controls, in the same run: the cuts dropped unsynced writes in every
+// case, NORMAL lost acknowledged commits (a file system that stopped
+// forgetting would make FULL's "none lost" prove nothing), and the
+// reordering cuts put writes down out of order.
 func TestPowerLoss(t *testing.T) {
 	t.Parallel()
-	syncModes(t, func(t *testing.T, name string, full bool) {
-		tally := runStoreCuts(t, full, cutsWanted(10))
-		t.Logf("synchronous=%s: %d cuts (%d torn), %d acknowledged commits, %d lost (%d holes; %d cuts lost some, most in one cut %d, median of those %.0f), integrity ok %d times (%d times the cut took the whole file), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
-			name, tally.cuts, tally.torn, tally.acked, tally.lost, tally.holes, len(lossy(tally.lostByCut)), tally.maxLost, median(lossy(tally.lostByCut)),
-			tally.integrityOK, tally.gone, tally.orphans, tally.replays, tally.attempts, tally.extraDeliveries,
-			tally.sidecars, median(tally.ackedPerSec))
-		if full && tally.lost > 0 {
-			t.Fatalf("synchronous=FULL lost %d acknowledged commits", tally.lost)
-		}
-	})
+	for _, c := range []storeCase{
+		{name: "full", full: true},
+		{name: "normal"},
+		{name: "full_reordered", full: true, reorder: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testPowerLoss(t, c)
+		})
+	}
+}
+
+// storeCase is one case of TestPowerLoss: the setting, and whether the
+// cuts reorder unsynced writes.
+type storeCase struct {
+	name          string
+	full, reorder bool
+}
+
+// testPowerLoss is one case of TestPowerLoss.
+func testPowerLoss(t *testing.T, c storeCase) {
+	name, full, reorder := c.name, c.full, c.reorder
+	tally := runStoreCuts(t, c, cutsWanted(10))
+	t.Logf("%s: %d cuts (%d unsynced writes dropped in whole or part, %d of them torn; %d kept writes put down out of order), %d acknowledged commits, %d lost (%d holes; %d cuts lost some, most in one cut %d, median of those %.0f), integrity ok %d times (%d times the cut took the whole file, %d times the run's table with all its commits), %d orphaned leases recovered, %d settlements replayed from receipts, %d receive attempts replayed, %d deliveries not counted after a lost claim, lock sidecar present after %d cuts, acknowledged commits per second over the mount: median %.0f",
+		name, tally.cuts, tally.dropped, tally.torn, tally.reordered, tally.acked, tally.lost, tally.holes, len(lossy(tally.lostByCut)), tally.maxLost, median(lossy(tally.lostByCut)),
+		tally.integrityOK, tally.gone, tally.tableGone, tally.orphans, tally.replays, tally.attempts, tally.extraDeliveries,
+		tally.sidecars, median(tally.ackedPerSec))
+	if full && tally.lost > 0 {
+		t.Fatalf("synchronous=FULL lost %d acknowledged commits", tally.lost)
+	}
+	// The controls.
+	if tally.dropped == 0 {
+		t.Fatalf("%s: %d cuts dropped no unsynced write: the file system forgets nothing", name, tally.cuts)
+	}
+	if !full && tally.lost == 0 {
+		t.Fatalf("%s: %d cuts lost no acknowledged commit: the cuts take nothing a commit wrote, so FULL's none lost shows nothing", name, tally.cuts)
+	}
+	if reorder && tally.reordered == 0 {
+		t.Fatalf("%s: %d cuts put no write down out of order", name, tally.cuts)
+	}
 }
 
 func median(v []float64) float64 {
@@ -239,13 +277,17 @@ func median(v []float64) float64 {
 }
 
 // runStoreCuts runs cuts cycles of: power on, a worker, a cut at a random
-// operation, the checks.
-func runStoreCuts(t *testing.T, full bool, cuts int) storeTally {
+// operation, the checks. Under NORMAL, while no cut has lost an
+// acknowledged commit, it goes on for up to four times as many: a cut
+// that lands just after a checkpoint loses nothing, and the control needs
+// one that lands before.
+func runStoreCuts(t *testing.T, c storeCase, cuts int) storeTally {
+	full := c.full
 	seed, rng := seeded(t, 7)
 	r := newRig(t)
 	var tally storeTally
 	sends := map[string]int64{} // every surviving acknowledged send: nonce -> seq
-	for cycle := 1; cycle <= cuts; cycle++ {
+	for cycle := 1; cycle <= cuts || !full && tally.lost == 0 && cycle <= 4*cuts; cycle++ {
 		r.powerOn()
 		p := r.start("store", plDB, seed+uint64(cycle), cycle, full)
 		var acks []ack
@@ -256,7 +298,7 @@ func runStoreCuts(t *testing.T, full bool, cuts int) storeTally {
 			}
 		}
 		p.expect("ready", keep)
-		opts := &forgetfs.CutOptions{Tear: rng.IntN(2) == 0, Rand: rand.New(rand.NewPCG(seed, uint64(cycle)))}
+		opts := &forgetfs.CutOptions{Tear: rng.IntN(2) == 0, Reorder: c.reorder, Rand: rand.New(rand.NewPCG(seed, uint64(cycle)))}
 		began := time.Now()
 		r.fs.CutAfter(1+rng.IntN(1500), opts)
 		r.waitCut(p)
@@ -264,9 +306,13 @@ func runStoreCuts(t *testing.T, full bool, cuts int) storeTally {
 		p.kill(keep)
 		r.powerOff()
 		tally.cuts++
-		if opts.Tear {
-			tally.torn++
+		rep, err := r.fs.Result()
+		if err != nil {
+			t.Fatalf("cut %d: %v", cycle, err)
 		}
+		tally.dropped += rep.Writes + rep.Torn
+		tally.torn += rep.Torn
+		tally.reordered += rep.Reordered
 		tally.acked += len(acks)
 		tally.ackedPerSec = append(tally.ackedPerSec, float64(len(acks))/lifetime.Seconds())
 		if _, err := os.Stat(r.onDisk(plDB + ".lock")); err == nil {
@@ -286,13 +332,7 @@ func checkStoreCut(t *testing.T, r *rig, full bool, cycle int, acks []ack, sends
 	if !integrity(t, path) {
 		// The file's name was never synced: the cut took it all.
 		tally.gone++
-		if len(sends) > 0 && full {
-			t.Fatalf("cut %d: the file is gone after acknowledged FULL commits", cycle)
-		}
-		lost := len(acks)
-		tally.lost += lost
-		tally.lostByCut = append(tally.lostByCut, lost)
-		clear(sends)
+		lostEverything(t, full, cycle, acks, sends, tally)
 		return
 	}
 	tally.integrityOK++
@@ -312,12 +352,15 @@ func checkStoreCut(t *testing.T, r *rig, full bool, cycle int, acks []ack, sends
 		return n
 	}
 	if count(`SELECT count(*) FROM sqlite_schema WHERE name = 'orders'`) == 0 {
-		// The worker's first commits were lost with the table.
-		for _, a := range acks {
-			if a.kind == "send" {
-				t.Fatalf("cut %d: orders table gone after an acknowledged send", cycle)
-			}
+		// The worker's first commits were lost with the table, and every
+		// one after them: NORMAL allows it for a cut before the first
+		// checkpoint, FULL does not. Never half a transaction: no message
+		// stays without its business row.
+		if n := count(`SELECT count(*) FROM ` + tableMessages); n != 0 {
+			t.Fatalf("cut %d: the orders table is gone and %d messages are left", cycle, n)
 		}
+		tally.tableGone++
+		lostEverything(t, full, cycle, acks, sends, tally)
 		return
 	}
 
@@ -441,7 +484,7 @@ func checkStoreCut(t *testing.T, r *rig, full bool, cycle int, acks []ack, sends
 			if _, err := fmt.Sscanf(strings.ReplaceAll(part, ":", " "), "%d %s %d", &seq, &token, &dc); err != nil {
 				t.Fatal(err)
 			}
-			if redrivenAfter(acks[i+1:], seq) {
+			if mayBeRedriven(acks[i+1:], seq) {
 				continue
 			}
 			var now int
@@ -476,6 +519,23 @@ func checkStoreCut(t *testing.T, r *rig, full bool, cycle int, acks []ack, sends
 	}
 }
 
+// lostEverything counts a cut that took every commit of its run (the file
+// or the worker's table gone). Only NORMAL may lose acknowledged commits;
+// an earlier run's sends were checkpointed by the checks after its cut, so
+// no setting may lose them.
+func lostEverything(t *testing.T, full bool, cycle int, acks []ack, sends map[string]int64, tally *storeTally) {
+	t.Helper()
+	if len(sends) > 0 {
+		t.Fatalf("cut %d: the %d acknowledged sends of earlier runs are gone", cycle, len(sends))
+	}
+	if full && len(acks) > 0 {
+		t.Fatalf("cut %d: synchronous=FULL lost all %d acknowledged commits, the first %v", cycle, len(acks), acks[0].fields)
+	}
+	tally.lost += len(acks)
+	tally.lostByCut = append(tally.lostByCut, len(acks))
+	tally.maxLost = max(tally.maxLost, len(acks))
+}
+
 // ackSeq is the message an ack is about, for handled, settle and redrive.
 func ackSeq(a ack) (int64, bool) {
 	var f string
@@ -491,9 +551,13 @@ func ackSeq(a ack) (int64, bool) {
 	return seq, err == nil
 }
 
-func redrivenAfter(acks []ack, seq int64) bool {
+// mayBeRedriven tells whether acks redrive seq, which starts its count
+// again, or reject it: the worker redrives what it rejected, and the
+// redrive in flight at the cut may have committed (its fsync done) with
+// the worker killed before it acknowledged it.
+func mayBeRedriven(acks []ack, seq int64) bool {
 	for _, a := range acks {
-		if s, ok := ackSeq(a); ok && s == seq && a.kind == "redrive" {
+		if s, ok := ackSeq(a); ok && s == seq && (a.kind == "redrive" || a.kind == "settle" && a.fields[2] == "reject") {
 			return true
 		}
 	}

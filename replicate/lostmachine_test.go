@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -25,15 +26,29 @@ import (
 
 // The lost-machine test: a primary process (this test binary, re-executed
 // as TestLostMachinePrimary) commits business rows with their messages,
-// every tenth of its first 1,000 sends waiting for replication, while a relay gated by the
-// replicator forwards the messages; the harness follows the replica with a
-// standby, SIGKILLs the primary, deletes its file and promotes the standby.
+// every tenth of its first 1,000 sends waiting for replication, then an
+// unwaited tail; the harness follows the replica with a standby, SIGKILLs
+// the primary, deletes its file and promotes the standby. Two cases:
+//
+//   - waited: no shipment but the waits' own (SyncInterval an hour, no
+//     relay), so what a wait carries is told apart from what it does not:
+//     every waited send survives, and the whole tail after the last wait
+//     is lost (the control: without the waits, the waited sends are lost
+//     too);
+//   - window: SyncInterval 500ms and a relay gated by the replicator, a
+//     tail that spans at least three shipments: every forwarded message
+//     survives, and no send is lost that was committed before the last
+//     completed shipment began (the loss window, RPO).
 
 const (
-	envPrimary      = "MQLITE_LOST_PRIMARY" // "<primary dir>|<replica dir>"; set only in the primary
+	envPrimary      = "MQLITE_LOST_PRIMARY" // "<primary dir>|<replica dir>|<case>"; set only in the primary
 	lostSyncEvery   = 500 * time.Millisecond
 	lostWaitedSends = 100  // the primary waits for every tenth of its first 1,000 sends
-	lostTail        = 1000 // then the harness kills it after this many unwaited sends
+	lostTail        = 1000 // then the harness kills it after this many unwaited sends (waited)
+	lostWindowTail  = 200  // or after this many (window),
+	lostTailShips   = 3    // and this many shipments after the last waited send
+	caseWaited      = "waited"
+	caseWindow      = "window"
 )
 
 // TestLostMachinePrimary is the primary process; it does nothing unless
@@ -42,13 +57,18 @@ const (
 //
 //	W <id>            a waited send: committed and replicated
 //	U <id> <unixns>   an unwaited send: committed (at that time)
-//	F <id>            the gated relay forwarded <id>
+//	F <id>            the gated relay forwarded <id> (window)
+//	S <unixns>        a shipment completed (at that time) (window)
 func TestLostMachinePrimary(t *testing.T) {
-	dirs := os.Getenv(envPrimary)
-	if dirs == "" {
+	dirs := strings.Split(os.Getenv(envPrimary), "|")
+	if len(dirs) != 3 {
 		t.Skip("runs only as the lost-machine harness's primary process")
 	}
-	primary, replica, _ := strings.Cut(dirs, "|")
+	primary, replica, lostCase := dirs[0], dirs[1], dirs[2]
+	syncEvery := lostSyncEvery
+	if lostCase == caseWaited {
+		syncEvery = time.Hour // only the waits ship
+	}
 	ctx := context.Background()
 	st, err := mqlite.Open(ctx, filepath.Join(primary, "app.db"), mqlite.Config{})
 	if err != nil {
@@ -61,7 +81,7 @@ func TestLostMachinePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := replicate.Start(ctx, st, replicate.Config{
-		Client: file.NewReplicaClient(replica), SyncInterval: lostSyncEvery, Logger: slog.New(slog.DiscardHandler),
+		Client: file.NewReplicaClient(replica), SyncInterval: syncEvery, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,16 +94,19 @@ func TestLostMachinePrimary(t *testing.T) {
 		fmt.Fprintf(out, format+"\n", args...)
 		out.Flush()
 	}
-	r, err := relay.New(st, "events", sinkFunc(func(_ context.Context, msgs []mqlite.Message) []relay.Outcome {
-		for _, m := range msgs {
-			say("F %s", m.MessageID)
+	if lostCase == caseWindow {
+		r, err := relay.New(st, "events", sinkFunc(func(_ context.Context, msgs []mqlite.Message) []relay.Outcome {
+			for _, m := range msgs {
+				say("F %s", m.MessageID)
+			}
+			return make([]relay.Outcome, len(msgs))
+		}), relay.Config{Gate: rep, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return make([]relay.Outcome, len(msgs))
-	}), relay.Config{Gate: rep, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+		go func() { _ = r.Run(ctx) }()
+		go reportShipments(rep, say) // until the kill
 	}
-	go func() { _ = r.Run(ctx) }()
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("m-%d", i)
 		send := func(tx *mqlite.Tx) error {
@@ -107,6 +130,21 @@ func TestLostMachinePrimary(t *testing.T) {
 	}
 }
 
+// reportShipments says "S <unixns>" for each completed shipment it sees;
+// it looks every 10ms, so it may miss one, which only loosens the bound
+// the harness draws from them.
+func reportShipments(rep *replicate.Replicator, say func(format string, args ...any)) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var last time.Time
+	for range tick.C {
+		if ok := rep.Stats().LastOK; ok.After(last) {
+			last = ok
+			say("S %d", ok.UnixNano())
+		}
+	}
+}
+
 // sinkFunc is a relay.Sink from a function.
 type sinkFunc func(ctx context.Context, msgs []mqlite.Message) []relay.Outcome
 
@@ -116,12 +154,93 @@ func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 
 func TestLostMachine(t *testing.T) {
 	t.Parallel()
+	for _, c := range []string{caseWaited, caseWindow} {
+		t.Run(c, func(t *testing.T) {
+			t.Parallel()
+			testLostMachine(t, c)
+		})
+	}
+}
+
+// lostRun is what the harness read from the primary before the kill.
+type lostRun struct {
+	mu        sync.Mutex
+	waited    []string
+	lastW     int // line number of the last waited send
+	unwaiteds []unwaited
+	ships     []time.Time // completed shipments (window)
+	shipsLate int         // of them after the last waited send
+	forwarded map[string]bool
+}
+
+// unwaited is an unwaited send: its line and its commit time.
+type unwaited struct {
+	id   string
+	line int
+	at   time.Time
+}
+
+// tail is how many unwaited sends came after the last waited one.
+func (r *lostRun) tail() int {
+	n := 0
+	for _, u := range r.unwaiteds {
+		if u.line > r.lastW {
+			n++
+		}
+	}
+	return n
+}
+
+// read reads the primary's lines until its end, signals each on lines,
+// and closes due when the kill is due: every waited send done, then
+// lostTail unwaited sends (waited) or lostWindowTail unwaited sends and
+// lostTailShips shipments (window) after the last of them.
+func (r *lostRun) read(stdout io.Reader, lostCase string, lines, firstWait, due chan<- struct{}) {
+	sc := bufio.NewScanner(stdout)
+	said := false
+	for line := 0; sc.Scan(); line++ {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue // the test binary's own output
+		}
+		select {
+		case lines <- struct{}{}:
+		default:
+		}
+		r.mu.Lock()
+		switch f[0] {
+		case "W":
+			r.waited, r.lastW, r.shipsLate = append(r.waited, f[1]), line, 0
+			if len(r.waited) == 1 {
+				close(firstWait)
+			}
+		case "U":
+			ns, _ := strconv.ParseInt(f[2], 10, 64)
+			r.unwaiteds = append(r.unwaiteds, unwaited{f[1], line, time.Unix(0, ns)})
+		case "F":
+			r.forwarded[f[1]] = true
+		case "S":
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			r.ships = append(r.ships, time.Unix(0, ns))
+			r.shipsLate++
+		}
+		if !said && len(r.waited) == lostWaitedSends &&
+			(lostCase == caseWaited && r.tail() >= lostTail ||
+				lostCase == caseWindow && r.tail() >= lostWindowTail && r.shipsLate >= lostTailShips) {
+			said = true
+			close(due)
+		}
+		r.mu.Unlock()
+	}
+}
+
+func testLostMachine(t *testing.T, lostCase string) {
 	ctx := context.Background()
 	primary, replica := t.TempDir(), t.TempDir()
 	standbyPath := filepath.Join(t.TempDir(), "standby.db")
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLostMachinePrimary$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envPrimary+"="+primary+"|"+replica)
+	cmd.Env = append(os.Environ(), envPrimary+"="+primary+"|"+replica+"|"+lostCase)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -132,69 +251,35 @@ func TestLostMachine(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	type unwaited struct {
-		id   string
-		line int
-		at   time.Time
-	}
-	var (
-		mu        sync.Mutex
-		waited    []string
-		lastW     int // line number of the last waited send
-		unwaiteds []unwaited
-		forwarded = map[string]bool{}
-	)
-	progress := make(chan int, 1) // waited sends so far, plus unwaited ones after the last of them
-	readDone := make(chan struct{})
+	run := &lostRun{forwarded: map[string]bool{}}
+	firstWait, due, readDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	lines := make(chan struct{}, 1)
 	go func() {
 		defer close(readDone)
-		sc := bufio.NewScanner(stdout)
-		for line := 0; sc.Scan(); line++ {
-			f := strings.Fields(sc.Text())
-			if len(f) < 2 {
-				continue // the test binary's own output
-			}
-			mu.Lock()
-			switch f[0] {
-			case "W":
-				waited, lastW = append(waited, f[1]), line
-				select {
-				case <-progress:
-				default:
-				}
-				progress <- len(waited)
-			case "U":
-				ns, _ := strconv.ParseInt(f[2], 10, 64)
-				unwaiteds = append(unwaiteds, unwaited{f[1], line, time.Unix(0, ns)})
-				if len(waited) == lostWaitedSends {
-					select {
-					case <-progress:
-					default:
-					}
-					progress <- len(waited) + len(unwaiteds) - (lostWaitedSends*10 - lostWaitedSends)
-				}
-			case "F":
-				forwarded[f[1]] = true
-			}
-			mu.Unlock()
-		}
+		run.read(stdout, lostCase, lines, firstWait, due)
 	}()
-	waitWaited := func(n int) { // waits for the progress count n
+	await := func(ch <-chan struct{}, what string) { // fails on a primary silent for 2 minutes
 		t.Helper()
-		timeout := time.After(2 * time.Minute)
+		silent := time.NewTimer(2 * time.Minute)
+		defer silent.Stop()
 		for {
 			select {
-			case got := <-progress:
-				if got >= n {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("timed out waiting for %d waited sends", n)
+			case <-ch:
+				return
+			case <-readDone:
+				t.Fatalf("the primary ended before %s", what)
+			case <-lines:
+				silent.Reset(2 * time.Minute)
+			case <-silent.C:
+				run.mu.Lock()
+				defer run.mu.Unlock()
+				t.Fatalf("the primary was silent for 2 minutes before %s: %d waited sends, %d unwaited after the last, %d shipments after it",
+					what, len(run.waited), run.tail(), run.shipsLate)
 			}
 		}
 	}
 
-	waitWaited(1)
+	await(firstWait, "its first waited send")
 	sb, err := replicate.StartStandby(ctx, standbyPath, replicate.StandbyConfig{
 		Client: file.NewReplicaClient(replica), FollowInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	})
@@ -202,7 +287,7 @@ func TestLostMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb.Close() })
-	waitWaited(lostWaitedSends + lostTail)
+	await(due, "the unwaited tail")
 
 	// The machine is lost: the primary dies with its file.
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -220,7 +305,15 @@ func TestLostMachine(t *testing.T) {
 	if err := sb.Promote(pctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, standbyPath, mqlite.Config{})
+	have := standbyOrders(t, standbyPath)
+	checkLostMachine(t, lostCase, run, have, killed)
+}
+
+// standbyOrders opens the promoted standby's file and returns its orders.
+func standbyOrders(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +323,7 @@ func TestLostMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
@@ -240,41 +334,74 @@ func TestLostMachine(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	return have
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, id := range waited {
+// checkLostMachine holds what survived on the standby (have) to what the
+// primary said before the kill.
+func checkLostMachine(t *testing.T, lostCase string, run *lostRun, have map[string]bool, killed time.Time) {
+	t.Helper()
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	for _, id := range run.waited {
 		if !have[id] {
 			t.Errorf("waited send %s is missing on the standby", id)
 		}
 	}
-	for id := range forwarded {
+	for id := range run.forwarded {
 		if !have[id] {
 			t.Errorf("the gated relay forwarded %s, whose order is missing on the standby", id)
 		}
 	}
-	// The loss window: an unwaited send committed before the last waited
-	// send's wait began is replicated by it; only later ones may be lost.
-	lost, first := 0, time.Time{}
-	for _, u := range unwaiteds {
+	// What no shipment that completed can have carried: sends after the
+	// start of the last completed shipment, which began after the one
+	// before it ended. The waited case has no shipment after its last wait.
+	carried := time.Time{}
+	if n := len(run.ships); n >= 2 {
+		carried = run.ships[n-2]
+	}
+	lost, lostTail, first := 0, 0, time.Time{}
+	for _, u := range run.unwaiteds {
 		if have[u.id] {
 			continue
 		}
-		if u.line < lastW {
+		switch {
+		case u.line < run.lastW:
 			t.Errorf("unwaited send %s, committed before the last waited send returned, is missing", u.id)
+		case u.at.Before(carried):
+			t.Errorf("unwaited send %s, committed %v before the kill and before the last completed shipment began, is missing (RPO)",
+				u.id, killed.Sub(u.at).Round(time.Millisecond))
 		}
 		if lost == 0 {
 			first = u.at
 		}
 		lost++
+		if u.line > run.lastW {
+			lostTail++
+		}
 	}
-	if len(forwarded) == 0 {
-		t.Error("the gated relay forwarded nothing")
-	}
+	tail := run.tail()
 	window := time.Duration(0)
 	if lost > 0 {
 		window = killed.Sub(first)
 	}
-	t.Logf("%d waited sends, all on the standby; %d forwarded by the gated relay, all on the standby; %d unwaited sends, %d lost: the lost tail began %v before the kill (SyncInterval %v)",
-		len(waited), len(forwarded), len(unwaiteds), lost, window.Round(time.Millisecond), lostSyncEvery)
+	switch lostCase {
+	case caseWaited:
+		// The control: nothing shipped the tail, so all of it is lost; a
+		// send that survives here survives without a wait.
+		if lostTail != tail {
+			t.Errorf("%d of the %d unwaited sends after the last wait survived with no shipment to carry them", tail-lostTail, tail)
+		}
+		t.Logf("%d waited sends, all on the standby; %d unwaited sends after the last wait, all %d lost", len(run.waited), tail, lostTail)
+	case caseWindow:
+		if len(run.forwarded) == 0 {
+			t.Error("the gated relay forwarded nothing")
+		}
+		if len(run.ships) < 2 {
+			t.Errorf("%d shipments seen: no loss window to check", len(run.ships))
+		}
+		t.Logf("%d waited sends, all on the standby; %d forwarded by the gated relay, all on the standby; %d unwaited sends (%d after the last wait), %d lost: the lost tail began %v before the kill, the last completed shipment began at most %v before it (SyncInterval %v, %d shipments seen)",
+			len(run.waited), len(run.forwarded), len(run.unwaiteds), tail, lost, window.Round(time.Millisecond),
+			killed.Sub(carried).Round(time.Millisecond), lostSyncEvery, len(run.ships))
+	}
 }

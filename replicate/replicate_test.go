@@ -60,6 +60,13 @@ func restored(t *testing.T, dir string) []string {
 	if err := litestream.NewReplicaWithClient(nil, file.NewReplicaClient(dir)).Restore(ctx, opt); err != nil {
 		t.Fatal(err)
 	}
+	return queueBodies(t, path)
+}
+
+// queueBodies opens the file at path and returns the bodies of its queue q.
+func queueBodies(t *testing.T, path string) []string {
+	t.Helper()
+	ctx := context.Background()
 	st, err := mqlite.Open(ctx, path, mqlite.Config{})
 	if err != nil {
 		t.Fatal(err)

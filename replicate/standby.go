@@ -58,14 +58,18 @@ func StartStandby(ctx context.Context, path string, cfg StandbyConfig) (*Standby
 	// Restore once first, so that a replica that has nothing (or cannot
 	// be read) is an error here and not a log line of the follower.
 	rep := litestream.NewReplicaWithClient(nil, cfg.Client)
-	opt := litestream.NewRestoreOptions()
-	opt.OutputPath = path
-	if err := rep.Restore(ctx, opt); err != nil {
-		return nil, fmt.Errorf("replicate: restore %s: %w", path, err)
-	}
+	// The position first, then a restore up to it: a shipment that lands
+	// in between is the follower's to apply. Read after the restore, the
+	// position could pass what the restore applied, and the follower
+	// would skip the shipments between.
 	txid, err := maxTXID(ctx, rep)
 	if err != nil {
 		return nil, err
+	}
+	opt := litestream.NewRestoreOptions()
+	opt.OutputPath, opt.TXID = path, ltx.TXID(txid)
+	if err := rep.Restore(ctx, opt); err != nil {
+		return nil, fmt.Errorf("replicate: restore %s: %w", path, err)
 	}
 	// The follower resumes from the TXID file of a restored path.
 	if err := litestream.WriteTXIDFile(path, ltx.TXID(txid)); err != nil {

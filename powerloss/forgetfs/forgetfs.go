@@ -14,7 +14,9 @@
 // on every operation fails with EIO. With CutOptions.Tear, each file keeps
 // instead a random prefix of its unsynced writes and maybe the first
 // sectors of the next one, as a disk that lost power half-way through may
-// leave it.
+// leave it. With CutOptions.Reorder, each file keeps any subset of its
+// unsynced writes, put down in any order, as a disk that reorders its
+// write cache may leave it.
 //
 // SQLite as mqlite opens it maps only the -shm file into memory (its
 // mmap_size is 0): the kernel writes those pages back as ordinary writes,
@@ -40,6 +42,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -76,18 +79,25 @@ type CutOptions struct {
 	// random SectorSize boundary inside it (when it spans one), or none.
 	// Defaults to false: every unsynced write is lost.
 	Tear bool
+	// Reorder keeps instead any subset of each file's unsynced writes and
+	// truncations, each kept or lost on its own, and puts the kept ones
+	// down in a random order: a disk's write cache promises no order
+	// before a sync. With Tear too, a kept write that spans a sector
+	// boundary may keep any subset of its sectors. Defaults to false.
+	Reorder bool
 	// Rand chooses the prefixes and tears. Defaults to a random source.
 	Rand *rand.Rand
 }
 
 // Report is what a cut took away.
 type Report struct {
-	Files   int   // files rolled back to their synced content
-	Writes  int   // unsynced writes and truncations undone in whole
-	Torn    int   // writes kept in part (Tear)
-	Kept    int   // unsynced writes kept in whole (Tear)
-	Bytes   int64 // bytes of undone writes
-	Entries int   // folder entries removed or put back
+	Files     int   // files rolled back to their synced content
+	Writes    int   // unsynced writes and truncations undone in whole
+	Torn      int   // writes kept in part (Tear)
+	Kept      int   // unsynced writes kept in whole (Tear, Reorder)
+	Reordered int   // kept writes put down before an earlier write of their file, or without it (Reorder)
+	Bytes     int64 // bytes of undone writes
+	Entries   int   // folder entries removed or put back
 }
 
 // FS is a mounted forgetful file system. Its methods are safe for
@@ -118,11 +128,14 @@ type undos []undo
 
 // undo restores what one write or truncation replaced: the file's size
 // before it, and the bytes it overwrote (old, from off) within that size.
+// It keeps what the write put (data) too, for a cut that reorders.
 type undo struct {
-	off  int64
-	n    int64 // bytes written; 0 for a truncation
-	old  []byte
-	size int64
+	off   int64 // where the write began; the new size of a truncation
+	n     int64 // bytes written; 0 for a truncation or an allocation
+	old   []byte
+	size  int64
+	data  []byte // the bytes written
+	trunc bool
 }
 
 // Mount mounts a forgetful view of cfg.Backing on cfg.Mountpoint. It fails
@@ -274,14 +287,15 @@ func (f *FS) read(fn func() syscall.Errno) syscall.Errno {
 	return fn()
 }
 
-// recordWrite notes what a write of n bytes at off to the file open as fd
-// is about to replace.
-func (f *FS) recordWrite(fd int, off, n int64) error {
+// recordWrite notes what writing data at off to the file open as fd is
+// about to replace; data is nil for an allocation.
+func (f *FS) recordWrite(fd int, off int64, data []byte) error {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return err
 	}
-	u := undo{off: off, n: n, size: st.Size}
+	n := int64(len(data))
+	u := undo{off: off, n: n, size: st.Size, data: slices.Clone(data)}
 	if end := min(off+n, st.Size); end > off {
 		u.old = make([]byte, end-off)
 		if err := readAt(fd, u.old, off); err != nil {
@@ -325,7 +339,7 @@ func (f *FS) recordTruncate(fd int, size int64) error {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return err
 	}
-	u := undo{off: size, size: st.Size}
+	u := undo{off: size, size: st.Size, trunc: true}
 	if size < st.Size {
 		u.old = make([]byte, st.Size-size)
 		if err := readAt(fd, u.old, size); err != nil {
@@ -407,13 +421,13 @@ func (f *FS) cutLocked(opts *CutOptions) {
 	if rng == nil {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	f.cutErr = f.rollBack(opts.Tear, rng)
+	f.cutErr = f.rollBack(opts, rng)
 }
 
 // rollBack puts the backing folder back as it was synced: file contents
 // first, while every inode still has a name somewhere (in the folder or in
 // the grave), then the folders' names.
-func (f *FS) rollBack(tear bool, rng *rand.Rand) error {
+func (f *FS) rollBack(opts *CutOptions, rng *rand.Rand) error {
 	where, err := f.inodes()
 	if err != nil {
 		return err
@@ -423,7 +437,11 @@ func (f *FS) rollBack(tear bool, rng *rand.Rand) error {
 		if len(paths) == 0 || len(*l) == 0 {
 			continue
 		}
-		if err := f.undoFile(paths[0], *l, tear, rng); err != nil {
+		undo := f.undoFile
+		if opts.Reorder {
+			undo = f.reorderFile
+		}
+		if err := undo(paths[0], *l, opts.Tear, rng); err != nil {
 			return err
 		}
 	}
@@ -538,17 +556,26 @@ func (f *FS) undoFile(path string, l undos, tear bool, rng *rand.Rand) error {
 			f.report.Writes++
 			f.report.Bytes += u.n
 		}
-		size := u.size
-		if cut > 0 {
-			size = max(size, u.off+cut)
-		}
-		if err := file.Truncate(size); err != nil {
+		if err := putBack(file, u, cut); err != nil {
 			return err
 		}
-		if int64(len(u.old)) > cut {
-			if _, err := file.WriteAt(u.old[cut:], u.off+cut); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// putBack undoes one write or truncation of file, all but its first cut
+// bytes (from u.off).
+func putBack(file *os.File, u undo, cut int64) error {
+	size := u.size
+	if cut > 0 {
+		size = max(size, u.off+cut)
+	}
+	if err := file.Truncate(size); err != nil {
+		return err
+	}
+	if int64(len(u.old)) > cut {
+		if _, err := file.WriteAt(u.old[cut:], u.off+cut); err != nil {
+			return err
 		}
 	}
 	return nil

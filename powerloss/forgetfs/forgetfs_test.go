@@ -374,19 +374,12 @@ func TestTear(t *testing.T) {
 	// with writes[:k] applied and writes[k] applied up to a boundary.
 	allowed := map[string]string{}
 	state := append([]byte(nil), base...)
-	apply := func(s []byte, off int64, b []byte) []byte {
-		if end := off + int64(len(b)); end > int64(len(s)) {
-			s = append(s, make([]byte, end-int64(len(s)))...)
-		}
-		copy(s[off:], b)
-		return s
-	}
 	for _, w := range writes {
 		allowed[string(state)] = "prefix"
 		for b := (w.off/forgetfs.SectorSize + 1) * forgetfs.SectorSize; b < w.off+int64(len(w.b)); b += forgetfs.SectorSize {
-			allowed[string(apply(append([]byte(nil), state...), w.off, w.b[:b-w.off]))] = "torn"
+			allowed[string(applyAt(append([]byte(nil), state...), w.off, w.b[:b-w.off]))] = "torn"
 		}
-		state = apply(state, w.off, w.b)
+		state = applyAt(state, w.off, w.b)
 	}
 	allowed[string(state)] = "prefix"
 	seen := map[string]int{}

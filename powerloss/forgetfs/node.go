@@ -195,7 +195,7 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 		if errno != 0 {
 			return errno
 		}
-		if err := n.f.recordWrite(fd, off, int64(len(data))); err != nil {
+		if err := n.f.recordWrite(fd, off, data); err != nil {
 			return fs.ToErrno(err)
 		}
 		k, err := syscall.Pwrite(fd, data, off)
@@ -269,7 +269,7 @@ func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size u
 		if errno != 0 {
 			return errno
 		}
-		if err := n.f.recordWrite(fd, int64(off), 0); err != nil {
+		if err := n.f.recordWrite(fd, int64(off), nil); err != nil {
 			return fs.ToErrno(err)
 		}
 		return fs.ToErrno(syscall.Fallocate(fd, mode, int64(off), int64(size)))
