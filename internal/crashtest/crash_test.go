@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -123,11 +124,17 @@ const (
 
 var crashPoints = []string{inSendTx, beforeAck, inHandleTx, beforeSettle}
 
+// crashMu guards crashAt.after: LoopTx's workers pass points from
+// several handlers at once.
+var crashMu sync.Mutex
+
 // maybeCrash kills the process at the configured point.
 func maybeCrash(point string) {
 	if crashAt.name != point {
 		return
 	}
+	crashMu.Lock()
+	defer crashMu.Unlock()
 	if crashAt.after--; crashAt.after == 0 {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
@@ -248,7 +255,7 @@ func TestCrashInjection(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			point = crashPoints[rng.IntN(len(crashPoints))]
 		}
-		lines := runAndKill(t, path, seed+uint64(kills), point, time.Duration(5+rng.IntN(300))*time.Millisecond)
+		lines := runAndKill(t, "TestCrashWorker", path, seed+uint64(kills), point, time.Duration(5+rng.IntN(300))*time.Millisecond)
 		kills++
 		points[point]++
 		for _, l := range lines {
@@ -274,12 +281,12 @@ func TestCrashInjection(t *testing.T) {
 	}
 }
 
-// runAndKill starts a worker and returns the complete lines it wrote once
+// runAndKill starts the worker test named worker and returns the complete lines it wrote once
 // it died of SIGKILL: sent by the worker itself at point, or, for
 // randomMoment, by the harness delay after the worker is ready.
-func runAndKill(t *testing.T, path string, seed uint64, point string, delay time.Duration) []string {
+func runAndKill(t *testing.T, worker, path string, seed uint64, point string, delay time.Duration) []string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+worker+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envWorker+"="+path, fmt.Sprintf("%s=%d", envSeed, seed), envPoint+"="+point)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
