@@ -65,20 +65,10 @@ func openStore(path string) (*mqlite.Store, error) {
 // TestCrashWorker is the worker process; it does nothing unless the
 // harness started it.
 func TestCrashWorker(t *testing.T) {
-	path := os.Getenv(envWorker)
-	if path == "" {
-		t.Skip("runs only as the crash harness's worker process")
-	}
-	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
-	rng := rand.New(rand.NewPCG(seed, seed+1))
-	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(30)}
-	ctx := context.Background()
-	st, err := openStore(path)
-	if err != nil {
-		t.Fatalf("worker open: %v", err)
-	}
+	st, rng, seed := startWorker(t, 30)
 	defer st.Close()
-	err = st.CreateQueue(ctx, crashQueue, mqlite.QueueOptions{MaxDeliveryCount: crashMax, LockDuration: crashLease})
+	ctx := context.Background()
+	err := st.CreateQueue(ctx, crashQueue, mqlite.QueueOptions{MaxDeliveryCount: crashMax, LockDuration: crashLease})
 	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 		t.Fatalf("worker queue: %v", err)
 	}
@@ -480,4 +470,22 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 		}
 	}
 	return len(orphans)
+}
+
+// startWorker is the start of every worker process: it skips unless the
+// harness started it, reads the seed, arms the crash point named by the
+// harness to fire after 1 to maxAfter passes, and opens the store.
+func startWorker(t *testing.T, maxAfter int) (*mqlite.Store, *rand.Rand, uint64) {
+	path := os.Getenv(envWorker)
+	if path == "" {
+		t.Skip("runs only as a crash harness's worker process")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(maxAfter)}
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatalf("worker open: %v", err)
+	}
+	return st, rng, seed
 }

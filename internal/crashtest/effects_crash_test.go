@@ -98,19 +98,9 @@ func TestCrashLoopTxWorker(t *testing.T) { effectsWorker(t, true) }
 func TestCrashTwoTxWorker(t *testing.T) { effectsWorker(t, false) }
 
 func effectsWorker(t *testing.T, atomic bool) {
-	path := os.Getenv(envWorker)
-	if path == "" {
-		t.Skip("runs only as the effects crash harness's worker process")
-	}
-	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
-	rng := rand.New(rand.NewPCG(seed, seed+1))
-	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(20)}
-	ctx := context.Background()
-	st, err := openStore(path)
-	if err != nil {
-		t.Fatalf("worker open: %v", err)
-	}
+	st, rng, seed := startWorker(t, 20)
 	defer st.Close()
+	ctx := context.Background()
 	say := func(format string, args ...any) {
 		fmt.Fprintf(os.Stdout, linePrefix+format+"\n", args...)
 	}
@@ -138,6 +128,7 @@ func effectsWorker(t *testing.T, atomic bool) {
 		Observer:    doneObserver{say: say},
 	}
 	say("ready")
+	var err error
 	if atomic {
 		err = consumer.LoopTx(ctx, crashSource{st}, effectsIn, func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 			maybeCrash(inHandler)
