@@ -11,12 +11,12 @@ import (
 )
 
 // metricsHandler serves the Prometheus text format of the store's
-// per-queue counts (metrics.Collector) and the broker process's Go and
-// process collectors. A scrape reads no table: the store keeps the counts
-// in memory.
-func metricsHandler(src metrics.Source) http.Handler {
+// per-queue counts (metrics.Collector), the counters of the inbound
+// webhooks and the broker process's Go and process collectors. A scrape
+// reads no table: the store keeps the counts in memory.
+func metricsHandler(src metrics.Source, in prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewCollector(src, nil),
+	reg.MustRegister(metrics.NewCollector(src, nil), in,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 }
