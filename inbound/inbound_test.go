@@ -492,3 +492,38 @@ func ExampleNew() {
 	fmt.Println("POST /v1/inbound/payments-provider is served")
 	// Output: POST /v1/inbound/payments-provider is served
 }
+
+// TestNoCommitNoSuccess: a webhook the store cannot commit (here, a store
+// closed under the handler) is never answered 2xx: the provider retries
+// it. The same request on an open store is the control.
+func TestNoCommitNoSuccess(t *testing.T) {
+	t.Parallel()
+	st, err := mqlite.Open(context.Background(), filepath.Join(t.TempDir(), "mq.db"), mqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(context.Background(), "in", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := inbound.New(context.Background(), st, inbound.Config{Sources: []inbound.Source{{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/inbound/{source}", h)
+	b := bundle{h: h, mux: mux}
+	r := request{source: "acme", id: "evt_1", ts: time.Now(), body: `{}`, secrets: []string{oldSecret}}
+	if status, _, bad := b.post(t, r); status != http.StatusOK {
+		t.Fatalf("the control, on an open store: %d %+v", status, bad)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.id = "evt_2"
+	if status, _, bad := b.post(t, r); status != http.StatusServiceUnavailable || bad.Error.Reason != "closed" {
+		t.Fatalf("on a closed store: %d %+v, want 503 closed", status, bad)
+	}
+	if c := b.counts(t)["mqlite_inbound_refused_total{reason=error,source=acme}"]; c != 1 {
+		t.Errorf("refused %v", c)
+	}
+}
