@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,4 +114,46 @@ func TestInboundConfig(t *testing.T) {
 		}
 		_ = srv // New starts nothing; the store closes with the test
 	}
+}
+
+// FuzzInboundRoute sends arbitrary paths, headers and bodies to the
+// broker's inbound route, with no key: it never panics, answers 200 only
+// to a request signed by the source's secret, and stores nothing else.
+func FuzzInboundRoute(f *testing.F) {
+	f.Add("acme", "evt_1", "{}", true)
+	f.Add("acme", "evt_1", "{}", false)
+	f.Add("nobody", "evt_2", "x", true)
+	f.Add("acme/../../v1/keys", "", "", false)
+	f.Add("%2e%2e", "evt\r\n", "\xff", true)
+	tb := testdb.Open(f, mqlite.Config{})
+	tb.Queue(f, "q", mqlite.QueueOptions{})
+	srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	wh, err := standardwebhooks.NewWebhook(inboundSecret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, source, id, body string, sign bool) {
+		now := tb.Clock.Now()
+		req := httptest.NewRequest(http.MethodPost, "/v1/inbound/acme", strings.NewReader(body))
+		req.URL.Path = "/v1/inbound/" + source
+		req.Header["Webhook-Id"] = []string{id}
+		req.Header["Webhook-Timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
+		if sign {
+			sig, _ := wh.Sign(id, now, []byte(body))
+			req.Header["Webhook-Signature"] = []string{sig}
+		}
+		before := testdb.Int(t, tb.Store.DB(), `SELECT count(*) FROM mqlite_messages`)
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		after := testdb.Int(t, tb.Store.DB(), `SELECT count(*) FROM mqlite_messages`)
+		if rec.Code/100 == 2 && (!sign || id == "" || source != "acme") {
+			t.Fatalf("source %q, id %q, signed %v: %d %s", source, id, sign, rec.Code, rec.Body)
+		}
+		if after != before && rec.Code != http.StatusOK {
+			t.Fatalf("stored %d messages, answered %d", after-before, rec.Code)
+		}
+	})
 }
