@@ -58,11 +58,14 @@ func ExampleLoopTx() {
 			stop() // Loop drains and returns
 		}
 		return func(ctx context.Context, tx consumer.Tx) error {
-			if _, err := tx.SQL().ExecContext(ctx, `INSERT INTO invoices VALUES (?, ?)`, order, amount); err != nil {
+			sqlTx, err := consumer.SQL(tx)
+			if err != nil {
 				return err
 			}
-			_, err := tx.Send(ctx, "invoices", outbox.Message{Body: []byte(amount), MessageID: "invoice-" + order})
-			return err
+			if _, err := sqlTx.ExecContext(ctx, `INSERT INTO invoices VALUES (?, ?)`, order, amount); err != nil {
+				return err
+			}
+			return tx.Send(ctx, "invoices", outbox.Message{Body: []byte(amount), MessageID: "invoice-" + order})
 		}, nil
 	}, consumer.LoopConfig{})
 	fmt.Println("loop returned:", err)
