@@ -125,20 +125,48 @@ func LoopTx(ctx context.Context, src Source, queue string, handler TxHandler, op
 	if handler == nil {
 		return invalid("nil TxHandler")
 	}
-	var commit commitFunc
-	switch s := src.(type) {
-	case TxSource:
-		commit = storeCommit(s)
-	case Committer:
-		commit = s.CommitTx
-	default:
-		return invalid("LoopTx needs a TxSource (*mqlite.Store) or a Committer (the broker's client), not %T", src)
+	commit, err := committerOf(src)
+	if err != nil {
+		return err
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return err
 	}
 	return run(ctx, &loop{src: src, queue: queue, txHandler: handler, commitTx: commit, o: o}, o.Concurrency+o.Prefetch)
+}
+
+// CompleteWith completes the delivery l together with what step writes,
+// in one commit on src, as LoopTx does for each message: on a
+// *mqlite.Store (a TxSource) step runs in the transaction that completes l
+// (consumer.SQL gives its *sql.Tx); on the broker's client (a Committer)
+// step stages its sends in the batch of one commit request. Either way the
+// result is nil with everything committed, or an error with nothing: step's
+// own (ErrTxEnded for a step that ended the transaction itself), or the
+// completion's (mqlite.ErrLockLost for a lapsed lease or a stale token). A
+// src that is neither is mqlite.ErrInvalidArgument. It blocks until the
+// commit ends or ctx does.
+func CompleteWith(ctx context.Context, src Source, l mqlite.Lock, step TxStep) error {
+	if step == nil {
+		return invalid("nil TxStep")
+	}
+	commit, err := committerOf(src)
+	if err != nil {
+		return err
+	}
+	return commit(ctx, l, step)
+}
+
+// committerOf is the commitFunc of src: a TxSource's transaction or a
+// Committer's request.
+func committerOf(src Source) (commitFunc, error) {
+	switch s := src.(type) {
+	case TxSource:
+		return storeCommit(s), nil
+	case Committer:
+		return s.CommitTx, nil
+	}
+	return nil, invalid("exactly-once effects need a TxSource (*mqlite.Store) or a Committer (the broker's client), not %T", src)
 }
 
 // commitFunc commits step's writes and the completion of l together:
