@@ -108,3 +108,21 @@ func ExampleCompleteTx() {
 	// committed: <nil>
 	// orders left: 1
 }
+
+// ExampleCompleteWith moves one message onward exactly once: the send and
+// the completion commit together. The same call runs over the broker's
+// client, where it is one commit request.
+func ExampleCompleteWith() {
+	st, done := openExample()
+	defer done()
+	ctx := context.Background()
+	msgs, _ := st.Receive(ctx, "orders", mqlite.ReceiveOptions{Max: 1}) // order-1 of the two
+	err := consumer.CompleteWith(ctx, st, msgs[0].Lock(), func(ctx context.Context, tx consumer.Tx) error {
+		return tx.Send(ctx, "invoices", outbox.Message{Body: msgs[0].Body})
+	})
+	orders, _ := st.Peek(ctx, "orders", mqlite.PeekParams{})
+	invoices, _ := st.Peek(ctx, "invoices", mqlite.PeekParams{})
+	fmt.Printf("%v: orders left %d, invoices %d (%s)\n", err, len(orders), len(invoices), invoices[0].Body)
+	// Output:
+	// <nil>: orders left 1, invoices 1 (order-1)
+}
