@@ -157,7 +157,7 @@ func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error 
 		if err := checkTokens(c.Token); err != nil {
 			return err
 		}
-		if err := require(ctx, keys.Consumer, c.Queue); err != nil {
+		if err := requireQueue(ctx, keys.Consumer, c.Queue); err != nil {
 			return err
 		}
 	}
@@ -165,7 +165,7 @@ func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error 
 		if err := checkTokens(rj.Token); err != nil {
 			return err
 		}
-		if err := require(ctx, keys.Consumer, rj.Queue); err != nil {
+		if err := requireQueue(ctx, keys.Consumer, rj.Queue); err != nil {
 			return err
 		}
 		if err := mqlite.ValidateReject(rj.Reason, rj.Description); err != nil {
@@ -173,7 +173,7 @@ func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error 
 		}
 	}
 	for _, snd := range req.Send {
-		if err := require(ctx, keys.Producer, snd.Queue); err != nil {
+		if err := requireQueue(ctx, keys.Producer, snd.Queue); err != nil {
 			return err
 		}
 		if len(snd.Messages) == 0 {
@@ -181,6 +181,15 @@ func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error 
 		}
 	}
 	return nil
+}
+
+// requireQueue is require for a queue a commit names in its body: an empty
+// name, which require would let through as "no queue", is refused.
+func requireQueue(ctx context.Context, role keys.Role, queue string) error {
+	if queue == "" {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidQueueName, Detail: "empty queue name"}
+	}
+	return require(ctx, role, queue)
 }
 
 // commitDigest identifies req's items, without its idempotency key: the

@@ -30,6 +30,15 @@ func TestCommitNamesNothingOutsideTheScope(t *testing.T) {
 		}
 	}
 
+	for _, body := range []string{
+		`{"complete":[{"queue":"","seq":1,"token":"t"}]}`,
+		`{"send":[{"queue":"","messages":[{"body":"eA=="}]}]}`,
+	} {
+		if st, e := f.do(t, "POST", "/v1/commit", other, []byte(body)); st != 400 || e.Reason != "invalid_queue_name" {
+			t.Errorf("%s: %d %+v, want 400 invalid_queue_name", body, st, e)
+		}
+	}
+
 	f.subscribe(t, "mine", "theirs")
 	scoped, _ := f.key(t, keys.Admin, "t", "mine")
 	var out wire.CommitResponse
