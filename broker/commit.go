@@ -51,9 +51,11 @@ func (s *Server) commit(r *http.Request) (result, error) {
 				return replayCommit(req.IdempotencyKey, rec, digest, &out)
 			}
 		}
-		if out, err = commitItems(ctx, sqlTx, k, req); err != nil {
+		res, err := commitItems(ctx, sqlTx, k, req)
+		if err != nil {
 			return err
 		}
+		out = res
 		if req.IdempotencyKey == "" {
 			return nil
 		}
