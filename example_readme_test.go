@@ -180,13 +180,16 @@ func shipOrders(ctx context.Context, path string) error {
 		// The step runs in the transaction that completes m: the row, the
 		// onward message and the completion commit together, or none does.
 		return func(ctx context.Context, tx consumer.Tx) error {
-			_, err := tx.SQL().ExecContext(ctx,
+			sqlTx, err := consumer.SQL(tx) // the *sql.Tx: embedded only
+			if err != nil {
+				return err
+			}
+			_, err = sqlTx.ExecContext(ctx,
 				`INSERT INTO shipments (order_msg, label) VALUES (?, ?)`, m.MessageID, label)
 			if err != nil {
 				return err
 			}
-			_, err = tx.Send(ctx, "shipped", outbox.Message{Body: []byte(label), MessageID: "shipped-" + m.MessageID})
-			return err
+			return tx.Send(ctx, "shipped", outbox.Message{Body: []byte(label), MessageID: "shipped-" + m.MessageID})
 		}, nil
 	}, consumer.LoopConfig{Concurrency: 8})
 	// README-looptx:end

@@ -296,3 +296,26 @@ func FuzzStreamLines(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeCommit(f *testing.F) {
+	fuzzDecoder(f, func(r wire.CommitRequest) {
+		for _, c := range r.Complete {
+			_ = c.Lock()
+			tokenBound(c.Token)
+		}
+		for _, rj := range r.Reject {
+			_ = rj.Lock()
+			tokenBound(rj.Token)
+		}
+		for _, s := range r.Send {
+			for _, m := range s.Messages {
+				_ = m.Outbox()
+			}
+		}
+		keyed := r
+		keyed.IdempotencyKey += "-other"
+		if commitDigest(r) != commitDigest(keyed) {
+			panic("the digest of a commit request depends on its idempotency key")
+		}
+	})
+}

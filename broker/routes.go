@@ -67,6 +67,7 @@ func (s *Server) routes() http.Handler {
 		{"POST /v1/backup", keys.Admin, "", s.backup},
 		{"GET /v1/whoami", anyRole, "", s.whoami},
 		{"GET /v1/counts", keys.Consumer, "", s.counts},
+		{commitPattern, anyRole, "", s.commit},
 	}
 	mux := http.NewServeMux()
 	for _, e := range eps {

@@ -149,6 +149,7 @@ var routes = []route{
 	{"GET", "/metrics", ``, keys.Admin, 403},
 	{"GET", "/v1/counts", ``, keys.Consumer, 200},
 	{"GET", "/v1/schedules", ``, keys.Admin, 200},
+	{"POST", "/v1/commit", `{"complete":[{"queue":"q","seq":1,"token":"t"}]}`, keys.Consumer, 403},
 }
 
 // wrongRole is a key whose role does not include r.

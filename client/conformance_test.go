@@ -2,11 +2,13 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/conformance"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
@@ -19,12 +21,17 @@ import (
 // network client cannot offer, each for the reason written beside it.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	conformance.Run(t, conformance.Harness{
+	conformance.Run(t, clientHarness(effectsInBatch))
+}
+
+// clientHarness is the kit's harness over a client.Client; fx says how the
+// Effects area's transactions commit.
+func clientHarness(fx func(c *client.Client) effects) conformance.Harness {
+	return conformance.Harness{
 		Features: conformance.Features{
 			WithoutRollback: "a send over the broker is its own transaction; the caller's rollback is the embedded store's promise",
 			WithoutRestart:  "the broker owns the file; a killed broker is TestBrokerCrash's (crash_injection)",
 			WithoutBubble:   "the client does network I/O, which a synctest bubble cannot hold",
-			WithoutEffects:  "the broker has no request yet that settles and sends in one transaction",
 		},
 		Open: func(t *testing.T, cfg conformance.Config) conformance.Instance {
 			var fake *testdb.Clock
@@ -51,10 +58,54 @@ func TestConformance(t *testing.T) {
 					})
 				},
 			}
+			in.EffectsTx, in.EffectsRetry = fx(c)()
 			if fake != nil {
 				in.Clock = fake
 			}
 			return in
 		},
-	})
+	}
+}
+
+// effects returns conformance.Instance's EffectsTx and EffectsRetry.
+type effects func() (tx func(context.Context, func(conformance.EffectsOps) error) error, retry func(context.Context) error)
+
+// effectsInBatch stages what fn sends and settles in one client.Batch and
+// commits it with Client.Commit: one request, one transaction on the
+// broker. EffectsRetry commits the last Batch again, with its key.
+func effectsInBatch(c *client.Client) effects {
+	return func() (func(context.Context, func(conformance.EffectsOps) error) error, func(context.Context) error) {
+		var last *client.Batch
+		tx := func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
+			b := new(client.Batch)
+			if err := fn(stage(ctx, b)); err != nil {
+				return err
+			}
+			if _, err := c.Commit(ctx, b); err != nil {
+				return err
+			}
+			last = b
+			return nil
+		}
+		retry := func(ctx context.Context) error {
+			res, err := c.Commit(ctx, last)
+			if err == nil && !res.Replayed {
+				return errors.New("the commit again was not answered as a replay")
+			}
+			return err
+		}
+		return tx, retry
+	}
+}
+
+// stage is the EffectsOps that stage in b: Send's results stay zero until
+// the commit.
+func stage(ctx context.Context, b *client.Batch) conformance.EffectsOps {
+	return conformance.EffectsOps{
+		Send: func(queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
+			return make([]outbox.Result, len(msgs)), b.Send(ctx, queue, msgs...)
+		},
+		Complete: b.Complete,
+		Reject:   b.Reject,
+	}
 }

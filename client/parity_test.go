@@ -37,6 +37,8 @@ var clientOnly = map[string]string{
 	"RevokeKey":  "as CreateKey",
 	"OpenStream": "a stream of messages with a prefetch window, to save round trips over the network: a Loop on a store claims in the process, with no round trip to save",
 	"Stream":     "as OpenStream",
+	"Commit":     "completions, rejects and sends in one transaction on the broker, replayed by the batch's idempotency key: on a store, Store.Tx with consumer.CompleteTx, RejectTx and outbox.SendBatch",
+	"CommitTx":   "as Commit, for consumer.LoopTx and consumer.CompleteWith over the broker (consumer.Committer)",
 }
 
 // TestStoreAndClientOfferTheSameOperations: every exported method of

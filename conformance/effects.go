@@ -188,4 +188,30 @@ var effectTests = []subtest{
 		k.advance(lease)
 		k.none("in")
 	}},
+	// A commit retried after a lost reply (Instance.EffectsRetry) commits
+	// nothing new and succeeds, even once the lease it settled has passed:
+	// the message moved once, and is gone. The onward message has no
+	// MessageID, so only the commit's own replay keeps it single.
+	{"RetryAfterLostReplyCommitsNothing", func(t *testing.T, h Harness) {
+		k := effects(t, h)
+		if k.in.EffectsRetry == nil {
+			t.Skip("the implementation's commit has no reply to lose")
+		}
+		seq := k.send("in", outbox.Message{Body: k.body()})[0]
+		m := k.one("in", seq)
+		err := k.in.EffectsTx(k.ctx, func(ops EffectsOps) error {
+			if _, err := ops.Send("out", outbox.Message{Body: m.Body}); err != nil {
+				return err
+			}
+			return ops.Complete(m.Lock())
+		})
+		k.must(err, "move without a MessageID")
+		k.must(k.in.EffectsRetry(k.ctx), "the same commit again")
+		k.advance(lease)
+		k.must(k.in.EffectsRetry(k.ctx), "the same commit again, past the lease")
+		if got := k.peek("out"); len(got) != 1 {
+			t.Fatalf("out holds %d messages after the retries, want the one moved", len(got))
+		}
+		k.gone(seq)
+	}},
 }

@@ -86,9 +86,18 @@ type Instance struct {
 	// Store.Tx with outbox.SendBatch, consumer.CompleteTx and
 	// consumer.RejectTx on tx.SQL(). Nil under Features.WithoutEffects.
 	EffectsTx func(ctx context.Context, fn func(ops EffectsOps) error) error
+	// EffectsRetry commits again what the last EffectsTx that returned nil
+	// committed, as a retry after a lost reply does (over the broker: the
+	// same commit request, with its idempotency key): nil, with nothing
+	// new committed. Nil where a commit has no reply to lose (the embedded
+	// store); its subtest is then skipped.
+	EffectsRetry func(ctx context.Context) error
 }
 
 // EffectsOps is what fn of Instance.EffectsTx does inside the transaction.
+// Over the broker they stage the items of one commit request: Send's
+// results are then zero, and a settlement's error (mqlite.ErrLockLost)
+// comes from EffectsTx itself, with nothing committed.
 type EffectsOps struct {
 	// Send sends as SendFunc does.
 	Send SendFunc

@@ -58,11 +58,14 @@ func ExampleLoopTx() {
 			stop() // Loop drains and returns
 		}
 		return func(ctx context.Context, tx consumer.Tx) error {
-			if _, err := tx.SQL().ExecContext(ctx, `INSERT INTO invoices VALUES (?, ?)`, order, amount); err != nil {
+			sqlTx, err := consumer.SQL(tx)
+			if err != nil {
 				return err
 			}
-			_, err := tx.Send(ctx, "invoices", outbox.Message{Body: []byte(amount), MessageID: "invoice-" + order})
-			return err
+			if _, err := sqlTx.ExecContext(ctx, `INSERT INTO invoices VALUES (?, ?)`, order, amount); err != nil {
+				return err
+			}
+			return tx.Send(ctx, "invoices", outbox.Message{Body: []byte(amount), MessageID: "invoice-" + order})
 		}, nil
 	}, consumer.LoopConfig{})
 	fmt.Println("loop returned:", err)
@@ -104,4 +107,22 @@ func ExampleCompleteTx() {
 	// Output:
 	// committed: <nil>
 	// orders left: 1
+}
+
+// ExampleCompleteWith moves one message onward exactly once: the send and
+// the completion commit together. The same call runs over the broker's
+// client, where it is one commit request.
+func ExampleCompleteWith() {
+	st, done := openExample()
+	defer done()
+	ctx := context.Background()
+	msgs, _ := st.Receive(ctx, "orders", mqlite.ReceiveOptions{Max: 1}) // order-1 of the two
+	err := consumer.CompleteWith(ctx, st, msgs[0].Lock(), func(ctx context.Context, tx consumer.Tx) error {
+		return tx.Send(ctx, "invoices", outbox.Message{Body: msgs[0].Body})
+	})
+	orders, _ := st.Peek(ctx, "orders", mqlite.PeekParams{})
+	invoices, _ := st.Peek(ctx, "invoices", mqlite.PeekParams{})
+	fmt.Printf("%v: orders left %d, invoices %d (%s)\n", err, len(orders), len(invoices), invoices[0].Body)
+	// Output:
+	// <nil>: orders left 1, invoices 1 (order-1)
 }

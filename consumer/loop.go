@@ -191,7 +191,8 @@ func run(ctx context.Context, l *loop, held int) error {
 
 	l.set = l.src
 	sr, streaming := l.src.(Streamer)
-	if streaming && l.batch == nil {
+	// LoopTx completes through commitTx, outside a stream's window.
+	if streaming && l.batch == nil && l.txHandler == nil {
 		l.streamed = &streamed{Source: l.src}
 		l.set = l.streamed
 	}
@@ -283,9 +284,9 @@ type loop struct {
 	claimOnComplete atomic.Bool
 	queue           string
 	handler         Handler
-	// txHandler and txSource are LoopTx's; txHandler is nil otherwise.
+	// txHandler and commitTx are LoopTx's; txHandler is nil otherwise.
 	txHandler TxHandler
-	txSource  TxSource
+	commitTx  commitFunc
 	// batch and maxBatch are LoopBatch's; batch is nil for Loop.
 	batch    BatchHandler
 	maxBatch int

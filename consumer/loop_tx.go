@@ -11,16 +11,33 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// Tx is the transaction a TxStep runs in: the one that completes the
-// message. What the step writes through it commits with the completion or
-// not at all.
+// Tx is what a TxStep writes through: what it sends commits with the
+// message's completion or not at all. Over a *mqlite.Store it is a
+// transaction on the file, whose *sql.Tx SQL gives for the application's
+// own rows; over the broker's client it is the batch of one commit request
+// (client.Batch), which stages the sends and checks them, and has no SQL.
 type Tx interface {
-	// Send stages msgs on queue (or topic) in the transaction; results and
-	// errors are outbox.SendBatch's.
-	Send(ctx context.Context, queue string, msgs ...outbox.Message) ([]outbox.Result, error)
-	// SQL returns the transaction on the store's connection, for the
-	// application's own rows. Never commit or roll it back: LoopTx does.
-	SQL() *sql.Tx
+	// Send sends msgs to queue (or a topic) with the completion. A message
+	// outbox.Message.Validate refuses is its error; so is, in the store, a
+	// MessageID that conflicts (mqlite.ErrDuplicateConflict), which over
+	// the broker fails the commit instead. Either way, a step that returns
+	// the error commits nothing.
+	Send(ctx context.Context, queue string, msgs ...outbox.Message) error
+}
+
+// ErrNoSQL is SQL's error for a Tx that is not a transaction on the store:
+// over the broker a step can only send.
+var ErrNoSQL = errors.New("consumer: no SQL transaction: the step runs over the broker, where it can only send")
+
+// SQL returns the transaction on the store's connection of the Tx LoopTx
+// gives a step over a *mqlite.Store, for the application's own rows. Never
+// commit or roll it back: LoopTx does (a step that does is ErrTxEnded).
+// Over the broker there is none: ErrNoSQL.
+func SQL(tx Tx) (*sql.Tx, error) {
+	if s, ok := tx.(interface{ SQL() *sql.Tx }); ok {
+		return s.SQL(), nil
+	}
+	return nil, ErrNoSQL
 }
 
 // TxStep is the database work of a TxHandler: LoopTx runs it inside the
@@ -47,6 +64,18 @@ type TxSource interface {
 }
 
 var _ TxSource = (*mqlite.Store)(nil)
+
+// Committer is a Source that commits a step's sends and a completion in
+// one request of its own, for LoopTx: the broker's client is one.
+type Committer interface {
+	Source
+	// CommitTx runs step with a Tx that stages its sends, then, unless
+	// step failed (its error is CommitTx's, nothing sent), commits them
+	// and the completion of l together: nil, or the commit's error
+	// (mqlite.ErrLockLost for a lease that lapsed), with nothing
+	// committed.
+	CommitTx(ctx context.Context, l mqlite.Lock, step TxStep) error
+}
 
 // ErrTxEnded is the error of a TxStep that committed or rolled back the
 // transaction itself: the message is abandoned like for any error (what a
@@ -78,8 +107,17 @@ var ErrTxEnded = errors.New("consumer: the step committed or rolled back the tra
 // (ctx's error, the message abandoned). Concurrency runs the handlers in
 // parallel; their steps take the writer one at a time.
 //
+// Over the broker (src a Committer: client.Client) the same handler runs
+// unchanged: its step stages its sends in the batch of one commit request
+// (POST /v1/commit), which carries the completion too and commits all of
+// it in one transaction on the broker's store, or nothing (ErrLockLost for
+// a lapsed lease); a retry after a lost reply replays by the batch's
+// idempotency key. The step gets no SQL there (SQL is ErrNoSQL), and the
+// loop claims with receives, not a stream.
+//
 // Everything else is Loop's (claims, renewals, draining, Observer).
-// src must be a TxSource (*mqlite.Store); another is mqlite.ErrInvalidArgument.
+// src must be a TxSource (*mqlite.Store) or a Committer; another is
+// mqlite.ErrInvalidArgument.
 func LoopTx(ctx context.Context, src Source, queue string, handler TxHandler, opts LoopConfig) error {
 	if src == nil {
 		return invalid("nil Source")
@@ -87,15 +125,70 @@ func LoopTx(ctx context.Context, src Source, queue string, handler TxHandler, op
 	if handler == nil {
 		return invalid("nil TxHandler")
 	}
-	ts, ok := src.(TxSource)
-	if !ok {
-		return invalid("LoopTx needs a Source that runs transactions (*mqlite.Store), not %T", src)
+	commit, err := committerOf(src)
+	if err != nil {
+		return err
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return err
 	}
-	return run(ctx, &loop{src: src, queue: queue, txHandler: handler, txSource: ts, o: o}, o.Concurrency+o.Prefetch)
+	return run(ctx, &loop{src: src, queue: queue, txHandler: handler, commitTx: commit, o: o}, o.Concurrency+o.Prefetch)
+}
+
+// CompleteWith completes the delivery l together with what step writes,
+// in one commit on src, as LoopTx does for each message: on a
+// *mqlite.Store (a TxSource) step runs in the transaction that completes l
+// (consumer.SQL gives its *sql.Tx); on the broker's client (a Committer)
+// step stages its sends in the batch of one commit request. Either way the
+// result is nil with everything committed, or an error with nothing: step's
+// own (ErrTxEnded for a step that ended the transaction itself), or the
+// completion's (mqlite.ErrLockLost for a lapsed lease or a stale token). A
+// src that is neither is mqlite.ErrInvalidArgument. It blocks until the
+// commit ends or ctx does.
+func CompleteWith(ctx context.Context, src Source, l mqlite.Lock, step TxStep) error {
+	if step == nil {
+		return invalid("nil TxStep")
+	}
+	commit, err := committerOf(src)
+	if err != nil {
+		return err
+	}
+	return commit(ctx, l, step)
+}
+
+// committerOf is the commitFunc of src: a TxSource's transaction or a
+// Committer's request.
+func committerOf(src Source) (commitFunc, error) {
+	switch s := src.(type) {
+	case TxSource:
+		return storeCommit(s), nil
+	case Committer:
+		return s.CommitTx, nil
+	}
+	return nil, invalid("exactly-once effects need a TxSource (*mqlite.Store) or a Committer (the broker's client), not %T", src)
+}
+
+// commitFunc commits step's writes and the completion of l together:
+// Committer.CommitTx's contract.
+type commitFunc func(ctx context.Context, l mqlite.Lock, step TxStep) error
+
+// storeCommit is the commitFunc of a store: step and CompleteTx in one
+// transaction. A completion that finds the transaction ended is the
+// step's doing: ErrTxEnded.
+func storeCommit(ts TxSource) commitFunc {
+	return func(ctx context.Context, l mqlite.Lock, step TxStep) error {
+		return ts.Tx(ctx, func(tx *mqlite.Tx) error {
+			if err := step(tx.Context(), storeTx{tx}); err != nil {
+				return err
+			}
+			err := CompleteTx(tx.Context(), tx.SQL(), l)
+			if errors.Is(err, sql.ErrTxDone) {
+				return fmt.Errorf("%w: %w", ErrTxEnded, err)
+			}
+			return err
+		})
+	}
 }
 
 // storeTx is the Tx of a transaction on the store.
@@ -103,41 +196,47 @@ type storeTx struct{ tx *mqlite.Tx }
 
 var _ Tx = storeTx{}
 
-// Send sends with outbox.SendBatch on the transaction.
-func (t storeTx) Send(ctx context.Context, queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
-	return outbox.SendBatch(ctx, t.tx.SQL(), queue, msgs)
+// Send sends with outbox.SendBatch on the transaction; a slot's conflict
+// is the error.
+func (t storeTx) Send(ctx context.Context, queue string, msgs ...outbox.Message) error {
+	res, err := outbox.SendBatch(ctx, t.tx.SQL(), queue, msgs)
+	if err != nil {
+		return err
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("message %d: %w", i, r.Err)
+		}
+	}
+	return nil
 }
 
-// SQL returns the *sql.Tx.
+// SQL returns the *sql.Tx (consumer.SQL).
 func (t storeTx) SQL() *sql.Tx { return t.tx.SQL() }
 
-// completeTx runs d's step and completes d in one transaction. stepErr is
-// the step's own failure (its error, its panic, ErrTxEnded): the handler's
+// completeTx runs d's step and completes d in one commit. stepErr is the
+// step's own failure (its error, its panic, ErrTxEnded): the handler's
 // outcome, to abandon or reject by. err is the completion's or the
-// transaction's (mqlite.ErrLockLost, a failed commit).
+// commit's (mqlite.ErrLockLost, a failed commit).
 func (l *loop) completeTx(ctx context.Context, d *delivery) (stepErr, err error) {
-	err = l.txSource.Tx(ctx, func(tx *mqlite.Tx) error {
+	err = l.commitTx(ctx, d.msg.Lock(), func(ctx context.Context, tx Tx) error {
 		if d.step != nil {
-			if stepErr = l.runStep(tx, d); stepErr != nil {
-				return stepErr
-			}
+			stepErr = l.runStep(ctx, tx, d)
 		}
-		cerr := CompleteTx(tx.Context(), tx.SQL(), d.msg.Lock())
-		if errors.Is(cerr, sql.ErrTxDone) {
-			stepErr = fmt.Errorf("%w: %w", ErrTxEnded, cerr)
-			return stepErr
-		}
-		return cerr
+		return stepErr
 	})
-	if stepErr != nil {
+	switch {
+	case stepErr != nil:
 		return stepErr, nil
+	case errors.Is(err, ErrTxEnded):
+		return err, nil
 	}
 	return nil, err
 }
 
-// runStep runs d's step in tx, turning a panic into a *PanicError and a
+// runStep runs d's step on tx, turning a panic into a *PanicError and a
 // transaction ended by the step into ErrTxEnded.
-func (l *loop) runStep(tx *mqlite.Tx, d *delivery) (err error) {
+func (l *loop) runStep(ctx context.Context, tx Tx, d *delivery) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack := debug.Stack()
@@ -145,7 +244,7 @@ func (l *loop) runStep(tx *mqlite.Tx, d *delivery) (err error) {
 			l.log.Error("consumer: step panicked", append(msgAttrs(d.msg), "panic", r, "stack", string(stack))...)
 		}
 	}()
-	err = d.step(tx.Context(), storeTx{tx})
+	err = d.step(ctx, tx)
 	if errors.Is(err, sql.ErrTxDone) {
 		err = fmt.Errorf("%w: %w", ErrTxEnded, err)
 	}

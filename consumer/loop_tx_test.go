@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,11 +34,14 @@ func (e *loopEnv) startTx(h consumer.TxHandler, opts consumer.LoopConfig) (stop 
 // effect is the step that writes m's effect row and sends it onward.
 func effect(m mqlite.Message) consumer.TxStep {
 	return func(ctx context.Context, tx consumer.Tx) error {
-		if _, err := tx.SQL().ExecContext(ctx, `INSERT INTO effects (seq) VALUES (?)`, m.Seq); err != nil {
+		sqlTx, err := consumer.SQL(tx)
+		if err != nil {
 			return err
 		}
-		_, err := tx.Send(ctx, "out", outbox.Message{Body: m.Body, MessageID: fmt.Sprintf("from-%d", m.Seq)})
-		return err
+		if _, err := sqlTx.ExecContext(ctx, `INSERT INTO effects (seq) VALUES (?)`, m.Seq); err != nil {
+			return err
+		}
+		return tx.Send(ctx, "out", outbox.Message{Body: m.Body, MessageID: fmt.Sprintf("from-%d", m.Seq)})
 	}
 }
 
@@ -102,14 +106,14 @@ func TestLoopTxOutcomes(t *testing.T) {
 				return ok
 			}},
 		{"step commits itself", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
-			return func(ctx context.Context, tx consumer.Tx) error { return tx.SQL().Commit() }, nil
+			return func(ctx context.Context, tx consumer.Tx) error { return sqlOf(tx).Commit() }, nil
 		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
 		{"step rolls back itself", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
 			return func(ctx context.Context, tx consumer.Tx) error {
 				if err := effect(m)(ctx, tx); err != nil {
 					return err
 				}
-				return tx.SQL().Rollback()
+				return sqlOf(tx).Rollback()
 			}, nil
 		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
 	}
@@ -214,4 +218,14 @@ func TestLoopTxBadArguments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sqlOf is the step's *sql.Tx on the store, which LoopTx over a store
+// always has.
+func sqlOf(tx consumer.Tx) *sql.Tx {
+	sqlTx, err := consumer.SQL(tx)
+	if err != nil {
+		panic(err)
+	}
+	return sqlTx
 }

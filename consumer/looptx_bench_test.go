@@ -39,7 +39,11 @@ func benchDrainLoops(b *testing.B, concurrency int) {
 		drainLoop(b, st, func(ctx context.Context, done func()) error {
 			return consumer.LoopTx(ctx, st, "q", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
 				return func(ctx context.Context, tx consumer.Tx) error {
-					_, err := tx.SQL().ExecContext(ctx, `INSERT INTO effects (seq, body) VALUES (?, ?)`, m.Seq, m.Body)
+					sqlTx, err := consumer.SQL(tx)
+					if err != nil {
+						return err
+					}
+					_, err = sqlTx.ExecContext(ctx, `INSERT INTO effects (seq, body) VALUES (?, ?)`, m.Seq, m.Body)
 					return err
 				}, nil
 			}, consumer.LoopConfig{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler), Observer: doneAfter(b.N, done)})

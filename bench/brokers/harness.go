@@ -43,6 +43,10 @@ type Side interface {
 	ConsumeOne(ctx context.Context, queue string, n int) error
 	// ConsumeBatch takes n messages in batches of batch, one acknowledgement per batch.
 	ConsumeBatch(ctx context.Context, queue string, n, batch int) error
+	// Move takes n messages of from, one at a time, and sends each to to
+	// before it acknowledges it (errNotApplicable: a side that does not
+	// run this scenario).
+	Move(ctx context.Context, from, to string, n int) error
 	// Latency sends bodies one at a time to a running consumer and returns
 	// each one's time from the send's start to its consumer.
 	Latency(ctx context.Context, queue string, bodies [][]byte) ([]time.Duration, error)
@@ -74,9 +78,16 @@ func scenarios() []scenario {
 		{name: "consume in batches of 100", run: func(ctx context.Context, s Side, q string, bs [][]byte, sz Sizes) error {
 			return s.ConsumeBatch(ctx, q, len(bs), sz.Batch)
 		}},
+		{name: moveScenario, run: func(ctx context.Context, s Side, q string, bs [][]byte, sz Sizes) error {
+			return s.Move(ctx, q, q+"_out", len(bs))
+		}},
 		{name: "send→consumer p50 / p99", latency: true},
 	}
 }
+
+// moveScenario is the consume → produce stage: its sides also prepare a
+// second queue, the stage's output.
+const moveScenario = "consume → produce to a second queue, one at a time"
 
 // bodies returns n distinct bodies of size bytes (mqlite de-duplicates a
 // send without a MessageID by its body).
@@ -154,6 +165,14 @@ func measure(ctx context.Context, s Side, q string, sc scenario, sz Sizes, run i
 	}
 	if err := s.Prepare(ctx, q); err != nil {
 		return err
+	}
+	if sc.name == moveScenario {
+		if err := s.Move(ctx, q, q+"_out", 0); err != nil { // a side that does not move says so at once
+			return err
+		}
+		if err := s.Prepare(ctx, q+"_out"); err != nil {
+			return err
+		}
 	}
 	if sc.latency {
 		lat, err := s.Latency(ctx, q, bodies(run, sz.Latency, sz.Body))

@@ -154,6 +154,9 @@ func (j *jet) ConsumeBatch(ctx context.Context, queue string, n, batch int) erro
 	return nil
 }
 
+// Move is not measured on JetStream: the stage compares with RabbitMQ.
+func (j *jet) Move(context.Context, string, string, int) error { return errNotApplicable }
+
 func (j *jet) Latency(ctx context.Context, queue string, bodies [][]byte) ([]time.Duration, error) {
 	arrived := make(chan time.Time, 1)
 	done := make(chan error, 1)

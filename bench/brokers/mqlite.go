@@ -205,7 +205,8 @@ func (m *mq) Settings() string {
 	case completeReceive:
 		return common + "; consume: CompleteAndReceive, completing the last claim (one message, or 100) and claiming the next in one request and one commit"
 	default:
-		return common + "; consume: Receive (Max 1, or 100) then Complete (or CompleteBatch): two requests and two commits per claim"
+		return common + "; consume: Receive (Max 1, or 100) then Complete (or CompleteBatch): two requests and two commits per claim" +
+			fmt.Sprintf("; consume → produce: consumer.LoopTx over the client (Concurrency 1, Prefetch %d, claims by receive), one POST /v1/commit per message with its onward send and its completion (atomic)", m.sz.Window-1)
 	}
 }
 
@@ -306,6 +307,49 @@ func (m *mq) streamBatches(ctx context.Context, queue string, n, batch int) erro
 		locks = locks[:0]
 	}
 	return nil
+}
+
+// Move runs consumer.LoopTx over the client from from, one message at a
+// time with the rest of the window prefetched: each message's onward send
+// and its completion go in one commit request (POST /v1/commit), atomic.
+// Only the side that owns the broker runs it.
+func (m *mq) Move(ctx context.Context, from, to string, n int) error {
+	if !m.owns {
+		return errNotApplicable
+	}
+	if n == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var seen atomic.Int64
+	err := consumer.LoopTx(lctx, m.c, from, func(_ context.Context, msg mqlite.Message) (consumer.TxStep, error) {
+		return func(ctx context.Context, tx consumer.Tx) error {
+			return tx.Send(ctx, to, outbox.Message{Body: msg.Body})
+		}, nil
+	}, consumer.LoopConfig{Concurrency: 1, Prefetch: max(m.sz.Window-1, -1), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observer: movedObserver{seen: &seen, n: int64(n), done: cancel}})
+	if err != nil {
+		return err
+	}
+	if seen.Load() < int64(n) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// movedObserver counts the messages LoopTx moved and calls done at n.
+type movedObserver struct {
+	consumer.NopObserver
+	seen *atomic.Int64
+	n    int64
+	done func()
+}
+
+func (o movedObserver) Completed(mqlite.Message, time.Duration) {
+	if o.seen.Add(1) == o.n {
+		o.done()
+	}
 }
 
 func (m *mq) ConsumeOne(ctx context.Context, queue string, n int) error {

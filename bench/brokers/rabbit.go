@@ -51,7 +51,7 @@ func (r *rabbit) Name() string { return "RabbitMQ" }
 
 func (r *rabbit) Settings() string {
 	v, _ := r.conn.Properties["version"].(string)
-	return fmt.Sprintf("the local RabbitMQ %s on 127.0.0.1:5672, a durable classic queue, persistent messages (delivery mode 2), publisher confirms awaited per message (or per batch); github.com/rabbitmq/amqp091-go; consume one at a time: basic.consume with QoS %d and one basic.ack per message; in batches: QoS 100 and one multiple ack per 100; CPU of its beam.smp", v, r.sz.Window)
+	return fmt.Sprintf("the local RabbitMQ %s on 127.0.0.1:5672, a durable classic queue, persistent messages (delivery mode 2), publisher confirms awaited per message (or per batch); github.com/rabbitmq/amqp091-go; consume one at a time: basic.consume with QoS %d and one basic.ack per message; in batches: QoS 100 and one multiple ack per 100; consume → produce: the same consumer, each body published to the second queue with its confirm awaited, then acked (not atomic); CPU of its beam.smp", v, r.sz.Window)
 }
 
 func (r *rabbit) Produces() bool { return true }
@@ -164,6 +164,25 @@ func (r *rabbit) ConsumeBatch(ctx context.Context, queue string, n, batch int) e
 			return d.Ack(true)
 		}
 		return nil
+	})
+}
+
+// Move takes each message of from (QoS of the window), publishes its body
+// to to and waits for the confirm, then acks it: the usual stage, which is
+// not atomic (a crash between the confirm and the ack sends it twice).
+func (r *rabbit) Move(ctx context.Context, from, to string, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return r.consume(ctx, from, r.sz.Window, n, func(_ int, d amqp.Delivery) error {
+		dc, err := r.publish(ctx, to, d.Body)
+		if err != nil {
+			return err
+		}
+		if err := wait(ctx, dc); err != nil {
+			return err
+		}
+		return d.Ack(false)
 	})
 }
 

@@ -135,6 +135,17 @@ func scenario(t *testing.T, env []string) {
 		t.Fatalf("topics list: %q", out)
 	}
 	schedules(t, env)
+	mustCLI(t, env, "", "queues", "create", "done")
+	if out = mustCLI(t, env, "", "move", "jobs", "done", "--max", "2"); !strings.Contains(out, "moved 2 from jobs to done") {
+		t.Fatalf("move: %q", out)
+	}
+	out = mustCLI(t, env, "", "stats", "done", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Active != 2 {
+		t.Fatalf("stats after move: %q (%v)", out, err)
+	}
+	if _, code := cli(t, env, "", "move", "jobs"); code != 2 {
+		t.Fatalf("move without a destination: exit %d, want 2", code)
+	}
 	if _, code := cli(t, env, "", "receive", "nope"); code != 1 {
 		t.Fatalf("receive from an unknown queue: exit %d, want 1", code)
 	}
@@ -213,7 +224,7 @@ func TestCLIThroughABroker(t *testing.T) {
 	}
 	// The broker closed the store: the file opens again, with its messages.
 	out = mustCLI(t, []string{"MQLITE_URL="}, "", "stats", "jobs", "--db", db, "--json")
-	if !strings.Contains(out, `"active": 3`) {
+	if !strings.Contains(out, `"active": 1`) { // 3 left by the scenario, 2 of them moved
 		t.Errorf("after the broker: %s", out)
 	}
 }

@@ -201,7 +201,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 		g.applyEnv(cmd)
 		return refuseNegativeDurations(cmd)
 	}
-	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), peekCmd(g), findCmd(g), dlqCmd(g), deliverNowCmd(g), queuesCmd(g),
+	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), moveCmd(g), peekCmd(g), findCmd(g), dlqCmd(g), deliverNowCmd(g), queuesCmd(g),
 		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g),
 		schemaCmd(g), migrateCmd(g), versionCmd(g))
 	return root

@@ -206,7 +206,11 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) (consumer.TxStep
 		return nil, err
 	}
 	return func(ctx context.Context, tx consumer.Tx) error {
-		if err := gormOn(ctx, s.db, tx.SQL()).Create(&Shipment{OrderID: o.ID}).Error; err != nil {
+		sqlTx, err := consumer.SQL(tx)
+		if err != nil {
+			return err
+		}
+		if err := gormOn(ctx, s.db, sqlTx).Create(&Shipment{OrderID: o.ID}).Error; err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
 		if err := call(s.InTx, m); err != nil {

@@ -267,8 +267,9 @@ func TestControlCompletionOutsideTheTransaction(t *testing.T) {
 // ownTx is a consumer.Tx on a transaction the caller commits.
 type ownTx struct{ tx *sql.Tx }
 
-func (t ownTx) Send(ctx context.Context, queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
-	return outbox.SendBatch(ctx, t.tx, queue, msgs)
+func (t ownTx) Send(ctx context.Context, queue string, msgs ...outbox.Message) error {
+	_, err := outbox.SendBatch(ctx, t.tx, queue, msgs)
+	return err
 }
 
 func (t ownTx) SQL() *sql.Tx { return t.tx }

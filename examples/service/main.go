@@ -273,7 +273,11 @@ func ship(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 		return nil, consumer.Permanent(err)
 	}
 	return func(ctx context.Context, tx consumer.Tx) error {
-		_, err := tx.SQL().ExecContext(ctx, `INSERT INTO shipments (order_id) VALUES (?)`, o.ID)
+		sqlTx, err := consumer.SQL(tx)
+		if err != nil {
+			return err
+		}
+		_, err = sqlTx.ExecContext(ctx, `INSERT INTO shipments (order_id) VALUES (?)`, o.ID)
 		return err
 	}, nil
 }

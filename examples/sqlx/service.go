@@ -182,13 +182,17 @@ func (s *Service) Handle(ctx context.Context, m mqlite.Message) (consumer.TxStep
 		return nil, err
 	}
 	return func(ctx context.Context, tx consumer.Tx) error {
-		// tx.SQL() is the *sql.Tx on the store's connection; sqlx's
+		// consumer.SQL(tx) is the *sql.Tx on the store's connection; sqlx's
 		// named queries work on it through s.db's mapper.
+		sqlTx, err := consumer.SQL(tx)
+		if err != nil {
+			return err
+		}
 		q, args, err := s.db.BindNamed(`INSERT INTO shipments (order_id) VALUES (:order_id)`, map[string]any{"order_id": o.ID})
 		if err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
-		if _, err := tx.SQL().ExecContext(ctx, q, args...); err != nil {
+		if _, err := sqlTx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("ship order %d: %w", o.ID, err)
 		}
 		if err := call(s.InTx, m); err != nil {

@@ -136,7 +136,11 @@ func effectsWorker(t *testing.T, atomic bool) {
 				return nil, errors.New("handler failed on purpose")
 			}
 			return func(ctx context.Context, tx consumer.Tx) error {
-				if err := effect(ctx, tx.SQL(), m); err != nil {
+				sqlTx, err := consumer.SQL(tx)
+				if err != nil {
+					return err
+				}
+				if err := effect(ctx, sqlTx, m); err != nil {
 					return err
 				}
 				switch p := draw(); {

@@ -123,6 +123,16 @@ func TestEveryFieldCrossesTheWire(t *testing.T) {
 			t.Errorf("wire.SendMessage has %d fields, outbox.Message %d", got, want)
 		}
 	})
+	t.Run("commit lock", func(t *testing.T) {
+		var l mqlite.Lock
+		fill(t, &l)
+		w := wire.FromLock(l)
+		nonZero(t, "wire.CommitLock", w)
+		same(t, "mqlite.Lock", throughJSON[wire.CommitLock](t, w).Lock(), l)
+		if got, want := reflect.TypeFor[wire.CommitLock]().NumField(), reflect.TypeFor[mqlite.Lock]().NumField(); got != want {
+			t.Errorf("wire.CommitLock has %d fields, mqlite.Lock %d", got, want)
+		}
+	})
 	t.Run("queue options", func(t *testing.T) {
 		var o mqlite.QueueOptions
 		fill(t, &o)

@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// commitPattern is the route of commit.
+const commitPattern = "POST /v1/commit"
+
+// commit answers POST /v1/commit: the request's completions, rejects and
+// sends in one transaction of the store, all of them or none. A lock lost
+// (a lapsed lease, a stale token, a seq of another queue) is 409 lock_lost
+// and a send slot's conflict 409 duplicate_conflict, with nothing
+// committed. The key needs the consumer role on every queue it settles and
+// the producer role on every queue or topic it sends to (an admin key has
+// both), and is refused (403) on the first it does not cover, before
+// anything is read. A request with an idempotency key is answered from its
+// record when it comes again, committing nothing new.
+func (s *Server) commit(r *http.Request) (result, error) {
+	req, err := decode[wire.CommitRequest](r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.checkCommit(r.Context(), req); err != nil {
+		return result{}, err
+	}
+	digest := commitDigest(req)
+	k := keyOf(r.Context())
+	scope := engine.CommitScope(k.ID)
+	var out wire.CommitResponse
+	err = s.st.Tx(r.Context(), func(tx *mqlite.Tx) error {
+		ctx, sqlTx := tx.Context(), tx.SQL()
+		if req.IdempotencyKey != "" {
+			rec, found, err := engine.LookupCommit(ctx, sqlTx, scope, req.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+			if found {
+				return replayCommit(req.IdempotencyKey, rec, digest, &out)
+			}
+		}
+		res, err := commitItems(ctx, sqlTx, k, req)
+		if err != nil {
+			return err
+		}
+		out = res
+		if req.IdempotencyKey == "" {
+			return nil
+		}
+		blob, err := json.Marshal(out)
+		if err != nil {
+			return fmt.Errorf("record commit: %w", err)
+		}
+		return engine.RecordCommit(ctx, sqlTx, scope, req.IdempotencyKey, engine.CommitRecord{Request: digest, Result: blob})
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return ok(out)
+}
+
+// replayCommit fills out with the answer rec recorded, when digest is the
+// request rec recorded; another request under the same key is
+// mqlite.ErrAttemptConflict.
+func replayCommit(key string, rec engine.CommitRecord, digest string, out *wire.CommitResponse) error {
+	if rec.Request != digest {
+		return fmt.Errorf("%w: idempotency key %q was used by another commit request", mqlite.ErrAttemptConflict, key)
+	}
+	if err := json.Unmarshal(rec.Result, out); err != nil {
+		return fmt.Errorf("replay commit: %w", err)
+	}
+	out.Replayed = true
+	return nil
+}
+
+// commitItems settles and sends the items of req in tx. The first error
+// (a lock lost, a send slot's conflict) is returned: the caller rolls tx
+// back.
+func commitItems(ctx context.Context, tx outbox.Execer, k keys.Key, req wire.CommitRequest) (wire.CommitResponse, error) {
+	out := wire.CommitResponse{Sends: make([]wire.SendBatchResponse, len(req.Send))}
+	for i, c := range req.Complete {
+		if err := consumer.CompleteTx(ctx, tx, c.Lock()); err != nil {
+			return out, fmt.Errorf("complete %d (%s seq %d): %w", i, c.Queue, c.Seq, err)
+		}
+	}
+	for i, rj := range req.Reject {
+		if err := consumer.RejectTx(ctx, tx, rj.Lock(), rj.Reason, rj.Description); err != nil {
+			return out, fmt.Errorf("reject %d (%s seq %d): %w", i, rj.Queue, rj.Seq, err)
+		}
+	}
+	for i, snd := range req.Send {
+		msgs := make([]outbox.Message, len(snd.Messages))
+		for j, m := range snd.Messages {
+			msgs[j] = m.Outbox()
+		}
+		res, err := outbox.SendBatch(ctx, tx, snd.Queue, msgs)
+		if err != nil {
+			return out, fmt.Errorf("send %d (%s): %w", i, snd.Queue, err)
+		}
+		out.Sends[i].Results = make([]wire.SendResult, len(res))
+		for j, x := range res {
+			if err := slotErr(x); err != nil {
+				return out, fmt.Errorf("send %d (%s) message %d: %w", i, snd.Queue, j, err)
+			}
+			out.Sends[i].Results[j] = wire.FromResult(coveredCopies(k, x))
+		}
+	}
+	return out, nil
+}
+
+// slotErr is the error of one sent message, or of one of its copies: in a
+// commit it fails the whole request (a conflict names no queue: a topic's
+// subscription may be one the key does not cover).
+func slotErr(r outbox.Result) error {
+	if r.Err != nil {
+		return r.Err
+	}
+	for _, c := range r.Copies {
+		if c.Err != nil {
+			return c.Err
+		}
+	}
+	return nil
+}
+
+// checkCommit refuses a commit request before anything is read: an empty
+// one, one past Config.MaxBatch items (locks and messages together),
+// tokens or a key past their bounds, a reject's reason past its bounds,
+// and a key that lacks the role on, or does not cover, one of the queues
+// it names.
+func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error {
+	n := len(req.Complete) + len(req.Reject)
+	for _, snd := range req.Send {
+		n += len(snd.Messages)
+	}
+	if n == 0 {
+		return errMalformed("a commit request with nothing to complete, reject or send")
+	}
+	if err := s.checkBatch(n, "locks and messages"); err != nil {
+		return err
+	}
+	if len(req.IdempotencyKey) > mqlite.MaxMessageIDLen {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument,
+			Detail: fmt.Sprintf("an idempotency key of %d bytes, at most %d", len(req.IdempotencyKey), mqlite.MaxMessageIDLen)}
+	}
+	for _, c := range req.Complete {
+		if err := checkTokens(c.Token); err != nil {
+			return err
+		}
+		if err := requireQueue(ctx, keys.Consumer, c.Queue); err != nil {
+			return err
+		}
+	}
+	for _, rj := range req.Reject {
+		if err := checkTokens(rj.Token); err != nil {
+			return err
+		}
+		if err := requireQueue(ctx, keys.Consumer, rj.Queue); err != nil {
+			return err
+		}
+		if err := mqlite.ValidateReject(rj.Reason, rj.Description); err != nil {
+			return err
+		}
+	}
+	for _, snd := range req.Send {
+		if err := requireQueue(ctx, keys.Producer, snd.Queue); err != nil {
+			return err
+		}
+		if len(snd.Messages) == 0 {
+			return errMalformed("a send of no message to %q", snd.Queue)
+		}
+	}
+	return nil
+}
+
+// requireQueue is require for a queue a commit names in its body: an empty
+// name, which require would let through as "no queue", is refused.
+func requireQueue(ctx context.Context, role keys.Role, queue string) error {
+	if queue == "" {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidQueueName, Detail: "empty queue name"}
+	}
+	return require(ctx, role, queue)
+}
+
+// commitDigest identifies req's items, without its idempotency key: the
+// same items under the same key replay, others conflict.
+func commitDigest(req wire.CommitRequest) string {
+	req.IdempotencyKey = ""
+	b, _ := json.Marshal(req) // plain strings, numbers and bytes: it cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

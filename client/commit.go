@@ -1,0 +1,138 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// Batch is what one Commit commits in one transaction on the broker, all
+// of it or nothing: completions, rejects and sends, across any queues the
+// key covers. The zero Batch is empty and ready. A Batch is a
+// consumer.Tx, so a consumer.TxStep stages its sends in it. Not safe for
+// concurrent use.
+//
+// Its idempotency key is made at its first Commit and kept: committing the
+// same Batch again (after an error that leaves the outcome unknown, as
+// mqlite.ErrUnavailable does) replays the first commit's answer when it
+// committed, and commits nothing new.
+type Batch struct {
+	req wire.CommitRequest
+}
+
+var _ consumer.Tx = (*Batch)(nil)
+
+// Complete stages the completion of the delivery l. A malformed lock is
+// mqlite.ErrInvalidArgument, with nothing staged.
+func (b *Batch) Complete(l mqlite.Lock) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	b.req.Complete = append(b.req.Complete, wire.FromLock(l))
+	return nil
+}
+
+// Reject stages the dead-lettering of the delivery l with a reason and a
+// description (bounded as Store.Reject bounds them). Bad input is
+// mqlite.ErrInvalidArgument, with nothing staged.
+func (b *Batch) Reject(l mqlite.Lock, reason, description string) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if err := mqlite.ValidateReject(reason, description); err != nil {
+		return err
+	}
+	b.req.Reject = append(b.req.Reject, wire.CommitReject{Queue: l.Queue, Seq: l.Seq, Token: l.Token,
+		Reason: reason, Description: description})
+	return nil
+}
+
+// Send stages msgs for queue (or a topic). A message outbox.SendOne would
+// refuse (outbox.Message.Validate) is that error, with nothing staged; a
+// MessageID that conflicts fails the Commit. ctx's trace context goes
+// along as in Client.Send.
+func (b *Batch) Send(ctx context.Context, queue string, msgs ...outbox.Message) error {
+	if err := checkQueue(queue); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	snd := wire.CommitSend{Queue: queue, Messages: make([]wire.SendMessage, len(msgs))}
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+		snd.Messages[i] = fromOutbox(ctx, m)
+	}
+	b.req.Send = append(b.req.Send, snd)
+	return nil
+}
+
+// CommitResult is the answer of Commit.
+type CommitResult struct {
+	// Sends holds, for each Send staged in the Batch in order, one result
+	// per message (the copies of the queues the key covers).
+	Sends [][]outbox.Result
+	// Replayed is true when the broker answered from the record of an
+	// earlier commit of the same Batch: nothing new was committed.
+	Replayed bool
+}
+
+// Commit commits b on the broker (POST /v1/commit) in one transaction:
+// every completion, reject and send of b, or none of them. A lock lost
+// (a lapsed lease, a stale token) is mqlite.ErrLockLost and a conflicting
+// MessageID mqlite.ErrDuplicateConflict, with nothing committed; a key
+// that lacks the role on, or does not cover, one of b's queues is
+// ErrForbidden; more items than the broker's batch limit is
+// ErrRequestTooLarge; an empty b is ErrMalformed. Retries (as for every
+// call) and a later Commit of the same b carry b's idempotency key: a
+// commit that went through answers again with Replayed. It blocks until
+// the broker answers or ctx ends.
+func (c *Client) Commit(ctx context.Context, b *Batch) (CommitResult, error) {
+	if b == nil {
+		return CommitResult{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "nil Batch"}
+	}
+	if b.req.IdempotencyKey == "" {
+		b.req.IdempotencyKey = newAttemptID()
+	}
+	var out wire.CommitResponse
+	if err := c.do(ctx, call{method: http.MethodPost, path: "/v1/commit", in: b.req, out: &out}); err != nil {
+		return CommitResult{}, err
+	}
+	if len(out.Sends) != len(b.req.Send) {
+		return CommitResult{}, fmt.Errorf("client: commit: %d results for %d sends", len(out.Sends), len(b.req.Send))
+	}
+	res := CommitResult{Sends: make([][]outbox.Result, len(out.Sends)), Replayed: out.Replayed}
+	for i, s := range out.Sends {
+		res.Sends[i] = make([]outbox.Result, len(s.Results))
+		for j, r := range s.Results {
+			res.Sends[i][j] = r.Result()
+		}
+	}
+	return res, nil
+}
+
+var _ consumer.Committer = (*Client)(nil)
+
+// CommitTx is consumer.Committer, for consumer.LoopTx over the broker: it
+// runs step with a new Batch (step's error is CommitTx's, nothing sent),
+// stages the completion of l and commits the Batch.
+func (c *Client) CommitTx(ctx context.Context, l mqlite.Lock, step consumer.TxStep) error {
+	var b Batch
+	if step != nil {
+		if err := step(ctx, &b); err != nil {
+			return err
+		}
+	}
+	if err := b.Complete(l); err != nil {
+		return err
+	}
+	_, err := c.Commit(ctx, &b)
+	return err
+}

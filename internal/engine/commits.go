@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// The broker's commit requests (POST /v1/commit) keep what a request with
+// an idempotency key answered in mqlite_receive_attempts, beside the
+// receive attempts: the queue column holds CommitScope's name, which no
+// queue can have (a queue name starts with a letter or a digit), and the
+// attempt_id column the key. The row is written in the transaction that
+// commits the request, so it exists exactly when the request committed,
+// and it lasts as long as the settlement receipts (ReceiptTTLMS): the
+// sweep of receive attempts removes it after.
+
+// CommitScope is the queue column of the commit records of the access key
+// keyID: one key's idempotency keys never meet another's.
+func CommitScope(keyID string) string { return "/commit/" + keyID }
+
+// CommitRecord is the record of a committed request: a digest of its items
+// and its answer.
+type CommitRecord struct {
+	Request string
+	Result  []byte
+}
+
+// LookupCommit returns the live record of key in scope; found is false
+// when there is none. It runs in the commit's transaction, before anything
+// is written.
+func LookupCommit(ctx context.Context, tx DBTX, scope, key string) (rec CommitRecord, found bool, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT request, result FROM mqlite_receive_attempts
+		WHERE queue = ? AND attempt_id = ? AND expires_at > mqlite_now()`, scope, key).Scan(&rec.Request, &rec.Result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return CommitRecord{}, false, nil
+	}
+	if err != nil {
+		return CommitRecord{}, false, fmt.Errorf("look up commit %q: %w", key, err)
+	}
+	return rec, true, nil
+}
+
+// RecordCommit keeps req's answer under key in scope, in the commit's
+// transaction, until the settlement receipts of the request expire. A
+// record left from before, already expired, is replaced.
+func RecordCommit(ctx context.Context, tx DBTX, scope, key string, rec CommitRecord) error {
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_receive_attempts
+		(queue, attempt_id, request, result, expires_at) VALUES (?, ?, ?, ?, mqlite_now() + ?)`,
+		scope, key, rec.Request, rec.Result, ReceiptTTLMS); err != nil {
+		return fmt.Errorf("record commit %q: %w", key, err)
+	}
+	return nil
+}
