@@ -300,13 +300,16 @@ func recordPayment(ctx context.Context, m mqlite.Message) (consumer.TxStep, erro
 		return nil, consumer.Permanent(fmt.Errorf("not a payment: %v", err))
 	}
 	return func(ctx context.Context, tx consumer.Tx) error {
-		_, err := tx.SQL().ExecContext(ctx, `INSERT INTO payments (webhook_id, order_id, amount_cents) VALUES (?, ?, ?)`,
+		sqlTx, err := consumer.SQL(tx)
+		if err != nil {
+			return err
+		}
+		_, err = sqlTx.ExecContext(ctx, `INSERT INTO payments (webhook_id, order_id, amount_cents) VALUES (?, ?, ?)`,
 			m.MessageID, p.OrderID, p.AmountCents)
 		if err != nil {
 			return err
 		}
-		_, err = tx.Send(ctx, webhookQueue, outbox.Message{Body: m.Body, MessageID: "payment-" + m.MessageID, Subject: "payment.received"})
-		return err
+		return tx.Send(ctx, webhookQueue, outbox.Message{Body: m.Body, MessageID: "payment-" + m.MessageID, Subject: "payment.received"})
 	}, nil
 }
 
