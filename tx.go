@@ -58,11 +58,27 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 		}
 		return tx, err
 	}
-	return InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
-		ctx, end := markTx(ctx, &txMark{store: s})
+	var (
+		reserved  []*handoff
+		claims    []handoffClaim
+		committed bool
+	)
+	defer func() { s.handoffs.end(reserved, claims, committed) }() // a panic too
+	err := InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
+		mctx, end := markTx(ctx, &txMark{store: s})
 		defer end() // the commit follows; no call of fn's runs after it
-		return fn(&Tx{tx: tx, ctx: ctx})
+		if err := fn(&Tx{tx: tx, ctx: mctx}); err != nil {
+			return err
+		}
+		// A Receive sleeps for a message this transaction made
+		// claimable: claim it for that Receive before the commit.
+		if reserved = s.handoffs.reserve(s.notify.Marked); len(reserved) > 0 {
+			claims = s.handOff(ctx, tx, reserved)
+		}
+		return nil
 	})
+	committed = err == nil
+	return err
 }
 
 // SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.
