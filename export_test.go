@@ -28,3 +28,7 @@ func WaitHandoff(s *Store, queue string, opts ReceiveOptions) (leave func() []Me
 
 // HandoffWaiters returns how many sleeping Receives s's commits may claim for.
 func HandoffWaiters(s *Store) int { return int(s.handoffs.n.Load()) }
+
+// SetHandoff turns s's hand-off on or off; off, a commit only wakes the
+// sleeping Receives, which claim in transactions of their own.
+func SetHandoff(s *Store, on bool) { s.handoffs.off.Store(!on) }

@@ -24,6 +24,7 @@ import (
 // The zero value is ready; it is safe for concurrent use.
 type handoffs struct {
 	n       atomic.Int32 // waiters registered: Store.Tx's check when none
+	off     atomic.Bool  // no hand-off: the commit only wakes (a benchmark's baseline)
 	mu      sync.Mutex
 	byQueue map[string][]*handoff
 }
@@ -96,7 +97,7 @@ func (hs *handoffs) remove(h *handoff) {
 // claimable, the first waiter no other transaction claims for, and marks
 // it claimed for. Each must be given to end after the transaction.
 func (hs *handoffs) reserve(marked func(queue string) bool) []*handoff {
-	if hs.n.Load() == 0 {
+	if hs.n.Load() == 0 || hs.off.Load() {
 		return nil
 	}
 	hs.mu.Lock()
