@@ -86,7 +86,11 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 // token; settle it with Complete, Abandon, Reject or Defer. With opts.Wait
 // it blocks until a message is ready, Wait passes (then it returns no
 // messages and no error), ctx is done (ctx's error) or the store closes
-// (ErrClosed). It never polls: commits and due moments wake it.
+// (ErrClosed). It never polls: commits and due moments wake it. A message
+// that a transaction of Store.Tx (outbox.Send, the broker's sends) makes
+// claimable while Receive sleeps in PeekLock mode is claimed for it inside
+// that transaction, with the same claim, and handed over once it commits
+// (a rollback hands nothing over).
 //
 // A Receive that claimed messages with an AttemptID can be retried: the
 // same request returns the same messages and tokens (less those no longer
