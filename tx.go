@@ -25,7 +25,9 @@ func (t *Tx) SQL() *sql.Tx { return t.tx }
 func (t *Tx) Context() context.Context { return t.ctx }
 
 // Tx runs fn in one transaction on the store's connection and commits when fn
-// returns nil. It rolls back when fn returns an error (which Tx returns),
+// returns nil. Before the commit, it claims for a Receive that sleeps on a
+// queue fn made a message of claimable, and hands that Receive the messages
+// once the commit succeeded (see Receive). It rolls back when fn returns an error (which Tx returns),
 // when fn panics (the panic is re-raised after the rollback), and when ctx is
 // cancelled before the commit, even if fn returned nil: then ctx's error is
 // returned and neither the business rows nor the messages exist.
