@@ -3,7 +3,13 @@ package mqlite_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,5 +258,74 @@ func TestHandoffToASleepingReceive(t *testing.T) {
 	}
 	if err := b.Store.Complete(ctx, a.msgs[0].Lock()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+const envHandoffKill = "MQLITE_HANDOFF_KILL" // the file of the worker of TestHandoffSIGKILL
+const envHandoffWait = "MQLITE_HANDOFF_WAIT" // "1": the worker's Receive sleeps when it sends
+
+// TestHandoffKillWorker is TestHandoffSIGKILL's worker process: it sends
+// one message (with a Receive asleep on its queue when asked), reports the
+// message's state after the commit, and SIGKILLs itself before anything
+// else happens: the receiver never gets the message.
+func TestHandoffKillWorker(t *testing.T) {
+	path := os.Getenv(envHandoffKill)
+	if path == "" {
+		t.Skip("runs only as TestHandoffSIGKILL's worker process")
+	}
+	b := testdb.OpenPath(t, path, mqlite.Config{})
+	if os.Getenv(envHandoffWait) == "1" {
+		_ = mqlite.WaitHandoff(b.Store, "q", mqlite.ReceiveOptions{Max: 10})
+	}
+	b.Send(t, "q", outbox.Message{})
+	fmt.Printf("state=%s\n", peekOne(t, b.Store).State)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// TestHandoffSIGKILL: a process killed right after the commit of a send
+// that claimed for its sleeping Receive loses nothing: the message was
+// locked by the send's commit, and the next opening of the file gives the
+// orphaned lease back, its delivery counted. The control: without a
+// sleeping Receive the send leaves the message active, and it comes back
+// at its first delivery.
+func TestHandoffSIGKILL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		wait     string
+		state    mqlite.State
+		delivery int
+	}{
+		{"claimed by the send", "1", mqlite.StateLocked, 2},
+		{"control: not claimed", "0", mqlite.StateActive, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mq.db")
+			func() {
+				b := testdb.OpenPath(t, path, mqlite.Config{})
+				b.Queue(t, "q", mqlite.QueueOptions{LockDuration: handoffLease})
+				if err := b.Store.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHandoffKillWorker$", "-test.count=1")
+			cmd.Env = append(os.Environ(), envHandoffKill+"="+path, envHandoffWait+"="+tc.wait)
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, os.Stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("worker ended with %v, want its own SIGKILL; output:\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "state="+string(tc.state)+"\n") {
+				t.Fatalf("worker's output %q: want the message %s after the send", out.String(), tc.state)
+			}
+			again := testdb.OpenPath(t, path, mqlite.Config{})
+			got, err := again.Store.Receive(context.Background(), "q", mqlite.ReceiveOptions{Max: 10})
+			if err != nil || len(got) != 1 || got[0].DeliveryCount != tc.delivery {
+				t.Fatalf("after the kill: %+v, %v; want the message at delivery %d", got, err, tc.delivery)
+			}
+		})
 	}
 }
