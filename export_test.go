@@ -17,3 +17,18 @@ func FireSchedules(ctx context.Context, s *Store) (int64, error) {
 // ReceiversKept returns how many receivers and held leases s's registry
 // keeps, without pruning it as Receivers does.
 func ReceiversKept(s *Store) (live, locks int) { return s.receivers.size() }
+
+// WaitHandoff registers on s a Receive of queue that sleeps for a message,
+// as Receive does before it sleeps, without one: leave unregisters it and
+// returns what a commit claimed for it.
+func WaitHandoff(s *Store, queue string, opts ReceiveOptions) (leave func() []Message) {
+	h := s.handoffs.wait(queue, opts)
+	return func() []Message { return s.handoffs.leave(h) }
+}
+
+// HandoffWaiters returns how many sleeping Receives s's commits may claim for.
+func HandoffWaiters(s *Store) int { return int(s.handoffs.n.Load()) }
+
+// SetHandoff turns s's hand-off on or off; off, a commit only wakes the
+// sleeping Receives, which claim in transactions of their own.
+func SetHandoff(s *Store, on bool) { s.handoffs.off.Store(!on) }

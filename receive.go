@@ -86,7 +86,11 @@ func validateReceive(queue string, o *ReceiveOptions) error {
 // token; settle it with Complete, Abandon, Reject or Defer. With opts.Wait
 // it blocks until a message is ready, Wait passes (then it returns no
 // messages and no error), ctx is done (ctx's error) or the store closes
-// (ErrClosed). It never polls: commits and due moments wake it.
+// (ErrClosed). It never polls: commits and due moments wake it. A message
+// that a transaction of Store.Tx (outbox.Send, the broker's sends) makes
+// claimable while Receive sleeps in PeekLock mode is claimed for it inside
+// that transaction, with the same claim, and handed over once it commits
+// (a rollback hands nothing over).
 //
 // A Receive that claimed messages with an AttemptID can be retried: the
 // same request returns the same messages and tokens (less those no longer
@@ -136,21 +140,36 @@ func (s *Store) receive(ctx context.Context, queue string, opts ReceiveOptions) 
 			wait = min(wait, time.Duration(nextDue-now)*time.Millisecond)
 		}
 		w.Plan(now + wait.Milliseconds())
-		interrupted, err := s.sleep(ctx, w.C(), wait)
+		var h *handoff
+		var got <-chan struct{}
+		if opts.Mode != ReceiveAndDelete {
+			h = s.handoffs.wait(queue, opts)
+			got = h.got
+		}
+		interrupted, err := s.sleep(ctx, w.C(), got, wait)
+		if h != nil {
+			// What a commit claimed for this Receive is its answer,
+			// whatever ended the sleep: it is locked for it.
+			if msgs := s.handoffs.leave(h); len(msgs) > 0 {
+				return msgs, nil
+			}
+		}
 		if err != nil || interrupted {
 			return nil, err
 		}
 	}
 }
 
-// sleep blocks until woken, d passes, ctx is done, the store closes, or
-// ctx's interrupt (notify.WithInterrupt: the broker's stream, whose client
-// wrote a line) yields; interrupted reports the last.
-func (s *Store) sleep(ctx context.Context, woken <-chan struct{}, d time.Duration) (interrupted bool, err error) {
+// sleep blocks until woken or handed (a commit claimed for this Receive),
+// d passes, ctx is done, the store closes, or ctx's interrupt
+// (notify.WithInterrupt: the broker's stream, whose client wrote a line)
+// yields; interrupted reports the last.
+func (s *Store) sleep(ctx context.Context, woken, handed <-chan struct{}, d time.Duration) (interrupted bool, err error) {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-woken:
+	case <-handed:
 	case <-t.C:
 	case <-notify.Interrupt(ctx):
 		return true, nil
@@ -168,21 +187,11 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 	start := time.Now()
 	defer s.tally.observe(queue, claimDuration, start)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q, err := s.queues.get(ctx, tx, queue)
-		if err != nil {
-			return err
-		}
-		if q.PausedAt != 0 {
-			return nil // paused: nothing to claim, nothing due; ResumeQueue wakes the wait
-		}
-		s.tally.tag(causeReceive)
-		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
-			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
-			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
-		})
-		s.tally.redelivered(queue, redeliveries(claimed))
-		if err != nil || len(claimed) > 0 || opts.Wait <= 0 {
-			return err
+		var paused bool
+		var err error
+		claimed, paused, err = s.claimIn(ctx, tx, queue, opts)
+		if err != nil || paused || len(claimed) > 0 || opts.Wait <= 0 {
+			return err // paused: nothing to claim, nothing due; ResumeQueue wakes the wait
 		}
 		nextDue, err = engine.NextDue(ctx, tx, queue)
 		return err
@@ -195,6 +204,25 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		out[i] = toMessage(queue, c)
 	}
 	return out, nextDue, nil
+}
+
+// claimIn claims up to opts.Max messages of queue in tx: nothing while the
+// queue is paused (paused reports it).
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts ReceiveOptions) (claimed []engine.Row, paused bool, err error) {
+	q, err := s.queues.get(ctx, tx, queue)
+	if err != nil {
+		return nil, false, err
+	}
+	if q.PausedAt != 0 {
+		return nil, true, nil
+	}
+	s.tally.tag(causeReceive)
+	claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
+		Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
+		AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
+	})
+	s.tally.redelivered(queue, redeliveries(claimed))
+	return claimed, false, err
 }
 
 // ReceiveDeferred locks the deferred message seq of queue, as Receive would

@@ -37,6 +37,8 @@ type Store struct {
 	tally   tally // the counts of Metrics
 	// receivers is the live registry of Receivers.
 	receivers *receivers
+	// handoffs are the sleeping Receives a commit claims for.
+	handoffs handoffs
 	// txSettled is what settlements inside a caller's transaction leave for
 	// its commit.
 	txSettled settledInTx

@@ -25,7 +25,9 @@ func (t *Tx) SQL() *sql.Tx { return t.tx }
 func (t *Tx) Context() context.Context { return t.ctx }
 
 // Tx runs fn in one transaction on the store's connection and commits when fn
-// returns nil. It rolls back when fn returns an error (which Tx returns),
+// returns nil. Before the commit, it claims for a Receive that sleeps on a
+// queue fn made a message of claimable, and hands that Receive the messages
+// once the commit succeeded (see Receive). It rolls back when fn returns an error (which Tx returns),
 // when fn panics (the panic is re-raised after the rollback), and when ctx is
 // cancelled before the commit, even if fn returned nil: then ctx's error is
 // returned and neither the business rows nor the messages exist.
@@ -58,11 +60,27 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 		}
 		return tx, err
 	}
-	return InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
-		ctx, end := markTx(ctx, &txMark{store: s})
+	var (
+		reserved  []*handoff
+		claims    []handoffClaim
+		committed bool
+	)
+	defer func() { s.handoffs.end(reserved, claims, committed) }() // a panic too
+	err := InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
+		mctx, end := markTx(ctx, &txMark{store: s})
 		defer end() // the commit follows; no call of fn's runs after it
-		return fn(&Tx{tx: tx, ctx: ctx})
+		if err := fn(&Tx{tx: tx, ctx: mctx}); err != nil {
+			return err
+		}
+		// A Receive sleeps for a message this transaction made
+		// claimable: claim it for that Receive before the commit.
+		if reserved = s.handoffs.reserve(s.notify.Marked); len(reserved) > 0 {
+			claims = s.handOff(ctx, tx, reserved)
+		}
+		return nil
 	})
+	committed = err == nil
+	return err
 }
 
 // SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.

@@ -408,7 +408,14 @@ func (st *streamer) wait(ctx context.Context, arrived, ended <-chan struct{}) er
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
-	return st.write(st.handOut(msgs))
+	ev := st.handOut(msgs)
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		// A claim (a send's hand-off among them) that committed as the
+		// key was revoked: its messages are not written, and end gives
+		// them back with the rest.
+		return ctx.Err()
+	}
+	return st.write(ev)
 }
 
 // takeSlot takes a long-poll place of the stream's key for a wait, if it

@@ -370,14 +370,20 @@ func pidOf(comm string) int {
 }
 
 // sideNames are the sides' short names for -sides.
-func sideNames() []string { return []string{"mqlite", "rabbitmq", "jetstream"} }
+// sideNames are the names -sides takes. mqlite-stream is the stream
+// column alone, on a broker of its own: what a profile of the stream
+// (MQLITE_BENCH_CPUPROFILE) is taken on; the default runs mqlite.
+func sideNames() []string { return []string{"mqlite", "mqlite-stream", "rabbitmq", "jetstream"} }
 
 // openSides opens the sides named by only (all when empty). A side whose
 // server is unreachable is skipped with the reason, unless
 // MQLITE_REQUIRE_SERVICES=1.
 func openSides(ctx context.Context, only string, sz Sizes) (sides []Side, skipped []string, err error) {
 	want := func(name string) bool {
-		return only == "" || slices.Contains(strings.Split(only, ","), name)
+		if only == "" {
+			return name != "mqlite-stream" // the default has it among mqlite's columns
+		}
+		return slices.Contains(strings.Split(only, ","), name)
 	}
 	require := os.Getenv("MQLITE_REQUIRE_SERVICES") == "1"
 	add := func(name string, open func() ([]Side, error)) error {
@@ -386,7 +392,7 @@ func openSides(ctx context.Context, only string, sz Sizes) (sides []Side, skippe
 		}
 		ss, err := open()
 		if err != nil {
-			if require || name == "mqlite" {
+			if require || strings.HasPrefix(name, "mqlite") {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			skipped = append(skipped, fmt.Sprintf("%s (%v)", name, err))
@@ -399,7 +405,8 @@ func openSides(ctx context.Context, only string, sz Sizes) (sides []Side, skippe
 		name string
 		open func() ([]Side, error)
 	}{
-		{"mqlite", func() ([]Side, error) { return openMQLite(ctx, sz) }},
+		{"mqlite", func() ([]Side, error) { return openMQLite(ctx, sz, receiveComplete, completeReceive, stream) }},
+		{"mqlite-stream", func() ([]Side, error) { return openMQLite(ctx, sz, stream) }},
 		{"rabbitmq", func() ([]Side, error) { return openRabbit(ctx, sz) }},
 		{"jetstream", func() ([]Side, error) { return openJetStream(ctx, sz) }},
 	} {

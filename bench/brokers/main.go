@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -47,8 +48,23 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	sidesOnly := fs.String("sides", "", "comma-separated sides to run (default all): "+strings.Join(sideNames(), ","))
 	only := fs.String("scenario", "", "run only the scenarios whose name holds this text (\"consume one\")")
 	verbose := fs.Bool("v", false, "print each measurement to stderr as it is taken")
+	cpuProfile := fs.String("cpuprofile", "", "write this program's CPU profile (the clients' side; MQLITE_BENCH_CPUPROFILE is the broker's) to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "brokers:", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	sz := Sizes{Messages: *n, Latency: *lat, Runs: *runs, Batch: 100, Window: *window, Body: 256, Only: *only}
 	if *short {

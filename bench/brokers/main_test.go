@@ -46,3 +46,13 @@ func TestMedianAndCommas(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopPrefetch: the Loop of a stream of window streams exactly window
+// messages: Concurrency 1 plus its Prefetch (-1 is none).
+func TestLoopPrefetch(t *testing.T) {
+	for window, want := range map[int]int{1: -1, 2: 1, 100: 99} {
+		if got := loopPrefetch(window); got != want {
+			t.Errorf("loopPrefetch(%d) = %d, want %d", window, got, want)
+		}
+	}
+}

@@ -169,13 +169,14 @@ type mq struct {
 	owns bool
 }
 
-func openMQLite(ctx context.Context, sz Sizes) ([]Side, error) {
+// openMQLite starts a broker and opens one side for each mode.
+func openMQLite(ctx context.Context, sz Sizes, modes ...consumeMode) ([]Side, error) {
 	b, err := startMQBroker(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var sides []Side
-	for _, mode := range []consumeMode{receiveComplete, completeReceive, stream} {
+	for _, mode := range modes {
 		c, err := client.New(client.Config{URL: b.url, Key: b.key})
 		if err != nil {
 			b.close()
@@ -201,7 +202,7 @@ func (m *mq) Settings() string {
 	common := "the broker as its own process (broker.Config defaults), the store's defaults (WAL, synchronous NORMAL), client.Client over loopback HTTP/1.1 with keep-alive"
 	switch m.mode {
 	case stream:
-		return common + fmt.Sprintf("; consume one at a time: consumer.Loop over the client (Concurrency 1, Prefetch %d: a stream with a window of %d, completions on it); in batches: a stream with a window of 100, each batch of 100 completed on it in one line; latency: the same Loop", m.sz.Window-1, m.sz.Window)
+		return common + fmt.Sprintf("; consume one at a time: consumer.Loop over the client (Concurrency 1, Prefetch %d: a stream with a window of %d, completions on it); in batches: a stream with a window of 100, each batch of 100 completed on it in one line; latency: the same Loop", loopPrefetch(m.sz.Window), m.sz.Window)
 	case completeReceive:
 		return common + "; consume: CompleteAndReceive, completing the last claim (one message, or 100) and claiming the next in one request and one commit"
 	default:
@@ -264,7 +265,7 @@ func (m *mq) loop(ctx context.Context, queue string, n int, handle func()) error
 			cancel()
 		}
 		return nil
-	}, consumer.LoopConfig{Concurrency: 1, Prefetch: max(m.sz.Window-1, -1), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}, consumer.LoopConfig{Concurrency: 1, Prefetch: loopPrefetch(m.sz.Window), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
 	}
@@ -272,6 +273,16 @@ func (m *mq) loop(ctx context.Context, queue string, n int, handle func()) error
 		return ctx.Err()
 	}
 	return nil
+}
+
+// loopPrefetch is the Prefetch of a Loop with Concurrency 1 whose stream
+// has a window of window: -1 (none) for a window of one, since 0 would
+// mean Loop's default of one more.
+func loopPrefetch(window int) int {
+	if window <= 1 {
+		return -1
+	}
+	return window - 1
 }
 
 // streamBatches consumes n messages from a stream of batch, completing each

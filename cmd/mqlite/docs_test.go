@@ -42,6 +42,7 @@ var parsedOnly = map[string]string{
 	"docs/benchmark.md: go test -C relay/nats -run '^$' -bench BenchmarkRelayJetStream -benchtime 20000x .  # its own module":               "a benchmark",
 	"docs/benchmark.md: go test -C relay/nats -run '^$' -bench 'BenchmarkRelayJetStream' -benchtime 20000x .  # one node and R3, one run":   "benchmarks and the 20,000-message cluster run; make test runs TestClusterLeaderLoss and TestLostMachine smaller",
 	"docs/benchmark.md: make bench-brokers                    # go run -C bench/brokers . -v":                                               "a benchmark against RabbitMQ and JetStream; make test runs the bench/brokers module's TestSmoke",
+	`docs/benchmark.md: go run -C bench/brokers . -sides mqlite,rabbitmq -scenario "consume one" -window 1 -n 5000 -runs 3`:                 "benchmarks against RabbitMQ and a profile; make test runs the bench/brokers module's TestSmoke",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkAttemptLookup -benchtime 20000x ./internal/engine/":                               "a benchmark",
 	`docs/benchmark.md: go run -C bench/brokers . -v -n 3000 -runs 3 -scenario "produce to a second"`:                                       "a benchmark against RabbitMQ; make test runs the bench/brokers module's TestSmoke",
 	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkBrokerMemory|BenchmarkStreamCommitStall' -benchtime 1x ./broker/":                "benchmarks that hold 1.5 GiB on purpose (the old bounds)",

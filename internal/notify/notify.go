@@ -88,6 +88,15 @@ func (n *Notifier) Mark(queue string) {
 	n.mu.Unlock()
 }
 
+// Marked reports whether the open transaction made a message of queue
+// claimable so far.
+func (n *Notifier) Marked(queue string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.claimable[queue]
+	return ok
+}
+
 // Due records that the open transaction wrote a message of queue that
 // becomes claimable at the moment at without another commit.
 func (n *Notifier) Due(queue string, at int64) {
