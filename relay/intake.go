@@ -73,7 +73,9 @@ type GoneError struct {
 	Err error
 }
 
-func (e *GoneError) Error() string { return fmt.Sprintf("relay: source gone (%s): %v", e.Reason, e.Err) }
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("relay: source gone (%s): %v", e.Reason, e.Err)
+}
 
 // Unwrap returns the far side's answer.
 func (e *GoneError) Unwrap() error { return e.Err }
