@@ -184,8 +184,9 @@ func CheckWindow(queue string, window, redelivery, outage time.Duration) error {
 
 // Run takes messages until ctx is cancelled, then returns nil; the batch
 // in flight is finished or given back. It returns early with an error when
-// the queue's dedup window is too short (ErrWindowTooShort), the queue
-// does not exist (mqlite.ErrQueueNotFound) or the store closed
+// the queue's dedup window is too short (ErrWindowTooShort), the source
+// refuses its far side's setup (a Fetch error matching
+// mqlite.ErrInvalidArgument), the queue does not exist (mqlite.ErrQueueNotFound) or the store closed
 // (mqlite.ErrClosed).
 func (in *Intake) Run(ctx context.Context) error {
 	q, err := in.st.GetQueue(ctx, in.queue)
@@ -206,6 +207,9 @@ func (in *Intake) Run(ctx context.Context) error {
 			max = 1
 		}
 		msgs, err := in.src.Fetch(ctx, max)
+		if err != nil && ctx.Err() == nil && errors.Is(err, mqlite.ErrInvalidArgument) {
+			return fmt.Errorf("intake %s: %w", in.queue, err) // a source set up to lose messages
+		}
 		if err == nil {
 			err = in.take(ctx, msgs)
 		}

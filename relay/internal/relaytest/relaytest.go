@@ -487,3 +487,54 @@ func StartWorker(t testing.TB, worker string, env ...string) *exec.Cmd {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd
 }
+
+// Intake runs an intake of src into Queue of st with cfg in the
+// background, its logs discarded unless cfg has a Logger; stop cancels it
+// and returns Run's error. The test's cleanup stops it too.
+func Intake(t testing.TB, st *mqlite.Store, src relay.Source, cfg relay.IntakeConfig) (stop func() error) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	in, err := relay.NewIntake(st, Queue, src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// Total returns how many messages Queue of st holds, dead letters
+// included.
+func Total(t testing.TB, st *mqlite.Store) int64 {
+	t.Helper()
+	s, err := st.Stats(context.Background(), Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Total()
+}
+
+// IntakeUntil is the body of a source crash test's worker process: it
+// takes src into Queue of st with cfg (its logs discarded) until the
+// queue holds n messages, failing the test on an error.
+func IntakeUntil(t testing.TB, st *mqlite.Store, src relay.Source, cfg relay.IntakeConfig, n int64) {
+	t.Helper()
+	stop := Intake(t, st, src, cfg)
+	PollGrowth(t, "the queue to fill", func() int64 { return Total(t, st) }, n)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
