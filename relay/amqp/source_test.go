@@ -153,38 +153,15 @@ func TestSourceCrashWorker(t *testing.T) {
 // loses the batches its kills fall between the two.
 func TestSourceCrash(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		ackFirst bool
-		n, kills int
-	}{
-		{"ack after commit", false, sourceCrashN, sourceCrashKills},
-		{"control: ack before commit", true, 500, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			addr, ch, queue := broker(t)
-			ids := make([]string, tc.n)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("msg-%d", i)
-				put(t, ch, queue, amqp091.Publishing{MessageId: ids[i], Body: []byte(ids[i])})
-			}
-			relaytest.Poll(t, "the messages in RabbitMQ", func() bool { return ready(t, ch, queue)() == int64(tc.n) })
-			r := relaytest.RunSourceCrash(t, relaytest.SourceCrash{
-				Worker: "TestSourceCrashWorker", Env: []string{envSourceAddr + "=" + addr, envSourceQueue + "=" + queue},
-				IDs: ids, Kills: tc.kills, Unacked: ready(t, ch, queue), AckFirst: tc.ackFirst,
-			})
-			if tc.ackFirst {
-				if r.Lost == 0 {
-					t.Fatalf("acknowledging before the commit lost nothing (%+v): the check cannot fail", r)
-				}
-				t.Logf("control: %d messages, %d SIGKILLs: %d lost", tc.n, tc.kills, r.Lost)
-				return
-			}
-			if r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n {
-				t.Fatalf("%d messages: %d rows, %d lost, %d twice", tc.n, r.Rows, r.Lost, r.Twice)
-			}
-			t.Logf("%d messages, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
-		})
-	}
+	relaytest.SourceCrashTest(t, sourceCrashN, sourceCrashKills, func(t *testing.T, n int) relaytest.SourceCrash {
+		addr, ch, queue := broker(t)
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("msg-%d", i)
+			put(t, ch, queue, amqp091.Publishing{MessageId: ids[i], Body: []byte(ids[i])})
+		}
+		relaytest.Poll(t, "the messages in RabbitMQ", func() bool { return ready(t, ch, queue)() == int64(n) })
+		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceAddr + "=" + addr, envSourceQueue + "=" + queue},
+			IDs: ids, Unacked: ready(t, ch, queue)}
+	})
 }

@@ -158,40 +158,17 @@ func TestSourceCrashWorker(t *testing.T) {
 // two.
 func TestSourceCrash(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		ackFirst bool
-		n, kills int
-	}{
-		{"offsets after commit", false, sourceCrashN, sourceCrashKills},
-		{"control: offsets before commit", true, 500, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := fake(t, kfake.NumBrokers(3), kfake.SeedTopics(sourcePartitions, "in"))
-			ids := make([]string, tc.n)
-			recs := make([]*kgo.Record, tc.n)
-			for i := range recs {
-				ids[i] = fmt.Sprintf("msg-%d", i)
-				recs[i] = &kgo.Record{Key: []byte(fmt.Sprint(i % 16)), Value: []byte(ids[i]),
-					Headers: []kgo.RecordHeader{{Key: relaykafka.HeaderID, Value: []byte(ids[i])}}}
-			}
-			produce(t, c.ListenAddrs(), recs...)
-			r := relaytest.RunSourceCrash(t, relaytest.SourceCrash{
-				Worker: "TestSourceCrashWorker", Env: []string{envSourceBrokers + "=" + strings.Join(c.ListenAddrs(), ",")},
-				IDs: ids, Kills: tc.kills, Unacked: unacked(t, c.ListenAddrs(), sourcePartitions), AckFirst: tc.ackFirst,
-			})
-			if tc.ackFirst {
-				if r.Lost == 0 {
-					t.Fatalf("committing the offsets before the queue lost nothing (%+v): the check cannot fail", r)
-				}
-				t.Logf("control: %d records, %d SIGKILLs: %d lost", tc.n, tc.kills, r.Lost)
-				return
-			}
-			if r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n {
-				t.Fatalf("%d records: %d rows, %d lost, %d twice", tc.n, r.Rows, r.Lost, r.Twice)
-			}
-			t.Logf("%d records, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
-		})
-	}
+	relaytest.SourceCrashTest(t, sourceCrashN, sourceCrashKills, func(t *testing.T, n int) relaytest.SourceCrash {
+		c := fake(t, kfake.NumBrokers(3), kfake.SeedTopics(sourcePartitions, "in"))
+		ids := make([]string, n)
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			ids[i] = fmt.Sprintf("msg-%d", i)
+			recs[i] = &kgo.Record{Key: []byte(fmt.Sprint(i % 16)), Value: []byte(ids[i]),
+				Headers: []kgo.RecordHeader{{Key: relaykafka.HeaderID, Value: []byte(ids[i])}}}
+		}
+		produce(t, c.ListenAddrs(), recs...)
+		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceBrokers + "=" + strings.Join(c.ListenAddrs(), ",")},
+			IDs: ids, Unacked: unacked(t, c.ListenAddrs(), sourcePartitions)}
+	})
 }

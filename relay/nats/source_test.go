@@ -205,53 +205,30 @@ func TestSourceCrashWorker(t *testing.T) {
 // batches its kills fall between the two.
 func TestSourceCrash(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		ackFirst bool
-		n, kills int
-	}{
-		{"ack after commit", false, sourceCrashN, sourceCrashKills},
-		{"control: ack before commit", true, 500, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			srv := embedded(t, t.TempDir(), 0)
-			js := connect(t, srv.ClientURL())
-			stream(t, js, "IN")
-			ids := make([]string, tc.n)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("msg-%d", i)
-				m := natsgo.NewMsg("IN.e")
-				m.Data = []byte(ids[i])
-				if i%2 == 0 { // half by Nats-Msg-Id, half by stream sequence
-					m.Header.Set(jetstream.MsgIDHeader, ids[i])
-				} else {
-					ids[i] = fmt.Sprintf("IN:%d", i+1)
-				}
-				if _, err := js.PublishMsgAsync(m); err != nil {
-					t.Fatal(err)
-				}
+	relaytest.SourceCrashTest(t, sourceCrashN, sourceCrashKills, func(t *testing.T, n int) relaytest.SourceCrash {
+		srv := embedded(t, t.TempDir(), 0)
+		js := connect(t, srv.ClientURL())
+		stream(t, js, "IN")
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("msg-%d", i)
+			m := natsgo.NewMsg("IN.e")
+			m.Data = []byte(ids[i])
+			if i%2 == 0 { // half by Nats-Msg-Id, half by stream sequence
+				m.Header.Set(jetstream.MsgIDHeader, ids[i])
+			} else {
+				ids[i] = fmt.Sprintf("IN:%d", i+1)
 			}
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-time.After(relaytest.Timeout):
-				t.Fatal("publishes not acknowledged")
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				t.Fatal(err)
 			}
-			r := relaytest.RunSourceCrash(t, relaytest.SourceCrash{
-				Worker: "TestSourceCrashWorker", Env: []string{envSourceURL + "=" + srv.ClientURL()},
-				IDs: ids, Kills: tc.kills, Unacked: unacked(t, js, "IN"), AckFirst: tc.ackFirst,
-			})
-			if tc.ackFirst {
-				if r.Lost == 0 {
-					t.Fatalf("acknowledging before the commit lost nothing (%+v): the check cannot fail", r)
-				}
-				t.Logf("control: %d messages, %d SIGKILLs: %d lost", tc.n, tc.kills, r.Lost)
-				return
-			}
-			if r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n {
-				t.Fatalf("%d messages: %d rows, %d lost, %d twice", tc.n, r.Rows, r.Lost, r.Twice)
-			}
-			t.Logf("%d messages, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
-		})
-	}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(relaytest.Timeout):
+			t.Fatal("publishes not acknowledged")
+		}
+		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceURL + "=" + srv.ClientURL()},
+			IDs: ids, Unacked: unacked(t, js, "IN")}
+	})
 }

@@ -238,3 +238,38 @@ func (w sourceWorker) waitUnacked(t *testing.T, unacked func() int64, mark int64
 		}
 	}
 }
+
+// SourceCrashTest runs a source's crash test, with n messages and kills
+// SIGKILLs, and its control (500 messages, 3 SIGKILLs, each batch
+// acknowledged before its commit), side by side. setup puts m messages in
+// a fresh far side and returns the plan to take them (Worker, Env, IDs,
+// Unacked). The test fails unless every message is in the queue once, and
+// the control unless it lost some.
+func SourceCrashTest(t *testing.T, n, kills int, setup func(t *testing.T, m int) SourceCrash) {
+	for _, tc := range []struct {
+		name     string
+		ackFirst bool
+		n, kills int
+	}{
+		{"ack after commit", false, n, kills},
+		{"control: ack before commit", true, 500, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			plan := setup(t, tc.n)
+			plan.Kills, plan.AckFirst = tc.kills, tc.ackFirst
+			r := RunSourceCrash(t, plan)
+			if tc.ackFirst {
+				if r.Lost == 0 {
+					t.Fatalf("acknowledging before the commit lost nothing (%+v): the check cannot fail", r)
+				}
+				t.Logf("control: %d messages, %d SIGKILLs: %d lost", tc.n, tc.kills, r.Lost)
+				return
+			}
+			if r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n {
+				t.Fatalf("%d messages: %d rows, %d lost, %d twice", tc.n, r.Rows, r.Lost, r.Twice)
+			}
+			t.Logf("%d messages, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
+		})
+	}
+}
