@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/outbox"
@@ -54,8 +55,9 @@ type SourceConfig struct {
 // its Mqlite-Group-Id header, its other headers its properties. A Source
 // is for one Intake: it is not safe for concurrent use.
 type Source struct {
-	cfg    SourceConfig
-	client *kgo.Client
+	cfg     SourceConfig
+	client  *kgo.Client
+	checked bool // the topics were found since the last empty wait
 }
 
 var _ relay.Source = (*Source)(nil)
@@ -103,11 +105,25 @@ func (s *Source) Close() { s.client.Close() }
 // waits before another member reads it again.
 func (s *Source) Redelivery() time.Duration { return s.cfg.SessionTimeout + s.cfg.RebalanceTimeout }
 
+// topicCheck is how long Fetch waits for records before it checks again
+// that the topics exist: a consumer of a missing topic only waits.
+const topicCheck = 10 * time.Second
+
 // Fetch waits for records and returns up to max. A topic that does not
-// exist is relay.Gone ("no_topic").
+// exist is relay.Gone ("no_topic"): checked on the first Fetch and after
+// each wait of 10s that brought nothing.
 func (s *Source) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
 	for {
-		fs := s.client.PollRecords(ctx, max)
+		if !s.checked {
+			if err := s.checkTopics(ctx); err != nil {
+				return nil, err
+			}
+			s.checked = true
+		}
+		pctx, cancel := context.WithTimeout(ctx, topicCheck)
+		fs := s.client.PollRecords(pctx, max)
+		waited := pctx.Err() != nil
+		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -117,6 +133,7 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
 			case errors.Is(fe.Err, kgo.ErrClientClosed):
 				return nil, fmt.Errorf("kafka: %w", fe.Err)
 			case errors.Is(fe.Err, kerr.UnknownTopicOrPartition), errors.Is(fe.Err, kerr.UnknownTopicID):
+				s.checked = false
 				return nil, relay.Gone("no_topic", fmt.Errorf("kafka: topic %s: %w", fe.Topic, fe.Err))
 			case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
 			default:
@@ -134,7 +151,35 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
 		if len(errs) > 0 {
 			return nil, errors.Join(errs...)
 		}
+		if waited {
+			s.checked = false
+		}
 	}
+}
+
+// checkTopics returns relay.Gone when a topic of the config does not
+// exist.
+func (s *Source) checkTopics(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range s.cfg.Topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, s.client)
+	if err != nil {
+		return fmt.Errorf("kafka: metadata: %w", err)
+	}
+	for i, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); errors.Is(err, kerr.UnknownTopicOrPartition) {
+			name := s.cfg.Topics[min(i, len(s.cfg.Topics)-1)]
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			return relay.Gone("no_topic", fmt.Errorf("kafka: topic %s: %w", name, err))
+		}
+	}
+	return nil
 }
 
 // inbound is the relay.Inbound of r.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/relay"
 	"github.com/mqlite/mqlite/relay/internal/relaytest"
@@ -171,4 +172,23 @@ func TestSourceCrash(t *testing.T) {
 		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceBrokers + "=" + strings.Join(c.ListenAddrs(), ",")},
 			IDs: ids, Unacked: unacked(t, c.ListenAddrs(), sourcePartitions)}
 	})
+}
+
+// TestSourceHoldsAMissingTopic: a topic that does not exist holds the
+// intake, logged once; once it exists its records come.
+func TestSourceHoldsAMissingTopic(t *testing.T) {
+	t.Parallel()
+	c := fake(t)
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	logs := &relaytest.Logs{}
+	relaytest.Intake(t, b.Store, newSource(t, c.ListenAddrs()), relay.IntakeConfig{
+		Logger: logs.Logger(), HoldBackoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+	})
+	relaytest.Poll(t, "the hold to be logged", func() bool { return len(logs.Messages()) > 0 })
+	createTopic(t, c.ListenAddrs(), "in")
+	produce(t, c.ListenAddrs(), &kgo.Record{Value: []byte("a")})
+	relaytest.PollGrowth(t, "the record", func() int64 { return relaytest.Total(t, b.Store) }, 1)
+	if msgs := logs.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "intake: holding") {
+		t.Errorf("logs: %q, want the hold once", msgs)
+	}
 }
