@@ -186,8 +186,8 @@ func CheckWindow(queue string, window, redelivery, outage time.Duration) error {
 // in flight is finished or given back. It returns early with an error when
 // the queue's dedup window is too short (ErrWindowTooShort), the source
 // refuses its far side's setup (a Fetch error matching
-// mqlite.ErrInvalidArgument), the queue does not exist (mqlite.ErrQueueNotFound) or the store closed
-// (mqlite.ErrClosed).
+// mqlite.ErrInvalidArgument), the queue does not exist
+// (mqlite.ErrQueueNotFound) or the store closed (mqlite.ErrClosed).
 func (in *Intake) Run(ctx context.Context) error {
 	q, err := in.st.GetQueue(ctx, in.queue)
 	if err != nil {

@@ -162,6 +162,6 @@ func TestSourceCrash(t *testing.T) {
 		}
 		relaytest.Poll(t, "the messages in RabbitMQ", func() bool { return ready(t, ch, queue)() == int64(n) })
 		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceAddr + "=" + addr, envSourceQueue + "=" + queue},
-			IDs: ids, Unacked: ready(t, ch, queue)}
+			Bodies: ids, Unacked: ready(t, ch, queue)}
 	})
 }

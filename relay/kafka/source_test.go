@@ -170,7 +170,7 @@ func TestSourceCrash(t *testing.T) {
 		}
 		produce(t, c.ListenAddrs(), recs...)
 		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceBrokers + "=" + strings.Join(c.ListenAddrs(), ",")},
-			IDs: ids, Unacked: unacked(t, c.ListenAddrs(), sourcePartitions)}
+			Bodies: ids, Unacked: unacked(t, c.ListenAddrs(), sourcePartitions)}
 	})
 }
 

@@ -209,15 +209,13 @@ func TestSourceCrash(t *testing.T) {
 		srv := embedded(t, t.TempDir(), 0)
 		js := connect(t, srv.ClientURL())
 		stream(t, js, "IN")
-		ids := make([]string, n)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("msg-%d", i)
+		bodies := make([]string, n)
+		for i := range bodies {
+			bodies[i] = fmt.Sprintf("msg-%d", i)
 			m := natsgo.NewMsg("IN.e")
-			m.Data = []byte(ids[i])
+			m.Data = []byte(bodies[i])
 			if i%2 == 0 { // half by Nats-Msg-Id, half by stream sequence
-				m.Header.Set(jetstream.MsgIDHeader, ids[i])
-			} else {
-				ids[i] = fmt.Sprintf("IN:%d", i+1)
+				m.Header.Set(jetstream.MsgIDHeader, bodies[i])
 			}
 			if _, err := js.PublishMsgAsync(m); err != nil {
 				t.Fatal(err)
@@ -229,6 +227,6 @@ func TestSourceCrash(t *testing.T) {
 			t.Fatal("publishes not acknowledged")
 		}
 		return relaytest.SourceCrash{Worker: "TestSourceCrashWorker", Env: []string{envSourceURL + "=" + srv.ClientURL()},
-			IDs: ids, Unacked: unacked(t, js, "IN")}
+			Bodies: bodies, Unacked: unacked(t, js, "IN")}
 	})
 }

@@ -32,7 +32,8 @@ const (
 	envSourceDB     = "MQLITE_SOURCE_CRASH_DB"
 	envSourceKillAt = "MQLITE_SOURCE_CRASH_KILL_AT" // the batch whose Ack kills the worker; 0: none
 	envSourceAck    = "MQLITE_SOURCE_CRASH_ACK_FIRST"
-	envSourceFinal  = "MQLITE_SOURCE_CRASH_FINAL" // "1": a clean run after the kills
+	envSourceNewIDs = "MQLITE_SOURCE_CRASH_NEW_IDS" // "1": each process gives the messages ids of its own
+	envSourceFinal  = "MQLITE_SOURCE_CRASH_FINAL"   // "1": a clean run after the kills
 )
 
 // FinalRound reports whether the worker is one of the clean runs after
@@ -62,7 +63,7 @@ func SourceWorker(t *testing.T, open func(t *testing.T) relay.Source) bool {
 	defer st.Close()
 	src := open(t)
 	killAt, _ := strconv.Atoi(os.Getenv(envSourceKillAt))
-	src = &killingSource{Source: src, killAt: killAt, ackFirst: os.Getenv(envSourceAck) == "1"}
+	src = &killingSource{Source: src, killAt: killAt, ackFirst: os.Getenv(envSourceAck) == "1", newIDs: os.Getenv(envSourceNewIDs) == "1"}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	in, err := relay.NewIntake(st, Queue, src, relay.IntakeConfig{
@@ -80,15 +81,22 @@ func SourceWorker(t *testing.T, open func(t *testing.T) relay.Source) bool {
 
 // killingSource SIGKILLs its process at its killAt-th Ack, between the
 // commit and the acknowledgement; with ackFirst it acknowledges each batch
-// in Fetch, before the commit, and kills itself there instead.
+// in Fetch, before the commit, and kills itself there instead; with newIDs
+// it suffixes each id with its process id, so that a message delivered
+// again to the next process has another id.
 type killingSource struct {
 	relay.Source
-	killAt, acks int
-	ackFirst     bool
+	killAt, acks     int
+	ackFirst, newIDs bool
 }
 
 func (k *killingSource) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
 	msgs, err := k.Source.Fetch(ctx, max)
+	if err == nil && k.newIDs {
+		for i := range msgs {
+			msgs[i].MessageID += fmt.Sprintf("#%d", os.Getpid())
+		}
+	}
 	if err != nil || !k.ackFirst {
 		return msgs, err
 	}
@@ -122,8 +130,8 @@ type SourceCrash struct {
 	Worker string
 	// Env is the worker's further environment (the far side's address).
 	Env []string
-	// IDs are the ids of the messages in the far side.
-	IDs []string
+	// Bodies are the bodies of the messages in the far side, each its own.
+	Bodies []string
 	// Kills is how many worker processes die: each kills itself at a
 	// batch's acknowledgement, every other one is also killed by the
 	// harness once Unacked falls past its mark, whichever comes first.
@@ -131,11 +139,14 @@ type SourceCrash struct {
 	// Unacked returns how many of the far side's messages are not
 	// acknowledged yet.
 	Unacked func() int64
-	// AckFirst is the control: acknowledge before the commit.
+	// AckFirst is a control: acknowledge before the commit.
 	AckFirst bool
+	// NewIDs is a control: each process gives the messages ids of its own.
+	NewIDs bool
 }
 
-// CrashResult is what a source crash test found in the queue.
+// CrashResult is what a source crash test found in the queue: its rows,
+// the bodies missing and the bodies in more than one row.
 type CrashResult struct {
 	Rows, Lost, Twice, Kills int
 }
@@ -150,8 +161,9 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 	if err := b.Store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	env := append([]string{envSourceDB + "=" + path, envSourceAck + "=" + map[bool]string{true: "1", false: "0"}[plan.AckFirst]}, plan.Env...)
-	n := int64(len(plan.IDs))
+	flag := map[bool]string{true: "1", false: "0"}
+	env := append([]string{envSourceDB + "=" + path, envSourceAck + "=" + flag[plan.AckFirst], envSourceNewIDs + "=" + flag[plan.NewIDs]}, plan.Env...)
+	n := int64(len(plan.Bodies))
 	for k := 1; k <= plan.Kills; k++ {
 		w := startSourceWorker(t, plan.Worker, append(env, fmt.Sprintf("%s=%d", envSourceKillAt, 2+k%5))...)
 		mark := int64(0) // a worker left to kill itself is killed when nothing is left
@@ -181,8 +193,8 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 	}
 	b = testdb.OpenPath(t, path, mqlite.Config{})
 	got := map[string]int{}
-	for _, id := range testdb.Strings(t, b.Store.DB(), "SELECT message_id FROM mqlite_messages WHERE queue = ?", Queue) {
-		got[id]++
+	for _, body := range testdb.Strings(t, b.Store.DB(), "SELECT CAST(body AS TEXT) FROM mqlite_messages WHERE queue = ?", Queue) {
+		got[body]++
 	}
 	r := CrashResult{Kills: plan.Kills}
 	for _, c := range got {
@@ -191,8 +203,8 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 			r.Twice++
 		}
 	}
-	for _, id := range plan.IDs {
-		if got[id] == 0 {
+	for _, body := range plan.Bodies {
+		if got[body] == 0 {
 			r.Lost++
 		}
 	}
@@ -240,36 +252,43 @@ func (w sourceWorker) waitUnacked(t *testing.T, unacked func() int64, mark int64
 }
 
 // SourceCrashTest runs a source's crash test, with n messages and kills
-// SIGKILLs, and its control (500 messages, 3 SIGKILLs, each batch
-// acknowledged before its commit), side by side. setup puts m messages in
-// a fresh far side and returns the plan to take them (Worker, Env, IDs,
-// Unacked). The test fails unless every message is in the queue once, and
-// the control unless it lost some.
+// SIGKILLs, and its two controls (500 messages and 3 SIGKILLs each) side
+// by side: one acknowledges each batch before its commit, the other gives
+// the messages new ids in each process. setup puts m messages in a fresh
+// far side and returns the plan to take them (Worker, Env, Bodies,
+// Unacked). The test fails unless every message is in the queue once, the
+// first control unless it lost some, the second unless it took some twice.
 func SourceCrashTest(t *testing.T, n, kills int, setup func(t *testing.T, m int) SourceCrash) {
 	for _, tc := range []struct {
-		name     string
-		ackFirst bool
-		n, kills int
+		name             string
+		ackFirst, newIDs bool
+		n, kills         int
 	}{
-		{"ack after commit", false, n, kills},
-		{"control: ack before commit", true, 500, 3},
+		{"ack after commit", false, false, n, kills},
+		{"control: ack before commit", true, false, 500, 3},
+		{"control: new ids after a restart", false, true, 500, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			plan := setup(t, tc.n)
-			plan.Kills, plan.AckFirst = tc.kills, tc.ackFirst
+			plan.Kills, plan.AckFirst, plan.NewIDs = tc.kills, tc.ackFirst, tc.newIDs
 			r := RunSourceCrash(t, plan)
-			if tc.ackFirst {
+			switch {
+			case tc.ackFirst:
 				if r.Lost == 0 {
 					t.Fatalf("acknowledging before the commit lost nothing (%+v): the check cannot fail", r)
 				}
 				t.Logf("control: %d messages, %d SIGKILLs: %d lost", tc.n, tc.kills, r.Lost)
-				return
-			}
-			if r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n {
+			case tc.newIDs:
+				if r.Twice == 0 {
+					t.Fatalf("new ids after each restart took nothing twice (%+v): the check cannot fail", r)
+				}
+				t.Logf("control: %d messages, %d SIGKILLs: %d twice", tc.n, tc.kills, r.Twice)
+			case r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n:
 				t.Fatalf("%d messages: %d rows, %d lost, %d twice", tc.n, r.Rows, r.Lost, r.Twice)
+			default:
+				t.Logf("%d messages, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
 			}
-			t.Logf("%d messages, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
 		})
 	}
 }
