@@ -65,14 +65,7 @@ func intakeRun(ctx context.Context, st local, f relayFlags, log *slog.Logger) er
 		return err
 	}
 	log.Info("relay: taking", "queue", f.queue, "from", f.from)
-	said := sayStopping(ctx, log, f.drain)
-	err = in.Run(ctx)
-	said()
-	if err != nil {
-		return err
-	}
-	log.Info("relay: stopped")
-	return nil
+	return runUntilStopped(ctx, log, f.drain, in.Run)
 }
 
 // openSource builds the source the flags name, and its closer.

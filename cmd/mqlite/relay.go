@@ -231,8 +231,14 @@ func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) 
 		return err
 	}
 	log.Info("relay: running", "queue", f.queue, "sink", f.sink)
-	said := sayStopping(ctx, log, f.drain)
-	err = r.Run(ctx)
+	return runUntilStopped(ctx, log, f.drain, r.Run)
+}
+
+// runUntilStopped calls run with ctx, says when ctx ends that it is
+// stopping, and logs "relay: stopped" once run returned nil.
+func runUntilStopped(ctx context.Context, log *slog.Logger, drain time.Duration, run func(context.Context) error) error {
+	said := sayStopping(ctx, log, drain)
+	err := run(ctx)
 	said()
 	if err != nil {
 		return err
