@@ -117,21 +117,32 @@ func Poll(t testing.TB, what string, cond func() bool) {
 // only one that stopped fails.
 func PollGrowth(t testing.TB, what string, count func() int64, want int64) {
 	t.Helper()
+	pollMoving(t, what, count, func(n int64) bool { return n >= want }, nil)
+}
+
+// pollMoving polls count every 10ms until done holds for it or stop is
+// closed, failing the test when count stood still for Timeout.
+func pollMoving(t testing.TB, what string, count func() int64, done func(int64) bool, stop <-chan struct{}) {
+	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	last, since := int64(-1), time.Now()
 	for {
 		n := count()
-		if n >= want {
+		if done(n) {
 			return
 		}
 		if n != last {
 			last, since = n, time.Now()
 		}
 		if time.Since(since) > Timeout {
-			t.Fatalf("timed out waiting for %s: %d of %d, no change for %v", what, n, want, Timeout)
+			t.Fatalf("timed out waiting for %s: %d, no change for %v", what, n, Timeout)
 		}
-		<-tick.C
+		select {
+		case <-tick.C:
+		case <-stop:
+			return
+		}
 	}
 }
 

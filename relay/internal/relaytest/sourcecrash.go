@@ -184,7 +184,8 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 		// A worker that gets SIGTERM before it set its handler dies of it,
 		// which is as clean: it had taken nothing.
 		var exit *exec.ExitError
-		if err := <-w.exited; err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM) {
+		<-w.exited
+		if err := w.err; err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM) {
 			t.Fatalf("worker stopped by SIGTERM: %v", err)
 		}
 		if plan.Unacked() == 0 {
@@ -211,44 +212,29 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 	return r
 }
 
-// sourceWorker is a worker process and the channel its exit comes on.
+// sourceWorker is a worker process; exited is closed when it exited, err
+// then holds how.
 type sourceWorker struct {
 	cmd    *exec.Cmd
-	exited chan error
+	exited chan struct{}
+	err    error
 }
 
-func startSourceWorker(t *testing.T, worker string, env ...string) sourceWorker {
-	w := sourceWorker{cmd: StartWorker(t, worker, env...), exited: make(chan error, 1)}
-	go func() { w.exited <- w.cmd.Wait() }()
+func startSourceWorker(t *testing.T, worker string, env ...string) *sourceWorker {
+	w := &sourceWorker{cmd: StartWorker(t, worker, env...), exited: make(chan struct{})}
+	go func() {
+		w.err = w.cmd.Wait()
+		close(w.exited)
+	}()
 	return w
 }
 
-// waitUnacked polls unacked every 10ms until it is at most mark or the
-// worker exited (then its exit is left on w.exited), failing the test
-// when the count stood still for Timeout.
-func (w sourceWorker) waitUnacked(t *testing.T, unacked func() int64, mark int64) {
+// waitUnacked waits until unacked is at most mark or the worker exited,
+// failing the test when the count stood still for Timeout.
+func (w *sourceWorker) waitUnacked(t *testing.T, unacked func() int64, mark int64) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	last, since := int64(-1), time.Now()
-	for {
-		u := unacked()
-		if u <= mark {
-			return
-		}
-		if u != last {
-			last, since = u, time.Now()
-		}
-		if time.Since(since) > Timeout {
-			t.Fatalf("the far side's unacknowledged messages stood at %d for %v (want %d)", u, Timeout, mark)
-		}
-		select {
-		case err := <-w.exited:
-			w.exited <- err
-			return
-		case <-tick.C:
-		}
-	}
+	pollMoving(t, fmt.Sprintf("the far side's unacknowledged messages to fall to %d", mark), unacked,
+		func(u int64) bool { return u <= mark }, w.exited)
 }
 
 // SourceCrashTest runs a source's crash test, with n messages and kills
