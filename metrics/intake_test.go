@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mqlite/mqlite"
@@ -52,7 +53,7 @@ func TestRelayObserverCountsAnIntake(t *testing.T) {
 	src := &scriptSource{idle: make(chan struct{}), script: []any{
 		[]relay.Inbound{msg("a"), msg("b")},
 		relay.Gone("no_stream", errors.New("stream not found")),
-		[]relay.Inbound{msg("b"), msg("c")},
+		[]relay.Inbound{msg("b"), {Message: outbox.Message{MessageID: "c", Body: []byte("c")}, Time: time.Now().Add(-time.Hour)}},
 	}}
 	ro := metrics.NewRelayObserver(nil)
 	in, err := relay.NewIntake(b.Store, "in", src, relay.IntakeConfig{
@@ -81,5 +82,20 @@ mqlite_relay_intake_total{outcome="taken",queue="in",source="nats"} 3
 `
 	if err := testutil.CollectAndCompare(ro, strings.NewReader(want), "mqlite_relay_intake_total", "mqlite_relay_intake_holds_total"); err != nil {
 		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ro)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := -1.0
+	for _, f := range families {
+		if f.GetName() == "mqlite_relay_intake_lag_seconds" {
+			lag = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if lag < 3600 || lag > 4000 {
+		t.Errorf("lag %v s, want the hour since c was stored", lag)
 	}
 }
