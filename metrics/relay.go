@@ -24,13 +24,27 @@ const (
 // dead_lettered, lock_lost, settle_failed),
 // mqlite_relay_holds_total{queue, sink, reason} (the times a sink answered
 // relay.Hold for a message: the far side had no stream, topic, exchange or
-// bound queue for it) and mqlite_relay_send_duration_seconds{queue, sink}.
+// bound queue for it) and mqlite_relay_send_duration_seconds{queue, sink};
+// for the intakes (relay.Intake, through Source):
+// mqlite_relay_intake_total{queue, source, outcome} (taken, duplicate: a
+// message the queue had already), mqlite_relay_intake_holds_total{queue,
+// source, reason} and mqlite_relay_intake_lag_seconds{queue, source} (how
+// long before its intake the far side stored the last message taken).
 // It is safe for concurrent use.
 type RelayObserver struct {
 	outcomes *prometheus.CounterVec
 	holds    *prometheus.CounterVec
 	sends    *prometheus.HistogramVec
+	taken    *prometheus.CounterVec
+	inHolds  *prometheus.CounterVec
+	lag      *prometheus.GaugeVec
 }
+
+// The outcomes of an intake's messages, as label values.
+const (
+	OutcomeTaken     = "taken"
+	OutcomeDuplicate = "duplicate"
+)
 
 var _ prometheus.Collector = (*RelayObserver)(nil)
 
@@ -47,6 +61,15 @@ func NewRelayObserver(opts *ObserverConfig) *RelayObserver {
 			"queue", "sink", "reason"),
 		sends: o.histogramVec("mqlite_relay_send_duration_seconds",
 			"How long the Sink.Send that carried each message took.", "queue", "sink"),
+		taken: o.counterVec("mqlite_relay_intake_total",
+			"Messages an intake committed from its source, by outcome: taken, duplicate (the queue had it already: a delivery again).",
+			"queue", "source", "outcome"),
+		inHolds: o.counterVec("mqlite_relay_intake_holds_total",
+			"Times an intake held: its source gone (no_stream, no_queue, no_topic) or a batch the queue refused (refused).",
+			"queue", "source", "reason"),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mqlite_relay_intake_lag_seconds",
+			Help:        "How long before its intake the far side stored the last message an intake took.",
+			ConstLabels: o.ConstLabels}, []string{"queue", "source"}),
 	}
 }
 
@@ -55,6 +78,9 @@ func (r *RelayObserver) Describe(ch chan<- *prometheus.Desc) {
 	r.outcomes.Describe(ch)
 	r.holds.Describe(ch)
 	r.sends.Describe(ch)
+	r.taken.Describe(ch)
+	r.inHolds.Describe(ch)
+	r.lag.Describe(ch)
 }
 
 // Collect sends r's metrics.
@@ -62,6 +88,39 @@ func (r *RelayObserver) Collect(ch chan<- prometheus.Metric) {
 	r.outcomes.Collect(ch)
 	r.holds.Collect(ch)
 	r.sends.Collect(ch)
+	r.taken.Collect(ch)
+	r.inHolds.Collect(ch)
+	r.lag.Collect(ch)
+}
+
+// Source returns the relay.IntakeObserver of the intakes from the source
+// named name (a label value: "nats", "amqp", "kafka"), for
+// relay.IntakeConfig.Observer.
+func (r *RelayObserver) Source(name string) relay.IntakeObserver {
+	return sourceObserver{r: r, source: name}
+}
+
+// sourceObserver is one source's view of a RelayObserver.
+type sourceObserver struct {
+	r      *RelayObserver
+	source string
+}
+
+// Taken counts m and sets the lag from its time.
+func (s sourceObserver) Taken(queue string, m relay.Inbound, duplicate bool) {
+	outcome := OutcomeTaken
+	if duplicate {
+		outcome = OutcomeDuplicate
+	}
+	s.r.taken.WithLabelValues(queue, s.source, outcome).Inc()
+	if !m.Time.IsZero() {
+		s.r.lag.WithLabelValues(queue, s.source).Set(max(0, time.Since(m.Time).Seconds()))
+	}
+}
+
+// Held counts a hold under reason.
+func (s sourceObserver) Held(queue, reason string, _ error) {
+	s.r.inHolds.WithLabelValues(queue, s.source, reason).Inc()
 }
 
 // Sink returns the consumer.Observer of the relays to the sink named name

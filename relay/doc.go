@@ -40,4 +40,16 @@
 // answers Hold for a message the far side has no place for (no stream,
 // topic or queue): the relay keeps it without counting a delivery. See
 // docs/relay.md for running a relay and for the guarantees.
+//
+// # Into the file
+//
+// An Intake is the mirror of a Relay: it takes the messages of a Source
+// (relay/nats: a JetStream durable pull consumer; relay/amqp: a RabbitMQ
+// queue with manual acks; relay/kafka: a consumer group) into a queue,
+// each once by the source's id of it. A batch commits with
+// outbox.SendBatch in one transaction, the ids as MessageIDs, and is
+// acknowledged only after the commit; a delivery again of a message that
+// committed is dropped by the queue's dedup window, which Run checks is
+// longer than the source's redelivery plus IntakeConfig.Outage
+// (ErrWindowTooShort).
 package relay

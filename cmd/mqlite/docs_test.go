@@ -49,6 +49,10 @@ var parsedOnly = map[string]string{
 	"docs/benchmark.md: make bench                   # its last line: go run -C bench .":                                                    "benchmarks; make test runs the bench module's TestSmoke",
 	"docs/operations.md: mqlite serve --db app.db --addr 10.0.0.5:7420 --tls-cert cert.pem --tls-key key.pem            # the primary":      "serves on a host address of the reader's network, until stopped; cmd/mqlite's standby tests run the same on loopback",
 	"docs/operations.md: make test    # everything, -race, integrity sweep at 10,000 messages":                                              "make test is the run this test is part of; make crash takes half an hour",
+	"docs/relay.md: mqlite queues create orders-in --dedup-window 2h --db app.db    # longer than --ack-wait + --outage":                    "the intake runs until SIGTERM against the reader's JetStream; TestRelayFromNATS runs the same command against an embedded server",
+	"docs/relay.md: mqlite queues create payments-in --dedup-window 2h --db app.db":                                                         "the intake runs until SIGTERM against the reader's RabbitMQ; TestRelayFromAMQP runs the same command against 127.0.0.1:5672",
+	"docs/relay.md: mqlite queues create clicks-in --dedup-window 2h --db app.db":                                                           "the intake runs until SIGTERM against the reader's Kafka; TestRelayFromKafka runs the same command against kfake",
+	"docs/relay.md: go test -C relay/nats -race -tags crash_injection -count=1 -v -run 'TestSourceCrash$' .":                                "the crash test at make crash's size; make test runs TestSourceCrash at 1,000 messages",
 	"docs/relay.md: mqlite queues create events --max-delivery 10000 --db app.db":                                                           "the relays run until SIGTERM against a webhook, NATS and RabbitMQ of the reader's; TestRelayCommand* run the same commands",
 }
 

@@ -48,13 +48,21 @@ type relayFlags struct {
 	topic             string
 	outage            time.Duration
 	metricsAddr       string
+
+	// --from: the intake's source
+	from             string
+	stream, consumer string
+	ackWait          time.Duration
+	amqpQueue        string
+	kafkaTopics      []string
+	group, idHeader  string
 }
 
 func relayCmd(g *globals) *cobra.Command {
 	var f relayFlags
 	cmd := &cobra.Command{
 		Use:   "relay",
-		Short: "forward a queue to a webhook, NATS JetStream, RabbitMQ or Kafka",
+		Short: "forward a queue to a webhook, NATS JetStream, RabbitMQ or Kafka, or take one of those into a queue",
 		Long: `relay forwards the queue's messages to a webhook, NATS JetStream, RabbitMQ or Kafka, at
 least once, each with its stable id, until SIGINT or SIGTERM, and logs each
 dead letter. It reads a local file (--db) or a broker (--url, --key: a consumer
@@ -77,9 +85,19 @@ max-delivery would dead-letter its backlog during a far-side outage shorter
 than --outage (1h by default), and says how far to raise it
 (mqlite queues update QUEUE --max-delivery N). When the far side has no
 stream or queue for a message it says so, with what to create.
---metrics-addr serves the relay's Prometheus metrics at /metrics.`,
+--metrics-addr serves the relay's Prometheus metrics at /metrics.
+
+With --from instead of --sink, relay takes the messages of a JetStream
+stream (a durable pull consumer), a RabbitMQ queue (manual acks) or Kafka
+topics (a consumer group) into the queue of a local file (--db), each once
+by its id there (Nats-Msg-Id or <stream>:<seq>; the AMQP message-id;
+--id-header or <topic>/<partition>/<offset>), acknowledging the source only
+after the commit. It refuses a queue whose dedup window is not longer than
+the source's redelivery plus --outage, and says how far to raise it
+(mqlite queues update QUEUE --dedup-window D).`,
 		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret-file /run/secrets/whsec
-  mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222 --metrics-addr 127.0.0.1:9464`,
+  mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222 --metrics-addr 127.0.0.1:9464
+  mqlite relay --db app.db --queue inbox --from nats --stream ORDERS --consumer mqlite-inbox`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.resolveSecrets(cmd.Flags(), os.Getenv); err != nil {
@@ -89,6 +107,16 @@ stream or queue for a message it says so, with what to create.
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(g.stderr, nil))
+			if f.from != "" {
+				if g.url != "" {
+					return usagef("--from takes into a local file: give --db, not --url")
+				}
+				b, err := g.open(cmd.Context(), existingStore)
+				if err != nil {
+					return err
+				}
+				return errors.Join(intakeRun(cmd.Context(), b.(local), f, log), b.Close())
+			}
 			if !cmd.Flags().Changed("retry-for") {
 				g.retryFor = client.DefaultMaxElapsed // a long-running relay rides out a broker restart
 			}
@@ -101,7 +129,7 @@ stream or queue for a message it says so, with what to create.
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.queue, "queue", "", "the `queue` to relay (required)")
-	fs.StringVar(&f.sink, "sink", "", "where to: webhook, nats, amqp or kafka (required)")
+	fs.StringVar(&f.sink, "sink", "", "where to: webhook, nats, amqp or kafka (required, unless --from)")
 	fs.IntVar(&f.concurrency, "concurrency", relay.DefaultConcurrency, "sends at once")
 	fs.IntVar(&f.max, "batch", relay.DefaultMaxBatch, "messages per send at most")
 	fs.DurationVar(&f.drain, "drain", consumer.DefaultDrainTimeout, "how long sends in flight may finish on SIGINT/SIGTERM")
@@ -118,8 +146,16 @@ stream or queue for a message it says so, with what to create.
 	fs.StringVar(&f.routingKey, "routing-key", relayamqp.DefaultRoutingKey, "amqp: the routing key `template`")
 	fs.StringSliceVar(&f.kafkaBrokers, "kafka-brokers", nil, "kafka: the seed brokers, `host:port`, comma-separated or repeated")
 	fs.StringVar(&f.topic, "topic", relaykafka.DefaultTopic, "kafka: the topic `template`")
-	fs.DurationVar(&f.outage, "outage", defaultOutage, "the far-side outage the queue's max-delivery must outlast (0: no check)")
+	fs.DurationVar(&f.outage, "outage", defaultOutage, "the far-side outage the queue's max-delivery must outlast (0: no check); with --from, the stop of the relay its dedup window must outlast")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics (host:port)")
+	fs.StringVar(&f.from, "from", "", "take into the queue from: nats, amqp or kafka (instead of --sink)")
+	fs.StringVar(&f.stream, "stream", "", "--from nats: the `stream`")
+	fs.StringVar(&f.consumer, "consumer", "", "--from nats: the durable consumer's `name` (default mqlite-QUEUE; created when missing)")
+	fs.DurationVar(&f.ackWait, "ack-wait", relaynats.DefaultSourceAckWait, "--from nats: the consumer's AckWait")
+	fs.StringVar(&f.amqpQueue, "amqp-queue", "", "--from amqp: the RabbitMQ `queue`")
+	fs.StringSliceVar(&f.kafkaTopics, "kafka-topic", nil, "--from kafka: the `topic`s, comma-separated or repeated")
+	fs.StringVar(&f.group, "group", "", "--from kafka: the consumer group (default mqlite-QUEUE)")
+	fs.StringVar(&f.idHeader, "id-header", "", "--from amqp, kafka: a `header` that carries the message's id")
 	return cmd
 }
 
@@ -127,6 +163,9 @@ stream or queue for a message it says so, with what to create.
 func (f *relayFlags) check() error {
 	if f.queue == "" {
 		return usagef("relay needs --queue")
+	}
+	if f.from != "" {
+		return f.checkFrom()
 	}
 	switch f.sink {
 	case "webhook":
@@ -192,8 +231,14 @@ func relayRun(ctx context.Context, src backend, f relayFlags, log *slog.Logger) 
 		return err
 	}
 	log.Info("relay: running", "queue", f.queue, "sink", f.sink)
-	said := sayStopping(ctx, log, f.drain)
-	err = r.Run(ctx)
+	return runUntilStopped(ctx, log, f.drain, r.Run)
+}
+
+// runUntilStopped calls run with ctx, says when ctx ends that it is
+// stopping, and logs "relay: stopped" once run returned nil.
+func runUntilStopped(ctx context.Context, log *slog.Logger, drain time.Duration, run func(context.Context) error) error {
+	said := sayStopping(ctx, log, drain)
+	err := run(ctx)
 	said()
 	if err != nil {
 		return err

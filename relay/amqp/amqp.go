@@ -1,4 +1,6 @@
-// Package amqp is a relay.Sink that publishes to RabbitMQ (AMQP 0-9-1).
+// Package amqp is a relay.Sink that publishes to RabbitMQ (AMQP 0-9-1),
+// and a relay.Source (NewSource) that consumes a RabbitMQ queue into an
+// mqlite queue through relay.Intake.
 //
 // Each message is published persistent, with the mandatory flag, its
 // message-id set to relay.ID (the same on every retry) and its fields and

@@ -1,5 +1,6 @@
 // Package kafka is a relay.Sink that produces to Apache Kafka with
-// franz-go. It is a module of its own (github.com/mqlite/mqlite/relay/kafka),
+// franz-go, and a relay.Source (NewSource) that reads a consumer group
+// into a queue through relay.Intake. It is a module of its own (github.com/mqlite/mqlite/relay/kafka),
 // so that mqlite's module does not depend on a Kafka client.
 //
 // Every message is produced with acks from all in-sync replicas and the

@@ -1,4 +1,6 @@
-// Package nats is a relay.Sink that publishes to NATS JetStream.
+// Package nats is a relay.Sink that publishes to NATS JetStream, and a
+// relay.Source (NewSource) that reads a JetStream durable pull consumer
+// into a queue through relay.Intake.
 //
 // Each message is published asynchronously with the Nats-Msg-Id header set
 // to relay.ID, the same on every retry, so that the stream drops a

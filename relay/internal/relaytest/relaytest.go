@@ -117,21 +117,32 @@ func Poll(t testing.TB, what string, cond func() bool) {
 // only one that stopped fails.
 func PollGrowth(t testing.TB, what string, count func() int64, want int64) {
 	t.Helper()
+	pollMoving(t, what, count, func(n int64) bool { return n >= want }, nil)
+}
+
+// pollMoving polls count every 10ms until done holds for it or stop is
+// closed, failing the test when count stood still for Timeout.
+func pollMoving(t testing.TB, what string, count func() int64, done func(int64) bool, stop <-chan struct{}) {
+	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	last, since := int64(-1), time.Now()
 	for {
 		n := count()
-		if n >= want {
+		if done(n) {
 			return
 		}
 		if n != last {
 			last, since = n, time.Now()
 		}
 		if time.Since(since) > Timeout {
-			t.Fatalf("timed out waiting for %s: %d of %d, no change for %v", what, n, want, Timeout)
+			t.Fatalf("timed out waiting for %s: %d, no change for %v", what, n, Timeout)
 		}
-		<-tick.C
+		select {
+		case <-tick.C:
+		case <-stop:
+			return
+		}
 	}
 }
 
@@ -486,4 +497,55 @@ func StartWorker(t testing.TB, worker string, env ...string) *exec.Cmd {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd
+}
+
+// Intake runs an intake of src into Queue of st with cfg in the
+// background, its logs discarded unless cfg has a Logger; stop cancels it
+// and returns Run's error. The test's cleanup stops it too.
+func Intake(t testing.TB, st *mqlite.Store, src relay.Source, cfg relay.IntakeConfig) (stop func() error) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	in, err := relay.NewIntake(st, Queue, src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// Total returns how many messages Queue of st holds, dead letters
+// included.
+func Total(t testing.TB, st *mqlite.Store) int64 {
+	t.Helper()
+	s, err := st.Stats(context.Background(), Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Total()
+}
+
+// IntakeUntil is the body of a source crash test's worker process: it
+// takes src into Queue of st with cfg (its logs discarded) until the
+// queue holds n messages, failing the test on an error.
+func IntakeUntil(t testing.TB, st *mqlite.Store, src relay.Source, cfg relay.IntakeConfig, n int64) {
+	t.Helper()
+	stop := Intake(t, st, src, cfg)
+	PollGrowth(t, "the queue to fill", func() int64 { return Total(t, st) }, n)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }
