@@ -115,5 +115,5 @@ type diskFile struct {
 }
 
 func (f diskFile) Path() string                 { return path.Clean(f.rel) }
-func (f diskFile) Lstat() (os.FileInfo, error)   { return os.Lstat(f.name) }
+func (f diskFile) Lstat() (os.FileInfo, error)  { return os.Lstat(f.name) }
 func (f diskFile) Open() (io.ReadCloser, error) { return os.Open(f.name) }
