@@ -7,7 +7,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # staticcheck at a pinned version, fetched from the module proxy by go run.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test race crash soak bench bench-brokers lint screenshots release
+.PHONY: test race crash soak bench bench-brokers lint screenshots release tidy
 
 test:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 ./...); done
@@ -101,3 +101,10 @@ screenshots:
 release:
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [DRY_RUN=1]"; exit 2; }
 	go run ./internal/release tag $(if $(DRY_RUN),-dry-run) $(VERSION)
+
+# go mod tidy in every module. go mod tidy (and go get) ignore go.work, and
+# the modules require each other at a version no proxy serves before it is
+# tagged: this publishes the tree at that version to a proxy on disk, tidies
+# each module against it, and keeps those copies' checksums out of go.sum.
+tidy:
+	go run ./internal/release tidy

@@ -96,7 +96,7 @@ func TestInstallFromProxy(t *testing.T) {
 
 // user is a Go user with nothing of mqlite yet: a GOPATH, and so a module
 // cache, of its own, no workspace, and the proxy on disk ahead of the
-// machine's for the modules of the repository.
+// machine's for the modules of the repository (proxyEnv).
 type user struct {
 	gopath string
 	env    []string
@@ -104,37 +104,12 @@ type user struct {
 
 func newUser(t *testing.T, proxy string) *user {
 	t.Helper()
-	goEnv := func(name string) string {
-		out, err := exec.CommandContext(t.Context(), "go", "env", name).Output()
-		if err != nil {
-			t.Fatalf("go env %s: %v", name, err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	upstream := "file://" + filepath.Join(goEnv("GOMODCACHE"), "cache", "download")
-	if p := goEnv("GOPROXY"); p != "" && p != "off" {
-		upstream += "," + p
-	}
 	u := &user{gopath: t.TempDir()}
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case "GOPATH", "GOMODCACHE", "GOBIN", "GOWORK", "GOFLAGS", "GOPROXY", "GONOSUMDB", "GONOPROXY", "GOPRIVATE", "GOTOOLCHAIN":
-		default:
-			u.env = append(u.env, kv)
-		}
+	env, err := proxyEnv(t.Context(), proxy, u.gopath)
+	if err != nil {
+		t.Fatal(err)
 	}
-	u.env = append(u.env,
-		"GOPATH="+u.gopath,
-		"GOWORK=off",
-		"GOTOOLCHAIN=local",
-		"GOPROXY=file://"+proxy+","+upstream,
-		// The published zips are not the ones a real tag will hold: no
-		// checksum database knows them.
-		"GONOSUMDB="+rootPath,
-		// -modcacherw: the temporary folder can be removed.
-		"GOFLAGS=-modcacherw -trimpath",
-	)
+	u.env = env
 	return u
 }
 

@@ -8,6 +8,7 @@
 //
 //	go run ./internal/release check                 # the modules agree; prints their version
 //	go run ./internal/release publish -dir DIR      # the tree at that version, as GOPROXY=file://DIR
+//	go run ./internal/release tidy                  # go mod tidy in every module (make tidy)
 //	go run ./internal/release tag -dry-run v0.1.0   # what make release VERSION=v0.1.0 would tag
 //	go run ./internal/release tag v0.1.0            # tags HEAD: v0.1.0, cmd/mqlite/v0.1.0, ...
 //
@@ -15,6 +16,11 @@
 // at the version, go.work replaces each at it with its folder, the tree
 // has no uncommitted change, CHANGELOG.md has the version's section and no
 // tag of it exists. It does not push.
+//
+// go mod tidy and go get ignore go.work, so in a module other than the
+// root they fail until the version is published: add the import (and, for
+// a new dependency, its require line), then run tidy, which resolves the
+// repository's modules from a proxy on disk.
 package main
 
 import (
@@ -38,7 +44,7 @@ func main() {
 }
 
 // errUsage is returned for a command line the tool does not take.
-var errUsage = errors.New("usage: release check | publish -dir DIR | tag [-dry-run] vX.Y.Z (flags: -root DIR, the repository, default .)")
+var errUsage = errors.New("usage: release check | publish -dir DIR | tidy | tag [-dry-run] vX.Y.Z (flags: -root DIR, the repository, default .)")
 
 // run runs one subcommand of the tool with args, writing its report to out.
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -56,7 +62,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch {
 	case args[0] == "tag" && fs.NArg() == 1:
 		return tagRelease(ctx, tagParams{Root: *root, Version: fs.Arg(0), DryRun: *dryRun, Out: out})
-	case (args[0] == "check" || args[0] == "publish" && *dir != "") && fs.NArg() == 0:
+	case (args[0] == "check" || args[0] == "tidy" || args[0] == "publish" && *dir != "") && fs.NArg() == 0:
 		mods, err := findModules(*root)
 		if err != nil {
 			return err
@@ -68,10 +74,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err := checkTree(*root, mods, version); err != nil {
 			return err
 		}
-		if args[0] == "publish" {
-			if err := publish(ctx, *root, mods, version, *dir); err != nil {
-				return err
-			}
+		switch args[0] {
+		case "publish":
+			err = publish(ctx, *root, mods, version, *dir)
+		case "tidy":
+			err = tidy(ctx, *root, mods, version, out)
+		}
+		if err != nil {
+			return err
 		}
 		_, err = fmt.Fprintln(out, version)
 		return err
