@@ -5,7 +5,9 @@
 //
 // Every endpoint lives under /v1 (see docs/api-reference-broker.md) except
 // /healthz, /readyz and the web dashboard's files under /ui/ (embedded;
-// docs/operations.md, "Dashboard"). Every /v1 endpoint needs an access key
+// docs/operations.md, "Dashboard"). Every /v1 endpoint but POST
+// /v1/inbound/{source} (signed webhooks, Config.Inbound: the signature is
+// the authentication) needs an access key
 // ("Authorization: Bearer mqlite_..."), made with `mqlite keys create` or
 // POST /v1/keys: none, unknown or revoked is 401; a key whose role or queues
 // do not cover the request is 403. A key must cover every queue a request
@@ -45,6 +47,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/inbound"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/setting"
 )
@@ -135,6 +138,13 @@ type Config struct {
 	// 403 (backup_disabled). Backups are written 0600; they hold every
 	// body and key hash.
 	BackupDir string
+	// Inbound lists the sources whose Standard Webhooks POST
+	// /v1/inbound/{source} takes into their queues, exactly once by
+	// webhook-id (package inbound): no access key, the signature is the
+	// authentication. New reads each source's queue and refuses one whose
+	// DedupWindow is off or shorter than twice the source's Tolerance or
+	// its RetryHorizon. Defaults to none: every request there is 401.
+	Inbound []inbound.Source
 }
 
 // ErrConfig matches every error of New about its Config, as does
@@ -249,6 +259,8 @@ type Server struct {
 	waiting waiters // the waiting receives, by key, for revocations
 
 	answers *byteBudget // the bytes of the answers that carry messages (nil: MaxAnswerBytes is off)
+
+	inbound *inbound.Handler // POST /v1/inbound/{source}
 }
 
 type cachedKey struct {
@@ -257,19 +269,24 @@ type cachedKey struct {
 }
 
 // New returns a Server for cfg.Store. It starts nothing: call Serve, or
-// mount Handler on a server of your own.
+// mount Handler on a server of your own. It reads the queues of
+// Config.Inbound.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	in, err := newInbound(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger,
 		polls: newSlots(cfg.MaxLongPolls, cfg.MaxLongPollsPerKey), shutdownDone: make(chan struct{}),
-		cache: make(map[[32]byte]cachedKey)}
+		cache: make(map[[32]byte]cachedKey), inbound: in}
 	if cfg.MaxAnswerBytes > 0 {
 		s.answers = newByteBudget(int(cfg.MaxAnswerBytes))
 	}
 	s.drain, s.stopDrain = context.WithCancel(context.Background())
-	s.metricsHTTP = metricsHandler(cfg.Store)
+	s.metricsHTTP = metricsHandler(cfg.Store, in)
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,

@@ -12,10 +12,11 @@ import (
 )
 
 // metricsHandler serves the Prometheus text format of the store's
-// per-queue counts (metrics.Collector), mqlite_build_info and the broker
-// process's Go and process collectors. A scrape reads no table: the store keeps the counts
-// in memory.
-func metricsHandler(src metrics.Source) http.Handler {
+// per-queue counts (metrics.Collector), the counters of the inbound
+// webhooks, mqlite_build_info and the broker process's Go and process
+// collectors. A scrape reads no table: the store keeps the counts in
+// memory.
+func metricsHandler(src metrics.Source, in prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "mqlite_build_info",
@@ -23,7 +24,7 @@ func metricsHandler(src metrics.Source) http.Handler {
 		ConstLabels: prometheus.Labels{"version": buildinfo.Version()},
 	})
 	buildInfo.Set(1)
-	reg.MustRegister(metrics.NewCollector(src, nil), buildInfo,
+	reg.MustRegister(metrics.NewCollector(src, nil), in, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 }

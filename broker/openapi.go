@@ -94,6 +94,8 @@ var openRoutes = map[string]operation{
 	"GET /readyz":        {"Readiness: 200 while the store answers and the broker is not draining", nil, wire.Health{}, http.StatusOK, nil},
 	"GET " + OpenAPIPath: {"This document", nil, nil, http.StatusOK, nil},
 	"GET /metrics":       {"Prometheus metrics of every queue (text exposition format)", nil, nil, http.StatusOK, nil},
+	inboundPattern: {"Take a signed webhook (Standard Webhooks) into the source's queue, exactly once by webhook-id; " +
+		"the signature is the authentication. The body is the message's, as sent", nil, wire.SendResult{}, http.StatusOK, nil},
 }
 
 // openAPI answers the OpenAPI document of the broker's routes, built once
@@ -174,6 +176,14 @@ func openAPI(eps []endpoint) ([]byte, error) {
 		if op.in != nil {
 			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{
 				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(op.in))}}}
+		}
+		if pattern == inboundPattern {
+			for _, h := range []string{"webhook-id", "webhook-timestamp", "webhook-signature"} {
+				params = append(params, map[string]any{"name": h, "in": "header", "required": true, "schema": map[string]any{"type": "string"}})
+			}
+			o["parameters"] = params
+			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"*/*": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
 		}
 		res := o["responses"].(map[string]any)
 		ok := map[string]any{"description": http.StatusText(op.status)}

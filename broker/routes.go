@@ -77,6 +77,7 @@ func (s *Server) routes() http.Handler {
 	s.openAPIDoc = sync.OnceValues(func() ([]byte, error) { return openAPI(eps) })
 	mux.Handle("GET "+OpenAPIPath, s.open(s.openAPI))
 	s.mountUI(mux)
+	s.mountInbound(mux)
 	if s.cfg.PublicMetrics {
 		mux.Handle("GET /metrics", s.open(s.metrics))
 	} else {

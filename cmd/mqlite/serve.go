@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ func serveCmd(g *globals) *cobra.Command {
 		cfg                       broker.Config
 		debug, standby, plainHTTP bool
 		maxMessage                int
+		in                        inboundFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,6 +56,15 @@ GET /metrics serves the Prometheus metrics of every queue (see
 docs/operations.md, "Metrics"). It needs an admin key over every queue,
 unless --public-metrics opens it to any caller that reaches --addr.
 
+--inbound NAME=QUEUE takes the Standard Webhooks of a provider at POST
+/v1/inbound/NAME into QUEUE, exactly once by webhook-id: no access key, the
+signature is the authentication. Its whsec_ secrets (several while the
+provider rotates) come from --inbound-secret-file NAME=FILE, one per line,
+or from the environment variable MQLITE_INBOUND_SECRET_NAME (NAME in
+capitals, '.' and '-' as '_'), never from the command line. The queue's
+dedup window must be twice --inbound-tolerance or more, and cover
+--inbound-retry-horizon (docs/relay.md, "Into the file").
+
 With --standby, serve listens at once but waits for the file while another
 process holds it: /healthz answers 200, /readyz and the API 503 (reason
 "standby"). When the primary stops or dies, the standby takes the file within
@@ -62,7 +73,8 @@ standby").`,
 		Example: `  mqlite keys create --role admin --queue '*' --db app.db
   mqlite serve --db app.db --addr 127.0.0.1:7420
   mqlite serve --db app.db --addr :7443 --tls-cert cert.pem --tls-key key.pem --backup-dir /var/backups/mqlite
-  mqlite serve --db app.db --addr 127.0.0.1:7421 --standby`,
+  mqlite serve --db app.db --addr 127.0.0.1:7421 --standby
+  mqlite serve --db app.db --inbound payments=payments --inbound-secret-file payments=payments.secret`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.db == "" {
@@ -72,6 +84,10 @@ standby").`,
 				return usagef("give both --tls-cert and --tls-key, or neither")
 			}
 			if err := fitBody(&cfg.MaxBodyBytes, cmd.Flags().Changed("max-body"), maxMessage); err != nil {
+				return err
+			}
+			var err error
+			if cfg.Inbound, err = in.resolve(os.Getenv); err != nil {
 				return err
 			}
 			// The certificate is loaded before anything is said or opened:
@@ -160,6 +176,7 @@ standby").`,
 	f.Int64Var(&cfg.MaxAnswerBytes, "max-answers", broker.DefaultMaxAnswerBytes, "the byte budget of all the answers that carry messages at once (-1: none)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
+	in.add(f)
 	return cmd
 }
 

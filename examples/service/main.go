@@ -5,12 +5,22 @@
 // POSTs the same events to a signed webhook, Prometheus metrics at
 // /metrics, and a clean stop on SIGTERM or SIGINT.
 //
+// With PAYMENTS_WEBHOOK_SECRET set (whsec_ secrets, space-separated while
+// the provider rotates), it also takes a payment provider's signed
+// webhooks at POST /webhooks/payments into a queue, exactly once by
+// webhook-id (package inbound); a second LoopTx writes each payment's row
+// and its "payment.received" event in the transaction that completes the
+// webhook, and the relay POSTs that event on.
+//
+//	PAYMENTS_WEBHOOK_SECRET=whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD \
 //	go run -C examples/service . --db orders.db --addr 127.0.0.1:8080 \
 //		--webhook-url http://127.0.0.1:9000/hook --secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
 //	curl -X POST -d '{"item":"book","total_cents":1299}' http://127.0.0.1:8080/orders
 //
-// Its test starts it as a process, sends orders, SIGTERMs it mid-load,
-// starts it again and finds every order shipped once and relayed.
+// Its tests start it as a process: one sends orders, SIGTERMs it mid-load,
+// starts it again and finds every order shipped once and relayed; the
+// other sends signed payment webhooks, with a provider's retries, and
+// finds each payment recorded once and its event relayed.
 package main
 
 import (
@@ -25,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +45,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/inbound"
 	"github.com/mqlite/mqlite/metrics"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/relay"
@@ -45,11 +57,21 @@ import (
 const (
 	eventsQueue  = "order-events"
 	webhookQueue = "order-events.webhook"
+	// paymentsQueue holds the payment provider's webhooks, by webhook-id.
+	paymentsQueue = "payments.in"
 )
 
-// config is what the flags give.
+// paymentsRetryHorizon is how long the payment provider retries a
+// webhook: the payments queue remembers each webhook-id this long, so
+// that a late retry is still a duplicate.
+const paymentsRetryHorizon = 72 * time.Hour
+
+// config is what the flags and the environment give.
 type config struct {
 	db, addr, webhookURL, secret string
+	// paymentSecrets verify the payment provider's webhooks (none: the
+	// endpoint is off).
+	paymentSecrets []string
 }
 
 func main() {
@@ -59,6 +81,7 @@ func main() {
 	flag.StringVar(&cfg.webhookURL, "webhook-url", "", "where the relay POSTs each order's event (empty: no relay)")
 	flag.StringVar(&cfg.secret, "secret", "", "the whsec_ secret that signs the webhook requests")
 	flag.Parse()
+	cfg.paymentSecrets = strings.Fields(os.Getenv("PAYMENTS_WEBHOOK_SECRET")) // never a flag: ps shows flags
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -85,6 +108,15 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 	relayMetrics := metrics.NewRelayObserver(nil)
 	reg.MustRegister(metrics.NewCollector(st, nil), relayMetrics)
 
+	var payments *inbound.Handler
+	if len(cfg.paymentSecrets) > 0 {
+		payments, err = inbound.New(ctx, st, inbound.Config{Logger: log, Sources: []inbound.Source{{
+			Name: "payments", Queue: paymentsQueue, Secrets: cfg.paymentSecrets, RetryHorizon: paymentsRetryHorizon,
+		}}})
+		if err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
@@ -93,10 +125,14 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 	mux.HandleFunc("POST /orders", func(w http.ResponseWriter, r *http.Request) { placeOrder(st, w, r) })
 	mux.HandleFunc("GET /orders/stats", func(w http.ResponseWriter, r *http.Request) { orderStats(st, w, r) })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if payments != nil {
+		mux.Handle("POST /webhooks/{source}", payments)
+		reg.MustRegister(payments)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -110,6 +146,14 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 		err := consumer.LoopTx(ctx, st, eventsQueue, ship, consumer.LoopConfig{Concurrency: 4, Logger: log})
 		if err != nil {
 			errs <- fmt.Errorf("consumer: %w", err)
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := consumer.LoopTx(ctx, st, paymentsQueue, recordPayment, consumer.LoopConfig{Concurrency: 2, Logger: log})
+		if err != nil {
+			errs <- fmt.Errorf("payments: %w", err)
 		}
 	}()
 	if cfg.webhookURL != "" {
@@ -153,14 +197,18 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 func setup(ctx context.Context, st *mqlite.Store) error {
 	_, err := st.DB().ExecContext(ctx, `
 		CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL, total_cents INTEGER NOT NULL);
-		CREATE TABLE IF NOT EXISTS shipments (order_id INTEGER PRIMARY KEY REFERENCES orders (id))`)
+		CREATE TABLE IF NOT EXISTS shipments (order_id INTEGER PRIMARY KEY REFERENCES orders (id));
+		CREATE TABLE IF NOT EXISTS payments (webhook_id TEXT PRIMARY KEY, order_id INTEGER NOT NULL, amount_cents INTEGER NOT NULL)`)
 	if err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
 	// A relayed queue keeps failed sends for a long outage of the far side.
+	// The payments queue remembers a webhook-id as long as the provider
+	// retries (inbound.New checks it).
 	for q, opts := range map[string]mqlite.QueueOptions{
-		eventsQueue:  {},
-		webhookQueue: {MaxDeliveryCount: 10_000},
+		eventsQueue:   {},
+		webhookQueue:  {MaxDeliveryCount: 10_000},
+		paymentsQueue: {DedupWindow: paymentsRetryHorizon},
 	} {
 		if err := st.CreateQueue(ctx, q, opts); err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 			return err
@@ -230,10 +278,39 @@ func ship(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 	}, nil
 }
 
+// payment is the body of the provider's webhook.
+type payment struct {
+	OrderID     int64 `json:"order_id"`
+	AmountCents int64 `json:"amount_cents"`
+}
+
+// recordPayment is the consumer.TxHandler of the provider's webhooks: its
+// step writes the payment's row and stages its "payment.received" event
+// for the relay, and LoopTx commits both with the webhook's completion. A
+// provider's retry never got this far (the queue took its webhook-id
+// once), and a redelivery after a crash finds nothing committed: each
+// payment is recorded and announced once.
+func recordPayment(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
+	var p payment
+	if err := json.Unmarshal(m.Body, &p); err != nil || p.OrderID == 0 {
+		return nil, consumer.Permanent(fmt.Errorf("not a payment: %v", err))
+	}
+	return func(ctx context.Context, tx consumer.Tx) error {
+		_, err := tx.SQL().ExecContext(ctx, `INSERT INTO payments (webhook_id, order_id, amount_cents) VALUES (?, ?, ?)`,
+			m.MessageID, p.OrderID, p.AmountCents)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Send(ctx, webhookQueue, outbox.Message{Body: m.Body, MessageID: "payment-" + m.MessageID, Subject: "payment.received"})
+		return err
+	}, nil
+}
+
 // stats is the answer of GET /orders/stats.
 type stats struct {
 	Orders    int64 `json:"orders"`
 	Shipments int64 `json:"shipments"`
+	Payments  int64 `json:"payments"`
 	// Pending counts the events not yet handled or relayed.
 	Pending int64 `json:"pending"`
 }
@@ -245,7 +322,7 @@ func orderStats(st *mqlite.Store, w http.ResponseWriter, r *http.Request) {
 	// moment has its shipment in the count read after it. The other order
 	// could count a shipment-less order that completed in between.
 	var err error
-	for _, q := range []string{eventsQueue, webhookQueue} {
+	for _, q := range []string{eventsQueue, webhookQueue, paymentsQueue} {
 		var qs mqlite.QueueStats
 		if qs, err = st.Stats(r.Context(), q); err != nil {
 			break
@@ -253,8 +330,8 @@ func orderStats(st *mqlite.Store, w http.ResponseWriter, r *http.Request) {
 		s.Pending += qs.Active + qs.Scheduled + qs.Locked + qs.Deferred
 	}
 	if err == nil {
-		err = st.DB().QueryRowContext(r.Context(), `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM shipments)`).
-			Scan(&s.Orders, &s.Shipments)
+		err = st.DB().QueryRowContext(r.Context(), `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM shipments), (SELECT count(*) FROM payments)`).
+			Scan(&s.Orders, &s.Shipments, &s.Payments)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -8,6 +8,8 @@ require (
 	github.com/prometheus/common v0.72.1
 )
 
+require github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect

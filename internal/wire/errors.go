@@ -41,6 +41,8 @@ const (
 	ReasonTimeout        = "timeout"
 	ReasonInternal       = "internal"
 	ReasonBackupDisabled = "backup_disabled"
+	ReasonBadSignature   = "bad_signature"   // an inbound webhook's signature, timestamp or source
+	ReasonNoDedupWindow  = "no_dedup_window" // an inbound source's queue lost the window it needs
 )
 
 // Error is the body of every error response: {"error": {...}}.
@@ -189,7 +191,7 @@ func (e *RemoteError) Unwrap() error { return e.sentinel }
 // constants); a test keeps the list whole.
 var ownReasons = []string{ReasonMalformed, ReasonBodyTooLarge, ReasonBatchTooLarge, ReasonNoKey, ReasonBadKey,
 	ReasonRole, ReasonQueue, ReasonDraining, ReasonStandby, ReasonBusy, ReasonNoRoute, ReasonKeyNotFound,
-	ReasonTimeout, ReasonInternal, ReasonBackupDisabled}
+	ReasonTimeout, ReasonInternal, ReasonBackupDisabled, ReasonBadSignature, ReasonNoDedupWindow}
 
 // ErrorTable lists what an error response can say: every code with its
 // HTTP status, and every reason (the sentinels' and the broker's own), for

@@ -1,0 +1,28 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/mqlite/mqlite/inbound"
+)
+
+// inboundPattern is the route of the signed webhooks of Config.Inbound:
+// open to any caller, the signature being the authentication.
+const inboundPattern = "POST /v1/inbound/{source}"
+
+// newInbound builds the handler of cfg.Inbound (none: every request to the
+// route is refused as an unknown source). It reads each source's queue.
+func newInbound(cfg Config) (*inbound.Handler, error) {
+	h, err := inbound.New(context.Background(), cfg.Store, inbound.Config{Sources: cfg.Inbound, Logger: cfg.Logger})
+	if errors.Is(err, inbound.ErrConfig) {
+		return nil, configErr("Inbound: %v", err)
+	}
+	return h, err
+}
+
+// mountInbound serves the inbound route, outside the key check.
+func (s *Server) mountInbound(mux *http.ServeMux) {
+	mux.Handle(inboundPattern, s.inbound)
+}

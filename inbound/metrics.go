@@ -1,0 +1,106 @@
+package inbound
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// Reasons of mqlite_inbound_refused_total: why a request stored nothing.
+const (
+	RefusedUnsigned      = "unsigned"        // ErrUnsigned
+	RefusedBadSignature  = "bad_signature"   // ErrBadSignature
+	RefusedUnknownSource = "unknown_source"  // no such source (answered as a bad signature)
+	RefusedStale         = "stale"           // ErrStale
+	RefusedTooLarge      = "too_large"       // a body over MaxBodyBytes, or a message over the store's limit
+	RefusedConflict      = "conflict"        // the same webhook-id with another body
+	RefusedInvalid       = "invalid"         // a webhook-id or body the store refuses
+	RefusedNoDedupWindow = "no_dedup_window" // the queue lost the window the source needs
+	RefusedError         = "error"           // the store failed (5xx: the provider retries)
+)
+
+// counters are the handler's Prometheus counters, by source; refusals by
+// source and reason. An unknown source counts under source "".
+type counters struct {
+	accepted, duplicates, refusals *prometheus.CounterVec
+}
+
+func newCounters(sources map[string]*source) *counters {
+	c := &counters{
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mqlite_inbound_accepted_total",
+			Help: "Inbound webhooks stored as a new message, by source."}, []string{"source"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mqlite_inbound_duplicates_total",
+			Help: "Inbound webhooks whose webhook-id the queue already held (a provider's retry): answered 200, nothing stored."}, []string{"source"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mqlite_inbound_refused_total",
+			Help: "Inbound webhooks refused with nothing stored, by source and reason."}, []string{"source", "reason"}),
+	}
+	for name := range sources { // every source shows from the first scrape, at 0
+		c.accepted.WithLabelValues(name)
+		c.duplicates.WithLabelValues(name)
+	}
+	return c
+}
+
+func (c *counters) took(source string, duplicate bool) {
+	if duplicate {
+		c.duplicates.WithLabelValues(source).Inc()
+		return
+	}
+	c.accepted.WithLabelValues(source).Inc()
+}
+
+func (c *counters) refused(source string, err error) {
+	c.refusals.WithLabelValues(source, refusedReason(err)).Inc()
+}
+
+// refusedReason is the metric's reason of err.
+func refusedReason(err error) string {
+	var we *wireError
+	switch {
+	case errors.Is(err, errUnknownSource):
+		return RefusedUnknownSource
+	case errors.Is(err, ErrUnsigned):
+		return RefusedUnsigned
+	case errors.Is(err, ErrBadSignature):
+		return RefusedBadSignature
+	case errors.Is(err, ErrStale):
+		return RefusedStale
+	case errors.Is(err, mqlite.ErrDuplicateConflict):
+		return RefusedConflict
+	case errors.Is(err, mqlite.ErrMessageTooLarge):
+		return RefusedTooLarge
+	case errors.Is(err, mqlite.ErrInvalidArgument):
+		return RefusedInvalid
+	case errors.As(err, &we):
+		switch we.reason {
+		case wire.ReasonBodyTooLarge:
+			return RefusedTooLarge
+		case wire.ReasonNoDedupWindow:
+			return RefusedNoDedupWindow
+		case wire.ReasonMalformed:
+			return RefusedInvalid
+		}
+	}
+	return RefusedError
+}
+
+// Describe implements prometheus.Collector: register a Handler to export
+// mqlite_inbound_accepted_total, mqlite_inbound_duplicates_total and
+// mqlite_inbound_refused_total.
+func (h *Handler) Describe(ch chan<- *prometheus.Desc) {
+	h.counts.accepted.Describe(ch)
+	h.counts.duplicates.Describe(ch)
+	h.counts.refusals.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (h *Handler) Collect(ch chan<- prometheus.Metric) {
+	h.counts.accepted.Collect(ch)
+	h.counts.duplicates.Collect(ch)
+	h.counts.refusals.Collect(ch)
+}
+
+var _ prometheus.Collector = (*Handler)(nil)
