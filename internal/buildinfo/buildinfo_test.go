@@ -46,11 +46,3 @@ func TestModuleVersion(t *testing.T) {
 		})
 	}
 }
-
-func TestVersionOfThisTest(t *testing.T) {
-	t.Parallel()
-	// go test builds the library's own module from the checkout.
-	if got := Version(); got != Devel {
-		t.Fatalf("Version() = %q in the library's own test, want %q", got, Devel)
-	}
-}
