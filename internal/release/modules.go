@@ -108,9 +108,9 @@ func releaseVersion(mods []goModule) (string, error) {
 }
 
 // checkTree returns every way the modules under root would not install
-// at version from a module proxy, joined: a go.mod with a replace to a
-// folder or of a module of the repository (go install pkg@version refuses
-// replace directives, and a user's build would not see them), a
+// at version from a module proxy, joined: a go.mod with a replace
+// directive (go install pkg@version refuses the module, and a user's build
+// ignores the directive), a
 // requirement of a module of the repository at another version, a
 // version that is not a release's, and a go.work that does not use every
 // module or does not point the version of each at its folder.
@@ -123,10 +123,8 @@ func checkTree(root string, mods []goModule, version string) error {
 	for _, m := range mods {
 		file := path.Join(m.Dir, "go.mod")
 		for _, r := range m.File.Replace {
-			if modfile.IsDirectoryPath(r.New.Path) || inRepo[r.Old.Path] {
-				errs = append(errs, fmt.Errorf("%s:%d: replace %s => %s: a committed go.mod names no replace to the checkout (go.work does that)",
-					file, r.Syntax.Start.Line, r.Old.Path, r.New.Path))
-			}
+			errs = append(errs, fmt.Errorf("%s:%d: replace %s => %s: a committed go.mod names no replace (go install refuses the module, a user's build ignores it; go.work points at the checkout)",
+				file, r.Syntax.Start.Line, r.Old.Path, r.New.Path))
 		}
 		for _, r := range m.File.Require {
 			if inRepo[r.Mod.Path] && r.Mod.Version != version {
