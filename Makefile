@@ -98,6 +98,8 @@ screenshots:
 # CHANGELOG.md has the version's section. DRY_RUN=1 checks and prints the
 # tags without creating them. The tags stay local: pushing is the
 # releaser's step (internal/release's TestTagDryRun runs both modes).
+# go run ./internal/release bump vX.Y.Z moves every go.mod and go.work to
+# the next version first.
 release:
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [DRY_RUN=1]"; exit 2; }
 	go run ./internal/release tag $(if $(DRY_RUN),-dry-run) $(VERSION)

@@ -9,6 +9,7 @@
 //	go run ./internal/release check                 # the modules agree; prints their version
 //	go run ./internal/release publish -dir DIR      # the tree at that version, as GOPROXY=file://DIR
 //	go run ./internal/release tidy                  # go mod tidy in every module (make tidy)
+//	go run ./internal/release bump v0.2.0           # every go.mod and go.work at the next version
 //	go run ./internal/release tag -dry-run v0.1.0   # what make release VERSION=v0.1.0 would tag
 //	go run ./internal/release tag v0.1.0            # tags HEAD: v0.1.0, cmd/mqlite/v0.1.0, ...
 //
@@ -44,7 +45,7 @@ func main() {
 }
 
 // errUsage is returned for a command line the tool does not take.
-var errUsage = errors.New("usage: release check | publish -dir DIR | tidy | tag [-dry-run] vX.Y.Z (flags: -root DIR, the repository, default .)")
+var errUsage = errors.New("usage: release check | publish -dir DIR | tidy | bump vX.Y.Z | tag [-dry-run] vX.Y.Z (flags: -root DIR, the repository, default .)")
 
 // run runs one subcommand of the tool with args, writing its report to out.
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -62,6 +63,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch {
 	case args[0] == "tag" && fs.NArg() == 1:
 		return tagRelease(ctx, tagParams{Root: *root, Version: fs.Arg(0), DryRun: *dryRun, Out: out})
+	case args[0] == "bump" && fs.NArg() == 1:
+		mods, err := findModules(*root)
+		if err != nil {
+			return err
+		}
+		return bump(*root, mods, fs.Arg(0))
 	case (args[0] == "check" || args[0] == "tidy" || args[0] == "publish" && *dir != "") && fs.NArg() == 0:
 		mods, err := findModules(*root)
 		if err != nil {

@@ -116,8 +116,8 @@ func releaseVersion(mods []goModule) (string, error) {
 // module or does not point the version of each at its folder.
 func checkTree(root string, mods []goModule, version string) error {
 	var errs []error
-	if !semver.IsValid(version) || semver.Canonical(version) != version || semver.Build(version) != "" {
-		errs = append(errs, fmt.Errorf("version %q: not of the form vX.Y.Z", version))
+	if err := checkVersion(version); err != nil {
+		errs = append(errs, err)
 	}
 	inRepo := modulePaths(mods)
 	for _, m := range mods {
@@ -135,6 +135,15 @@ func checkTree(root string, mods []goModule, version string) error {
 	}
 	errs = append(errs, checkWork(root, mods, version))
 	return errors.Join(errs...)
+}
+
+// checkVersion refuses a version that is not a release's: vX.Y.Z, with a
+// pre-release suffix at most.
+func checkVersion(version string) error {
+	if !semver.IsValid(version) || semver.Canonical(version) != version || semver.Build(version) != "" {
+		return fmt.Errorf("version %q: not of the form vX.Y.Z", version)
+	}
+	return nil
 }
 
 // checkWork checks that root's go.work uses every module and replaces

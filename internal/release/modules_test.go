@@ -203,3 +203,58 @@ func editFile(t *testing.T, name, old, new string) {
 	}
 	writeFile(t, name, strings.Replace(string(data), old, new, 1))
 }
+
+// TestBump moves a copy of the checkout's module files to another version:
+// after it, the copy passes checkTree at that version (every require and
+// go.work's replaces moved) and no other line of a go.mod or of go.work
+// changed.
+func TestBump(t *testing.T) {
+	t.Parallel()
+	const next = "v0.99.0"
+	root := copyModFiles(t)
+	mods, err := findModules(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bump(root, mods, "v1.2"); err == nil {
+		t.Fatal("bump to v1.2: no error, want it refused")
+	}
+	if err := bump(root, mods, next); err != nil {
+		t.Fatal(err)
+	}
+	bumped, err := findModules(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := releaseVersion(bumped); err != nil || v != next {
+		t.Fatalf("releaseVersion after bump = %s, %v; want %s", v, err, next)
+	}
+	if err := checkTree(root, bumped, next); err != nil {
+		t.Fatal(err)
+	}
+	old := repoVersion(t)
+	for _, m := range bumped {
+		before, err := os.ReadFile(filepath.Join(repoRoot, m.Dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := os.ReadFile(filepath.Join(root, m.Dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.ReplaceAll(string(before), " "+old+"\n", " "+next+"\n"); string(after) != want {
+			t.Errorf("%s/go.mod after bump:\n%s\nwant:\n%s", m.Dir, after, want)
+		}
+	}
+	before, err := os.ReadFile(filepath.Join(repoRoot, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.ReplaceAll(string(before), " "+old+" => ", " "+next+" => "); string(after) != want {
+		t.Errorf("go.work after bump:\n%s\nwant:\n%s", after, want)
+	}
+}
