@@ -7,7 +7,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # staticcheck at a pinned version, fetched from the module proxy by go run.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test race crash soak bench bench-brokers lint screenshots
+.PHONY: test race crash soak bench bench-brokers lint screenshots release tidy
 
 test:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 ./...); done
@@ -90,3 +90,23 @@ screenshots:
 	go test -C broker/chromium -count=1 -run 'TestDashboardChromium$$' -artifacts -outputdir $(CURDIR)/.screenshots .
 	cp "$$(find .screenshots -name dashboard.png | head -1)" docs/dashboard.png
 	rm -rf .screenshots
+
+# Tags every module at VERSION (v0.1.0, cmd/mqlite/v0.1.0, relay/nats/v0.1.0,
+# ...: Go's tags for a repository of several modules) after checking that
+# every go.mod requires the others at VERSION and names no replace, that
+# go.work builds each from the checkout, that nothing is uncommitted and that
+# CHANGELOG.md has the version's section. DRY_RUN=1 checks and prints the
+# tags without creating them. The tags stay local: pushing is the
+# releaser's step (internal/release's TestTagDryRun runs both modes).
+# go run ./internal/release bump vX.Y.Z moves every go.mod and go.work to
+# the next version first.
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [DRY_RUN=1]"; exit 2; }
+	go run ./internal/release tag $(if $(DRY_RUN),-dry-run) $(VERSION)
+
+# go mod tidy in every module. go mod tidy (and go get) ignore go.work, and
+# the modules require each other at a version no proxy serves before it is
+# tagged: this publishes the tree at that version to a proxy on disk, tidies
+# each module against it, and keeps those copies' checksums out of go.sum.
+tidy:
+	go run ./internal/release tidy

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
+	"github.com/mqlite/mqlite/internal/buildinfo"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -112,6 +113,9 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	}
 	if got, ok := value(fams, "mqlite_queue_sent_total", map[string]string{"queue": "q"}); !ok || got != 0 {
 		t.Errorf("idle queue q: sent %v (present %v), want a 0", got, ok)
+	}
+	if got, ok := value(fams, "mqlite_build_info", map[string]string{"version": buildinfo.Version()}); !ok || got != 1 {
+		t.Errorf("mqlite_build_info{version=%q} = %v (present %v), want 1", buildinfo.Version(), got, ok)
 	}
 	st, err := c.Stats(ctx, "w")
 	if err != nil {

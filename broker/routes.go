@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/buildinfo"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/wire"
 	"github.com/mqlite/mqlite/outbox"
@@ -917,16 +918,16 @@ func (s *Server) revokeKey(r *http.Request) (result, error) {
 	return noContent()
 }
 
-// whoami answers any valid key with its id, role and scope, and the names
-// of the queues it covers (the dashboard hides what the key may not use;
-// the endpoints refuse it anyway).
+// whoami answers any valid key with its id, role and scope, the names of
+// the queues it covers (the dashboard hides what the key may not use; the
+// endpoints refuse it anyway) and the broker's mqlite version.
 func (s *Server) whoami(r *http.Request) (result, error) {
 	qs, err := s.st.ListQueues(r.Context())
 	if err != nil {
 		return result{}, err
 	}
 	name := func(q mqlite.QueueInfo) string { return q.Name }
-	return ok(wire.WhoAmIResponse{Key: fromKey(keyOf(r.Context())), Queues: covered(r, qs, name, name)})
+	return ok(wire.WhoAmIResponse{Key: fromKey(keyOf(r.Context())), Queues: covered(r, qs, name, name), Version: buildinfo.Version()})
 }
 
 // counts answers the per-state counts and counters of every queue the key

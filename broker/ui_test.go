@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/buildinfo"
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
@@ -87,8 +88,8 @@ func TestDashboardAssets(t *testing.T) {
 	}
 }
 
-// TestWhoAmI: every valid key learns its id, role and scope, and the queues
-// it covers; no key is 401.
+// TestWhoAmI: every valid key learns its id, role and scope, the queues it
+// covers and the broker's version; no key is 401.
 func TestWhoAmI(t *testing.T) {
 	f := start(t, broker.Config{})
 	for _, c := range []struct {
@@ -104,8 +105,9 @@ func TestWhoAmI(t *testing.T) {
 		if st := f.get(t, "/v1/whoami", f.keys[c.name], &got); st != 200 {
 			t.Fatalf("%s: %d", c.name, st)
 		}
-		if got.Key.ID != f.ids[c.name] || got.Key.Role != c.role || strings.Join(got.Queues, ",") != strings.Join(c.queues, ",") {
-			t.Errorf("%s: %+v, want role %s queues %v", c.name, got, c.role, c.queues)
+		if got.Key.ID != f.ids[c.name] || got.Key.Role != c.role || strings.Join(got.Queues, ",") != strings.Join(c.queues, ",") ||
+			got.Version != buildinfo.Version() {
+			t.Errorf("%s: %+v, want role %s queues %v version %s", c.name, got, c.role, c.queues, buildinfo.Version())
 		}
 	}
 	if st, e := f.do(t, "GET", "/v1/whoami", "", nil); st != 401 || e.Reason != wire.ReasonNoKey {

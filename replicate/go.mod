@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/benbjohnson/litestream v0.5.18
-	github.com/mqlite/mqlite v0.0.0
+	github.com/mqlite/mqlite v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/superfly/ltx v0.5.2
 	go.uber.org/goleak v1.3.0
@@ -57,5 +57,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/mqlite/mqlite => ../

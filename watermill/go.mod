@@ -2,11 +2,9 @@ module github.com/mqlite/mqlite/watermill
 
 go 1.26.8
 
-replace github.com/mqlite/mqlite => ../
-
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
-	github.com/mqlite/mqlite v0.0.0-00010101000000-000000000000
+	github.com/mqlite/mqlite v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

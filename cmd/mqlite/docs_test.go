@@ -34,7 +34,8 @@ func (b block) String() string { return b.file + ": " + b.first }
 // command's package folder. Every other block runs.
 var parsedOnly = map[string]string{
 	`README.md: (repo=$PWD && cd "$(mktemp -d)" && go mod init example.com/app && go mod edit -replace github.com/mqlite/mqlite="$repo" &&`: "runs from a clone's root and resolves a new module's dependencies through the module proxy",
-	"README.md: go install github.com/mqlite/mqlite/cmd/mqlite@latest":                                                                      "fetches from the module proxy; the blocks that follow run the binary built from this checkout instead",
+	"README.md: go install github.com/mqlite/mqlite/cmd/mqlite@latest":                                                                      "internal/release's TestInstallFromProxy runs it against the tree published to a module proxy on disk; the blocks that follow run the binary built from this checkout",
+	"README.md: go run -C cmd/mqlite . demo          # the demo, built from the checkout; nothing installed":                                "internal/release's TestFromClone runs the demo line in a copy of the checkout; make test is the run this test is part of",
 	"docs/benchmark.md: make bench   # everything below, send and drain three times over":                                                   "benchmarks take many minutes; they are measurements, not checks",
 	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLoopLatency' -benchtime 1000x ./consumer":                                        "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/":                                    "a benchmark",

@@ -2,18 +2,11 @@ module github.com/mqlite/mqlite/cmd/mqlite
 
 go 1.26.8
 
-replace (
-	github.com/mqlite/mqlite => ../..
-	github.com/mqlite/mqlite/relay/amqp => ../../relay/amqp
-	github.com/mqlite/mqlite/relay/kafka => ../../relay/kafka
-	github.com/mqlite/mqlite/relay/nats => ../../relay/nats
-)
-
 require (
-	github.com/mqlite/mqlite v0.0.0
-	github.com/mqlite/mqlite/relay/amqp v0.0.0-00010101000000-000000000000
-	github.com/mqlite/mqlite/relay/kafka v0.0.0-00010101000000-000000000000
-	github.com/mqlite/mqlite/relay/nats v0.0.0-00010101000000-000000000000
+	github.com/mqlite/mqlite v0.1.0
+	github.com/mqlite/mqlite/relay/amqp v0.1.0
+	github.com/mqlite/mqlite/relay/kafka v0.1.0
+	github.com/mqlite/mqlite/relay/nats v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0

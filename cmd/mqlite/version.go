@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mqlite/mqlite/internal/buildinfo"
 	"github.com/mqlite/mqlite/schema"
 )
 
@@ -17,7 +18,9 @@ import (
 // binary's build information.
 type versionInfo struct {
 	// Version is the module version "go install ...@v1.2.3" built, or
-	// "(devel)" for a build from a checkout.
+	// "(devel)" for a build from a checkout (or one without build
+	// information). Every module is released at one version, so it is
+	// also the library's.
 	Version string `json:"version"`
 	// Commit, CommitTime and Modified describe the checkout a local build
 	// came from (empty for "go install ...@version").
@@ -53,12 +56,15 @@ func (v versionInfo) Short() string {
 
 // buildVersion reads the binary's build information once.
 var buildVersion = sync.OnceValue(func() versionInfo {
-	v := versionInfo{Version: "(unknown)", SQLite: sqliteVersion(), Schema: schema.Token}
+	v := versionInfo{Version: buildinfo.Devel, SQLite: sqliteVersion(), Schema: schema.Token}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
 	}
-	v.Version, v.Go = bi.Main.Version, bi.GoVersion
+	v.Go = bi.GoVersion
+	if bi.Main.Version != "" {
+		v.Version = bi.Main.Version
+	}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":

@@ -2,10 +2,8 @@ module github.com/mqlite/mqlite/examples/service
 
 go 1.26.8
 
-replace github.com/mqlite/mqlite => ../..
-
 require (
-	github.com/mqlite/mqlite v0.0.0-00010101000000-000000000000
+	github.com/mqlite/mqlite v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	go.uber.org/goleak v1.3.0

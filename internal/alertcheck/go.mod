@@ -3,7 +3,7 @@ module github.com/mqlite/mqlite/internal/alertcheck
 go 1.26.8
 
 require (
-	github.com/mqlite/mqlite v0.0.0
+	github.com/mqlite/mqlite v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.1
 )
@@ -51,5 +51,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/mqlite/mqlite => ../..

@@ -2,10 +2,8 @@ module github.com/mqlite/mqlite/relay/amqp
 
 go 1.26.8
 
-replace github.com/mqlite/mqlite => ../..
-
 require (
-	github.com/mqlite/mqlite v0.0.0-00010101000000-000000000000
+	github.com/mqlite/mqlite v0.1.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	go.uber.org/goleak v1.3.0
 )

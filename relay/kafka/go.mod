@@ -3,7 +3,7 @@ module github.com/mqlite/mqlite/relay/kafka
 go 1.26.8
 
 require (
-	github.com/mqlite/mqlite v0.0.0
+	github.com/mqlite/mqlite v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
@@ -40,5 +40,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/mqlite/mqlite => ../..

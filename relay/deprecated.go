@@ -1,6 +1,0 @@
-package relay
-
-// Options is the former name of Config.
-//
-// Deprecated: use Config.
-type Options = Config
