@@ -17,3 +17,20 @@ func FireSchedules(ctx context.Context, s *Store) (int64, error) {
 // ReceiversKept returns how many receivers and held leases s's registry
 // keeps, without pruning it as Receivers does.
 func ReceiversKept(s *Store) (live, locks int) { return s.receivers.size() }
+
+// GroupWaiting returns how many callers of s.Tx wait for their turn in a
+// group commit.
+func GroupWaiting(s *Store) int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	n := 0
+	for _, m := range s.group.queue {
+		if m.state.Load() == memberWaiting {
+			n++
+		}
+	}
+	return n
+}
+
+// GroupCommits returns how many group commits s has committed.
+func GroupCommits(s *Store) int64 { return s.group.commits.Load() }
