@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -112,10 +113,15 @@ func (c *committer) idle() bool {
 	return true
 }
 
-// drive runs group commits until no caller waits.
+// drive runs group commits until no caller waits. Between two groups it
+// yields the processor once: the callers the commit just answered run and,
+// when they call again at once (producers in a loop), join the next group
+// instead of each making a group of its own. A yield is no timer: when no
+// other goroutine is runnable it returns at once.
 func (s *Store) drive() {
 	for !s.group.idle() {
 		s.commitGroup()
+		runtime.Gosched()
 	}
 }
 
