@@ -277,9 +277,6 @@ func canonicalPath(path string) (string, error) {
 // It is safe to call more than once; later calls return the first call's
 // result.
 func (s *Store) Close() error {
-	if os.Getenv("H2DEBUG") != "" {
-		fmt.Fprintln(os.Stderr, "group commits", s.group.commits.Load())
-	}
 	s.closeOnce.Do(func() {
 		close(s.closed) // from here on no commit is allowed
 		s.notify.WakeAll()
