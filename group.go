@@ -25,14 +25,18 @@ const (
 // fsync for the group instead of one per caller.
 //
 // The transaction is driven by one goroutine, started when a caller finds
-// none running and ending when no caller waits: it begins, hands the
-// transaction to each waiting caller in turn (the caller runs its callback
-// on its own goroutine, so a panic stays the caller's), and commits. Safe
-// for concurrent use.
+// none running and ending when no caller waits: it begins, runs each
+// waiting caller's callback in turn, and commits. The callbacks run on the
+// driving goroutine rather than each on its caller's, because handing the
+// transaction from goroutine to goroutine, twice per caller, cost more than
+// the callbacks themselves on a loaded machine; a callback's panic is
+// recovered there and raised again in its caller, and a callback that ends
+// the driving goroutine (runtime.Goexit) has its step rolled back and a new
+// goroutine carry the group on. Safe for concurrent use.
 type committer struct {
 	mu      sync.Mutex
 	queue   []*member // the callers waiting for their turn, oldest first
-	running bool      // the driving goroutine runs
+	running bool      // a driving goroutine runs
 	// written counts the body bytes the group in progress has sent (the
 	// pre-update hook): the group's byte bound.
 	written atomic.Int64
@@ -40,7 +44,7 @@ type committer struct {
 }
 
 // The states of a member: waiting for its turn, taken by the committer
-// (its turn is coming), or gone (its ctx ended first).
+// (its callback runs or has run), or gone (its ctx ended first).
 const (
 	memberWaiting int32 = iota
 	memberTaken
@@ -49,30 +53,25 @@ const (
 
 // member is one caller of Store.Tx in the committer's queue.
 type member struct {
+	ctx   context.Context
+	fn    func(tx *Tx) error
 	state atomic.Int32
-	turn  chan turn     // committer to caller: run now (or the begin's error)
-	ran   chan stepDone // caller to committer: the step ended
-	done  chan error    // committer to caller: the group's commit, for a kept step
+	done  chan outcome // committer to caller, once
 }
 
-// turn is the transaction a member's step runs in, or why there is none.
-type turn struct {
-	tx  *sql.Tx
-	err error
+// outcome is what a caller of Store.Tx gets: its error (fn's, ctx's, the
+// commit's), or the value its callback panicked with.
+type outcome struct {
+	err      error
+	panicked any
 }
 
-// stepDone is how a member's step ended: kept (released into the group's
-// transaction, waiting for its commit), or not (rolled back to its
-// savepoint); broken when the transaction itself failed (a savepoint could
-// not be taken, released or rolled back to), which ends the group.
-type stepDone struct {
-	kept   bool
-	broken error
-}
+// errGoexit is the outcome of a callback that called runtime.Goexit.
+var errGoexit = errors.New("the callback called runtime.Goexit (t.FailNow?); its work is rolled back")
 
 // join queues a new member, starting the driving goroutine when none runs.
-func (s *Store) join() *member {
-	m := &member{turn: make(chan turn, 1), ran: make(chan stepDone, 1), done: make(chan error, 1)}
+func (s *Store) join(ctx context.Context, fn func(tx *Tx) error) *member {
+	m := &member{ctx: ctx, fn: fn, done: make(chan outcome, 1)}
 	c := &s.group
 	c.mu.Lock()
 	c.queue = append(c.queue, m)
@@ -80,7 +79,7 @@ func (s *Store) join() *member {
 	c.running = true
 	c.mu.Unlock()
 	if start {
-		go s.drive()
+		go s.drive(nil)
 	}
 	return m
 }
@@ -113,23 +112,36 @@ func (c *committer) idle() bool {
 	return true
 }
 
-// drive runs group commits until no caller waits. Between two groups it
-// yields the processor once: the callers the commit just answered run and,
-// when they call again at once (producers in a loop), join the next group
-// instead of each making a group of its own. A yield is no timer: when no
-// other goroutine is runnable it returns at once.
-func (s *Store) drive() {
+// group is one group commit in progress.
+type group struct {
+	tx     *sql.Tx
+	steps  int       // the members taken
+	kept   []*member // the members whose work is in tx, waiting for the commit
+	broken error     // tx failed in a step: the group rolls back
+}
+
+// drive runs group commits until no caller waits, first finishing g when
+// it is not nil (a group whose driving goroutine a callback ended). Between
+// two groups it yields the processor once: the callers the commit just
+// answered run and, when they call again at once (producers in a loop),
+// join the next group instead of each making a group of its own. A yield
+// is no timer: when no other goroutine is runnable it returns at once.
+func (s *Store) drive(g *group) {
+	if g != nil {
+		s.runGroup(g)
+		runtime.Gosched()
+	}
 	for !s.group.idle() {
-		s.commitGroup()
+		if g := s.beginGroup(); g != nil {
+			s.runGroup(g)
+		}
 		runtime.Gosched()
 	}
 }
 
-// commitGroup runs one group: begin, each waiting member's step in turn
-// (up to the bounds), one commit, and every kept member told its outcome.
-// A begin that fails fails every member waiting then.
-func (s *Store) commitGroup() {
-	c := &s.group
+// beginGroup begins a group's transaction. A begin that fails fails every
+// member waiting then, and returns nil.
+func (s *Store) beginGroup() *group {
 	// No ctx to wait with: the group is no caller's. database/sql ends the
 	// wait with an error when Close closes the handle.
 	tx, err := s.db.BeginTx(context.Background(), nil)
@@ -139,36 +151,35 @@ func (s *Store) commitGroup() {
 		} else {
 			err = fmt.Errorf("begin: %w", err)
 		}
-		for m := c.take(); m != nil; m = c.take() {
-			m.turn <- turn{err: err}
+		for m := s.group.take(); m != nil; m = s.group.take() {
+			m.done <- outcome{err: err}
 		}
-		return
+		return nil
 	}
-	c.written.Store(0)
-	var kept []*member
-	var broken error
-	for n := 0; n < groupMaxCallers && c.written.Load() < groupMaxBytes; n++ {
+	s.group.written.Store(0)
+	return &group{tx: tx}
+}
+
+// runGroup runs the steps of the members waiting, up to the bounds, then
+// commits (or rolls back) g and tells every kept member the outcome.
+func (s *Store) runGroup(g *group) {
+	c := &s.group
+	for g.broken == nil && g.steps < groupMaxCallers && c.written.Load() < groupMaxBytes {
 		m := c.take()
 		if m == nil {
 			break
 		}
-		m.turn <- turn{tx: tx}
-		d := <-m.ran
-		if d.broken != nil {
-			broken = d.broken
-			break
-		}
-		if d.kept {
-			kept = append(kept, m)
-		}
+		g.steps++
+		s.step(g, m)
 	}
+	var err error
 	switch {
-	case broken != nil:
-		err = errors.Join(fmt.Errorf("group transaction failed in another caller's step: %w", broken), ignoreDone(tx.Rollback()))
-	case len(kept) == 0:
-		err = ignoreDone(tx.Rollback())
+	case g.broken != nil:
+		err = errors.Join(fmt.Errorf("group transaction failed in another caller's step: %w", g.broken), ignoreDone(g.tx.Rollback()))
+	case len(g.kept) == 0:
+		err = ignoreDone(g.tx.Rollback())
 	default:
-		if err = tx.Commit(); err == nil {
+		if err = g.tx.Commit(); err == nil {
 			c.commits.Add(1)
 		} else {
 			if s.isClosed() && !errors.Is(err, ErrClosed) {
@@ -177,67 +188,94 @@ func (s *Store) commitGroup() {
 			err = fmt.Errorf("commit: %w", err)
 		}
 	}
-	for _, m := range kept {
-		m.done <- err
+	for _, m := range g.kept {
+		m.done <- outcome{err: err}
 	}
 }
 
-// wait waits for m's turn until ctx ends; then m leaves the queue and ctx's
-// error is returned, unless the committer took m just then: its turn comes
-// and is run (the step sees ctx ended and runs nothing).
-func (m *member) wait(ctx context.Context) (turn, error) {
+// wait waits for m's outcome. When ctx ends before m's turn, m leaves the
+// queue and ctx's error is returned; once its callback runs, the wait goes
+// on: the callback must not outlive its caller's call, and once it returned
+// nil its work is in the group's transaction, whose commit is the outcome.
+func (m *member) wait() outcome {
 	select {
-	case t := <-m.turn:
-		return t, nil
-	case <-ctx.Done():
+	case o := <-m.done:
+		return o
+	case <-m.ctx.Done():
 		if m.state.CompareAndSwap(memberWaiting, memberGone) {
-			return turn{}, fmt.Errorf("begin: waiting for the connection: %w", ctx.Err())
+			return outcome{err: fmt.Errorf("begin: waiting for the connection: %w", m.ctx.Err())}
 		}
-		return <-m.turn, nil
+		return <-m.done
 	}
 }
 
-// step runs fn, the caller's callback, in a savepoint of tx: released into
-// the group's transaction when fn returns nil with ctx still alive (kept:
-// the caller then waits for the group's commit), rolled back to otherwise,
-// and when fn panics (the panic goes on after the rollback). What the hooks
-// recorded of the step (metrics, settlements) is dropped with it.
-func (s *Store) step(ctx context.Context, m *member, tx *sql.Tx, fn func(tx *Tx) error) (kept bool, err error) {
-	var d stepDone
-	defer func() { m.ran <- d }() // last: after a panic's rollback too
-	if err := ctx.Err(); err != nil {
-		return false, err
+// step runs m's callback in a savepoint of g's transaction: released into
+// it when the callback returns nil with m's ctx still alive (m is kept: it
+// waits for the commit), rolled back to otherwise, and when the callback
+// panics (m gets the panic to raise again) or ends the goroutine (m gets
+// errGoexit, and a new goroutine carries g on). What the hooks recorded of
+// the step (metrics, settlements) is dropped with it. A savepoint that
+// cannot be taken, released or rolled back to breaks g.
+func (s *Store) step(g *group, m *member) {
+	if err := m.ctx.Err(); err != nil {
+		m.done <- outcome{err: err}
+		return
 	}
-	stmtCtx := context.WithoutCancel(ctx)
+	stmtCtx := context.WithoutCancel(m.ctx)
 	mark := s.markStep()
-	if _, err := tx.ExecContext(stmtCtx, "SAVEPOINT mqlite_step"); err != nil {
-		d.broken = fmt.Errorf("savepoint: %w", err)
-		return false, d.broken
+	if _, err := g.tx.ExecContext(stmtCtx, "SAVEPOINT mqlite_step"); err != nil {
+		g.broken = fmt.Errorf("savepoint: %w", err)
+		m.done <- outcome{err: g.broken}
+		return
 	}
-	returned := false
+	txCtx, end := markTx(stmtCtx, &txMark{store: s})
+	var ferr error
+	var panicked any
+	exited := true // until fn returns or panics: runtime.Goexit ends this goroutine
 	defer func() {
-		if !returned { // fn panicked
-			d.broken = s.rollbackStep(stmtCtx, tx, mark)
+		if exited {
+			end()
+			if rb := s.rollbackStep(stmtCtx, g.tx, mark); rb != nil {
+				g.broken = rb
+			}
+			m.done <- outcome{err: errGoexit}
+			go s.drive(g)
 		}
 	}()
-	txCtx, end := markTx(stmtCtx, &txMark{store: s})
-	defer end() // a panicking fn's transaction ends too
-	ferr := fn(&Tx{tx: tx, ctx: txCtx})
+	func() {
+		defer func() {
+			if exited {
+				if p := recover(); p != nil { // nil: a Goexit, which goes on
+					panicked, exited = p, false
+				}
+			}
+		}()
+		ferr = m.fn(&Tx{tx: g.tx, ctx: txCtx})
+		exited = false
+	}()
 	end()
-	returned = true
+	if panicked != nil {
+		if rb := s.rollbackStep(stmtCtx, g.tx, mark); rb != nil {
+			g.broken = rb
+		}
+		m.done <- outcome{panicked: panicked}
+		return
+	}
 	if ferr == nil {
-		ferr = ctx.Err()
+		ferr = m.ctx.Err()
 	}
 	if ferr != nil {
-		d.broken = s.rollbackStep(stmtCtx, tx, mark)
-		return false, errors.Join(ferr, ignoreDone(d.broken)) // fn may have ended tx itself
+		rb := s.rollbackStep(stmtCtx, g.tx, mark)
+		g.broken = rb
+		m.done <- outcome{err: errors.Join(ferr, ignoreDone(rb))} // fn may have ended tx itself
+		return
 	}
-	if _, err := tx.ExecContext(stmtCtx, "RELEASE mqlite_step"); err != nil {
-		d.broken = fmt.Errorf("release savepoint: %w", err)
-		return false, d.broken
+	if _, err := g.tx.ExecContext(stmtCtx, "RELEASE mqlite_step"); err != nil {
+		g.broken = fmt.Errorf("release savepoint: %w", err)
+		m.done <- outcome{err: g.broken}
+		return
 	}
-	d.kept = true
-	return true, nil
+	g.kept = append(g.kept, m)
 }
 
 // rollbackStep undoes a step: its rows (rolled back to its savepoint, which

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +25,10 @@ const (
 	outCancelWaiting groupOutcome = "cancel-waiting" // ctx ends before the caller's turn
 	outCancelInFn    groupOutcome = "cancel-in-fn"   // ctx ends while fn runs; fn returns nil
 	outSavepoints    groupOutcome = "savepoints"     // fn nests savepoints as GORM does, one rolled back
+	outGoexit        groupOutcome = "goexit"         // fn ends its goroutine (runtime.Goexit)
 )
 
-var groupOutcomes = []groupOutcome{outCommit, outError, outPanic, outCancelWaiting, outCancelInFn, outSavepoints}
+var groupOutcomes = []groupOutcome{outCommit, outError, outPanic, outCancelWaiting, outCancelInFn, outSavepoints, outGoexit}
 
 // committed reports whether the outcome's work is in the group's commit.
 func (o groupOutcome) committed() bool { return o == outCommit || o == outSavepoints }
@@ -57,6 +59,8 @@ func groupStep(o groupOutcome, name string, cancel context.CancelFunc) func(tx *
 			panic(&stepPanic{name})
 		case outCancelInFn:
 			cancel()
+		case outGoexit:
+			runtime.Goexit()
 		case outSavepoints:
 			// GORM's nested Transaction: SAVEPOINT, ROLLBACK TO on the inner
 			// error, RELEASE on success.
@@ -158,7 +162,8 @@ func sentOf(t *testing.T, st *mqlite.Store, queue string) (sent, active int64) {
 }
 
 // TestGroupCommitOutcomes runs groups of callers of Store.Tx whose steps
-// end every way a step can end, every ordered pair of outcomes behind a
+// end every way a step can end (the callbacks run on the store's driving
+// goroutine: a Goexit there must not stop the group), every ordered pair of outcomes behind a
 // committing caller and all of them in one group, and checks each caller's
 // result, the rows and messages that exist, the metrics, and that each
 // group committed once.
@@ -212,6 +217,8 @@ func TestGroupCommitOutcomes(t *testing.T) {
 					ok = isStep && p.name == n && res.err == nil
 				case outCancelWaiting, outCancelInFn:
 					ok = errors.Is(res.err, context.Canceled) && res.panicked == nil
+				case outGoexit:
+					ok = res.err != nil && strings.Contains(res.err.Error(), "Goexit") && res.panicked == nil
 				}
 				if !ok {
 					t.Errorf("caller %d (%s): err %v, panic %v", i+1, o, res.err, res.panicked)

@@ -77,18 +77,11 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m := s.join()
-	t, err := m.wait(ctx)
-	if err != nil {
-		return err
+	o := s.join(ctx, fn).wait()
+	if o.panicked != nil {
+		panic(o.panicked) // fn's panic, raised again in its caller after the rollback
 	}
-	if t.err != nil {
-		return t.err
-	}
-	if kept, err := s.step(ctx, m, t.tx, fn); !kept {
-		return err
-	}
-	return <-m.done
+	return o.err
 }
 
 // SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.
