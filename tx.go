@@ -38,7 +38,10 @@ func (t *Tx) Context() context.Context { return t.ctx }
 // panic, its ctx ended); then one COMMIT for the group, after which every
 // caller whose fn returned nil returns: nil, or the commit's error (then
 // none of the group's work exists). A caller whose fn failed returns at
-// once with its own error. A call that finds the store idle begins and
+// once with its own error. fn runs on a goroutine of the store's, not on
+// the caller's (the caller waits for it): a panic of fn is raised again in
+// the caller, and a runtime.Goexit of fn (t.FailNow) rolls fn's work back
+// and makes Tx return an error. A call that finds the store idle begins and
 // commits at once: grouping adds no timer and no wait. A group takes at
 // most 64 callers and 4 MiB of message bodies; the callers left wait for the
 // next group. Under SyncFull this is what spares one fsync per caller.
