@@ -37,6 +37,8 @@ var parsedOnly = map[string]string{
 	"README.md: go install github.com/mqlite/mqlite/cmd/mqlite@latest":                                                                      "fetches from the module proxy; the blocks that follow run the binary built from this checkout instead",
 	"docs/benchmark.md: make bench   # everything below, send and drain three times over":                                                   "benchmarks take many minutes; they are measurements, not checks",
 	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLoopLatency' -benchtime 1000x ./consumer":                                        "a benchmark",
+	"docs/benchmark.md: go test -run '^$' -bench BenchmarkEightProducers -benchtime 10000x -count 3 ./outbox":                               "a benchmark",
+	"docs/benchmark.md: go test -run '^$' -bench BenchmarkGroupLatency -benchtime 10000x -count 3 ./consumer":                               "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/":                                    "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkPages -benchtime 1x ./internal/engine/":                                           "benchmarks",
 	"docs/benchmark.md: go test -C relay/nats -run '^$' -bench BenchmarkRelayJetStream -benchtime 20000x .  # its own module":               "a benchmark",
