@@ -7,7 +7,8 @@ import (
 	"fmt"
 )
 
-// Tx is one transaction of Store.Tx. It is not safe for concurrent use.
+// Tx is one callback's transaction of Store.Tx: its own savepoint inside
+// the transaction of a group commit. It is not safe for concurrent use.
 type Tx struct {
 	tx  *sql.Tx
 	ctx context.Context
@@ -114,7 +115,8 @@ type SQLTx interface {
 // only connection (see Store.Tx); a long fn should check the ctx given to
 // InTx between statements. A begin error is returned wrapped ("begin: ...").
 // Open the transaction on the store's handle: the outbox refuses any other
-// (ErrNotAStore).
+// (ErrNotAStore). The transaction is the caller's own, never part of a
+// group commit of Store.Tx: it holds the connection alone until it ends.
 func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptions) (T, error),
 	fn func(ctx context.Context, tx T) error) (err error) {
 	if err := ctx.Err(); err != nil {
