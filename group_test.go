@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -341,5 +342,63 @@ func TestGroupCommitFails(t *testing.T) {
 	}
 	if got := testdb.Int(t, st2.DB(), `SELECT count(*) FROM mqlite_messages`); got != 0 {
 		t.Errorf("%d messages after the refused commit", got)
+	}
+}
+
+// TestGroupCommitSettlementsPerCaller completes two deliveries inside two
+// callers of one group (consumer.CompleteTx): the caller that fails keeps
+// its delivery held (in the file, in the registry of Receivers, in the
+// metrics), the caller that commits has its delivery completed and
+// forgotten, both on the group's one commit.
+func TestGroupCommitSettlementsPerCaller(t *testing.T) {
+	t.Parallel()
+	b := txBundle(t)
+	st, ctx := b.Store, context.Background()
+	for _, id := range []string{"m1", "m2"} {
+		if _, err := outbox.Send(ctx, st, "q", outbox.Message{Body: []byte(id), MessageID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 2})
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("receive: %d messages, %v", len(msgs), err)
+	}
+	if _, locks := mqlite.ReceiversKept(st); locks != 2 {
+		t.Fatalf("registry holds %d locks before the group, want 2", locks)
+	}
+	complete := func(m mqlite.Message, fail bool) func(tx *mqlite.Tx) error {
+		return func(tx *mqlite.Tx) error {
+			if err := consumer.CompleteTx(tx.Context(), tx.SQL(), m.Lock()); err != nil {
+				return err
+			}
+			if fail {
+				return errStep
+			}
+			return nil
+		}
+	}
+	run := startGroup(t, st, func(tx *mqlite.Tx) error { return nil })
+	run.call(ctx, complete(msgs[0], true))
+	run.call(ctx, complete(msgs[1], false))
+	res := run.finish()
+	if !errors.Is(res[1].err, errStep) || res[2].err != nil {
+		t.Fatalf("results %+v", res)
+	}
+	states := testdb.Strings(t, st.DB(), `SELECT message_id || ':' || state FROM mqlite_messages WHERE queue = 'q' ORDER BY id`)
+	if want := []string{msgs[0].MessageID + ":locked", msgs[1].MessageID + ":completed"}; !slices.Equal(states, want) &&
+		!slices.Equal(states, want[:1]) { // a completed row may be deleted at once
+		t.Errorf("rows %q, want %q", states, want)
+	}
+	if _, locks := mqlite.ReceiversKept(st); locks != 1 {
+		t.Errorf("registry holds %d locks after the group, want 1 (the failed caller's)", locks)
+	}
+	ms, err := st.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Queue == "q" && (m.Counters.Completed != 1 || m.Locked != 1) {
+			t.Errorf("metrics: %d completed, %d locked, want 1 and 1", m.Counters.Completed, m.Locked)
+		}
 	}
 }
