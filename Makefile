@@ -56,6 +56,8 @@ bench:
 	go test -run '^$$' -bench BenchmarkLoopLatency -benchtime 1000x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopIdleCPU -benchtime 1x ./consumer/
 	go test -run '^$$' -bench BenchmarkLoopThroughput -benchtime 20000x ./consumer/
+	go test -run '^$$' -bench BenchmarkEightProducers -benchtime 10000x -count 3 ./outbox/   # group commit beside raw SQL, NORMAL and FULL
+	go test -run '^$$' -bench BenchmarkGroupLatency -benchtime 10000x -count 3 ./consumer/
 	go test -run '^$$' -bench 'BenchmarkBroker$$' -benchtime 50000x ./client/
 	go test -run '^$$' -bench 'BenchmarkBrokerMemory|BenchmarkStreamCommitStall' -benchtime 1x ./broker/
 	go test -run '^$$' -bench BenchmarkBrokerPeekRSS -benchtime 1x -timeout 30m ./client/

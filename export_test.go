@@ -32,3 +32,20 @@ func HandoffWaiters(s *Store) int { return int(s.handoffs.n.Load()) }
 // SetHandoff turns s's hand-off on or off; off, a commit only wakes the
 // sleeping Receives, which claim in transactions of their own.
 func SetHandoff(s *Store, on bool) { s.handoffs.off.Store(!on) }
+
+// GroupWaiting returns how many callers of s.Tx wait for their turn in a
+// group commit.
+func GroupWaiting(s *Store) int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	n := 0
+	for _, m := range s.group.queue {
+		if m.state.Load() == memberWaiting {
+			n++
+		}
+	}
+	return n
+}
+
+// GroupCommits returns how many group commits s has committed.
+func GroupCommits(s *Store) int64 { return s.group.commits.Load() }

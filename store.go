@@ -42,6 +42,8 @@ type Store struct {
 	// txSettled is what settlements inside a caller's transaction leave for
 	// its commit.
 	txSettled settledInTx
+	// group runs the callers of Tx in group commits.
+	group committer
 
 	migration Migration // what open did to the file's layout
 
@@ -124,7 +126,7 @@ func (s *Store) open(ctx context.Context) error {
 		Commit:          func() { s.tally.commit(); s.notify.Commit(); s.settledCommitted() },
 		Rollback:        func() { s.tally.rollback(); s.notify.Rollback(); s.settledRolledBack() },
 		Settling:        s.settling,
-		Changed:         s.tally.change,
+		Changed:         s.changed,
 		Created:         s.tally.create,
 		Dropped:         s.tally.drop,
 		Closing:         s.isClosed,
@@ -157,6 +159,15 @@ func (s *Store) open(ctx context.Context) error {
 		return err
 	}
 	return s.tally.seed(ctx, db)
+}
+
+// changed is the pre-update hook's report of a messages row: the tally
+// counts it, and the bytes it sends count toward the group commit's bound.
+func (s *Store) changed(c engine.RowChange) {
+	s.tally.change(c)
+	if c.Old == "" {
+		s.group.written.Add(c.Bytes)
+	}
 }
 
 // refuse returns the error of a file that Config.ExistingOnly does not let

@@ -159,17 +159,11 @@ func (t *tally) change(c engine.RowChange) {
 		return
 	}
 	d := t.delta(c.Queue)
-	if i := stateIndex(c.Old); i >= 0 {
-		d.states[i]--
-	}
-	if i := stateIndex(c.New); i >= 0 {
-		d.states[i]++
-	}
-	switch {
-	case c.Old == "":
-		d.bytes += c.Bytes
-	case c.New == "":
-		d.bytes -= c.Bytes
+	moveState(&d.states, &d.bytes, c)
+	if d.exact != nil {
+		// Counts read (Stats) earlier in the transaction, a group commit's
+		// step before this write: the write moves them too.
+		moveState(&d.exact.states, &d.exact.bytes, c)
 	}
 	n := &d.counters
 	switch {
@@ -199,6 +193,56 @@ func (t *tally) change(c engine.RowChange) {
 	if c.New == string(StateDeadLettered) {
 		n.DeadLettered++
 	}
+}
+
+// moveState applies a row's change of state to counts per state and bytes.
+func moveState(states *[len(tallyStates)]int64, bytes *int64, c engine.RowChange) {
+	if i := stateIndex(c.Old); i >= 0 {
+		states[i]--
+	}
+	if i := stateIndex(c.New); i >= 0 {
+		states[i]++
+	}
+	switch {
+	case c.Old == "":
+		*bytes += c.Bytes
+	case c.New == "":
+		*bytes -= c.Bytes
+	}
+}
+
+// tallyMark is where the open transaction's pending changes stood when a
+// step of a group commit began (mark), for undo.
+type tallyMark struct {
+	pending          []queueDelta
+	created, dropped int
+}
+
+// mark copies the open transaction's pending changes and clears its cause:
+// a group commit's step begins, which names its own.
+func (t *tally) mark() tallyMark {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := tallyMark{pending: make([]queueDelta, len(t.pending)), created: len(t.created), dropped: len(t.dropped)}
+	for i, d := range t.pending {
+		if d.exact != nil {
+			e := *d.exact
+			d.exact = &e
+		}
+		m.pending[i] = d
+	}
+	t.cause = causeNone
+	return m
+}
+
+// undo brings the pending changes back to m: the step that followed it
+// rolled back to its savepoint.
+func (t *tally) undo(m tallyMark) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.pending)
+	t.pending = append(t.pending[:0], m.pending...)
+	t.created, t.dropped, t.cause = t.created[:m.created], t.dropped[:m.dropped], causeNone
 }
 
 // correct takes the counts per state of queue as the current transaction

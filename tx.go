@@ -7,7 +7,8 @@ import (
 	"fmt"
 )
 
-// Tx is one transaction of Store.Tx. It is not safe for concurrent use.
+// Tx is one callback's transaction of Store.Tx: its own savepoint inside
+// the transaction of a group commit. It is not safe for concurrent use.
 type Tx struct {
 	tx  *sql.Tx
 	ctx context.Context
@@ -25,62 +26,70 @@ func (t *Tx) SQL() *sql.Tx { return t.tx }
 func (t *Tx) Context() context.Context { return t.ctx }
 
 // Tx runs fn in one transaction on the store's connection and commits when fn
-// returns nil. Before the commit, it claims for a Receive that sleeps on a
-// queue fn made a message of claimable, and hands that Receive the messages
-// once the commit succeeded (see Receive). It rolls back when fn returns an error (which Tx returns),
-// when fn panics (the panic is re-raised after the rollback), and when ctx is
-// cancelled before the commit, even if fn returned nil: then ctx's error is
-// returned and neither the business rows nor the messages exist.
+// returns nil. It rolls back fn's work when fn returns an error (which Tx
+// returns), when fn panics (the panic is re-raised after the rollback), and
+// when ctx is cancelled before fn's work joined the commit, even if fn
+// returned nil: then ctx's error is returned and neither the business rows
+// nor the messages exist.
+//
+// Group commit: calls of Tx that arrive while another transaction of the
+// store runs or commits wait for the next one and share it: each fn runs,
+// one after the other, in a savepoint of its own, released into the shared
+// transaction when fn returns nil or rolled back to alone (fn's error, its
+// panic, its ctx ended); then one COMMIT for the group, after which every
+// caller whose fn returned nil returns: nil, or the commit's error (then
+// none of the group's work exists). A caller whose fn failed returns at
+// once with its own error. fn runs on a goroutine of the store's, not on
+// the caller's (the caller waits for it): a panic of fn is raised again in
+// the caller, and a runtime.Goexit of fn (t.FailNow) rolls fn's work back
+// and makes Tx return an error. A call that finds the store idle begins and
+// commits at once: grouping adds no timer and no wait. A group takes at
+// most 64 callers and 4 MiB of message bodies; the callers left wait for the
+// next group. Under SyncFull this is what spares one fsync per caller.
+// Metrics, Receivers, wake-ups and the settlements of consumer.CompleteTx
+// follow each fn's work: applied on the group's commit, dropped with a
+// rolled-back savepoint. Every store method that writes runs through Tx and
+// is grouped the same way. A transaction the caller opens itself on DB()
+// (database/sql's BeginTx, sqlx, GORM, InTx) is not grouped: it has the
+// connection to itself until it ends.
+//
+// Hand-off: before a group's COMMIT, the store claims for a Receive that
+// sleeps on a queue the group made a message of claimable, and hands that
+// Receive the messages once the commit succeeded (see Receive).
 //
 // Cancellation contract: statements run with tx.Context(), which is never
 // cancelled, so a statement is never interrupted half-way. A callback that
 // runs several statements should check ctx.Err() between them and return
-// early; Tx cannot stop a callback that keeps running. While another
-// goroutine holds the store's connection (its transaction, a Receive
-// claiming, a backup), Tx waits for it until ctx ends, and then returns
-// ctx's error (wrapped) without running fn.
+// early; Tx cannot stop a callback that keeps running. While the store's
+// connection is busy (a group, a transaction on DB(), a backup), Tx waits
+// for its turn until ctx ends, and then returns ctx's error (wrapped)
+// without running fn. Once fn has returned nil with ctx alive, its work is
+// in the group's transaction and Tx waits for that commit whatever ctx
+// does: at most the callbacks of the callers after it in the group and the
+// COMMIT.
 //
-// The store has one connection and the transaction holds it until fn
-// returns, so fn must not call the store's own methods: a call made with
-// tx.Context() (or a context derived from it), such as st.Complete for an
-// exactly-once effect or a nested st.Tx, fails at once with ErrInsideTx and
-// changes nothing. Write with tx.SQL() instead (outbox.SendOne, the
-// application's statements) and settle after Tx returns. A store call made
-// inside fn with an unrelated context (context.Background()) cannot be
-// recognised: it waits for the connection until its own ctx ends, which
-// without a deadline is for ever.
+// The store has one connection and the transaction holds it until the
+// group commits, so fn must not call the store's own methods: a call made
+// with tx.Context() (or a context derived from it), such as st.Complete for
+// an exactly-once effect or a nested st.Tx, fails at once with ErrInsideTx
+// and changes nothing. Write with tx.SQL() instead (outbox.SendOne, the
+// application's statements, savepoints of its own) and settle after Tx
+// returns; fn must not commit or roll back tx.SQL(), which is the group's.
+// A store call made inside fn with an unrelated context
+// (context.Background()) cannot be recognised: it waits for its turn until
+// its own ctx ends, which without a deadline is for ever.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
-	begin := func(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
-		tx, err := s.db.BeginTx(ctx, opts)
-		if err != nil && s.isClosed() {
-			return nil, ErrClosed // Close began while this call waited for the connection
-		}
-		return tx, err
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	var (
-		reserved  []*handoff
-		claims    []handoffClaim
-		committed bool
-	)
-	defer func() { s.handoffs.end(reserved, claims, committed) }() // a panic too
-	err := InTx(ctx, begin, func(ctx context.Context, tx *sql.Tx) error {
-		mctx, end := markTx(ctx, &txMark{store: s})
-		defer end() // the commit follows; no call of fn's runs after it
-		if err := fn(&Tx{tx: tx, ctx: mctx}); err != nil {
-			return err
-		}
-		// A Receive sleeps for a message this transaction made
-		// claimable: claim it for that Receive before the commit.
-		if reserved = s.handoffs.reserve(s.notify.Marked); len(reserved) > 0 {
-			claims = s.handOff(ctx, tx, reserved)
-		}
-		return nil
-	})
-	committed = err == nil
-	return err
+	o := s.join(ctx, fn).wait()
+	if o.panicked != nil {
+		panic(o.panicked) // fn's panic, raised again in its caller after the rollback
+	}
+	return o.err
 }
 
 // SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.
@@ -110,7 +119,8 @@ type SQLTx interface {
 // only connection (see Store.Tx); a long fn should check the ctx given to
 // InTx between statements. A begin error is returned wrapped ("begin: ...").
 // Open the transaction on the store's handle: the outbox refuses any other
-// (ErrNotAStore).
+// (ErrNotAStore). The transaction is the caller's own, never part of a
+// group commit of Store.Tx: it holds the connection alone until it ends.
 func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptions) (T, error),
 	fn func(ctx context.Context, tx T) error) (err error) {
 	if err := ctx.Err(); err != nil {

@@ -3,8 +3,10 @@ package gormtx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/libtnb/sqlite"
@@ -165,4 +167,91 @@ func open(t *testing.T, prepared bool) (*mqlite.Store, *gorm.DB) {
 		t.Fatal(err)
 	}
 	return st, db
+}
+
+// TestGroupedNestedTransactions runs GORM nested transactions (savepoints
+// of GORM's own) inside callers of Store.Tx that share group commits: each
+// caller's inner transaction rolled back leaves nothing, the one committed
+// stays with the caller's, and a caller that fails loses its rows and
+// messages alone.
+func TestGroupedNestedTransactions(t *testing.T) {
+	for _, prepared := range []bool{false, true} {
+		st, db := open(t, prepared)
+		ctx := context.Background()
+		const callers = 8
+		hold, queued := make(chan struct{}), make(chan struct{}, callers)
+		errs := make(chan error, callers+1)
+		call := func(i int) error {
+			return st.Tx(ctx, func(tx *mqlite.Tx) error {
+				gtx := db.WithContext(tx.Context())
+				gtx.Statement.ConnPool = tx.SQL() // GORM on the group's transaction: Transaction nests as savepoints
+				if i == 0 {
+					<-hold // the others queue behind this one meanwhile
+				}
+				item := fmt.Sprint("item", i)
+				if err := place(t, gtx, item); err != nil {
+					return err
+				}
+				err := gtx.Transaction(func(inner *gorm.DB) error {
+					if err := inner.Create(&Order{Item: item + "-lost"}).Error; err != nil {
+						return err
+					}
+					return errRollback
+				})
+				if !errors.Is(err, errRollback) {
+					return fmt.Errorf("inner transaction: %v", err)
+				}
+				if err := gtx.Transaction(func(inner *gorm.DB) error { return inner.Create(&Order{Item: item + "-kept"}).Error }); err != nil {
+					return err
+				}
+				if i%2 == 1 {
+					return errRollback
+				}
+				return nil
+			})
+		}
+		var wg sync.WaitGroup
+		for i := range callers + 1 {
+			wg.Go(func() {
+				if i > 0 {
+					queued <- struct{}{}
+				}
+				err := call(i)
+				if i%2 == 1 && errors.Is(err, errRollback) {
+					err = nil
+				}
+				errs <- err
+			})
+		}
+		for range callers {
+			<-queued
+		}
+		close(hold)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("prepared %v: %v", prepared, err)
+			}
+		}
+		var items []string
+		if err := db.Model(&Order{}).Order("item").Pluck("item", &items).Error; err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i := 0; i <= callers; i += 2 {
+			want = append(want, fmt.Sprint("item", i), fmt.Sprint("item", i, "-kept"))
+		}
+		slices.Sort(want)
+		if !slices.Equal(items, want) {
+			t.Errorf("prepared %v: orders %q, want %q", prepared, items, want)
+		}
+		var msgs int64
+		if err := db.Table("mqlite_messages").Count(&msgs).Error; err != nil {
+			t.Fatal(err)
+		}
+		if msgs != int64(len(want)/2) {
+			t.Errorf("prepared %v: %d messages, want %d", prepared, msgs, len(want)/2)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,11 @@ func storeWorker(ctx context.Context, w workerEnv) error {
 	for n := 1; ; n++ {
 		op := w.cycle*1_000_000 + n
 		switch p := rng.IntN(100); {
+		case (p < 40 || (p >= 65 && len(held) == 0 && len(rejected) == 0)) && os.Getenv(envGrouped) == "1":
+			if err := groupedSends(ctx, st, rng, op); err != nil {
+				return err
+			}
+			n += groupedProducers - 1
 		case p < 40 || (p >= 65 && len(held) == 0 && len(rejected) == 0):
 			if err := workerSend(ctx, st, rng, op); err != nil {
 				return err
@@ -179,6 +185,27 @@ func workerSend(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int) e
 	return nil
 }
 
+// envGrouped, set to "1", has the store worker send from several
+// producers at once, whose transactions share group commits.
+const envGrouped = "MQLITE_POWERLOSS_GROUPED"
+
+// groupedProducers is how many sends groupedSends runs at once.
+const groupedProducers = 8
+
+// groupedSends runs groupedProducers sends at once (workerSend, ops op to
+// op+groupedProducers-1), each acknowledged after its own Tx returned:
+// Store.Tx runs the ones that arrive together in one group commit.
+func groupedSends(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int) error {
+	errs := make([]error, groupedProducers)
+	var wg sync.WaitGroup
+	for i := range groupedProducers {
+		prng := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+		wg.Go(func() { errs[i] = workerSend(ctx, st, prng, op+i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // settle runs one settlement of kind; the same call again is its retry.
 func settle(ctx context.Context, st *mqlite.Store, kind string, l mqlite.Lock) error {
 	switch kind {
@@ -215,9 +242,11 @@ type storeTally struct {
 // hole; a business row is never without its message nor a message without
 // its row; every surviving settlement replays from its receipt and every
 // surviving receive attempt replays without claiming anything new; no
-// message is past MaxDeliveryCount. FULL runs twice: over a disk that
-// keeps a prefix of the unsynced writes, and over one that keeps any subset
-// in any order (forgetfs.CutOptions.Reorder).
+// message is past MaxDeliveryCount. FULL runs three times: over a disk
+// that keeps a prefix of the unsynced writes, over one that keeps any
+// subset in any order (forgetfs.CutOptions.Reorder), and with the sends of
+// eight producers at once, which Store.Tx runs in group commits (one fsync
+// for a group).
 //
 // The controls, in the same run: the cuts dropped unsynced writes in every
 // case, NORMAL lost acknowledged commits (a file system that stopped
@@ -229,6 +258,7 @@ func TestPowerLoss(t *testing.T) {
 		{name: "full", full: true},
 		{name: "normal"},
 		{name: "full_reordered", full: true, reorder: true},
+		{name: "full_grouped", full: true, grouped: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -242,6 +272,7 @@ func TestPowerLoss(t *testing.T) {
 type storeCase struct {
 	name          string
 	full, reorder bool
+	grouped       bool // sends from eight producers at once, in group commits (envGrouped)
 }
 
 // testPowerLoss is one case of TestPowerLoss.
@@ -289,7 +320,11 @@ func runStoreCuts(t *testing.T, c storeCase, cuts int) storeTally {
 	sends := map[string]int64{} // every surviving acknowledged send: nonce -> seq
 	for cycle := 1; cycle <= cuts || !full && tally.lost == 0 && cycle <= 4*cuts; cycle++ {
 		r.powerOn()
-		p := r.start("store", plDB, seed+uint64(cycle), cycle, full)
+		var env []string
+		if c.grouped {
+			env = append(env, envGrouped+"=1")
+		}
+		p := r.start("store", plDB, seed+uint64(cycle), cycle, full, env...)
 		var acks []ack
 		keep := func(f []string) {
 			if len(f) >= 2 && f[0] != "stop" {
