@@ -64,7 +64,7 @@
 // CURRENT_TIMESTAMP: all come from the Clock. The wall clock only measures
 // how long a call waits or runs: Receive's Wait, Config.BusyTimeout, and
 // the durations of spans and metrics. consumer.Loop asks its Source for the
-// clock (consumer.Clocker), so a Loop over a store with a fake clock needs
+// clock (consumer.Source.Clock), so a Loop over a store with a fake clock needs
 // no second one. Tests inject a fake clock and move it instead of sleeping.
 //
 // # Errors

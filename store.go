@@ -391,7 +391,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Path() string { return s.path }
 
 // Clock returns the store's clock, Config.Clock: every timestamp of the
-// store is read from it. consumer.Loop asks for it (consumer.Clocker) so
+// store is read from it. consumer.Loop asks for it (consumer.Source.Clock) so
 // that its lease arithmetic agrees with the store's.
 func (s *Store) Clock() Clock { return s.opts.Clock }
 

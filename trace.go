@@ -13,7 +13,7 @@ import (
 // TracerProvider returns the provider of the store's spans:
 // Config.TracerProvider, or otel.GetTracerProvider() (read at each call)
 // when that is nil. consumer.Loop and the relay ask for it
-// (consumer.TracerProviderSource), so one setting traces a whole process.
+// (consumer.Source.TracerProvider), so one setting traces a whole process.
 func (s *Store) TracerProvider() trace.TracerProvider {
 	if s.opts.TracerProvider != nil {
 		return s.opts.TracerProvider

@@ -19,10 +19,7 @@ func TestAbandonReasonOverTheBroker(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	for _, src := range []struct {
 		name string
-		c    interface {
-			consumer.Source
-			consumer.ReasonAbandoner
-		}
+		c    consumer.Source
 	}{{"store", b.Store}, {"client", b.src}} {
 		t.Run(src.name, func(t *testing.T) {
 			ctx := context.Background()

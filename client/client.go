@@ -1,8 +1,8 @@
 // Package client is the Go SDK of the mqlite broker (package broker, `mqlite
 // serve`): the same calls as the embedded *mqlite.Store, over HTTP.
 //
-// A *Client satisfies consumer.Source, consumer.Clocker and
-// consumer.CompleteBatcher, so consumer.Loop and the relay run unchanged
+// A *Client satisfies consumer.Source (batched completions, a clock and
+// all) and consumer.Streamer, so consumer.Loop and the relay run unchanged
 // over the network:
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:7420", Key: os.Getenv("MQLITE_KEY")})
@@ -48,6 +48,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
@@ -55,13 +57,8 @@ import (
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
-// Compile-time checks: the client is a consumer Source with batched
-// completion and a clock.
-var (
-	_ consumer.Source          = (*Client)(nil)
-	_ consumer.CompleteBatcher = (*Client)(nil)
-	_ consumer.Clocker         = (*Client)(nil)
-)
+// Compile-time check: the client is a consumer Source.
+var _ consumer.Source = (*Client)(nil)
 
 // Defaults of Config's zero-valued fields.
 const (
@@ -183,6 +180,11 @@ func (c *Client) Close() error {
 
 // Clock returns Config.Clock (the wall clock by default): see Config.Clock.
 func (c *Client) Clock() mqlite.Clock { return c.cfg.Clock }
+
+// TracerProvider returns the global provider (otel.GetTracerProvider, read
+// at each call): consumer.Loop and the relay over the client record their
+// spans there.
+func (c *Client) TracerProvider() trace.TracerProvider { return otel.GetTracerProvider() }
 
 // Error is an error response of the broker. It matches the root sentinel of
 // its reason and the client sentinel of its code with errors.Is.

@@ -169,9 +169,8 @@ type Topics interface {
 }
 
 // Store is what the kit tests: the consumer side (consumer.Source), queue
-// creation and the operator calls. A Store that is also a
-// consumer.CompleteBatcher has CompleteBatch tested too, one that is also
-// a Topics the Topics area.
+// creation and the operator calls. A Store that is also a Topics has the
+// Topics area tested too.
 type Store interface {
 	consumer.Source
 	Queues
@@ -180,7 +179,6 @@ type Store interface {
 
 // The embedded store is the reference implementation.
 var (
-	_ Store                    = (*mqlite.Store)(nil)
-	_ consumer.CompleteBatcher = (*mqlite.Store)(nil)
-	_ Topics                   = (*mqlite.Store)(nil)
+	_ Store  = (*mqlite.Store)(nil)
+	_ Topics = (*mqlite.Store)(nil)
 )

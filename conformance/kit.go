@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -259,7 +258,7 @@ func fenceOps() []settleOp {
 			return res[0].Err
 		}},
 		settleOp{"CompleteBatch", func(k *kit, l mqlite.Lock) error {
-			res, err := optional[consumer.CompleteBatcher](k, "consumer.CompleteBatcher").CompleteBatch(k.ctx, []mqlite.Lock{l})
+			res, err := k.st.CompleteBatch(k.ctx, []mqlite.Lock{l})
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,7 @@ import (
 var lastErrorTests = []subtest{
 	{"KeptWithTheMessage", func(t *testing.T, h Harness) {
 		k := open(t, h)
-		ra := optional[consumer.ReasonAbandoner](k, "ReasonAbandoner")
+		ra := k.st
 		k.queue("q", mqlite.QueueOptions{MaxDeliveryCount: 3})
 		seq := k.sendN("q", 1)[0]
 		m := k.one("q", seq)
@@ -45,7 +45,7 @@ var lastErrorTests = []subtest{
 	}},
 	{"BadReasonRefused", func(t *testing.T, h Harness) {
 		k := open(t, h)
-		ra := optional[consumer.ReasonAbandoner](k, "ReasonAbandoner")
+		ra := k.st
 		k.queue("q", mqlite.QueueOptions{})
 		seq := k.sendN("q", 1)[0]
 		m := k.one("q", seq)
@@ -57,7 +57,6 @@ var lastErrorTests = []subtest{
 	}},
 	{"LoopRecordsTheHandlersError", func(t *testing.T, h Harness) {
 		k := open(t, h)
-		optional[consumer.ReasonAbandoner](k, "ReasonAbandoner")
 		k.queue("q", mqlite.QueueOptions{})
 		seq := k.sendN("q", 1)[0]
 		failed := make(chan struct{})

@@ -11,38 +11,6 @@ import (
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
-// CompleteBatcher is a Source that can complete many deliveries in one
-// commit. *mqlite.Store is one. When Loop's Source implements it, handlers
-// that succeed hand their message to one completer goroutine and move on:
-// completions that arrive while a commit is in progress go out together in
-// the next, so concurrent handlers share commits instead of queueing for
-// one each. An idle Loop still completes each message at once.
-type CompleteBatcher interface {
-	// CompleteBatch completes locks in one transaction; each lock gets its
-	// own result (nil or an error matching mqlite.ErrLockLost), err is for
-	// failures of the whole call.
-	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
-}
-
-var _ CompleteBatcher = (*mqlite.Store)(nil)
-
-// CompleteReceiver is a CompleteBatcher that can also complete deliveries
-// and claim the next messages of their queue in one call: one commit, and
-// over the network one round trip. *mqlite.Store and the broker's client
-// are. When Loop's Source is one, the completer claims, in the call that
-// completes a batch, up to as many new messages as the batch frees slots:
-// a handler that finishes one message finds the next at hand without a
-// receive of its own.
-type CompleteReceiver interface {
-	CompleteBatcher
-	// CompleteAndReceive completes locks (all of queue) and claims up to
-	// opts.Max messages of queue in one transaction; see
-	// mqlite.Store.CompleteAndReceive.
-	CompleteAndReceive(ctx context.Context, queue string, locks []mqlite.Lock, opts mqlite.ReceiveOptions) ([]error, []mqlite.Message, error)
-}
-
-var _ CompleteReceiver = (*mqlite.Store)(nil)
-
 var errShortBatch = errors.New("consumer: CompleteBatch returned fewer results than locks")
 
 // completion is a message whose handler succeeded, waiting to be completed.
@@ -55,7 +23,7 @@ type completion struct {
 // complete is the completer goroutine: it completes what the workers hand
 // over, in batches of whatever has gathered, until l.completions is closed
 // and drained. It frees each message's slot once the message is settled.
-func (l *loop) complete(bc CompleteBatcher) {
+func (l *loop) complete(bc Source) {
 	batch := make([]completion, 0, cap(l.completions))
 	locks := make([]mqlite.Lock, 0, cap(l.completions))
 	for c := range l.completions {
@@ -72,8 +40,8 @@ func (l *loop) complete(bc CompleteBatcher) {
 				break more
 			}
 		}
-		if cr, ok := l.src.(CompleteReceiver); ok && l.claimOnComplete.Load() && !l.stopping() {
-			l.completeAndReceive(cr, batch, locks)
+		if l.claimOnComplete.Load() && !l.stopping() {
+			l.completeAndReceive(l.src, batch, locks)
 			continue
 		}
 		l.completeBatch(bc, batch, locks)
@@ -88,7 +56,7 @@ func (l *loop) complete(bc CompleteBatcher) {
 // to the workers, the rest are freed. When the call fails as a whole it
 // falls back to completeBatch; what its claim may have taken comes back
 // when the lease ends.
-func (l *loop) completeAndReceive(cr CompleteReceiver, batch []completion, locks []mqlite.Lock) {
+func (l *loop) completeAndReceive(cr Source, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
 	sctx = settleParent(sctx, batch)
@@ -125,7 +93,7 @@ func (l *loop) completeAndReceive(cr CompleteReceiver, batch []completion, locks
 // completeBatch settles one batch and reports each message's outcome. When
 // the whole call fails, it completes the messages one by one, so each gets
 // its own outcome.
-func (l *loop) completeBatch(bc CompleteBatcher, batch []completion, locks []mqlite.Lock) {
+func (l *loop) completeBatch(bc Source, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
 	sctx = settleParent(sctx, batch)

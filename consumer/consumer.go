@@ -16,6 +16,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mqlite/mqlite"
 )
 
@@ -23,13 +25,38 @@ import (
 // and so does the broker's Go client (*client.Client), so that the same
 // consumer code, Loop and relay run embedded or over the network. Implementations must be safe for
 // concurrent use.
+//
+// Everything Loop and the relay use of a Source is a method here, none
+// found by type assertion: a wrapper that embeds a Source forwards them all,
+// and one that does not must write each (a compile error otherwise), so it
+// cannot lose batched completions, the clock or the tracer silently. The
+// extras a Source may lack are interfaces that Loop or LoopTx names in its
+// contract: Streamer (Loop claims with Receive without it) and TxSource or
+// Committer (LoopTx refuses a Source that is neither).
 type Source interface {
 	// Receive claims up to opts.Max messages; see mqlite.Store.Receive.
 	Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error)
 	// Complete deletes a delivered message.
 	Complete(ctx context.Context, l mqlite.Lock) error
+	// CompleteBatch completes locks in one transaction; each lock gets its
+	// own result (nil or an error matching mqlite.ErrLockLost), err is for
+	// failures of the whole call. Loop's handlers hand their successes to
+	// one completer goroutine that completes what gathered meanwhile in
+	// one call, so concurrent handlers share commits.
+	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
+	// CompleteAndReceive completes locks (all of queue) and claims up to
+	// opts.Max messages of queue in one transaction (over the network one
+	// round trip); see mqlite.Store.CompleteAndReceive. Loop's completer
+	// claims in the call that completes a batch as many messages as the
+	// batch frees slots, so a handler finds the next message at hand.
+	CompleteAndReceive(ctx context.Context, queue string, locks []mqlite.Lock, opts mqlite.ReceiveOptions) ([]error, []mqlite.Message, error)
 	// Abandon makes a delivered message claimable again after delay.
 	Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error
+	// AbandonWithReason is Abandon that keeps reason as the message's
+	// LastError; see mqlite.Store.AbandonWithReason. Loop (and so the
+	// relay) abandons through it with the handler's error, cut to
+	// mqlite.MaxLastErrorLen bytes of UTF-8.
+	AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error
 	// Reject dead-letters a delivered message.
 	Reject(ctx context.Context, l mqlite.Lock, reason, description string) error
 	// Defer sets a delivered message aside for ReceiveDeferred.
@@ -42,37 +69,22 @@ type Source interface {
 	RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error)
 	// Peek reads messages without locking them.
 	Peek(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)
+	// Clock returns the clock the Source's leases are measured by
+	// (mqlite.Config.Clock for a store); Loop reads "now" for lease
+	// arithmetic from it. nil is the wall clock (mqlite.SystemClock).
+	Clock() mqlite.Clock
+	// TracerProvider returns the provider of the Source's spans
+	// (mqlite.Config.TracerProvider for a store); Loop and the relay record
+	// their spans there too. nil is otel.GetTracerProvider().
+	TracerProvider() trace.TracerProvider
 }
 
 var _ Source = (*mqlite.Store)(nil)
 
-// ReasonAbandoner is a Source that keeps why a delivery came back with the
-// message (mqlite.Message.LastError). *mqlite.Store and the broker's
-// client are ones: Loop (and so the relay) abandons through it with the
-// handler's error, cut to mqlite.MaxLastErrorLen bytes of UTF-8.
-type ReasonAbandoner interface {
-	// AbandonWithReason is Abandon with a reason; see
-	// mqlite.Store.AbandonWithReason.
-	AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error
-}
-
-var _ ReasonAbandoner = (*mqlite.Store)(nil)
-
-// Clocker is a Source that tells the clock its leases are measured by.
-// *mqlite.Store is one: it returns mqlite.Config.Clock. Loop reads "now" for lease
-// arithmetic from it; a Source that is not a Clocker is taken to run on the
-// wall clock (mqlite.SystemClock).
-type Clocker interface {
-	// Clock returns the clock of the Source's timestamps.
-	Clock() mqlite.Clock
-}
-
-var _ Clocker = (*mqlite.Store)(nil)
-
 // clockOf returns src's clock, or the wall clock.
 func clockOf(src Source) mqlite.Clock {
-	if c, ok := src.(Clocker); ok && c.Clock() != nil {
-		return c.Clock()
+	if c := src.Clock(); c != nil {
+		return c
 	}
 	return mqlite.SystemClock{}
 }

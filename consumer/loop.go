@@ -145,11 +145,11 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // Loop returns early with an error for bad arguments, and when Receive
 // fails for good (the store is closed, the queue does not exist), after
 // the same drain. Other Receive errors are logged and retried with a
-// backoff. When src is a CompleteBatcher (as *mqlite.Store is), the
-// completions of concurrent handlers share commits. Loop is safe to run
+// backoff. The completions of concurrent handlers share commits
+// (Source.CompleteBatch). Loop is safe to run
 // several times at once, on one queue or many.
 //
-// When tracing is on (src's TracerProvider, see TracerProviderSource),
+// When tracing is on (Source.TracerProvider),
 // each handler runs inside a "process <queue>" span of kind consumer,
 // child of the context the message was sent in (its traceparent property)
 // and carried by the handler's ctx; the settlement's span is its child. A
@@ -168,13 +168,45 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 	return run(ctx, &loop{src: src, queue: queue, handler: handler, o: o}, o.Concurrency+o.Prefetch)
 }
 
-// run runs l, set up by Loop or LoopBatch, holding at most held messages.
+// run runs l, set up by Loop or LoopBatch, holding at most held messages:
+// it starts the completer, the renewer and the workers, claims until ctx
+// is cancelled or a claim fails for good, then stops them in turn.
 func run(ctx context.Context, l *loop, held int) error {
-	o := l.o
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)
+	tag := l.setUp(ctx, hctx, held)
+	sr, streaming := l.src.(Streamer)
+	// LoopTx completes through commitTx, outside a stream's window.
+	if streaming && l.batch == nil && l.txHandler == nil {
+		l.streamed = &streamed{Source: l.src}
+		l.set = l.streamed
+	}
+	stopCompleter := l.startCompleter()
+	renewCtx, stopRenewer := context.WithCancel(l.sctx)
+	renewerDone := l.goDone(func() { l.renew(renewCtx) })
+	workersDone := l.startWorkers()
+
+	rctx := mqlite.WithReceiver(ctx, tag)
+	var err error
+	if l.streamed != nil {
+		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
+	} else {
+		err = l.fetch(rctx)
+	}
+
+	l.stopClaiming()
+	l.drain(workersDone, hcancel)
+	stopCompleter()
+	stopRenewer()
+	<-renewerDone
+	return err
+}
+
+// setUp fills in l's state for run, hctx being the parent of handler
+// contexts, and returns the tag its receives are counted under.
+func (l *loop) setUp(ctx, hctx context.Context, held int) mqlite.ReceiverTag {
 	l.clock = clockOf(l.src)
-	l.log = o.Logger.With("queue", l.queue)
+	l.log = l.o.Logger.With("queue", l.queue)
 	l.hctx = hctx
 	// The store counts this loop's receives, and the claims its
 	// completions make, under the loop's own name (the broker's client
@@ -188,85 +220,82 @@ func run(ctx context.Context, l *loop, held int) error {
 	for range cap(l.slots) {
 		l.slots <- struct{}{}
 	}
-
 	l.set = l.src
-	sr, streaming := l.src.(Streamer)
-	// LoopTx completes through commitTx, outside a stream's window.
-	if streaming && l.batch == nil && l.txHandler == nil {
-		l.streamed = &streamed{Source: l.src}
-		l.set = l.streamed
-	}
-	var completerDone chan struct{}
-	if bc, ok := l.set.(CompleteBatcher); ok && l.txHandler == nil {
-		l.completions = make(chan completion, cap(l.slots))
-		completerDone = make(chan struct{})
-		go func() {
-			defer close(completerDone)
-			l.complete(bc)
-		}()
-	}
-	renewCtx, stopRenewer := context.WithCancel(l.sctx)
-	renewerDone := make(chan struct{})
+	return tag
+}
+
+// goDone runs f on a goroutine and returns a channel closed when it returns.
+func (l *loop) goDone(f func()) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		defer close(renewerDone)
-		l.renew(renewCtx)
+		defer close(done)
+		f()
 	}()
+	return done
+}
+
+// startCompleter starts the goroutine that completes the successes of
+// handlers in batches, unless LoopTx completes in its transactions, and
+// returns what stops it once the workers are done.
+func (l *loop) startCompleter() (stop func()) {
+	if l.txHandler != nil {
+		return func() {}
+	}
+	l.completions = make(chan completion, cap(l.slots))
+	done := l.goDone(func() { l.complete(l.set) })
+	return func() {
+		close(l.completions)
+		<-done
+	}
+}
+
+// startWorkers starts Concurrency workers over l.work; the channel it
+// returns is closed when they all returned, after l.work is closed.
+func (l *loop) startWorkers() <-chan struct{} {
 	var workers sync.WaitGroup
-	for range o.Concurrency {
+	for range l.o.Concurrency {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
 			for d := range l.work {
-				if l.stopping() {
+				switch {
+				case l.stopping():
 					l.release(d)
-					continue
-				}
-				if l.batch != nil {
+				case l.batch != nil:
 					l.handleBatch(d)
-					continue
+				default:
+					l.handle(d)
 				}
-				l.handle(d)
 			}
 		}()
 	}
+	return l.goDone(workers.Wait)
+}
 
-	rctx := mqlite.WithReceiver(ctx, tag)
-	var err error
-	if l.streamed != nil {
-		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
-	} else {
-		err = l.fetch(rctx)
-	}
-
-	// Stop: release what was claimed but not started, then drain. Once
-	// feed was taken after stop, the completer delivers no more.
+// stopClaiming stops Loop claiming: it releases what was claimed but not
+// started and closes l.work. Once feed was taken after stop, the
+// completer delivers no more.
+func (l *loop) stopClaiming() {
 	close(l.stop)
 	l.feed.Lock()
 	//lint:ignore SA2001 a barrier: no deliver is under way past it
 	l.feed.Unlock()
 	l.releaseWaiting()
 	close(l.work)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		workers.Wait()
-	}()
-	timer := time.NewTimer(o.DrainTimeout)
+}
+
+// drain waits for the workers to finish, cancelling the handlers still
+// running once DrainTimeout passed.
+func (l *loop) drain(workersDone <-chan struct{}, hcancel context.CancelCauseFunc) {
+	timer := time.NewTimer(l.o.DrainTimeout)
+	defer timer.Stop()
 	select {
-	case <-drained:
+	case <-workersDone:
 	case <-timer.C:
-		l.log.Warn("consumer: drain timeout passed; cancelling running handlers", "drain_timeout", o.DrainTimeout)
+		l.log.Warn("consumer: drain timeout passed; cancelling running handlers", "drain_timeout", l.o.DrainTimeout)
 		hcancel(ErrDrainTimeout)
-		<-drained
+		<-workersDone
 	}
-	timer.Stop()
-	if l.completions != nil {
-		close(l.completions)
-		<-completerDone
-	}
-	stopRenewer()
-	<-renewerDone
-	return err
 }
 
 // loopNames numbers the loops of the process, for their ReceiverTag.
@@ -279,8 +308,8 @@ type loop struct {
 	// streams (then streamed is not nil).
 	set      Source
 	streamed *streamed
-	// claimOnComplete is set while fetch claims with Receive from a
-	// CompleteReceiver: the completer then claims in its calls too.
+	// claimOnComplete is set while fetch claims with Receive: the
+	// completer then claims in its calls too.
 	claimOnComplete atomic.Bool
 	queue           string
 	handler         Handler
@@ -302,8 +331,7 @@ type loop struct {
 	slots    chan struct{}  // one token per message Loop may hold
 	work     chan *delivery // claimed messages waiting for a handler
 	renewals *renewer
-	// completions feeds the completer goroutine when the Source can
-	// complete in batches; nil otherwise.
+	// completions feeds the completer goroutine; nil for LoopTx.
 	completions chan completion
 }
 
@@ -340,7 +368,7 @@ func (l *loop) fetch(ctx context.Context) error { return l.fetchUntil(ctx, time.
 // fetchUntil is fetch that also returns (nil) once until passes, unless
 // until is zero: no Receive of it waits past until.
 func (l *loop) fetchUntil(ctx context.Context, until time.Time) error {
-	if _, ok := l.src.(CompleteReceiver); ok && l.batch == nil {
+	if l.batch == nil {
 		l.claimOnComplete.Store(true) // the completer claims too; a stream does not need it
 	}
 	var end <-chan time.Time // nil: never
@@ -564,14 +592,11 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 }
 
 // abandon gives m back after delay, with the handler's error as its last
-// error when the Source keeps one (ReasonAbandoner).
+// error.
 func (l *loop) abandon(ctx context.Context, m mqlite.Message, delay time.Duration, err error) error {
 	// Through what Loop settles with: while a stream is open, streamed
 	// abandons through the source's own call and frees the stream's place.
-	if ra, ok := l.set.(ReasonAbandoner); ok {
-		return ra.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
-	}
-	return l.set.Abandon(ctx, m.Lock(), delay)
+	return l.set.AbandonWithReason(ctx, m.Lock(), delay, cut(err.Error(), mqlite.MaxLastErrorLen))
 }
 
 // reason turns a permanent error into a dead-letter reason the store takes:

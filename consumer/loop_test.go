@@ -139,22 +139,36 @@ func (s *countingSource) Complete(ctx context.Context, l mqlite.Lock) error {
 	return s.Source.Complete(ctx, l)
 }
 
-// CompleteBatch lets Loop complete in batches, through the inner source's
-// CompleteBatch when it has one.
+// CompleteBatch counts each lock as a settlement.
 func (s *countingSource) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	s.settles.Add(int64(len(locks)))
-	if bc, ok := s.Source.(consumer.CompleteBatcher); ok {
-		return bc.CompleteBatch(ctx, locks)
-	}
+	return s.Source.CompleteBatch(ctx, locks)
+}
+
+// CompleteAndReceive counts each lock as a settlement (receives counts
+// calls of Receive alone).
+func (s *countingSource) CompleteAndReceive(ctx context.Context, q string, locks []mqlite.Lock, o mqlite.ReceiveOptions) ([]error, []mqlite.Message, error) {
+	s.settles.Add(int64(len(locks)))
+	return s.Source.CompleteAndReceive(ctx, q, locks, o)
+}
+
+// oneByOne completes each message in a commit of its own, and claims
+// apart from completing: a Source without batched completions.
+type oneByOne struct{ consumer.Source }
+
+func (s oneByOne) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	out := make([]error, len(locks))
 	for i, l := range locks {
-		out[i] = s.Source.Complete(ctx, l)
+		out[i] = s.Complete(ctx, l)
 	}
 	return out, nil
 }
 
-// oneByOne hides CompleteBatch, so Loop completes each message on its own.
-type oneByOne struct{ consumer.Source }
+func (s oneByOne) CompleteAndReceive(ctx context.Context, q string, locks []mqlite.Lock, o mqlite.ReceiveOptions) ([]error, []mqlite.Message, error) {
+	res, _ := s.CompleteBatch(ctx, locks)
+	msgs, err := s.Receive(ctx, q, mqlite.ReceiveOptions{Max: o.Max})
+	return res, msgs, err
+}
 
 func (s *countingSource) Abandon(ctx context.Context, l mqlite.Lock, d time.Duration) error {
 	s.settles.Add(1)

@@ -26,10 +26,7 @@ type streamed struct {
 	st Stream
 }
 
-var (
-	_ CompleteBatcher = (*streamed)(nil)
-	_ ReasonAbandoner = (*streamed)(nil)
-)
+var _ Source = (*streamed)(nil)
 
 func (s *streamed) set(st Stream) {
 	s.mu.Lock()
@@ -51,14 +48,7 @@ func (s *streamed) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]er
 			return res, err
 		}
 	}
-	if bc, ok := s.Source.(CompleteBatcher); ok {
-		return bc.CompleteBatch(ctx, locks)
-	}
-	out := make([]error, len(locks))
-	for i, l := range locks {
-		out[i] = s.Source.Complete(ctx, l)
-	}
-	return out, nil
+	return s.Source.CompleteBatch(ctx, locks)
 }
 
 // Complete completes one delivery on the stream, or through the Source.
@@ -86,14 +76,9 @@ func (s *streamed) Abandon(ctx context.Context, l mqlite.Lock, delay time.Durati
 // then frees the delivery's place in the open stream's window. Without the
 // release the broker counts the delivery as unsettled for as long as the
 // stream lives: once a window of them failed, it would hand out nothing
-// more and Loop would wait for ever. A Source that keeps no reason
-// abandons as Abandon does.
+// more and Loop would wait for ever.
 func (s *streamed) AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error {
-	ra, ok := s.Source.(ReasonAbandoner)
-	if !ok {
-		return s.Abandon(ctx, l, delay)
-	}
-	err := ra.AbandonWithReason(ctx, l, delay, reason)
+	err := s.Source.AbandonWithReason(ctx, l, delay, reason)
 	// Released whatever the outcome: Loop gives the delivery up either
 	// way (a failed abandon lets the lease run out).
 	s.release(ctx, l)

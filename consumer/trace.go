@@ -6,20 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
-
-// TracerProviderSource is a Source that names the OpenTelemetry provider
-// its spans go to. *mqlite.Store is one (mqlite.Config.TracerProvider). Loop and
-// the relay record their spans there too; a Source that is not one (the
-// broker's client) is traced by otel.GetTracerProvider().
-type TracerProviderSource interface {
-	// TracerProvider returns the provider of the Source's spans.
-	TracerProvider() trace.TracerProvider
-}
-
-var _ TracerProviderSource = (*mqlite.Store)(nil)
 
 // startProcess starts d's process span, when tracing is on, and returns the
 // handler's ctx: d.ctx with the span, or d.ctx itself.
