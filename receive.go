@@ -364,6 +364,49 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		msgs, err := s.Receive(ctx, queue, opts)
 		return results, msgs, err
 	}
+	return results, s.claimedApart(ctx, queue, start, claimed), nil
+}
+
+// TxAndReceive runs fn as Tx does and, in the same transaction once fn
+// returned nil, claims up to opts.Max messages of queue as Receive does
+// (lease, token, delivery count, group order, pause; no wait: opts.Wait is
+// ignored): one commit for fn's work and the claim, where a Tx and then a
+// Receive take two. It is what consumer.LoopTx commits a step with, so that
+// the commit that completes a message also claims the next. The claim runs
+// in a savepoint of its own after fn's work: a claim that fails is rolled
+// back alone and fn's work commits without it (the error is not
+// returned: the caller claims with Receive instead), and a fn that fails
+// claims nothing. A queue that does not exist is ErrQueueNotFound before
+// fn runs. The result is fn's or the commit's error with nothing
+// committed and nothing claimed, or nil with the messages claimed.
+func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOptions, fn func(tx *Tx) error) ([]Message, error) {
+	if err := validateReceive(queue, &opts); err != nil {
+		return nil, err
+	}
+	var claimed []engine.Row
+	start := time.Now()
+	err := s.Tx(ctx, func(tx *Tx) error {
+		claimed = nil
+		if _, err := s.queues.get(tx.ctx, tx.tx, queue); err != nil {
+			return err // ErrQueueNotFound before fn writes anything
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		claimed = s.claimApart(tx, queue, opts)
+		return nil
+	})
+	if err != nil || len(claimed) == 0 {
+		return nil, err
+	}
+	s.tally.observe(queue, claimDuration, start)
+	return s.claimedApart(ctx, queue, start, claimed), nil
+}
+
+// claimedApart turns rows a settling call claimed (CompleteAndReceive,
+// TxAndReceive) into its messages, counting them to the caller's receiver
+// and tracing the claim, as a Receive of their own would.
+func (s *Store) claimedApart(ctx context.Context, queue string, start time.Time, claimed []engine.Row) []Message {
 	out := make([]Message, len(claimed))
 	for i, c := range claimed {
 		out[i] = toMessage(queue, c)
@@ -374,5 +417,24 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 	if tr := tracing.Tracer(s.opts.TracerProvider); tr != nil {
 		s.traceClaim(ctx, tr, queue, start, out, nil)
 	}
-	return results, out, nil
+	return out
+}
+
+// claimApart claims for TxAndReceive in a savepoint of tx: what it claimed,
+// or nothing when the claim failed (rolled back alone, its counts dropped).
+func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) []engine.Row {
+	if _, err := tx.tx.ExecContext(tx.ctx, "SAVEPOINT mqlite_claim"); err != nil {
+		return nil
+	}
+	mark := s.tally.mark()
+	claimed, _, err := s.claimIn(tx.ctx, tx.tx, queue, opts)
+	if err != nil {
+		s.tally.undo(mark)
+		_, _ = tx.tx.ExecContext(tx.ctx, "ROLLBACK TO mqlite_claim")
+		claimed = nil
+	}
+	if _, err := tx.tx.ExecContext(tx.ctx, "RELEASE mqlite_claim"); err != nil {
+		return nil
+	}
+	return claimed
 }

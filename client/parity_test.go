@@ -14,13 +14,14 @@ import (
 // does not offer, each with the reason. docs/api-reference-broker.md ("The
 // Go client and the store") keeps the same list.
 var storeOnly = map[string]string{
-	"DB":        "the file's *sql.DB: a client has no file",
-	"Tx":        "a transaction on the file, for outbox.SendOne beside the application's own writes: over HTTP each send is its own transaction",
-	"Path":      "the file's path: a client has no file",
-	"Migration": "what Open did to the file's layout: the broker's business",
-	"Metrics":   "the gauges of every queue for a Prometheus collector: the broker serves them at /metrics",
-	"Ages":      "the oldest ages of every queue for the same collector: the broker serves them at /metrics and in Counts",
-	"Receivers": "the live receivers of every queue, kept in the process's memory: over the broker, each queue's Stats carries its receivers",
+	"DB":           "the file's *sql.DB: a client has no file",
+	"Tx":           "a transaction on the file, for outbox.SendOne beside the application's own writes: over HTTP each send is its own transaction",
+	"TxAndReceive": "Tx that also claims: as Tx",
+	"Path":         "the file's path: a client has no file",
+	"Migration":    "what Open did to the file's layout: the broker's business",
+	"Metrics":      "the gauges of every queue for a Prometheus collector: the broker serves them at /metrics",
+	"Ages":         "the oldest ages of every queue for the same collector: the broker serves them at /metrics and in Counts",
+	"Receivers":    "the live receivers of every queue, kept in the process's memory: over the broker, each queue's Stats carries its receivers",
 }
 
 // clientOnly are the exported methods of *client.Client that *mqlite.Store

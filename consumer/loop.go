@@ -528,8 +528,9 @@ func (l *loop) handle(d *delivery) {
 	}
 }
 
-// settle settles d by its handler's outcome err. It reports whether d was
-// handed over to the completer, which then frees d's slot.
+// settle settles d by its handler's outcome err. It reports whether d's
+// slot was handed over: to the completer, which then frees it, or to the
+// message LoopTx's commit claimed (d's process span is then ended).
 func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bool) {
 	lost := l.renewals.remove(d) // no renewal may race the settlement
 	drainCancelled := errors.Is(context.Cause(d.ctx), ErrDrainTimeout)
@@ -547,14 +548,22 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 	}
 	m := d.msg
 	if err == nil && l.txHandler != nil {
-		stepErr, serr := l.completeTx(sctx, d)
+		next, stepErr, serr := l.completeTx(sctx, d)
 		if serr != nil {
 			l.settleFailed(m, "complete", serr)
 			return false
 		}
 		if stepErr == nil {
 			l.o.Observer.Completed(m, took)
-			return false
+			if len(next) == 0 {
+				return false
+			}
+			// The commit claimed the next message for d's slot.
+			if d.span != nil {
+				tracing.End(d.span, nil)
+			}
+			l.deliver(next)
+			return true
 		}
 		d.stepErr, err = stepErr, stepErr // settled below like a handler's error
 	}

@@ -56,11 +56,18 @@ type TxStep func(ctx context.Context, tx Tx) error
 type TxHandler func(ctx context.Context, msg mqlite.Message) (TxStep, error)
 
 // TxSource is a Source that runs a transaction on its store, for LoopTx.
-// *mqlite.Store is one.
+// *mqlite.Store is one. LoopTx commits through TxAndReceive while it claims
+// with Receive and through Tx otherwise, so a wrapper that changes one
+// changes both.
 type TxSource interface {
 	Source
 	// Tx runs fn in one transaction; see mqlite.Store.Tx.
 	Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error
+	// TxAndReceive runs fn in one transaction that also claims up to
+	// opts.Max messages of queue once fn succeeded; see
+	// mqlite.Store.TxAndReceive. LoopTx commits a step with it, so that
+	// the commit that completes a message claims the next.
+	TxAndReceive(ctx context.Context, queue string, opts mqlite.ReceiveOptions, fn func(tx *mqlite.Tx) error) ([]mqlite.Message, error)
 }
 
 var _ TxSource = (*mqlite.Store)(nil)
@@ -154,7 +161,8 @@ func CompleteWith(ctx context.Context, src Source, l mqlite.Lock, step TxStep) e
 	if err != nil {
 		return err
 	}
-	return commit(ctx, l, step)
+	_, err = commit(ctx, l, step, 0)
+	return err
 }
 
 // committerOf is the commitFunc of src: a TxSource's transaction or a
@@ -164,21 +172,24 @@ func committerOf(src Source) (commitFunc, error) {
 	case TxSource:
 		return storeCommit(s), nil
 	case Committer:
-		return s.CommitTx, nil
+		return committerCommit(s), nil
 	}
 	return nil, invalid("exactly-once effects need a TxSource (*mqlite.Store) or a Committer (the broker's client), not %T", src)
 }
 
 // commitFunc commits step's writes and the completion of l together:
-// Committer.CommitTx's contract.
-type commitFunc func(ctx context.Context, l mqlite.Lock, step TxStep) error
+// Committer.CommitTx's contract. With claim above 0 it may claim up to
+// claim messages of l's queue in the same commit, after the completion,
+// and returns them (a store does; the broker's client claims nothing).
+type commitFunc func(ctx context.Context, l mqlite.Lock, step TxStep, claim int) ([]mqlite.Message, error)
 
-// storeCommit is the commitFunc of a store: step and CompleteTx in one
-// transaction. A completion that finds the transaction ended is the
-// step's doing: ErrTxEnded.
+// storeCommit is the commitFunc of a store: step, CompleteTx and the claim
+// in one transaction (TxAndReceive, whose claim a failed step or
+// completion never reaches). A completion that finds the transaction
+// ended is the step's doing: ErrTxEnded.
 func storeCommit(ts TxSource) commitFunc {
-	return func(ctx context.Context, l mqlite.Lock, step TxStep) error {
-		return ts.Tx(ctx, func(tx *mqlite.Tx) error {
+	return func(ctx context.Context, l mqlite.Lock, step TxStep, claim int) ([]mqlite.Message, error) {
+		fn := func(tx *mqlite.Tx) error {
 			if err := step(tx.Context(), storeTx{tx}); err != nil {
 				return err
 			}
@@ -187,7 +198,18 @@ func storeCommit(ts TxSource) commitFunc {
 				return fmt.Errorf("%w: %w", ErrTxEnded, err)
 			}
 			return err
-		})
+		}
+		if claim == 0 {
+			return nil, ts.Tx(ctx, fn)
+		}
+		return ts.TxAndReceive(ctx, l.Queue, mqlite.ReceiveOptions{Max: claim}, fn)
+	}
+}
+
+// committerCommit is the commitFunc of a Committer, which claims nothing.
+func committerCommit(c Committer) commitFunc {
+	return func(ctx context.Context, l mqlite.Lock, step TxStep, _ int) ([]mqlite.Message, error) {
+		return nil, c.CommitTx(ctx, l, step)
 	}
 }
 
@@ -214,24 +236,30 @@ func (t storeTx) Send(ctx context.Context, queue string, msgs ...outbox.Message)
 // SQL returns the *sql.Tx (consumer.SQL).
 func (t storeTx) SQL() *sql.Tx { return t.tx.SQL() }
 
-// completeTx runs d's step and completes d in one commit. stepErr is the
-// step's own failure (its error, its panic, ErrTxEnded): the handler's
-// outcome, to abandon or reject by. err is the completion's or the
-// commit's (mqlite.ErrLockLost, a failed commit).
-func (l *loop) completeTx(ctx context.Context, d *delivery) (stepErr, err error) {
-	err = l.commitTx(ctx, d.msg.Lock(), func(ctx context.Context, tx Tx) error {
+// completeTx runs d's step and completes d in one commit, which also
+// claims the next message for d's slot while Loop claims with Receive
+// (next: what it claimed). stepErr is the step's own failure (its error,
+// its panic, ErrTxEnded): the handler's outcome, to abandon or reject by.
+// err is the completion's or the commit's (mqlite.ErrLockLost, a failed
+// commit).
+func (l *loop) completeTx(ctx context.Context, d *delivery) (next []mqlite.Message, stepErr, err error) {
+	claim := 0
+	if l.claimOnComplete.Load() && !l.stopping() {
+		claim = 1
+	}
+	next, err = l.commitTx(ctx, d.msg.Lock(), func(ctx context.Context, tx Tx) error {
 		if d.step != nil {
 			stepErr = l.runStep(ctx, tx, d)
 		}
 		return stepErr
-	})
+	}, claim)
 	switch {
 	case stepErr != nil:
-		return stepErr, nil
+		return nil, stepErr, nil
 	case errors.Is(err, ErrTxEnded):
-		return err, nil
+		return nil, err, nil
 	}
-	return nil, err
+	return next, nil, err
 }
 
 // runStep runs d's step on tx, turning a panic into a *PanicError and a

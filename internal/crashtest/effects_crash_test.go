@@ -81,6 +81,23 @@ func (s crashSource) Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error
 	return err
 }
 
+// TxAndReceive is Tx's crash points around the store's TxAndReceive,
+// which LoopTx commits with to claim the next message in the same commit.
+func (s crashSource) TxAndReceive(ctx context.Context, queue string, opts mqlite.ReceiveOptions, fn func(tx *mqlite.Tx) error) ([]mqlite.Message, error) {
+	maybeCrash(beforeTx)
+	msgs, err := s.Store.TxAndReceive(ctx, queue, opts, func(tx *mqlite.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		maybeCrash(beforeCommit) // the step and the completion ran; the claim follows
+		return nil
+	})
+	if err == nil {
+		maybeCrash(afterCommit)
+	}
+	return msgs, err
+}
+
 // doneObserver says each completion the Loop reports.
 type doneObserver struct {
 	consumer.NopObserver

@@ -1,0 +1,72 @@
+package mqlite_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// TestTxAndReceive: fn's work and the claim commit together; the claim is
+// Receive's (the oldest message, locked, its delivery counted); a fn that
+// fails, a queue that does not exist and bad options commit and claim
+// nothing.
+func TestTxAndReceive(t *testing.T) {
+	b := openQueue(t)
+	ctx := context.Background()
+	if _, err := b.Store.DB().Exec(`CREATE TABLE effects (n INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	b.Send(t, "q", outbox.Message{Body: []byte("1")}, outbox.Message{Body: []byte("2")}, outbox.Message{Body: []byte("3")})
+	insert := func(tx *mqlite.Tx) error {
+		_, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO effects VALUES (1)`)
+		return err
+	}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name  string
+		queue string
+		opts  mqlite.ReceiveOptions
+		fn    func(*mqlite.Tx) error
+		want  error
+	}{
+		{"fn fails", "q", mqlite.ReceiveOptions{}, func(tx *mqlite.Tx) error { _ = insert(tx); return boom }, boom},
+		{"unknown queue", "nope", mqlite.ReceiveOptions{}, insert, mqlite.ErrQueueNotFound},
+		{"bad max", "q", mqlite.ReceiveOptions{Max: -1}, insert, mqlite.ErrInvalidArgument},
+	} {
+		msgs, err := b.Store.TxAndReceive(ctx, tc.queue, tc.opts, tc.fn)
+		if !errors.Is(err, tc.want) || len(msgs) != 0 {
+			t.Errorf("%s: %d messages, %v; want none, %v", tc.name, len(msgs), err, tc.want)
+		}
+	}
+	if n := countEffects(t, b.Store); n != 0 {
+		t.Fatalf("%d effects after the failed calls, want 0", n)
+	}
+
+	msgs, err := b.Store.TxAndReceive(ctx, "q", mqlite.ReceiveOptions{Max: 1}, insert)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "1" || msgs[0].DeliveryCount != 1 {
+		t.Fatalf("claimed %+v, %v; want message 1 on its first delivery", msgs, err)
+	}
+	if n := countEffects(t, b.Store); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	// The claimed message is locked: Receive gets the next one.
+	next, err := b.Store.Receive(ctx, "q", mqlite.ReceiveOptions{})
+	if err != nil || len(next) != 1 || string(next[0].Body) != "2" {
+		t.Fatalf("receive after: %+v, %v; want message 2", next, err)
+	}
+	if err := b.Store.Complete(ctx, msgs[0].Lock()); err != nil {
+		t.Fatalf("complete the claimed message: %v", err)
+	}
+}
+
+func countEffects(t *testing.T, st *mqlite.Store) int {
+	t.Helper()
+	var n int
+	if err := st.DB().QueryRow(`SELECT count(*) FROM effects`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
