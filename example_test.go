@@ -103,6 +103,33 @@ func ExampleStore_Receive() {
 	// again: resize b.png (delivery 2)
 }
 
+// TxAndReceive commits a transaction's work and claims a message in one
+// commit: consumer.LoopTx runs each message's step and completion in fn,
+// so the commit that completes one message claims the next. The claimed
+// message comes back locked, as Receive would give it.
+func ExampleStore_TxAndReceive() {
+	ctx := context.Background()
+	st, done := openExample(ctx, mqlite.QueueOptions{})
+	defer done()
+	sendExample(ctx, st, "first", "second")
+	if _, err := st.DB().Exec(`CREATE TABLE audit (note TEXT)`); err != nil {
+		log.Fatal(err)
+	}
+
+	next, err := st.TxAndReceive(ctx, "jobs", mqlite.ReceiveOptions{Max: 1}, func(tx *mqlite.Tx) error {
+		_, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO audit VALUES ('started')`)
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("claimed with the commit: %s (delivery %d)\n", next[0].Body, next[0].DeliveryCount)
+	fmt.Println("complete:", st.Complete(ctx, next[0].Lock()))
+	// Output:
+	// claimed with the commit: first (delivery 1)
+	// complete: <nil>
+}
+
 // A message that failed on every allowed delivery, or was rejected, waits
 // in the dead letters with why; Redrive brings it back with its delivery
 // count reset once the cause is fixed.

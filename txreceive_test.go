@@ -3,9 +3,12 @@ package mqlite_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -69,4 +72,80 @@ func countEffects(t *testing.T, st *mqlite.Store) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestLoopTxClaimsInItsCommits: LoopTx over the store claims the next
+// message in the commit of each step, so its Loop calls Receive only to
+// start and once the queue is empty; the control, a TxSource whose
+// TxAndReceive claims nothing, calls Receive for nearly every message.
+func TestLoopTxClaimsInItsCommits(t *testing.T) {
+	const n = 20
+	for _, tc := range []struct {
+		name  string
+		src   func(*mqlite.Store) consumer.TxSource
+		apart bool // the control: claims outside the step's commit
+	}{
+		{"claims in the commit", func(st *mqlite.Store) consumer.TxSource { return st }, false},
+		{"control: claims apart", func(st *mqlite.Store) consumer.TxSource { return claimsApart{st} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openQueue(t)
+			for range n {
+				b.Send(t, "q", outbox.Message{})
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			obs := &countCompleted{n: n, done: done}
+			src := &countReceives{TxSource: tc.src(b.Store)}
+			loopErr := make(chan error, 1)
+			go func() {
+				loopErr <- consumer.LoopTx(ctx, src, "q", func(context.Context, mqlite.Message) (consumer.TxStep, error) {
+					return nil, nil
+				}, consumer.LoopConfig{Concurrency: 1, Observer: obs})
+			}()
+			<-done
+			receives := src.n.Load()
+			cancel()
+			if err := <-loopErr; err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d Receives for %d messages", receives, n)
+			if apart := receives > 4; apart != tc.apart {
+				t.Fatalf("%d Receives for %d messages; claims apart: %v, want %v", receives, n, apart, tc.apart)
+			}
+		})
+	}
+}
+
+// claimsApart is the store as a TxSource whose TxAndReceive claims nothing.
+type claimsApart struct{ *mqlite.Store }
+
+func (s claimsApart) TxAndReceive(ctx context.Context, _ string, _ mqlite.ReceiveOptions, fn func(*mqlite.Tx) error) ([]mqlite.Message, error) {
+	return nil, s.Tx(ctx, fn)
+}
+
+// countReceives counts the Receives of a TxSource.
+type countReceives struct {
+	consumer.TxSource
+	n atomic.Int64
+}
+
+func (s *countReceives) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
+	s.n.Add(1)
+	return s.TxSource.Receive(ctx, q, o)
+}
+
+// countCompleted closes done at the n-th completion.
+type countCompleted struct {
+	consumer.NopObserver
+	n     int64
+	count atomic.Int64
+	done  chan struct{}
+}
+
+func (c *countCompleted) Completed(mqlite.Message, time.Duration) {
+	if c.count.Add(1) == c.n {
+		close(c.done)
+	}
 }
