@@ -364,7 +364,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		msgs, err := s.Receive(ctx, queue, opts)
 		return results, msgs, err
 	}
-	return results, s.claimedApart(ctx, queue, start, claimed), nil
+	return results, s.messagesOfClaim(ctx, queue, start, claimed), nil
 }
 
 // TxAndReceive runs fn as Tx does and, in the same transaction once fn
@@ -377,7 +377,8 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 // back alone and fn's work commits without it (the error is not
 // returned: the caller claims with Receive instead), and a fn that fails
 // claims nothing. A queue that does not exist is ErrQueueNotFound before
-// fn runs. The result is fn's or the commit's error with nothing
+// fn runs; a savepoint that cannot be taken, rolled back or released
+// fails the whole transaction. The result is fn's or the commit's error with nothing
 // committed and nothing claimed, or nil with the messages claimed.
 func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOptions, fn func(tx *Tx) error) ([]Message, error) {
 	if err := validateReceive(queue, &opts); err != nil {
@@ -385,7 +386,7 @@ func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOpti
 	}
 	var claimed []engine.Row
 	start := time.Now()
-	err := s.Tx(ctx, func(tx *Tx) error {
+	err := s.Tx(ctx, func(tx *Tx) (err error) {
 		claimed = nil
 		if _, err := s.queues.get(tx.ctx, tx.tx, queue); err != nil {
 			return err // ErrQueueNotFound before fn writes anything
@@ -393,20 +394,20 @@ func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOpti
 		if err := fn(tx); err != nil {
 			return err
 		}
-		claimed = s.claimApart(tx, queue, opts)
-		return nil
+		claimed, err = s.claimApart(tx, queue, opts)
+		return err
 	})
 	if err != nil || len(claimed) == 0 {
 		return nil, err
 	}
 	s.tally.observe(queue, claimDuration, start)
-	return s.claimedApart(ctx, queue, start, claimed), nil
+	return s.messagesOfClaim(ctx, queue, start, claimed), nil
 }
 
-// claimedApart turns rows a settling call claimed (CompleteAndReceive,
+// messagesOfClaim turns rows a settling call claimed (CompleteAndReceive,
 // TxAndReceive) into its messages, counting them to the caller's receiver
 // and tracing the claim, as a Receive of their own would.
-func (s *Store) claimedApart(ctx context.Context, queue string, start time.Time, claimed []engine.Row) []Message {
+func (s *Store) messagesOfClaim(ctx context.Context, queue string, start time.Time, claimed []engine.Row) []Message {
 	out := make([]Message, len(claimed))
 	for i, c := range claimed {
 		out[i] = toMessage(queue, c)
@@ -422,19 +423,23 @@ func (s *Store) claimedApart(ctx context.Context, queue string, start time.Time,
 
 // claimApart claims for TxAndReceive in a savepoint of tx: what it claimed,
 // or nothing when the claim failed (rolled back alone, its counts dropped).
-func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) []engine.Row {
+// Its error is the savepoint's: a transaction it leaves in doubt fails
+// whole.
+func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) ([]engine.Row, error) {
 	if _, err := tx.tx.ExecContext(tx.ctx, "SAVEPOINT mqlite_claim"); err != nil {
-		return nil
+		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	mark := s.tally.mark()
 	claimed, _, err := s.claimIn(tx.ctx, tx.tx, queue, opts)
 	if err != nil {
 		s.tally.undo(mark)
-		_, _ = tx.tx.ExecContext(tx.ctx, "ROLLBACK TO mqlite_claim")
 		claimed = nil
+		if _, err := tx.tx.ExecContext(tx.ctx, "ROLLBACK TO mqlite_claim"); err != nil {
+			return nil, fmt.Errorf("roll back to savepoint: %w", err)
+		}
 	}
 	if _, err := tx.tx.ExecContext(tx.ctx, "RELEASE mqlite_claim"); err != nil {
-		return nil
+		return nil, fmt.Errorf("release savepoint: %w", err)
 	}
-	return claimed
+	return claimed, nil
 }
