@@ -64,17 +64,18 @@ func contentKey(body []byte) []byte {
 // insertMessage enqueues one message in a single statement: it reads the
 // queue, computes the group hold, checks size and dedup, and inserts. A
 // message without a MessageID (?2) on a queue without dedup_by_body has no
-// dedup key: it is looked up nowhere. The
-// trigger mqlite_dedup_record writes the dedup row in the same statement. When
+// dedup key: it is looked up nowhere. It returns the message's seq and,
+// when the message has a dedup key that its queue keeps, the moment its
+// dedup row expires, which insert then writes. When
 // no row is inserted, diagnose says why. "now" is the store's clock, read
 // through mqlite_now() in a scalar subquery, which SQLite evaluates once per
 // statement. ?9 is the body, NULL for a body kept in message_bodies.
-const insertMessage = `INSERT INTO mqlite_messages (queue, state, held, visible_at, expires_at, enqueued_at,
+const insertMessage = `INSERT INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, group_id, subject, properties, content_key, body_len, body)
-SELECT q.name,
+SELECT ` + nextSeq + `, q.name,
 	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
 	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
-		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.state NOT IN ('dead_lettered', 'completed')
+		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.` + live + `
 		   AND b.group_id = coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END)),
 	max(?5, (SELECT mqlite_now())),
 	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6
@@ -84,7 +85,12 @@ SELECT q.name,
 FROM mqlite_queues q
 WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
   AND (?2 IS NULL AND q.dedup_by_body = 0
-       OR NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now())))`
+       OR NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now())))
+RETURNING id, enqueued_at + (SELECT dedup_window_ms FROM mqlite_queues
+	WHERE name = ?1 AND dedup_window_ms > 0 AND (?2 IS NOT NULL OR dedup_by_body = 1))`
+
+// insertDedup writes the dedup row of one message.
+const insertDedup = `INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at) VALUES (?, ?, ?, ?, ?)`
 
 // insertBody writes the body of a message whose row keeps none.
 const insertBody = `INSERT INTO mqlite_message_bodies (id, body) VALUES (?, ?)`
@@ -199,21 +205,23 @@ func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []by
 	case m.Body == nil:
 		body = []byte{}
 	}
-	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
-		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), ckey, body, key, m.Size(), len(m.Body))
-	if err != nil {
+	var seq int64
+	var dedupUntil sql.NullInt64
+	err := db.QueryRowContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
+		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), ckey, body, key, m.Size(), len(m.Body)).
+		Scan(&seq, &dedupUntil)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Copy{}, interpret("send", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return Copy{}, interpret("send", err)
-	}
-	if n == 1 {
-		// The trigger's insert into dedup does not change the statement's
-		// last rowid: it is the message's.
-		seq, err := res.LastInsertId()
-		if err != nil {
-			return Copy{}, interpret("send", err)
+	if err == nil {
+		if dedupUntil.Valid {
+			var orig []byte // a content key is its own: the row keeps none
+			if m.MessageID != "" {
+				orig = ckey
+			}
+			if _, err := db.ExecContext(ctx, insertDedup, queue, key, seq, orig, dedupUntil.Int64); err != nil {
+				return Copy{}, interpret("send", err)
+			}
 		}
 		if body == nil {
 			if _, err := db.ExecContext(ctx, insertBody, seq, m.Body); err != nil {
