@@ -16,8 +16,10 @@ const rowParams = 8
 
 // chunkSQL returns the multi-row insert of n messages into the queue ?1 and
 // the dedup lookup of their n keys. The insert takes its rows from a VALUES
-// list in slot order, each with its place in the chunk (column8), and
-// numbers them from nextSeq in that order; the queue's settings and the
+// list in slot order, each with its seq (column8, numbered from nextSeq
+// by insertChunk): a SELECT that read mqlite_messages itself would make
+// SQLite copy the rows into a temporary table before inserting them. The
+// queue's settings and the
 // store's clock are scalar subqueries that SQLite evaluates once per
 // statement. Only ungrouped messages of a standard queue with an inline body
 // come here: no group hold to compute, no second table to write.
@@ -25,7 +27,7 @@ func chunkSQL(n int) (insertSQL, lookupSQL string) {
 	var ins, look strings.Builder
 	ins.WriteString(`INSERT INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, subject, properties, content_key, body_len, body)
-SELECT ` + nextSeq + ` + column8, ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END, 0,
+SELECT column8, ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END, 0,
 	max(column1, (SELECT mqlite_now())),
 	CASE WHEN column2 > 0 THEN (SELECT mqlite_now()) + column2
 	     WHEN (SELECT default_ttl_ms FROM mqlite_queues WHERE name = ?1) > 0
@@ -223,6 +225,10 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 		for n > len(fresh) {
 			n /= 2
 		}
+		var first int64
+		if err := db.QueryRowContext(ctx, `SELECT `+nextSeq).Scan(&first); err != nil {
+			return interpret("send", err)
+		}
 		args := make([]any, 1, 1+n*rowParams)
 		args[0] = name
 		for i, p := range fresh[:n] {
@@ -231,7 +237,7 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 				body = []byte{}
 			}
 			args = append(args, p.m.DeliverAt, p.m.TTLMS, nullString(p.m.MessageID), nullString(p.m.Subject),
-				nullString(p.m.Properties), p.ckey, body, i)
+				nullString(p.m.Properties), p.ckey, body, first+int64(i))
 		}
 		res, err := db.ExecContext(ctx, chunkSQLs[n][0], args...)
 		if err != nil {
@@ -241,17 +247,11 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 		if err != nil {
 			return interpret("send", err)
 		}
-		last, err := res.LastInsertId()
-		if err != nil {
-			return interpret("send", err)
-		}
 		if count != int64(n) {
 			return fmt.Errorf("send: a multi-row insert of %d messages wrote %d", n, count)
 		}
-		// One statement on the one writer numbered the rows consecutively
-		// by their place in the chunk, ending at last.
 		for i, p := range fresh[:n] {
-			seq := last - int64(n) + 1 + int64(i)
+			seq := first + int64(i)
 			out[p.slot] = SendResult{Seq: seq, Copies: []Copy{{Queue: name, Seq: seq}}}
 		}
 		if t.windowMS > 0 {
