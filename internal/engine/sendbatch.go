@@ -264,6 +264,34 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 	return nil
 }
 
+// dedupParams is how many parameters one row of dedupSQL binds.
+const dedupParams = 3
+
+// dedupSQL returns the insert of n dedup rows of the queue ?1, each
+// expiring ?2 ms (the window) after its message's enqueued_at, from (key,
+// seq, content_key) rows of anonymous parameters; a padding row is all NULL
+// and writes none. A send writes the
+// dedup rows of its messages with it, in the same transaction: one
+// statement for a chunk of a batch, where a trigger ran a program and read
+// the queue for every message.
+func dedupSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
+	SELECT ?1, column1, column2, column3, m.enqueued_at + ?2 FROM (VALUES `)
+	row := "(?" + strings.Repeat(", ?", dedupParams-1) + ")"
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(`) CROSS JOIN mqlite_messages m ON m.id = column2 WHERE column1 IS NOT NULL`)
+	return b.String()
+}
+
+// dedupSQLs holds dedupSQL for every power of two up to maxChunk.
+var dedupSQLs = bySize(maxChunk, dedupSQL)
+
 // insertDedups writes the dedup rows of the slots of inserted that have a
 // key, numbered in out, with one statement (inserted holds at most
 // maxChunk slots).
