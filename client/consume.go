@@ -45,7 +45,7 @@ func checkQueue(queue string) error {
 
 func lockOf(l mqlite.Lock) wire.LockRequest { return wire.LockRequest{Seq: l.Seq, Token: l.Token} }
 
-// Complete deletes a delivered message, as Store.Complete.
+// Complete settles a delivered message as handled, as Store.Complete.
 func (c *Client) Complete(ctx context.Context, l mqlite.Lock) error {
 	if err := checkQueue(l.Queue); err != nil {
 		return err

@@ -26,7 +26,8 @@ import (
 type Source interface {
 	// Receive claims up to opts.Max messages; see mqlite.Store.Receive.
 	Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error)
-	// Complete deletes a delivered message.
+	// Complete settles a delivered message as handled: it leaves the
+	// queue for good.
 	Complete(ctx context.Context, l mqlite.Lock) error
 	// Abandon makes a delivered message claimable again after delay.
 	Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error
