@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
 
-	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/wire"
 )
@@ -83,35 +80,4 @@ func (s *Server) routes() http.Handler {
 		return result{}, &apiError{wire.CodeNotFound, wire.ReasonNoRoute, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
 	}))
 	return hsts(mux)
-}
-
-// hsts adds Strict-Transport-Security to every answer over TLS (ServeTLS,
-// or a TLS server of the caller's around Handler): a browser that reached
-// the broker over HTTPS (the dashboard) never falls back to plain HTTP,
-// where its key would travel in clear. A year, as browsers' preload lists
-// ask.
-func hsts(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil {
-			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// ready answers 200 while the broker is not draining and the store answers.
-func (s *Server) ready(r *http.Request) (result, error) {
-	if s.drain.Err() != nil {
-		return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		var one int
-		return tx.SQL().QueryRowContext(tx.Context(), `SELECT 1`).Scan(&one)
-	})
-	if err != nil {
-		return result{}, err
-	}
-	return ok(wire.Health{Status: "ready"})
 }
