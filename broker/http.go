@@ -201,12 +201,13 @@ func noContent() (result, error) { return result{status: http.StatusNoContent}, 
 
 // endpoint is one route: the role it needs, the path wildcard naming the
 // queue or topic it needs (empty when the handler checks a name itself),
-// and the handler.
+// the handler, and how its answer counts in Config.MaxAnswerBytes.
 type endpoint struct {
 	pattern string
 	role    keys.Role
 	scope   string
 	fn      func(r *http.Request) (result, error)
+	answer  answerKind
 }
 
 // wrap runs an endpoint: body limit, authentication, authorisation, the
@@ -241,8 +242,7 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			if err := require(ctx, e.role, r.PathValue(e.scope)); err != nil {
 				return err
 			}
-			kind := answerKindOf(e.pattern)
-			held, err := s.holdRead(ctx, kind)
+			held, err := s.holdRead(ctx, e.answer)
 			if err != nil {
 				return err
 			}
@@ -260,7 +260,7 @@ func (s *Server) wrap(e endpoint) http.Handler {
 				s.answers.give(held)
 				sw.WriteHeader(res.status)
 			} else {
-				s.writeAnswer(ctx, sw, res.status, res.body, kind, held)
+				s.writeAnswer(ctx, sw, res.status, res.body, e.answer, held)
 			}
 			return nil
 		}()
