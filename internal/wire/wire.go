@@ -41,11 +41,6 @@ func MSDur(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// RedriveRequest is the body of redrive; no seqs means every dead letter.
-type RedriveRequest struct {
-	Seqs []int64 `json:"seqs,omitempty"`
-}
-
 // PurgeRequest is the body of purge; seqs, when set, are the messages to
 // remove (those of them in state).
 type PurgeRequest struct {
