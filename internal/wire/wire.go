@@ -66,12 +66,6 @@ type KeysResponse struct {
 	Keys []Key `json:"keys"`
 }
 
-// BackupRequest is the body of a backup, and its response: the name of a
-// file to create in the broker's backup folder (a plain name, not a path).
-type BackupRequest struct {
-	Path string `json:"path"`
-}
-
 // Health is the response of /healthz and /readyz.
 type Health struct {
 	Status string `json:"status"`
