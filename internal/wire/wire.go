@@ -39,33 +39,6 @@ func MSDur(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// CreateKeyRequest is the body of an access key creation.
-type CreateKeyRequest struct {
-	Role   string   `json:"role"`
-	Queues []string `json:"queues"`
-}
-
-// Key describes an access key; never its secret.
-type Key struct {
-	ID        string    `json:"id"`
-	Role      string    `json:"role"`
-	Queues    []string  `json:"queues"`
-	CreatedAt time.Time `json:"created_at"`
-	RevokedAt time.Time `json:"revoked_at,omitzero"`
-}
-
-// CreateKeyResponse is the response of a key creation: the only time the
-// secret is shown.
-type CreateKeyResponse struct {
-	Key    Key    `json:"key"`
-	Secret string `json:"secret"`
-}
-
-// KeysResponse is the response of the key listing.
-type KeysResponse struct {
-	Keys []Key `json:"keys"`
-}
-
 // Health is the response of /healthz and /readyz.
 type Health struct {
 	Status string `json:"status"`
