@@ -9,9 +9,7 @@
 // []byte). docs/api-reference-broker.md documents every body.
 package wire
 
-import (
-	"time"
-)
+import "time"
 
 // DurMS encodes d as milliseconds; -1 (the "off" value) stays -1.
 func DurMS(d time.Duration) int64 {
