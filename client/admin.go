@@ -28,15 +28,6 @@ func (c *Client) Redrive(ctx context.Context, queue string, opts mqlite.RedriveO
 	return out.Count, err
 }
 
-// DeliverNow makes scheduled messages of queue due now, as
-// Store.DeliverNow. Needs an admin key over the queue; at most the broker's
-// batch limit of seqs (ErrRequestTooLarge).
-func (c *Client) DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error) {
-	var out wire.CountResponse
-	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/deliver-now"), in: wire.DeliverNowRequest{Seqs: opts.Seqs}, out: &out})
-	return out.Count, err
-}
-
 // Purge removes the messages of queue in opts.State, as Store.Purge.
 func (c *Client) Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error) {
 	var out wire.CountResponse

@@ -319,3 +319,12 @@ func fromOutbox(ctx context.Context, m outbox.Message) wire.SendMessage {
 	}
 	return wire.FromOutbox(m)
 }
+
+// DeliverNow makes scheduled messages of queue due now, as
+// Store.DeliverNow. Needs an admin key over the queue; at most the broker's
+// batch limit of seqs (ErrRequestTooLarge).
+func (c *Client) DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error) {
+	var out wire.CountResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/deliver-now"), in: wire.DeliverNowRequest{Seqs: opts.Seqs}, out: &out})
+	return out.Count, err
+}
