@@ -80,46 +80,6 @@ func (c *Client) ResumeQueue(ctx context.Context, name string) error {
 	return c.do(ctx, call{method: http.MethodPost, path: qpath(name, "/resume")})
 }
 
-// Key describes an access key (never its secret).
-type Key struct {
-	// ID names the key; RevokeKey takes it.
-	ID string `json:"id"`
-	// Role is "producer", "consumer" or "admin".
-	Role string `json:"role"`
-	// Queues are the queue names (or "*") the key covers.
-	Queues []string `json:"queues"`
-	// CreatedAt is when the key was made.
-	CreatedAt time.Time `json:"created_at"`
-	// RevokedAt is when the key was revoked; zero while it is live.
-	RevokedAt time.Time `json:"revoked_at,omitzero"`
-}
-
-// CreateKey makes an access key with role ("producer", "consumer" or
-// "admin") on queues ("*" for all) and returns it with its secret, which
-// cannot be shown again. Needs an admin key over every queue.
-func (c *Client) CreateKey(ctx context.Context, role string, queues []string) (Key, string, error) {
-	var out wire.CreateKeyResponse
-	err := c.do(ctx, call{method: http.MethodPost, path: "/v1/keys", in: wire.CreateKeyRequest{Role: role, Queues: queues}, out: &out})
-	return Key(out.Key), out.Secret, err
-}
-
-// ListKeys returns every access key, revoked ones included.
-func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
-	var out wire.KeysResponse
-	if err := c.do(ctx, call{method: http.MethodGet, path: "/v1/keys", out: &out}); err != nil {
-		return nil, err
-	}
-	return convert(out.Keys, func(k wire.Key) Key { return Key(k) }), nil
-}
-
-// WhoAmI returns the client's own key (never its secret) and the names of
-// the queues it covers, in name order: what the key may use.
-func (c *Client) WhoAmI(ctx context.Context) (Key, []string, error) {
-	var out wire.WhoAmIResponse
-	err := c.do(ctx, call{method: http.MethodGet, path: "/v1/whoami", out: &out})
-	return Key(out.Key), out.Queues, err
-}
-
 // QueueCounts is one queue's counts as Client.Counts returns them: what
 // mqlite.QueueMetrics keeps (messages per state, bytes, pause, receivers,
 // counters) and the ages of mqlite.Store.Ages.
@@ -172,11 +132,6 @@ func convert[W, C any](in []W, f func(W) C) []C {
 		out[i] = f(w)
 	}
 	return out
-}
-
-// RevokeKey revokes the key id; it is refused from then on.
-func (c *Client) RevokeKey(ctx context.Context, id string) error {
-	return c.do(ctx, call{method: http.MethodDelete, path: "/v1/keys/" + url.PathEscape(id)})
 }
 
 // Backup writes a backup of the store, as Store.Backup, into the broker's
