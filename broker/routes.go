@@ -11,10 +11,9 @@ import (
 
 // routes builds the mux from the route table: each endpoint's pattern,
 // role, scope, handler and answer kind. docs/api-reference-broker.md lists
-// the same table. The handlers live in the file of their family, named the
-// same in internal/wire, client and cmd/mqlite: messages.go, queues.go,
-// deadletters.go, topics.go, keys.go, schedules.go, find.go, stream.go,
-// commit.go, backup.go, inbound.go.
+// the same table. Each handler lives in its family's file, named the same
+// in internal/wire, client and cmd/mqlite (docs/internals.md, "Where things
+// are").
 func (s *Server) routes() http.Handler {
 	const q = "/v1/queues/{queue}"
 	eps := []endpoint{
