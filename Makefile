@@ -76,7 +76,7 @@ bench-brokers:
 
 # gofmt, go vet and staticcheck over every module (staticcheck with the
 # build tags of the crash and stress tests, so that it sees their helpers),
-# then citecheck: no comment in library code cites a document outside the
+# then citecheck: no comment in Go code, tests included, cites a document outside the
 # repository.
 lint:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && \

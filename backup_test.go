@@ -188,7 +188,7 @@ func TestBackupKilledLeavesNoPartialFile(t *testing.T) {
 
 // TestFilesArePrivate: the store's file, its WAL, shared memory and lock
 // files, and a backup hold every body and key hash: each is created 0600
-// (issue 22), whatever the umask lets through.
+// whatever the umask lets through.
 func TestFilesArePrivate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

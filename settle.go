@@ -55,10 +55,13 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	return err
 }
 
-// Complete deletes a delivered message: it was handled. It needs the
-// delivery's current token and a lease still running (ErrLockLost
-// otherwise). Retrying the exact same Complete after it succeeded (the
-// reply was lost) succeeds again, for about 30 minutes.
+// Complete settles a delivered message as handled: it leaves the queue, and
+// no read of the store shows it again. It needs the delivery's current
+// token and a lease still running (ErrLockLost otherwise). Retrying the
+// exact same Complete after it succeeded (the reply was lost) succeeds
+// again, for about 30 minutes: the store keeps the completed message's row
+// (body dropped) as the receipt until the janitor's next pass turns it
+// into a receipt row.
 func (s *Store) Complete(ctx context.Context, l Lock) error {
 	return s.settle(ctx, engine.Settlement{Op: engine.OpComplete}, l)
 }

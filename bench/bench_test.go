@@ -13,7 +13,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		// goqite's jobs.Runner starts a lease extender per job that sleeps
 		// 4 s before it looks at the job's ctx: it outlives the job and the
-		// runner's Stop (STYLE.md names it). Nothing of ours can wait for it.
+		// runner's Stop. Nothing of ours can wait for it.
 		goleak.IgnoreAnyFunction("maragu.dev/goqite/jobs.(*Runner).receiveAndRun.func1.3"))
 }
 

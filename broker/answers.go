@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 // answerKind is how an endpoint's answer counts in Config.MaxAnswerBytes.
@@ -15,19 +14,6 @@ const (
 	claims                       // carries what a claim took: counted once encoded
 	reads                        // reads rows: holds MaxResponseBytes before it reads them
 )
-
-// answerKindOf returns the kind of the answer of the endpoint of pattern.
-func answerKindOf(pattern string) answerKind {
-	switch {
-	case strings.HasSuffix(pattern, "/receive"), strings.HasSuffix(pattern, "/complete-receive"),
-		strings.HasSuffix(pattern, "/receive-deferred"):
-		return claims
-	case strings.HasPrefix(pattern, "GET ") && (strings.HasSuffix(pattern, "/messages") ||
-		strings.HasSuffix(pattern, "/find") || strings.HasSuffix(pattern, "/dead-letters")):
-		return reads
-	}
-	return noMessages
-}
 
 // holdRead holds room in Config.MaxAnswerBytes for an answer of kind
 // before its endpoint runs: MaxResponseBytes and a third (the JSON of the

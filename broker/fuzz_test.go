@@ -17,7 +17,7 @@ import (
 // fuzzDecoder checks one request decoder on arbitrary bytes: it never
 // panics, accepts only UTF-8, a value it accepts converts to the store's arguments without
 // panicking (use), and encodes back to JSON that decodes to the same value.
-// The seed corpus is in testdata/fuzz/<name>/.
+// The corpus each target starts from is in testdata/fuzz/<name>/.
 func fuzzDecoder[T any](f *testing.F, use func(T)) {
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

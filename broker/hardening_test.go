@@ -1,6 +1,6 @@
 package broker_test
 
-// Issue 22: the broker attacked as an operator's untrusted client would.
+// The broker attacked as an operator's untrusted client would.
 // Each test pins one promise through the HTTP API.
 
 import (
@@ -72,7 +72,7 @@ func subscriptionQueues(tp wire.Topic) []string {
 	return out
 }
 
-// TestTopicAdminNeedsEveryQueueItChanges (issue 22, item 1): an admin key
+// TestTopicAdminNeedsEveryQueueItChanges : an admin key
 // over a topic and one of its subscription queues cannot re-filter or
 // delete another subscription queue, nor delete the topic while it has
 // one the key does not cover; refused calls change nothing.
@@ -111,7 +111,7 @@ func TestTopicAdminNeedsEveryQueueItChanges(t *testing.T) {
 	}
 }
 
-// TestBackupOnlyIntoTheBackupDir (issue 22, item 2): without
+// TestBackupOnlyIntoTheBackupDir : without
 // Config.BackupDir remote backups are refused; with it, a request names a
 // plain file inside it, written 0600; every other path is refused and
 // nothing is written; errors on the wire name no host path.
@@ -182,7 +182,7 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// TestAnswersStayWithinTheByteBudget (issue 22, item 3): peek, the
+// TestAnswersStayWithinTheByteBudget : peek, the
 // dead-letter listing and receive stop adding messages at
 // Config.MaxResponseBytes, and always carry at least one.
 func TestAnswersStayWithinTheByteBudget(t *testing.T) {
@@ -256,7 +256,7 @@ func TestAnswersStayWithinTheByteBudget(t *testing.T) {
 	}
 }
 
-// TestRevocationEndsWaitingReceives (issue 22, item 4): revoking a key
+// TestRevocationEndsWaitingReceives : revoking a key
 // answers its waiting receives with 401 at once; a message sent after the
 // revocation is not handed to it.
 func TestRevocationEndsWaitingReceives(t *testing.T) {
@@ -306,7 +306,7 @@ func TestRevocationEndsWaitingReceives(t *testing.T) {
 	}
 }
 
-// TestScheduleDurationsThatOverflowAreRefused (issue 22, item 5).
+// TestScheduleDurationsThatOverflowAreRefused: a schedule duration that overflows is refused.
 func TestScheduleDurationsThatOverflowAreRefused(t *testing.T) {
 	f := start(t, broker.Config{})
 	for _, body := range []string{
@@ -334,7 +334,7 @@ func TestScheduleDurationsThatOverflowAreRefused(t *testing.T) {
 	}
 }
 
-// TestInvalidUTF8IsRefused (issue 22, item 6): a request with invalid UTF-8
+// TestInvalidUTF8IsRefused : a request with invalid UTF-8
 // in a JSON string, raw or as a lone surrogate escape, is refused, so two
 // distinct ids never become one.
 func TestInvalidUTF8IsRefused(t *testing.T) {
@@ -361,7 +361,7 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 	}
 }
 
-// TestRedriveSeqsAreBounded (issue 22, item 9): the seqs of a redrive,
+// TestRedriveSeqsAreBounded : the seqs of a redrive,
 // and of a purge of selected messages, are a batch.
 func TestRedriveSeqsAreBounded(t *testing.T) {
 	f := start(t, broker.Config{MaxBatch: 3})
@@ -379,7 +379,7 @@ func TestRedriveSeqsAreBounded(t *testing.T) {
 	}
 }
 
-// TestNamesOutsideTheScopeDoNotLeak (issue 22, item 10): a schedule outside
+// TestNamesOutsideTheScopeDoNotLeak : a schedule outside
 // the key's scope answers as an unknown one; topic answers and a send's
 // copies name no subscription queue outside the key's scope.
 func TestNamesOutsideTheScopeDoNotLeak(t *testing.T) {
@@ -455,7 +455,7 @@ func TestUpdateScheduleChecksItsCurrentTarget(t *testing.T) {
 	}
 }
 
-// TestDelaysAreBounded (issue 22, item 11): abandon's delay and a send's
+// TestDelaysAreBounded : abandon's delay and a send's
 // deliver_at are at most mqlite.MaxDelay away, the store's bound; an admin
 // makes a scheduled message due now.
 func TestDelaysAreBounded(t *testing.T) {

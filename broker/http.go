@@ -14,6 +14,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/wire"
 )
@@ -200,12 +201,13 @@ func noContent() (result, error) { return result{status: http.StatusNoContent}, 
 
 // endpoint is one route: the role it needs, the path wildcard naming the
 // queue or topic it needs (empty when the handler checks a name itself),
-// and the handler.
+// the handler, and how its answer counts in Config.MaxAnswerBytes.
 type endpoint struct {
 	pattern string
 	role    keys.Role
 	scope   string
 	fn      func(r *http.Request) (result, error)
+	answer  answerKind
 }
 
 // wrap runs an endpoint: body limit, authentication, authorisation, the
@@ -240,8 +242,7 @@ func (s *Server) wrap(e endpoint) http.Handler {
 			if err := require(ctx, e.role, r.PathValue(e.scope)); err != nil {
 				return err
 			}
-			kind := answerKindOf(e.pattern)
-			held, err := s.holdRead(ctx, kind)
+			held, err := s.holdRead(ctx, e.answer)
 			if err != nil {
 				return err
 			}
@@ -259,7 +260,7 @@ func (s *Server) wrap(e endpoint) http.Handler {
 				s.answers.give(held)
 				sw.WriteHeader(res.status)
 			} else {
-				s.writeAnswer(ctx, sw, res.status, res.body, kind, held)
+				s.writeAnswer(ctx, sw, res.status, res.body, e.answer, held)
 			}
 			return nil
 		}()
@@ -343,4 +344,35 @@ func noBody(r *http.Request) error {
 		return errMalformed("this endpoint takes no request body")
 	}
 	return nil
+}
+
+// hsts adds Strict-Transport-Security to every answer over TLS (ServeTLS,
+// or a TLS server of the caller's around Handler): a browser that reached
+// the broker over HTTPS (the dashboard) never falls back to plain HTTP,
+// where its key would travel in clear. A year, as browsers' preload lists
+// ask.
+func hsts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ready answers 200 while the broker is not draining and the store answers.
+func (s *Server) ready(r *http.Request) (result, error) {
+	if s.drain.Err() != nil {
+		return result{}, &apiError{wire.CodeUnavailable, wire.ReasonDraining, "broker is shutting down"}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	err := s.st.Tx(ctx, func(tx *mqlite.Tx) error {
+		var one int
+		return tx.SQL().QueryRowContext(tx.Context(), `SELECT 1`).Scan(&one)
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return ok(wire.Health{Status: "ready"})
 }

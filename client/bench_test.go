@@ -155,11 +155,11 @@ func BenchmarkBroker(b *testing.B) {
 }
 
 // BenchmarkBrokerPeekRSS measures the broker's memory for answers that
-// carry large bodies (issue 22, item 3; docs/benchmark.md, "Broker memory
+// carry large bodies (docs/benchmark.md, "Broker memory
 // under large answers"): 200 messages of the largest size a default store
 // allows (1 MiB, body and metadata), then 4 concurrent peeks of up to 1,000
 // messages each, against a broker process with no byte budget
-// (MaxResponseBytes -1: Max alone bounds an answer, as before issue 22)
+// (MaxResponseBytes -1: Max alone bounds an answer, as before the byte budget)
 // and with the default one (4 MiB). It reports the broker's resident
 // memory before the peeks and its high-water mark (VmHWM) after them.
 func BenchmarkBrokerPeekRSS(b *testing.B) {

@@ -352,3 +352,20 @@ func newAttemptID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// convert returns f of every element of in, in order.
+func convert[W, C any](in []W, f func(W) C) []C {
+	out := make([]C, len(in))
+	for i, w := range in {
+		out[i] = f(w)
+	}
+	return out
+}
+
+// Ready reports whether the broker is ready (GET /readyz); no key needed.
+// It does not retry.
+func (c *Client) Ready(ctx context.Context) error {
+	cl := *c
+	cl.cfg.MaxElapsed = -1
+	return cl.do(ctx, call{method: http.MethodGet, path: "/readyz"})
+}

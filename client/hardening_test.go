@@ -22,7 +22,7 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// TestSendValidatesBeforeSending (issue 22, item 6): Send and SendBatch
+// TestSendValidatesBeforeSending : Send and SendBatch
 // refuse what outbox.SendOne refuses (invalid UTF-8, fields over their
 // bounds) with the same sentinel, before any request leaves the process.
 func TestSendValidatesBeforeSending(t *testing.T) {
@@ -73,7 +73,7 @@ func sameSentinels(a, b error) bool {
 	return true
 }
 
-// TestFewerThanAskedWithinTheBudget (issue 22, item 3): over a broker with
+// TestFewerThanAskedWithinTheBudget : over a broker with
 // a small byte budget, Receive, Peek and Find return fewer messages than asked
 // and consumer.Loop over the client still handles every message once.
 func TestFewerThanAskedWithinTheBudget(t *testing.T) {

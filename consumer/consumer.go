@@ -36,7 +36,8 @@ import (
 type Source interface {
 	// Receive claims up to opts.Max messages; see mqlite.Store.Receive.
 	Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error)
-	// Complete deletes a delivered message.
+	// Complete settles a delivered message as handled: it leaves the
+	// queue for good.
 	Complete(ctx context.Context, l mqlite.Lock) error
 	// CompleteBatch completes locks in one transaction; each lock gets its
 	// own result (nil or an error matching mqlite.ErrLockLost), err is for

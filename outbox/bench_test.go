@@ -15,7 +15,7 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// rawSchema is the raw-SQL baseline of issue 13: one table, one partial
+// rawSchema is the raw-SQL baseline: one table, one partial
 // index over the ready rows, in the store's own file and settings.
 const rawSchema = `CREATE TABLE raw (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, body BLOB NOT NULL,
 	state TEXT NOT NULL, received_at INTEGER NOT NULL);
@@ -23,7 +23,7 @@ CREATE INDEX raw_ready ON raw (queue, id) WHERE state = 'ready'`
 
 const rawInsert = `INSERT INTO raw (queue, body, state, received_at) VALUES ('bench', ?, 'ready', ?)`
 
-// BenchmarkSend measures the outbox beside the raw-SQL baseline of issue 13
+// BenchmarkSend measures the outbox beside the raw-SQL baseline
 // in the same run, on the store's real settings (WAL, synchronous NORMAL,
 // automatic checkpoints on): one message per transaction and 100 per
 // transaction, 256-byte random bodies, de-duplication on (the default

@@ -155,7 +155,7 @@ func TestPowerLossRelay(t *testing.T) {
 			if !integrity(t, path) {
 				continue
 			}
-			high := int64(rawCount(t, path, `SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '`+tableMessages+`'`))
+			high := int64(rawCount(t, path, `SELECT max(coalesce((SELECT max(id) FROM `+tableMessages+`), 0), coalesce((SELECT floor FROM mqlite_sequence), 0))`))
 			// Present: in the file and not completed (a completion leaves a
 			// tombstone until the janitor turns it into a receipt).
 			present := func(seq int64) bool {

@@ -249,15 +249,18 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 // by make.go beside each), by the table that holds their messages: the
 // layout before the mqlite_ prefix (guard token mqlite-schema-3), the
 // first prefixed one (mqlite-schema-4), the one in which a completion
-// wrote a receipt row (mqlite-schema-5), and the one before scheduled
-// messages were indexed by id (mqlite-schema-6). The upgrade of mqlite-schema-4
-// runs two migrations, each in its own transaction: a cut between them
-// leaves the layout of mqlite-schema-5 (between).
+// wrote a receipt row (mqlite-schema-5), the one before scheduled
+// messages were indexed by id (mqlite-schema-6), and the one before
+// settled_at (mqlite-schema-7). The upgrades of mqlite-schema-4 and of
+// mqlite-schema-6 run two migrations each, each in its own transaction: a
+// cut between them leaves the layout of mqlite-schema-5, or of
+// mqlite-schema-7 (between).
 var migrationFixtures = []struct{ name, file, messages, between string }{
 	{"v3", "../schema/testdata/v3/store.db", "messages", ""},
 	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", "../schema/testdata/v5/store.db"},
 	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", ""},
-	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", ""},
+	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", "../schema/testdata/v7/store.db"},
+	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", ""},
 }
 
 // migrationTemplate is a folder holding a copy of a fixture, and the

@@ -105,6 +105,8 @@ func (f fixture) layoutOf(t *testing.T, path string) string {
 		return "new"
 	case f.version < receiptFixture.version && token == receiptFixture.token && layout == receiptFixture.layout(t):
 		return "between"
+	case f.version < settledFixture.version && token == settledFixture.token && layout == settledFixture.layout(t):
+		return "before settled"
 	}
 	t.Fatalf("a mix of layouts: token %q, layout:\n%s", token, layout)
 	return ""
@@ -142,7 +144,7 @@ func copyFile(t *testing.T, src, dst string) {
 // one every time, then an upgrade that loses nothing.
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
-	for _, f := range []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture} {
+	for _, f := range []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture, settledFixture} {
 		t.Run(f.token, func(t *testing.T) {
 			t.Parallel()
 			f.crash(t)
@@ -194,6 +196,8 @@ func (f fixture) crash(t *testing.T) {
 			t.Fatalf("killed after %q, inside a transaction: the file holds the new layout", step)
 		case "between":
 			from = receiptFixture.version
+		case "before settled":
+			from = settledFixture.version
 		}
 		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil || m.From != from {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)

@@ -1,6 +1,6 @@
 -- mqlite's layout: every object a store adds to a file, all named mqlite_...
--- (SQLite adds sqlite_sequence, for the AUTOINCREMENT of mqlite_messages, and
--- goose the migrations table mqlite_migrations). Four parts, each begun by a
+-- (goose adds the migrations table mqlite_migrations, and SQLite
+-- sqlite_sequence for its AUTOINCREMENT). Four parts, each begun by a
 -- line "-- mqlite: <part>": the guard, the tables, the indexes and triggers
 -- of the messages, then the other indexes. An upgrade creates the tables,
 -- copies the rows, and only then creates the indexes and triggers, so that
@@ -17,7 +17,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-7');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-8');
 
 -- mqlite: tables
 
@@ -40,8 +40,11 @@ CREATE TABLE mqlite_queues (
     dedup_by_body      INTEGER NOT NULL CHECK (dedup_by_body IN (0, 1))
 , paused_at INTEGER NOT NULL DEFAULT 0) STRICT;
 
--- A message is a row and its state is a column. id is the sequence number:
--- AUTOINCREMENT keeps it strictly increasing and never reused.
+-- A message is a row and its state is a column. id is the sequence number,
+-- strictly increasing and never reused: a send gives it explicitly, one past
+-- the highest of the newest message and mqlite_sequence's floor (the
+-- highest id ever deleted as the newest, which mqlite_sequence_floor keeps),
+-- so that a send writes no sequence page as AUTOINCREMENT's did.
 -- held = 1 marks a grouped message behind an earlier live message of its group
 -- (live: any state but dead_lettered and completed); the triggers below keep
 -- it exact, so the claim index holds only messages that could be handed out.
@@ -55,17 +58,21 @@ CREATE TABLE mqlite_queues (
 -- that holds no lease has 32 dashes for lock_token, the length of a token and
 -- never one (tokens are hex): a claim then rewrites the row at the same size,
 -- where a NULL growing to 32 bytes split the row's full 1 KiB page on almost
--- every claim.
--- A completed message stays as a tombstone (state completed, the body in
--- its row dropped, locked_until the moment of its completion, lock_token
--- the token that completed it): it is the receipt of its completion, so
--- that a retried Complete succeeds, until the janitor's next pass turns it
--- into a receipt row and deletes it (and a body kept out of its row). A
--- completion thus rewrites the row in its page where a delete emptied pages
--- and wrote a receipt elsewhere; nothing reads a tombstone but that replay.
+-- every claim. locked_until is the end of the lease of a locked message.
+-- A completed message is settled: state completed, settled_at the moment
+-- of its completion (NULL in every other state, which the CHECK holds),
+-- lock_token the token of the delivery that completed it, the body in its
+-- row dropped. The row is the receipt of its completion, so that a retried
+-- Complete succeeds, until the janitor's next pass turns it into a receipt
+-- row and deletes it (and a body kept out of its row). A completion thus
+-- rewrites the row in its page where a delete emptied pages and wrote a
+-- receipt elsewhere. No read of the store shows a completed message: every
+-- state index but mqlite_msg_settled leaves it out, and a read over the
+-- rows names it through one condition of the engine (internal/engine,
+-- state.go).
 -- last_error is the last reason a delivery came back (NULL for none).
 CREATE TABLE mqlite_messages (
-    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    id                 INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
     state              TEXT    NOT NULL DEFAULT 'active'
                            CHECK (state IN ('active', 'locked', 'deferred',
@@ -87,7 +94,17 @@ CREATE TABLE mqlite_messages (
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
-    last_error         TEXT
+    last_error         TEXT,
+    settled_at         INTEGER,
+    CHECK ((state = 'completed') = (settled_at IS NOT NULL))
+) STRICT;
+
+-- The floor of the message sequence: the highest id deleted while it was
+-- the newest message (mqlite_sequence_floor), or carried over by an upgrade.
+-- One row at most, written only when the newest message goes.
+CREATE TABLE mqlite_sequence (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    floor INTEGER NOT NULL
 ) STRICT;
 
 -- The bodies too large to keep in their message's row, written once.
@@ -96,7 +113,9 @@ CREATE TABLE mqlite_message_bodies (
     body BLOB    NOT NULL
 ) STRICT;
 
--- Producer de-duplication: one row per (queue, key) inside the queue's window.
+-- Producer de-duplication: one row per (queue, key) inside the queue's window,
+-- written by the send in the message's transaction (one multi-row insert for
+-- a batch).
 -- key is the MessageID (TEXT) or, for a message without one on a queue with
 -- dedup_by_body, the content key (the first 16 bytes of the body's SHA-256, a
 -- BLOB). The column is ANY so that the
@@ -114,8 +133,8 @@ CREATE TABLE mqlite_dedup (
 
 -- A settlement that succeeded, keyed by the whole request, so that the exact
 -- same request retried is answered with success and nothing else is (a
--- completion's receipt is its message's tombstone; a file of an earlier
--- layout may still hold completion receipts here, which replay). seq
+-- completion's receipt is its settled message until the janitor turns it
+-- into a row here). seq
 -- leads the key: receipts are written in about seq order, so they append
 -- instead of landing on random pages, and the janitor finds the oldest
 -- first. lock_token is the token's 16 bytes (the hex the caller holds,
@@ -202,9 +221,9 @@ CREATE TABLE mqlite_schedules (
 
 -- mqlite: message indexes and triggers
 
--- A message leaves with its body (a tombstone's body kept out of its row
--- goes when the janitor deletes the tombstone; no trigger on the state, so
--- that a claim runs no trigger program for it).
+-- A message leaves with its body (a completed message's body kept out of
+-- its row goes when the janitor deletes the row; no trigger on the state,
+-- so that a claim runs no trigger program for it).
 CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
 WHEN OLD.body IS NULL
 BEGIN
@@ -227,9 +246,19 @@ CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0
 -- scheduled backlog. (Stats counts and sums every entry either way, so it
 -- keeps reading mqlite_msg_scheduled, which carries body_len.)
 CREATE INDEX mqlite_msg_scheduled_id ON mqlite_messages (queue, id) WHERE state = 'scheduled';
--- The janitor deletes tombstones whose receipts' time has passed, oldest
+-- The janitor turns completed messages into receipt rows, oldest
 -- completion first.
-CREATE INDEX mqlite_msg_completed ON mqlite_messages (locked_until) WHERE state = 'completed';
+CREATE INDEX mqlite_msg_settled ON mqlite_messages (settled_at) WHERE settled_at IS NOT NULL;
+
+-- The newest message leaves (completed in bulk, expired, purged, its
+-- queue deleted): its id becomes the floor, so that no later send reuses
+-- it. Deleting any other message writes nothing here.
+CREATE TRIGGER mqlite_sequence_floor AFTER DELETE ON mqlite_messages
+WHEN NOT EXISTS (SELECT 1 FROM mqlite_messages WHERE id > OLD.id)
+BEGIN
+    INSERT OR REPLACE INTO mqlite_sequence (id, floor)
+    VALUES (1, max(OLD.id, coalesce((SELECT floor FROM mqlite_sequence WHERE id = 1), 0)));
+END;
 -- Group probes: one index over the members in flight (locked, deferred or
 -- scheduled: what keeps a later member waiting), one over the live members.
 CREATE INDEX mqlite_msg_group_flight ON mqlite_messages (queue, group_id, id)
@@ -301,20 +330,6 @@ BEGIN
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id);
-END;
-
--- Every committed message with a dedup key (a MessageID, or a body on a queue
--- with dedup_by_body) of a queue with a window leaves its dedup row in the
--- same statement, so the row cannot exist without the message or the reverse.
-CREATE TRIGGER mqlite_dedup_record AFTER INSERT ON mqlite_messages
-BEGIN
-    INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
-    SELECT NEW.queue, coalesce(NEW.message_id, NEW.content_key),
-           NEW.id, CASE WHEN NEW.message_id IS NOT NULL THEN NEW.content_key END,
-           NEW.enqueued_at + q.dedup_window_ms
-      FROM mqlite_queues q
-     WHERE q.name = NEW.queue AND q.dedup_window_ms > 0
-       AND (NEW.message_id IS NOT NULL OR q.dedup_by_body = 1);
 END;
 
 -- mqlite: other indexes

@@ -3,7 +3,7 @@
 // and Apply, which brings a file up to date or refuses it.
 //
 // Every object a store adds to a file is named mqlite_… (SQLite's own
-// sqlite_sequence aside), so a store can share the application's file with
+// sqlite_sequence, which goose's table needs, aside), so a store can share the application's file with
 // tables of any other name. The complete DDL is pinned by
 // testdata/schema.golden.sql. A file carrying a guard token this binary does
 // not know was written by an incompatible mqlite and is refused with
@@ -28,7 +28,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-7"
+const Token = "mqlite-schema-8"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -47,14 +47,20 @@ const receiptToken = "mqlite-schema-5"
 
 // tombstoneToken is the guard token of the layout in which a completion
 // left a tombstone, before scheduled messages were indexed by id as well as
-// by due time; migration 6 upgrades it in place, to Token.
+// by due time; migration 6 upgrades it in place, to scheduledToken.
 const tombstoneToken = "mqlite-schema-6"
+
+// scheduledToken is the guard token of the layout in which a completed
+// message kept its completion moment in locked_until, seqs were numbered
+// by AUTOINCREMENT and a trigger wrote every message's dedup row;
+// migration 7 upgrades it in place, to Token.
+const scheduledToken = "mqlite-schema-7"
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 6
+const Latest = 7
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -113,8 +119,9 @@ func SQL() string {
 // crash between them leaves a file of the layout in between, which the next
 // Open takes on from there); a file of the layout with receipts runs the
 // fifth, which makes the messages' table and all its indexes of today's
-// layout, so that the sixth finds nothing to do; a file of the layout with
-// tombstones runs the sixth.
+// layout, so that the sixth and the seventh find nothing to do; a file of
+// the layout with tombstones runs the sixth and the seventh, each in its
+// own transaction, and a file of the layout before settled_at the seventh.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -123,6 +130,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(4, &goose.GoFunc{RunTx: upgradePrefixed}, nil),
 		goose.NewGoMigration(5, &goose.GoFunc{RunTx: upgradeReceipts}, nil),
 		goose.NewGoMigration(6, &goose.GoFunc{RunTx: upgradeTombstones}, nil),
+		goose.NewGoMigration(7, &goose.GoFunc{RunTx: upgradeSettled}, nil),
 	}
 }
 
@@ -149,7 +157,7 @@ var unprefixedTables = []string{"queues", "messages", "message_bodies", "dedup",
 // one, in the migration's one transaction: a failure at any step, or a
 // SIGKILL, leaves the old layout whole. Every row is copied as it is, so
 // messages keep their seq, state, lease and token; the sequence of seqs goes
-// on where it was. Every queue that existed keeps deduplicating bodies, as
+// on where it was (its floor carried into mqlite_sequence). Every queue that existed keeps deduplicating bodies, as
 // it did, so an upgrade changes no behaviour under a running application.
 // On a file that migration 1 created, it finds the new token and does
 // nothing.
@@ -262,8 +270,8 @@ func upgradePrefixed(ctx context.Context, tx *sql.Tx) error {
 	return step("write the guard "+receiptToken, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, receiptToken)
 }
 
-// messageColumns are the columns of mqlite_messages, in the order of the
-// current layout.
+// messageColumns are the columns of mqlite_messages that every layout since
+// the one with receipts has, in the order of the current layout.
 const messageColumns = `id, queue, state, held, visible_at, locked_until, body_len, lock_token,
 	delivery_count, expires_at, enqueued_at, message_id, group_id, subject, properties, content_key,
 	body, dead_letter_reason, dead_letter_desc, dead_lettered_at, last_error`
@@ -272,8 +280,8 @@ const messageColumns = `id, queue, state, held, visible_at, locked_until, body_l
 // one, in the migration's one transaction: the messages are copied aside,
 // their table is made again with body_len among the columns the
 // connection's hook reads, and the rows come back with their seqs, states,
-// leases and tokens; the sequence of seqs goes on where it was (dropping
-// the table dropped its sqlite_sequence row). Then the messages' indexes
+// leases and tokens; the sequence of seqs goes on where it was (its floor
+// read from sqlite_sequence before the table goes). Then the messages' indexes
 // and triggers are made: a completion now leaves a tombstone, and one index
 // probes a group's members in flight where three did. The receipts the file
 // holds stay and replay as before.
@@ -282,24 +290,30 @@ func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
 	if step == nil {
 		return err
 	}
-	for _, s := range []struct{ name, query string }{
-		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT ` + messageColumns + ` FROM mqlite_messages`},
-		{"copy the message sequence aside", `CREATE TEMP TABLE mqlite_sequence_copy AS
-			SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`},
-		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
-		{"create mqlite_messages", statement("CREATE TABLE mqlite_messages (")},
-		{"copy the messages back", `INSERT INTO mqlite_messages (` + messageColumns + `) SELECT ` + messageColumns + ` FROM temp.mqlite_messages_copy`},
-	} {
-		if err := step(s.name, s.query); err != nil {
-			return err
-		}
+	return rebuildMessages(step, messageColumns, messageColumns)
+}
+
+// rebuildMessages makes mqlite_messages again in the current layout, in
+// the migration's one transaction, and writes the guard Token: it carries
+// the sequence of seqs into mqlite_sequence (from sqlite_sequence, before
+// the old table takes its row with it), copies the messages aside, makes
+// the table again, copies them back (into the columns into, from the
+// expressions from of the copy), and only then makes the messages' indexes
+// and triggers, so that each index is built once and no trigger fires on a
+// copied row.
+func rebuildMessages(step stepFunc, into, from string) error {
+	if err := step("create mqlite_sequence", statement("CREATE TABLE mqlite_sequence (")); err != nil {
+		return err
 	}
-	if err := carrySequence(step, `SELECT seq FROM temp.mqlite_sequence_copy`); err != nil {
+	if err := carrySequence(step, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`); err != nil {
 		return err
 	}
 	for _, s := range []struct{ name, query string }{
+		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT * FROM mqlite_messages`},
+		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
+		{"create mqlite_messages", statement("CREATE TABLE mqlite_messages (")},
+		{"copy the messages back", `INSERT INTO mqlite_messages (` + into + `) SELECT ` + from + ` FROM temp.mqlite_messages_copy`},
 		{"drop the copy of the messages", `DROP TABLE temp.mqlite_messages_copy`},
-		{"drop the copy of the sequence", `DROP TABLE temp.mqlite_sequence_copy`},
 		{"create the message indexes and triggers", part("message indexes and triggers")},
 	} {
 		if err := step(s.name, s.query); err != nil {
@@ -310,19 +324,46 @@ func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
 }
 
 // upgradeTombstones moves a file of the layout with tombstones to the
-// current one, in the migration's one transaction: it adds the index of
-// scheduled messages by id (mqlite_msg_scheduled_id), which peek and find
-// seek for a page of the scheduled state. No row changes; building the
-// index reads the queue's scheduled messages once.
+// layout before settled_at (scheduledToken), in the migration's one
+// transaction: it adds the index of scheduled messages by id
+// (mqlite_msg_scheduled_id), which peek and find seek for a page of the
+// scheduled state. No row changes; building the index reads the queue's
+// scheduled messages once.
 func upgradeTombstones(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, tombstoneToken, Token)
+	step, err := upgradeFrom(ctx, tx, tombstoneToken, scheduledToken)
 	if step == nil {
 		return err
 	}
+	// The index as that layout wrote it: mqlite_msg_scheduled_id has not
+	// changed since.
 	if err := step("create mqlite_msg_scheduled_id", statement("CREATE INDEX mqlite_msg_scheduled_id ")); err != nil {
 		return err
 	}
-	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+	return step("write the guard "+scheduledToken, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, scheduledToken)
+}
+
+// settledFrom are the expressions that copy a message of the layout before
+// settled_at into messageColumns and settled_at: a completed message
+// (a tombstone) kept the moment of its completion in locked_until, which
+// now holds only a lease's end.
+var settledFrom = strings.Replace(messageColumns, "locked_until",
+	`CASE WHEN state = 'completed' THEN 0 ELSE locked_until END`, 1) +
+	`, CASE WHEN state = 'completed' THEN locked_until END`
+
+// upgradeSettled moves a file of the layout before settled_at to the
+// current one, in the migration's one transaction (rebuildMessages): a
+// completed message's completion moment moves from locked_until to
+// settled_at, which a CHECK ties to the state; seqs are given by the send
+// from the newest message and mqlite_sequence's floor, where AUTOINCREMENT
+// wrote sqlite_sequence in every send; the trigger that wrote a dedup row
+// per message goes (the send writes them); the tombstones' index
+// mqlite_msg_completed becomes mqlite_msg_settled.
+func upgradeSettled(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, scheduledToken, Token)
+	if step == nil {
+		return err
+	}
+	return rebuildMessages(step, messageColumns+", settled_at", settledFrom)
 }
 
 // statement returns the statement of layout.sql that begins with head, up
@@ -338,18 +379,11 @@ func statement(head string) string {
 
 // carrySequence makes the seqs of mqlite_messages go on after the highest
 // ever given before the upgrade, deleted messages included, which the query
-// from (one row, one column, or none) reads. The copy gave mqlite_messages
-// a sequence row if it copied a message; sqlite_sequence has no key, so the
-// row is updated or inserted, never doubled.
+// from (one row, one column, or none) reads: it becomes the floor in
+// mqlite_sequence.
 func carrySequence(step stepFunc, from string) error {
-	if err := step("carry the message sequence", `UPDATE sqlite_sequence
-		SET seq = max(seq, coalesce((`+from+`), 0))
-		WHERE name = 'mqlite_messages'`); err != nil {
-		return err
-	}
-	return step("carry the message sequence when no message came back", `INSERT INTO sqlite_sequence (name, seq)
-		SELECT 'mqlite_messages', seq FROM (`+from+`)
-		WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'mqlite_messages')`)
+	return step("carry the message sequence", `INSERT OR REPLACE INTO mqlite_sequence (id, floor)
+		SELECT 1, coalesce((`+from+`), 0)`)
 }
 
 // errNoTable is the error of columns for a table the file does not have.
@@ -448,7 +482,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,6 +46,10 @@ var (
 	// tombstoneFixture is the layout in which a completion left a
 	// tombstone, before scheduled messages were indexed by id.
 	tombstoneFixture = fixture{dir: "testdata/v6", token: "mqlite-schema-6", version: 5, prefix: "mqlite_", tables: tables}
+	// settledFixture is the layout before settled_at: a completed message
+	// kept its completion moment in locked_until, AUTOINCREMENT numbered
+	// the messages and a trigger wrote their dedup rows.
+	settledFixture = fixture{dir: "testdata/v7", token: "mqlite-schema-7", version: 6, prefix: "mqlite_", tables: tables}
 )
 
 // fixtureExpect is what make.go wrote beside the file.
@@ -175,7 +180,14 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 		t.Fatalf("goose version %d (%v), want %d", v, err, schema.Latest)
 	}
 	for _, table := range f.tables {
-		got := rowsOf(t, db, "mqlite_"+table, before.cols[table])
+		cols := before.cols[table]
+		if table == "messages" {
+			// A completed message kept its completion moment in
+			// locked_until; settled_at holds it now.
+			cols = slices.Clone(cols)
+			cols[slices.Index(cols, "locked_until")] = "coalesce(settled_at, locked_until)"
+		}
+		got := rowsOf(t, db, "mqlite_"+table, cols)
 		if !slices.Equal(got, before.rows[table]) {
 			t.Errorf("mqlite_%s:\n got  %q\n want %q", table, got, before.rows[table])
 		}
@@ -188,11 +200,14 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 			t.Errorf("%d messages given a last error by the upgrade", n)
 		}
 	}
-	if seq := testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`); seq != before.seq {
-		t.Errorf("message sequence %d, want %d", seq, before.seq)
+	if seq := testdb.Int(t, db, `SELECT floor FROM mqlite_sequence`); seq != before.seq {
+		t.Errorf("message sequence floor %d, want %d", seq, before.seq)
 	}
-	if n := testdb.Int(t, db, `SELECT count(*) FROM sqlite_sequence WHERE name NOT IN ('mqlite_messages', 'mqlite_migrations')`); n != 0 {
+	if n := testdb.Int(t, db, `SELECT count(*) FROM sqlite_sequence WHERE name <> 'mqlite_migrations'`); n != 0 {
 		t.Errorf("%d sequence rows of dropped tables left", n)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE state <> 'locked' AND locked_until <> 0`); n != 0 {
+		t.Errorf("%d messages without a lease keep a locked_until", n)
 	}
 	var check string
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
@@ -417,6 +432,45 @@ func TestUpgradeFromTombstones(t *testing.T) {
 	got, err := st.Find(context.Background(), "orders", mqlite.FindParams{State: mqlite.StateScheduled})
 	if err != nil || len(got.Messages) != 1 || string(got.Messages[0].Body) != `{"n":5}` {
 		t.Errorf("find of the scheduled state: %+v (%v), want the one scheduled order", got, err)
+	}
+}
+
+// TestUpgradeFromSettled upgrades the fixture of the layout before
+// settled_at: every row stays, the completed message's completion moment
+// moves from locked_until to settled_at (its lease column back to 0), the
+// sequence floor carries the sequence past the newest message, and the
+// store keeps every promise, the completion made before the upgrade
+// replaying from its completed row; a batch sent after it writes its dedup
+// rows without the trigger, and a resend finds them.
+func TestUpgradeFromSettled(t *testing.T) {
+	t.Parallel()
+	path, exp, before := settledFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	settled := testdb.Strings(t, db, `SELECT id || ' ' || settled_at || ' ' || locked_until FROM mqlite_messages WHERE settled_at IS NOT NULL`)
+	if want := fmt.Sprintf("%d %d 0", exp.CompletedOrder.Seq, exp.T0.UnixMilli()); !slices.Equal(settled, []string{want}) {
+		t.Errorf("settled messages %q, want [%s]", settled, want)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 7)
+	ctx := context.Background()
+	batch := []outbox.Message{{Body: []byte("a"), MessageID: "after-1"}, {Body: []byte("b"), MessageID: "after-2"}}
+	var first []outbox.Result
+	if err := st.Tx(ctx, func(tx *mqlite.Tx) (err error) {
+		first, err = outbox.SendBatch(tx.Context(), tx.SQL(), "orders", batch)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range batch {
+		if r := sendOne(t, st, "orders", m); !r.Duplicate || r.Seq != first[i].Seq {
+			t.Errorf("resend of %s: %+v, want a duplicate of seq %d", m.MessageID, r, first[i].Seq)
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func mustCLI(t *testing.T, env []string, stdin string, args ...string) string {
 	return out
 }
 
-// scenario is the CLI walk through of issue 14: create a queue, send from
+// scenario is the CLI walk through a queue's life: create a queue, send from
 // a file, receive and complete, dead-letter and redrive, on whatever store
 // env names.
 func scenario(t *testing.T, env []string) {

@@ -203,7 +203,7 @@ func report(ctx context.Context, w io.Writer, db *sql.DB, declinedID int64) erro
 		messages += n
 		_, err := fmt.Fprintf(tw, "  %s\t%d\n", state, n)
 		return err
-	}, `SELECT state, count(*) FROM mqlite_messages WHERE queue = ? AND state <> 'completed' GROUP BY state ORDER BY state`, demoQueue)
+	}, `SELECT state, count(*) FROM mqlite_messages WHERE queue = ? AND settled_at IS NULL GROUP BY state ORDER BY state`, demoQueue)
 	if err != nil {
 		return fmt.Errorf("count messages: %w", err)
 	}
@@ -218,7 +218,7 @@ func report(ctx context.Context, w io.Writer, db *sql.DB, declinedID int64) erro
 		_, err := fmt.Fprintf(tw, "  %d\t%s\t%s\n", seq, subject, body)
 		return err
 	}, `SELECT id, coalesce(subject, ''), CAST(body AS TEXT) FROM
-		(SELECT * FROM mqlite_messages WHERE queue = ? AND state <> 'completed' ORDER BY id DESC LIMIT 5) ORDER BY id`, demoQueue)
+		(SELECT * FROM mqlite_messages WHERE queue = ? AND settled_at IS NULL ORDER BY id DESC LIMIT 5) ORDER BY id`, demoQueue)
 	if err != nil {
 		return fmt.Errorf("list messages: %w", err)
 	}

@@ -38,6 +38,8 @@ var parsedOnly = map[string]string{
 	"README.md: go run -C cmd/mqlite . demo          # the demo, built from the checkout; nothing installed":                                "internal/release's TestFromClone runs the demo line in a copy of the checkout; make test is the run this test is part of",
 	"docs/benchmark.md: make bench   # everything below, send and drain three times over":                                                   "benchmarks take many minutes; they are measurements, not checks",
 	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLoopLatency' -benchtime 1000x ./consumer":                                        "a benchmark",
+	"docs/benchmark.md: go test -run '^$' -bench 'BenchmarkLatency/single' -benchtime 1000x ./internal/engine/":                             "benchmarks, one of a minute",
+	"docs/benchmark.md: go test -C powerloss -run '^$' -bench BenchmarkSyncMode -benchtime 3000x .   # run 3 times":                         "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkEightProducers -benchtime 10000x -count 3 ./outbox":                               "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkGroupLatency -benchtime 10000x -count 3 ./consumer":                               "a benchmark",
 	"docs/benchmark.md: go test -run '^$' -bench BenchmarkClaimCost -benchtime 3000x ./internal/engine/":                                    "a benchmark",

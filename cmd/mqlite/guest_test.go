@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver, for the application's own file
+
+	"github.com/mqlite/mqlite/schema"
 )
 
 // readCommands are the commands that only read a store.
@@ -124,10 +127,10 @@ func TestMigrateCommand(t *testing.T) {
 	if now, _ := os.ReadFile(path); string(now) != string(b) {
 		t.Fatal("a refused command changed the file")
 	}
-	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, "from version 2 to 6") {
+	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, fmt.Sprintf("from version 2 to %d", schema.Latest)) {
 		t.Fatalf("migrate said %q", out)
 	}
-	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, "up to date (version 6)") {
+	if out := mustCLI(t, nil, "", "migrate", "--db", path); !strings.Contains(out, fmt.Sprintf("up to date (version %d)", schema.Latest)) {
 		t.Fatalf("migrate again said %q", out)
 	}
 	if out := mustCLI(t, nil, "", "stats", "orders", "--db", path); !strings.Contains(out, "orders") {

@@ -55,7 +55,7 @@ func readUntil(r io.Reader, marker string, stop func()) io.Reader {
 	return pr
 }
 
-// TestServePlainHTTPOffLoopback (issue 22, item 8): serve refuses plain
+// TestServePlainHTTPOffLoopback : serve refuses plain
 // HTTP on an address other than loopback unless --allow-plain-http says
 // so, and then warns on stderr; a TLS certificate that does not load fails
 // serve before it says it serves.

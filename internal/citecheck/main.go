@@ -1,5 +1,5 @@
-// Command citecheck refuses comments in non-test Go code that cite a
-// document the repository does not hold: the design notes, a numbered issue
+// Command citecheck refuses comments in Go code, tests included, that cite
+// a document the repository does not hold: the design notes, a numbered issue
 // of the tracker, a numbered section of a design text. A comment gives its
 // reason in the repository's own words or links a file under docs/, which a
 // reader of the code (or of its godoc) can open. `make lint` runs it over
@@ -67,7 +67,7 @@ func run(out, errOut io.Writer, root string) int {
 }
 
 // check walks the tree at root and returns every citing comment line of
-// its non-test Go files, skipping hidden folders, testdata, vendor and
+// its Go files, tests included, skipping hidden folders, testdata, vendor and
 // node_modules.
 func check(root string) ([]Finding, error) {
 	var found []Finding
@@ -83,7 +83,7 @@ func check(root string) ([]Finding, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ".go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)

@@ -40,41 +40,44 @@ func TestCitation(t *testing.T) {
 	}
 }
 
-// TestRun: a citing comment in a library file fails the check with its
-// file and line; the same in a test file, in testdata or in a string does
-// not.
+// TestRun: a citing comment in a library or a test file fails the check
+// with its file and line; the same in testdata or in a string does not.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, src string) {
-		t.Helper()
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cites := "package p\n\n// X is fine.\n//\n// It holds (seed §4).\nvar X = \"DESIGN.md\"\n"
-	write("p/p_test.go", cites)
-	write("p/testdata/q.go", cites)
-	write("p/clean.go", "package p\n\n// Y links docs/concepts.md.\nvar Y = \"issue 8\"\n")
+	for _, name := range []string{"p.go", "p_test.go"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			write := func(name, src string) {
+				t.Helper()
+				path := filepath.Join(dir, name)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cites := "package p\n\n// X is fine.\n//\n// It holds (seed §4).\nvar X = \"DESIGN.md\"\n"
+			write("p/testdata/q.go", cites)
+			write("p/clean.go", "package p\n\n// Y links docs/concepts.md.\nvar Y = \"issue 8\"\n")
 
-	var out, errOut bytes.Buffer
-	if code := run(&out, &errOut, dir); code != 0 {
-		t.Fatalf("a clean tree: exit %d, %s%s", code, out.String(), errOut.String())
-	}
-	write("p/p.go", cites)
-	out.Reset()
-	if code := run(&out, &errOut, dir); code != 1 {
-		t.Fatalf("a citing comment: exit %d, want 1", code)
-	}
-	if want := filepath.Join(dir, "p", "p.go") + ":5:"; !strings.HasPrefix(out.String(), want) || strings.Count(out.String(), "\n") != 2 {
-		t.Errorf("output:\n%s\nwant one finding at %s and the summary", out.String(), want)
-	}
-	write("p/broken.go", "package p\nfunc {")
-	if code := run(&out, &errOut, dir); code != 2 {
-		t.Errorf("an unreadable file: exit %d, want 2", code)
+			var out, errOut bytes.Buffer
+			if code := run(&out, &errOut, dir); code != 0 {
+				t.Fatalf("a clean tree: exit %d, %s%s", code, out.String(), errOut.String())
+			}
+			write("p/"+name, cites)
+			out.Reset()
+			if code := run(&out, &errOut, dir); code != 1 {
+				t.Fatalf("a citing comment: exit %d, want 1", code)
+			}
+			if want := filepath.Join(dir, "p", name) + ":5:"; !strings.HasPrefix(out.String(), want) || strings.Count(out.String(), "\n") != 2 {
+				t.Errorf("output:\n%s\nwant one finding at %s and the summary", out.String(), want)
+			}
+			write("p/broken.go", "package p\nfunc {")
+			if code := run(&out, &errOut, dir); code != 2 {
+				t.Errorf("an unreadable file: exit %d, want 2", code)
+			}
+		})
 	}
 }

@@ -473,7 +473,7 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64, kill int
 }
 
 // startWorker is the start of every worker process: it skips unless the
-// harness started it, reads the seed, arms the crash point named by the
+// harness started it, reads its random seed, arms the crash point named by the
 // harness to fire after 1 to maxAfter passes, and opens the store.
 func startWorker(t *testing.T, maxAfter int) (*mqlite.Store, *rand.Rand, uint64) {
 	path := os.Getenv(envWorker)

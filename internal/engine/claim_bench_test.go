@@ -37,7 +37,7 @@ func fill(b *testing.B, st *mqlite.Store, q string, n int, group string) {
 }
 
 // BenchmarkDrain drains a 20,000-message backlog with receive+complete, one
-// at a time and in batches of 100, beside the raw-SQL baseline of issue 13
+// at a time and in batches of 100, beside the raw-SQL baseline
 // in the same run and on the same store settings (automatic checkpoints
 // on): a table (id, queue, body, state, received_at) with one partial index
 // over the ready rows, claimed by an UPDATE … RETURNING of the lowest ids

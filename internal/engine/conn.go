@@ -303,7 +303,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 		ch.Bytes, _ = row[bodyLenColumn].(int64)
 		ch.Queue, _ = row[1].(string)
 		ch.New, _ = row[2].(string)
-		if ch.New == "completed" {
+		if ch.New == StateCompleted {
 			ch.New = ""
 		}
 		if ch.Queue != "" && m.cfg.Bounds != nil {
@@ -341,7 +341,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 			ch.Bytes, _ = old[bodyLenColumn].(int64)
 		}
 		clear(old)
-		if ch.Old == ch.New || ch.Old == "completed" {
+		if ch.Old == ch.New || ch.Old == StateCompleted {
 			return
 		}
 	}

@@ -181,7 +181,7 @@ func statsPart(state, index, where string) string {
 var statsSQL = `WITH per AS (
 	` + statsPart("active", "mqlite_msg_active", `state = 'active' AND held = 0`) + `
 	UNION ALL ` + statsPart("active", "mqlite_msg_group_live",
-	`state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL AND state = 'active' AND held = 1`) + `
+	liveGrouped+` AND state = 'active' AND held = 1`) + `
 	UNION ALL ` + statsPart("locked", "mqlite_msg_locked", `state = 'locked'`) + `
 	UNION ALL ` + statsPart("scheduled", "mqlite_msg_scheduled", `state = 'scheduled'`) + `
 	UNION ALL ` + statsPart("deferred", "mqlite_msg_deferred", `state = 'deferred'`) + `

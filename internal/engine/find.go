@@ -49,7 +49,7 @@ func idsOf(index, cond string) string {
 
 // liveGrouped is the condition of mqlite_msg_group_live: a live member of
 // a group.
-const liveGrouped = `state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL`
+const liveGrouped = live + ` AND group_id IS NOT NULL`
 
 // heldGroups walks the queue's groups with a live member, one seek of
 // mqlite_msg_group_live each (groups), and bounds each group's part of a
@@ -81,7 +81,7 @@ var (
 	activeIDs = idsOf("mqlite_msg_active", `state = 'active' AND held = 0`)
 	heldIDs   = `SELECT m.id FROM bounds CROSS JOIN mqlite_messages m INDEXED BY mqlite_msg_group_live
 		WHERE m.queue = ?1 AND m.group_id = bounds.g AND m.id >= ?2 AND m.id <= bounds.last
-		  AND m.state NOT IN ('dead_lettered', 'completed') AND m.group_id IS NOT NULL -- liveGrouped, of m
+		  AND ` + liveGrouped + `
 		  AND m.state = 'active' AND m.held = 1`
 	lockedIDs    = idsOf("mqlite_msg_locked", `state = 'locked'`)
 	scheduledIDs = idsOf("mqlite_msg_scheduled_id", `state = 'scheduled'`)

@@ -15,7 +15,7 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// loadDuration is how long BenchmarkLatency/load sends (issue 13: 60 s).
+// loadDuration is how long BenchmarkLatency/load sends (60 s).
 const loadDuration = 60 * time.Second
 
 // loadProducers and loadInterval pace the load: 8 producers, each sending

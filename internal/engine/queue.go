@@ -73,7 +73,7 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 	if cur.FIFO != q.FIFO {
 		var n int
 		if err := db.QueryRowContext(ctx,
-			`SELECT count(*) FROM (SELECT 1 FROM mqlite_messages WHERE queue = ? AND state <> 'completed' LIMIT 1)`, q.Name).Scan(&n); err != nil {
+			`SELECT count(*) FROM (SELECT 1 FROM mqlite_messages WHERE queue = ? AND `+notCompleted+` LIMIT 1)`, q.Name).Scan(&n); err != nil {
 			return fmt.Errorf("update queue: %w", err)
 		}
 		if n > 0 {

@@ -64,17 +64,21 @@ func contentKey(body []byte) []byte {
 // insertMessage enqueues one message in a single statement: it reads the
 // queue, computes the group hold, checks size and dedup, and inserts. A
 // message without a MessageID (?2) on a queue without dedup_by_body has no
-// dedup key: it is looked up nowhere. The
-// trigger mqlite_dedup_record writes the dedup row in the same statement. When
+// dedup key: it is looked up nowhere. With ?13 = 1 the message's key is
+// looked up, and insert then writes its dedup row (insertDedup): a message
+// with a MessageID, or the second try of one without on a queue that
+// deduplicates bodies. With ?13 = 0, such a queue inserts nothing, so that
+// the usual send (no MessageID, no body dedup) is one statement that runs
+// no trigger and returns nothing. When
 // no row is inserted, diagnose says why. "now" is the store's clock, read
 // through mqlite_now() in a scalar subquery, which SQLite evaluates once per
 // statement. ?9 is the body, NULL for a body kept in message_bodies.
-const insertMessage = `INSERT INTO mqlite_messages (queue, state, held, visible_at, expires_at, enqueued_at,
+const insertMessage = `INSERT INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, group_id, subject, properties, content_key, body_len, body)
-SELECT q.name,
+SELECT ` + nextSeq + `, q.name,
 	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
 	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
-		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.state NOT IN ('dead_lettered', 'completed')
+		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.` + live + `
 		   AND b.group_id = coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END)),
 	max(?5, (SELECT mqlite_now())),
 	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6
@@ -83,8 +87,15 @@ SELECT q.name,
 	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?12, ?9
 FROM mqlite_queues q
 WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
-  AND (?2 IS NULL AND q.dedup_by_body = 0
-       OR NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now())))`
+  AND (?13 = 0 AND ?2 IS NULL AND (q.dedup_by_body = 0 OR q.dedup_window_ms = 0)
+       OR ?13 = 1 AND NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now())))`
+
+// insertDedup writes the dedup row (?2 key, ?4 content key) of the message
+// ?3 just sent to the queue ?1, when the queue has a window: it expires a
+// window after the message's enqueued_at.
+const insertDedup = `INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
+	SELECT ?1, ?2, ?3, ?4, m.enqueued_at + q.dedup_window_ms FROM mqlite_queues q, mqlite_messages m
+	WHERE q.name = ?1 AND q.dedup_window_ms > 0 AND m.id = ?3`
 
 // insertBody writes the body of a message whose row keeps none.
 const insertBody = `INSERT INTO mqlite_message_bodies (id, body) VALUES (?, ?)`
@@ -187,7 +198,9 @@ func checkDeliverAt(ctx context.Context, db DBTX, msgs []SendMessage) error {
 var errNoQueue = errors.New("no such queue")
 
 // insert writes m, whose content key is ckey, into queue in one statement
-// (two for a body kept out of the row) and reports the copy: new, a
+// (one more for its dedup row, one more for a body kept out of the row;
+// on a queue that deduplicates bodies, a message without a MessageID is
+// tried without its key, then with it) and reports the copy: new, a
 // duplicate of a message inside the dedup window, or a conflict. An unknown
 // queue is errNoQueue wrapped with errs.ErrQueueNotFound.
 func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []byte) (Copy, error) {
@@ -199,31 +212,71 @@ func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []by
 	case m.Body == nil:
 		body = []byte{}
 	}
+	r := oneRow{queue: queue, m: m, ckey: ckey, key: key, body: body, keyed: m.MessageID != ""}
+	for {
+		n, seq, err := insertOne(ctx, db, r)
+		if err != nil {
+			return Copy{}, err
+		}
+		if n == 1 {
+			return Copy{Queue: queue, Seq: seq}, nil
+		}
+		res, byBody, err := diagnose(ctx, db, queue, key, ckey, m.Size())
+		if byBody && !r.keyed {
+			r.keyed = true // a queue that deduplicates bodies: try again with the key
+			continue
+		}
+		if byBody {
+			err = fmt.Errorf("send: insert returned no row for an unexplained reason")
+		}
+		return Copy{Queue: queue, Seq: res.Seq, Duplicate: res.Duplicate, Err: res.Err}, err
+	}
+}
+
+// oneRow is what insertOne writes: m into queue, with its content key, its
+// dedup key, its body as bound (nil: kept out of the row) and whether the
+// insert looks its key up and writes its dedup row (keyed).
+type oneRow struct {
+	queue     string
+	m         SendMessage
+	ckey      []byte
+	key, body any
+	keyed     bool
+}
+
+// insertOne runs insertMessage, and the writes that go with the row it
+// inserted: its dedup row (keyed) and its body kept out of the row. It
+// returns the rows inserted (0 or 1) and the message's seq.
+func insertOne(ctx context.Context, db DBTX, r oneRow) (int64, int64, error) {
+	m, queue := r.m, r.queue
 	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
-		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), ckey, body, key, m.Size(), len(m.Body))
+		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), r.ckey, r.body, r.key, m.Size(), len(m.Body), r.keyed)
 	if err != nil {
-		return Copy{}, interpret("send", err)
+		return 0, 0, interpret("send", err)
 	}
 	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, 0, interpret("send", err)
+	}
+	seq, err := res.LastInsertId()
 	if err != nil {
-		return Copy{}, interpret("send", err)
+		return 0, 0, interpret("send", err)
 	}
-	if n == 1 {
-		// The trigger's insert into dedup does not change the statement's
-		// last rowid: it is the message's.
-		seq, err := res.LastInsertId()
-		if err != nil {
-			return Copy{}, interpret("send", err)
+	if r.keyed {
+		var orig []byte // a content key is its own: the row keeps none
+		if m.MessageID != "" {
+			orig = r.ckey
 		}
-		if body == nil {
-			if _, err := db.ExecContext(ctx, insertBody, seq, m.Body); err != nil {
-				return Copy{}, interpret("send", err)
-			}
+		if _, err := db.ExecContext(ctx, insertDedup, queue, r.key, seq, orig); err != nil {
+			return 0, 0, interpret("send", err)
 		}
-		return Copy{Queue: queue, Seq: seq}, nil
 	}
-	r, err := diagnose(ctx, db, queue, key, ckey, m.Size())
-	return Copy{Queue: queue, Seq: r.Seq, Duplicate: r.Duplicate, Err: r.Err}, err
+	if r.body == nil {
+		if _, err := db.ExecContext(ctx, insertBody, seq, m.Body); err != nil {
+			return 0, 0, interpret("send", err)
+		}
+	}
+	return 1, seq, nil
 }
 
 // target is what precheck learns of a send's target.
@@ -264,30 +317,34 @@ func precheck(ctx context.Context, db DBTX, name string, msgs []SendMessage) (ta
 }
 
 // diagnose explains an insert that wrote no row: an unknown queue, a body
-// over the limit, a duplicate (replay) or a conflict.
-func diagnose(ctx context.Context, db DBTX, queue string, key any, ckey []byte, size int64) (SendResult, error) {
-	var exists, found bool
+// over the limit, a duplicate (replay) or a conflict; or, with byBody, a
+// message without a MessageID on a queue that deduplicates bodies, which
+// the insert tried without its key.
+func diagnose(ctx context.Context, db DBTX, queue string, key any, ckey []byte, size int64) (r SendResult, byBody bool, err error) {
+	var exists bool
 	var maxBytes int64
 	var seq sql.NullInt64
 	var origKey []byte
-	err := db.QueryRowContext(ctx, `SELECT
+	err = db.QueryRowContext(ctx, `SELECT
 		EXISTS (SELECT 1 FROM mqlite_queues WHERE name = ?1), mqlite_max_message_bytes(),
 		(SELECT seq FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
-		(SELECT content_key FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now())`,
-		queue, key).Scan(&exists, &maxBytes, &seq, &origKey)
+		(SELECT content_key FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
+		coalesce((SELECT dedup_by_body = 1 AND dedup_window_ms > 0 FROM mqlite_queues WHERE name = ?1), 0)`,
+		queue, key).Scan(&exists, &maxBytes, &seq, &origKey, &byBody)
 	if err != nil {
-		return SendResult{}, interpret("send", err)
+		return SendResult{}, false, interpret("send", err)
 	}
-	found = seq.Valid
 	switch {
 	case !exists:
-		return SendResult{}, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
+		return SendResult{}, false, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
 	case size > maxBytes:
-		return SendResult{}, fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
-	case !found:
-		return SendResult{}, fmt.Errorf("send: insert returned no row for an unexplained reason")
+		return SendResult{}, false, fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
+	case !seq.Valid && byBody:
+		return SendResult{}, true, nil
+	case !seq.Valid:
+		return SendResult{}, false, fmt.Errorf("send: insert returned no row for an unexplained reason")
 	default:
-		return dedupResult(seq.Int64, origKey, ckey), nil
+		return dedupResult(seq.Int64, origKey, ckey), false, nil
 	}
 }
 

@@ -12,20 +12,22 @@ import (
 const maxChunk = 128
 
 // rowParams is how many parameters one row of a multi-row insert binds.
-const rowParams = 7
+const rowParams = 8
 
 // chunkSQL returns the multi-row insert of n messages into the queue ?1 and
 // the dedup lookup of their n keys. The insert takes its rows from a VALUES
-// list in slot order, so the rows get consecutive sequence numbers in that
-// order (AUTOINCREMENT on the one writer); the queue's settings and the
+// list in slot order, each with its seq (column8, numbered from nextSeq
+// by insertChunk): a SELECT that read mqlite_messages itself would make
+// SQLite copy the rows into a temporary table before inserting them. The
+// queue's settings and the
 // store's clock are scalar subqueries that SQLite evaluates once per
 // statement. Only ungrouped messages of a standard queue with an inline body
 // come here: no group hold to compute, no second table to write.
 func chunkSQL(n int) (insertSQL, lookupSQL string) {
 	var ins, look strings.Builder
-	ins.WriteString(`INSERT INTO mqlite_messages (queue, state, held, visible_at, expires_at, enqueued_at,
+	ins.WriteString(`INSERT INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, subject, properties, content_key, body_len, body)
-SELECT ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END, 0,
+SELECT column8, ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END, 0,
 	max(column1, (SELECT mqlite_now())),
 	CASE WHEN column2 > 0 THEN (SELECT mqlite_now()) + column2
 	     WHEN (SELECT default_ttl_ms FROM mqlite_queues WHERE name = ?1) > 0
@@ -203,7 +205,7 @@ func sendChunk(ctx context.Context, db DBTX, name string, t target, chunk []pend
 		fresh = append(fresh, p)
 	}
 	if len(fresh) > 0 {
-		if err := insertChunk(ctx, db, name, fresh, out); err != nil {
+		if err := insertChunk(ctx, db, name, t, fresh, out); err != nil {
 			return err
 		}
 	}
@@ -215,23 +217,27 @@ func sendChunk(ctx context.Context, db DBTX, name string, t target, chunk []pend
 }
 
 // insertChunk inserts fresh, which holds no key of a live dedup row and no
-// key twice, in multi-row statements of power-of-two sizes, and numbers the
-// slots.
-func insertChunk(ctx context.Context, db DBTX, name string, fresh []pending, out []SendResult) error {
+// key twice, in multi-row statements of power-of-two sizes, numbers the
+// slots and writes their dedup rows (a queue with a window).
+func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pending, out []SendResult) error {
 	for len(fresh) > 0 {
 		n := maxChunk
 		for n > len(fresh) {
 			n /= 2
 		}
+		var first int64
+		if err := db.QueryRowContext(ctx, `SELECT `+nextSeq).Scan(&first); err != nil {
+			return interpret("send", err)
+		}
 		args := make([]any, 1, 1+n*rowParams)
 		args[0] = name
-		for _, p := range fresh[:n] {
+		for i, p := range fresh[:n] {
 			body := p.m.Body
 			if body == nil {
 				body = []byte{}
 			}
 			args = append(args, p.m.DeliverAt, p.m.TTLMS, nullString(p.m.MessageID), nullString(p.m.Subject),
-				nullString(p.m.Properties), p.ckey, body)
+				nullString(p.m.Properties), p.ckey, body, first+int64(i))
 		}
 		res, err := db.ExecContext(ctx, chunkSQLs[n][0], args...)
 		if err != nil {
@@ -241,20 +247,77 @@ func insertChunk(ctx context.Context, db DBTX, name string, fresh []pending, out
 		if err != nil {
 			return interpret("send", err)
 		}
-		last, err := res.LastInsertId()
-		if err != nil {
-			return interpret("send", err)
-		}
 		if count != int64(n) {
 			return fmt.Errorf("send: a multi-row insert of %d messages wrote %d", n, count)
 		}
-		// One statement on the one writer: AUTOINCREMENT numbered the rows
-		// consecutively in VALUES order, ending at last.
 		for i, p := range fresh[:n] {
-			seq := last - int64(n) + 1 + int64(i)
+			seq := first + int64(i)
 			out[p.slot] = SendResult{Seq: seq, Copies: []Copy{{Queue: name, Seq: seq}}}
 		}
+		if t.windowMS > 0 {
+			if err := insertDedups(ctx, db, name, t, fresh[:n], out); err != nil {
+				return err
+			}
+		}
 		fresh = fresh[n:]
+	}
+	return nil
+}
+
+// dedupParams is how many parameters one row of dedupSQL binds.
+const dedupParams = 3
+
+// dedupSQL returns the insert of n dedup rows of the queue ?1, each
+// expiring ?2 ms (the window) after its message's enqueued_at, from (key,
+// seq, content_key) rows of anonymous parameters; a padding row is all NULL
+// and writes none. A send writes the
+// dedup rows of its messages with it, in the same transaction: one
+// statement for a chunk of a batch, where a trigger ran a program and read
+// the queue for every message.
+func dedupSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
+	SELECT ?1, column1, column2, column3, m.enqueued_at + ?2 FROM (VALUES `)
+	row := "(?" + strings.Repeat(", ?", dedupParams-1) + ")"
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(`) CROSS JOIN mqlite_messages m ON m.id = column2 WHERE column1 IS NOT NULL`)
+	return b.String()
+}
+
+// dedupSQLs holds dedupSQL for every power of two up to maxChunk.
+var dedupSQLs = bySize(maxChunk, dedupSQL)
+
+// insertDedups writes the dedup rows of the slots of inserted that have a
+// key, numbered in out, with one statement (inserted holds at most
+// maxChunk slots).
+func insertDedups(ctx context.Context, db DBTX, name string, t target, inserted []pending, out []SendResult) error {
+	args := make([]any, 2, 2+len(inserted)*dedupParams)
+	args[0], args[1] = name, t.windowMS
+	for _, p := range inserted {
+		if p.key == nil {
+			continue
+		}
+		var orig []byte // a content key is its own: the row keeps none
+		if p.m.MessageID != "" {
+			orig = p.ckey
+		}
+		args = append(args, p.key, out[p.slot].Seq, orig)
+	}
+	k := (len(args) - 2) / dedupParams
+	if k == 0 {
+		return nil
+	}
+	n := chunkOf(k)
+	for range n - k {
+		args = append(args, nil, nil, nil)
+	}
+	if _, err := db.ExecContext(ctx, dedupSQLs[n], args...); err != nil {
+		return interpret("send", err)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // TestBatchKeepsMessageIDsAndContentKeysApart: within one batch, a slot
 // whose MessageID has the very bytes of another slot's content key is not
 // its duplicate: the batch's own key map keeps the two kinds apart, as the
-// dedup table does (issue 8, item 5; issue 22).
+// dedup table does.
 func TestBatchKeepsMessageIDsAndContentKeysApart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -54,13 +54,8 @@ func (s Settlement) receiptArgs() string {
 // token, a locked row, and a lease still running (equal is expired).
 const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > ?4`
 
-// tombstone is what a completion sets: the row stays as the receipt of its
-// completion (its token kept, locked_until the moment it completed, ?4),
-// without its body or a time to live. See completedReceipt.
-const tombstone = `SET state = 'completed', locked_until = ?4, body = NULL, expires_at = 0`
-
 var settleSQL = map[Op]string{
-	OpComplete: `UPDATE mqlite_messages ` + tombstone + ` WHERE ` + fence,
+	OpComplete: `UPDATE mqlite_messages SET ` + settledSet("?4") + ` WHERE ` + fence,
 	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM mqlite_queues WHERE name = ?2)`, Now: "?4",
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
 		Set: ", visible_at = ?4 + ?5, last_error = coalesce(?6, last_error)", Where: fence}.sql(),
@@ -69,16 +64,16 @@ var settleSQL = map[Op]string{
 	OpDefer: `UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 }
 
-// completedReceipt finds the tombstone a completion of (?1 queue, ?2 seq,
-// ?3 token) left within the receipts' time of ?4 (now).
+// completedReceipt finds the completed message a completion of (?1 queue,
+// ?2 seq, ?3 token) left within the receipts' time of ?4 (now).
 var completedReceipt = `SELECT 1 FROM mqlite_messages
-	WHERE id = ?2 AND queue = ?1 AND state = 'completed' AND lock_token = ?3 AND locked_until > ?4 - ` + receiptTTL
+	WHERE id = ?2 AND queue = ?1 AND lock_token = ?3 AND settled_at > ?4 - ` + receiptTTL
 
 // receiptTTL is ReceiptTTLMS as SQL.
 var receiptTTL = strconv.Itoa(ReceiptTTLMS)
 
 // Settle applies s inside tx and writes its receipt there (a completion's
-// receipt is its tombstone). When the fence matches no row, a live receipt
+// receipt is its completed message). When the fence matches no row, a live receipt
 // of the exact same request makes it a success (a replay); anything else is
 // errs.ErrLockLost.
 func Settle(ctx context.Context, tx DBTX, s Settlement) error {
@@ -128,7 +123,7 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 		return nil
 	}
 	if s.Op == OpComplete {
-		return nil // the tombstone is the receipt
+		return nil // the completed message is the receipt
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_settlement_receipts
 		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
@@ -189,16 +184,16 @@ type lockRef struct {
 const completeChunk = 128
 
 // bulkComplete is the number of deliveries from which CompleteMany deletes
-// their rows and writes receipts instead of leaving tombstones. A batch
+// their rows and writes receipts instead of keeping them completed. A batch
 // completes neighbouring rows: deleting them empties whole pages, which
-// SQLite frees without writing them, where tombstones rewrite every page.
-// Measured in WAL pages per completed message (docs/benchmark.md),
-// tombstones cost less up to about 8 deliveries, a delete from about 16.
+// SQLite frees without writing them, where completed rows rewrite every
+// page. Measured in WAL pages per completed message (docs/benchmark.md),
+// completed rows cost less up to about 8 deliveries, a delete from about 16.
 const bulkComplete = 12
 
 // completeSQL returns the completion of the n fenced deliveries listed as
 // (seq, queue, token) rows of anonymous parameters after ?1, now: each row
-// found locked under its token becomes its tombstone (the receipt of its
+// found locked under its token is completed (the receipt of its
 // completion) or, in bulk, is deleted, its receipt written by receiptSQL.
 // A padding row is all NULL: it matches no message. Parameters, not a JSON
 // array: SQLite parsed the array again for every field it read.
@@ -207,7 +202,7 @@ func completeSQL(n int, bulk bool) string {
 	if bulk {
 		b.WriteString(`DELETE FROM mqlite_messages`)
 	} else {
-		b.WriteString(`UPDATE mqlite_messages SET state = 'completed', locked_until = ?1, body = NULL, expires_at = 0`)
+		b.WriteString(`UPDATE mqlite_messages SET ` + settledSet("?1"))
 	}
 	// The lease check comes before the rows in the text, so that their
 	// anonymous parameters are numbered from 2 in both statements.
@@ -243,7 +238,7 @@ func receiptSQL(n int) string {
 }
 
 // completeSQLs holds, for every power of two up to completeChunk, the
-// tombstone completion and the bulk one.
+// completion that keeps the rows and the bulk one.
 var completeSQLs = bySize(completeChunk, func(n int) [2]string { return [2]string{completeSQL(n, false), completeSQL(n, true)} })
 
 // receiptSQLs holds receiptSQL for every power of two up to completeChunk.
@@ -260,7 +255,7 @@ func chunkOf(k int) int {
 }
 
 // CompleteMany completes several deliveries with one statement per
-// completeChunk of them, which leaves their tombstones or, from
+// completeChunk of them, which keeps their rows completed or, from
 // bulkComplete deliveries on, deletes their rows and writes their receipts
 // with one more statement per chunk. A delivery whose row was not completed
 // goes through Settle, which answers it from a receipt or with

@@ -108,7 +108,7 @@ var (
 
 // janitorSQL deletes one batch of the rows whose replay window has passed
 // (?1 is now, ?2 the batch size): settlement receipts and receive attempts
-// (CompactTombstones does the tombstones, expireDedup the dedup keys). Replays check expiry at statement time, so these rows are dead
+// (CompactTombstones does the completed messages, expireDedup the dedup keys). Replays check expiry at statement time, so these rows are dead
 // weight, never a behaviour. Each statement is its own short write, so the
 // janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
@@ -262,32 +262,32 @@ func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, 
 	return total, nil
 }
 
-// tombstones are the oldest ?2 tombstones completed at ?1 or before, by
+// settled are the oldest ?2 completed messages settled at ?1 or before, by
 // their own index.
-const tombstones = `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_completed
-	WHERE state = 'completed' AND locked_until <= ?1 ORDER BY locked_until LIMIT ?2`
+var settled = `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_settled
+	WHERE ` + settledBefore("?1") + ` ORDER BY settled_at LIMIT ?2`
 
-// compactSQL writes the receipts of a batch of tombstones still in their
-// replay window, then deletes the batch.
+// compactSQL writes the receipts of a batch of completed messages still in
+// their replay window, then deletes the batch.
 var compactSQL = [2]string{
 	`INSERT OR REPLACE INTO mqlite_settlement_receipts (queue, seq, lock_token, operation, args, expires_at)
-	SELECT queue, id, unhex(lock_token), 'complete', '', locked_until + ` + receiptTTL + `
-	  FROM mqlite_messages WHERE id IN (` + tombstones + `) AND locked_until + ` + receiptTTL + ` > ?1`,
-	`DELETE FROM mqlite_messages WHERE id IN (` + tombstones + `)`,
+	SELECT queue, id, unhex(lock_token), 'complete', '', settled_at + ` + receiptTTL + `
+	  FROM mqlite_messages WHERE id IN (` + settled + `) AND settled_at + ` + receiptTTL + ` > ?1`,
+	`DELETE FROM mqlite_messages WHERE id IN (` + settled + `)`,
 }
 
-// TombstoneBatch is how many tombstones one CompactTombstones turns: fewer
-// than SweepBatch, since each costs two row writes and a receipt
-// (BenchmarkJanitorTombstones keeps each statement within a few ms).
+// TombstoneBatch is how many completed messages one CompactTombstones
+// turns: fewer than SweepBatch, since each costs two row writes and a
+// receipt (BenchmarkJanitorTombstones keeps each statement within a few ms).
 const TombstoneBatch = 200
 
-// CompactTombstones turns one batch (TombstoneBatch) of the tombstones that
-// completions left by now into receipt rows, inside tx, and returns how
-// many it turned. A tombstone is cheap to write (its row rewritten in its
-// page) but keeps its page, where receipts pack about twenty to a page and
-// deleting neighbouring tombstones frees theirs: the janitor turns them,
-// oldest first, at each pass. A tombstone past its replay window goes
-// without a receipt.
+// CompactTombstones turns one batch (TombstoneBatch) of the messages that
+// completions left completed by now (tombstones) into receipt rows, inside
+// tx, and returns how many it turned. A completed row is cheap to write
+// (rewritten in its page) but keeps its page, where receipts pack about
+// twenty to a page and deleting neighbouring rows frees theirs: the
+// janitor turns them, oldest first, at each pass. One past its replay
+// window goes without a receipt.
 func CompactTombstones(ctx context.Context, tx DBTX, now int64) (int64, error) {
 	if _, err := tx.ExecContext(ctx, compactSQL[0], now, TombstoneBatch); err != nil {
 		return 0, fmt.Errorf("janitor: tombstones: %w", err)

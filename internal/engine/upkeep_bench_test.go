@@ -246,7 +246,7 @@ func BenchmarkJanitorTombstones(b *testing.B) {
 		}
 		// The moment of the last completion, on the store's clock: every
 		// tombstone is turned, and gets its receipt.
-		now := testdb.Int(b, tb.Store.DB(), `SELECT max(locked_until) FROM mqlite_messages WHERE state = 'completed'`)
+		now := testdb.Int(b, tb.Store.DB(), `SELECT max(settled_at) FROM mqlite_messages`)
 		wal := testdb.NewWALCounter(b, tb.Path)
 		db := &timedDB{DB: tb.Store.DB()}
 		runtime.LockOSThread()

@@ -9,7 +9,7 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// TestStateChangeKeepsLargeBody pins issue 13's promise that a claim,
+// TestStateChangeKeepsLargeBody pins the promise that a claim,
 // renewal or settlement of a large message never rewrites its body: each
 // appends a few pages of WAL, not the body's size.
 func TestStateChangeKeepsLargeBody(t *testing.T) {

@@ -10,9 +10,6 @@ CREATE UNIQUE INDEX mqlite_attempts_key ON mqlite_receive_attempts (queue, attem
 -- index mqlite_msg_active
 CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
--- index mqlite_msg_completed
-CREATE INDEX mqlite_msg_completed ON mqlite_messages (locked_until) WHERE state = 'completed';
-
 -- index mqlite_msg_dead
 CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
 
@@ -35,6 +32,9 @@ CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_le
 
 -- index mqlite_msg_scheduled_id
 CREATE INDEX mqlite_msg_scheduled_id ON mqlite_messages (queue, id) WHERE state = 'scheduled';
+
+-- index mqlite_msg_settled
+CREATE INDEX mqlite_msg_settled ON mqlite_messages (settled_at) WHERE settled_at IS NOT NULL;
 
 -- index mqlite_msg_ttl
 CREATE INDEX mqlite_msg_ttl ON mqlite_messages (expires_at) WHERE expires_at > 0;
@@ -78,7 +78,7 @@ CREATE TABLE mqlite_message_bodies (
 
 -- table mqlite_messages
 CREATE TABLE mqlite_messages (
-    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    id                 INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
     state              TEXT    NOT NULL DEFAULT 'active'
                            CHECK (state IN ('active', 'locked', 'deferred',
@@ -100,7 +100,9 @@ CREATE TABLE mqlite_messages (
     dead_letter_reason TEXT,
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
-    last_error         TEXT
+    last_error         TEXT,
+    settled_at         INTEGER,
+    CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 ) STRICT;
 
 -- table mqlite_migrations
@@ -162,6 +164,12 @@ CREATE TABLE mqlite_schedules (
     CHECK ((cron = '') <> (interval_ms = 0))
 ) STRICT;
 
+-- table mqlite_sequence
+CREATE TABLE mqlite_sequence (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    floor INTEGER NOT NULL
+) STRICT;
+
 -- table mqlite_settlement_receipts
 CREATE TABLE mqlite_settlement_receipts (
     seq        INTEGER NOT NULL,
@@ -196,18 +204,6 @@ CREATE TRIGGER mqlite_body_delete AFTER DELETE ON mqlite_messages
 WHEN OLD.body IS NULL
 BEGIN
     DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
-END;
-
--- trigger mqlite_dedup_record
-CREATE TRIGGER mqlite_dedup_record AFTER INSERT ON mqlite_messages
-BEGIN
-    INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
-    SELECT NEW.queue, coalesce(NEW.message_id, NEW.content_key),
-           NEW.id, CASE WHEN NEW.message_id IS NOT NULL THEN NEW.content_key END,
-           NEW.enqueued_at + q.dedup_window_ms
-      FROM mqlite_queues q
-     WHERE q.name = NEW.queue AND q.dedup_window_ms > 0
-       AND (NEW.message_id IS NOT NULL OR q.dedup_by_body = 1);
 END;
 
 -- trigger mqlite_group_handover
@@ -267,4 +263,12 @@ BEGIN
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state NOT IN ('dead_lettered', 'completed')
             ORDER BY b.id LIMIT 1);
+END;
+
+-- trigger mqlite_sequence_floor
+CREATE TRIGGER mqlite_sequence_floor AFTER DELETE ON mqlite_messages
+WHEN NOT EXISTS (SELECT 1 FROM mqlite_messages WHERE id > OLD.id)
+BEGIN
+    INSERT OR REPLACE INTO mqlite_sequence (id, floor)
+    VALUES (1, max(OLD.id, coalesce((SELECT floor FROM mqlite_sequence WHERE id = 1), 0)));
 END;

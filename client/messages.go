@@ -9,7 +9,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/tracing"
 	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // Receive claims up to opts.Max messages of queue, as Store.Receive: with
@@ -45,7 +47,7 @@ func checkQueue(queue string) error {
 
 func lockOf(l mqlite.Lock) wire.LockRequest { return wire.LockRequest{Seq: l.Seq, Token: l.Token} }
 
-// Complete deletes a delivered message, as Store.Complete.
+// Complete settles a delivered message as handled, as Store.Complete.
 func (c *Client) Complete(ctx context.Context, l mqlite.Lock) error {
 	if err := checkQueue(l.Queue); err != nil {
 		return err
@@ -250,4 +252,79 @@ func (c *Client) Peek(ctx context.Context, queue string, opts mqlite.PeekParams)
 		return nil, err
 	}
 	return wire.Messages(out.Messages), nil
+}
+
+// Send sends msg to queue (or to a topic: every matching subscription gets
+// a copy) in its own transaction on the broker, and returns its result: the
+// seq, Duplicate for a resend inside the dedup window, and the copies (of
+// the queues the key covers). The same MessageID with another body is
+// mqlite.ErrDuplicateConflict. A message that outbox.SendOne would refuse
+// for its fields (outbox.Message.Validate) is refused here, with the same
+// error, before anything is sent. When
+// tracing is on (a global tracer provider is set), it adds ctx's trace
+// context to the message's properties (traceparent, tracestate), as
+// outbox.SendOne does, unless the message has a traceparent of its own.
+func (c *Client) Send(ctx context.Context, queue string, msg outbox.Message) (outbox.Result, error) {
+	if err := checkQueue(queue); err != nil {
+		return outbox.Result{}, err
+	}
+	if err := msg.Validate(); err != nil {
+		return outbox.Result{}, err
+	}
+	var out wire.SendResult
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/messages"), in: fromOutbox(ctx, msg), out: &out})
+	if err != nil {
+		return outbox.Result{}, err
+	}
+	return out.Result(), nil
+}
+
+// SendBatch sends msgs to queue in one request and one transaction, as
+// outbox.SendBatch: a slot whose MessageID conflicts has its own Err (the
+// others are written); an error of the whole batch writes nothing, and an
+// invalid message (outbox.Message.Validate) is refused before anything is
+// sent. The
+// broker bounds the batch (ErrRequestTooLarge). ctx's trace context goes
+// along as in Send.
+func (c *Client) SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error) {
+	if err := checkQueue(queue); err != nil {
+		return nil, err
+	}
+	req := wire.SendBatchRequest{Messages: make([]wire.SendMessage, len(msgs))}
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		req.Messages[i] = fromOutbox(ctx, m)
+	}
+	var out wire.SendBatchResponse
+	if err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/messages/batch"), in: req, out: &out}); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(msgs) {
+		return nil, fmt.Errorf("client: send-batch: %d results for %d messages", len(out.Results), len(msgs))
+	}
+	res := make([]outbox.Result, len(out.Results))
+	for i, r := range out.Results {
+		res[i] = r.Result()
+	}
+	return res, nil
+}
+
+// fromOutbox is m on the wire, with ctx's trace context added to its
+// properties when tracing is on (a global tracer provider is set).
+func fromOutbox(ctx context.Context, m outbox.Message) wire.SendMessage {
+	if tracing.Tracer(nil) != nil {
+		m.Properties = tracing.Inject(ctx, m.Properties, mqlite.MaxPropertiesBytes)
+	}
+	return wire.FromOutbox(m)
+}
+
+// DeliverNow makes scheduled messages of queue due now, as
+// Store.DeliverNow. Needs an admin key over the queue; at most the broker's
+// batch limit of seqs (ErrRequestTooLarge).
+func (c *Client) DeliverNow(ctx context.Context, queue string, opts mqlite.DeliverNowOptions) (int, error) {
+	var out wire.CountResponse
+	err := c.do(ctx, call{method: http.MethodPost, path: qpath(queue, "/deliver-now"), in: wire.DeliverNowRequest{Seqs: opts.Seqs}, out: &out})
+	return out.Count, err
 }
