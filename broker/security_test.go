@@ -44,6 +44,7 @@ func start(t *testing.T, cfg broker.Config) *fixture {
 		"admin":    {Role: keys.Admin, Queues: []string{"*"}},
 		"producer": {Role: keys.Producer, Queues: []string{"*"}},
 		"consumer": {Role: keys.Consumer, Queues: []string{"*"}},
+		"worker":   {Role: keys.Worker, Queues: []string{"*"}},
 		"other":    {Role: keys.Admin, Queues: []string{"other"}},
 		"revoked":  {Role: keys.Admin, Queues: []string{"*"}},
 	} {
@@ -183,8 +184,8 @@ func TestEveryEndpointChecksTheKey(t *testing.T) {
 				{"wrong queue", f.keys["other"], wire.ReasonQueue, r.otherQueue},
 			} {
 				if r.role == keys.Admin && c.name == "wrong role" {
-					// Admin endpoints: neither producer nor consumer passes.
-					for _, k := range []string{"producer", "consumer"} {
+					// Admin endpoints: neither producer, consumer nor worker passes.
+					for _, k := range []string{"producer", "consumer", "worker"} {
 						if st, e := f.do(t, r.method, r.path, f.keys[k], body); st != 403 || e.Reason != wire.ReasonRole {
 							t.Errorf("%s key: %d %+v, want 403 %s", k, st, e, wire.ReasonRole)
 						}

@@ -147,6 +147,12 @@ func TestCommitRefusesBadInput(t *testing.T) {
 		{"consumer key sending", keys.Scope{Role: keys.Consumer, Queues: []string{"*"}}, func(t *testing.T, e *commitEnv, m mqlite.Message) *client.Batch {
 			return batchOf(t, m, m.Lock())
 		}, client.ErrForbidden},
+		{"producer key completing", keys.Scope{Role: keys.Producer, Queues: []string{"*"}}, func(t *testing.T, e *commitEnv, m mqlite.Message) *client.Batch {
+			return batchOf(t, m, m.Lock())
+		}, client.ErrForbidden},
+		{"worker key without the queue sent to", keys.Scope{Role: keys.Worker, Queues: []string{"in"}}, func(t *testing.T, e *commitEnv, m mqlite.Message) *client.Batch {
+			return batchOf(t, m, m.Lock())
+		}, client.ErrForbidden},
 		{"over the batch limit", keys.Scope{Role: keys.Admin, Queues: []string{"*"}}, func(t *testing.T, e *commitEnv, m mqlite.Message) *client.Batch {
 			b := batchOf(t, m, m.Lock())
 			must(t, b.Send(ctx, "out", make([]outbox.Message, 4)...))
@@ -192,6 +198,32 @@ func batchOf(t *testing.T, m mqlite.Message, l mqlite.Lock) *client.Batch {
 	must(t, b.Send(ctx, "out", outbox.Message{Body: m.Body}))
 	must(t, b.Complete(l))
 	return b
+}
+
+// TestWorkerKeyMoves: a worker key scoped to the two queues of a pipeline
+// stage receives from one, commits the completion with the onward send,
+// and administers neither.
+func TestWorkerKeyMoves(t *testing.T) {
+	t.Parallel()
+	e := newCommitEnv(t, broker.Config{}, nil)
+	_, secret, err := keys.Create(ctx, e.tb.Store, keys.Scope{Role: keys.Worker, Queues: []string{"in", "out"}})
+	must(t, err)
+	w := newClient(t, e.url, secret, e.tb.Clock)
+	_, err = w.Send(ctx, "in", outbox.Message{Body: []byte("x")})
+	must(t, err)
+	msgs, err := w.Receive(ctx, "in", mqlite.ReceiveOptions{Max: 1})
+	must(t, err)
+	if len(msgs) != 1 {
+		t.Fatalf("received %d messages, want 1", len(msgs))
+	}
+	_, err = w.Commit(ctx, batchOf(t, msgs[0], msgs[0].Lock()))
+	must(t, err)
+	if in, out := e.count(t, "in"), e.count(t, "out"); in != 0 || out != 1 {
+		t.Fatalf("in holds %d, out %d: want 0 and the one moved message", in, out)
+	}
+	if _, err := w.Purge(ctx, "out", mqlite.PurgeOptions{}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("a worker key purging: %v, want ErrForbidden", err)
+	}
 }
 
 // TestLoopTxOverClient runs consumer.LoopTx over the client with a handler

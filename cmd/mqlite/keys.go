@@ -56,7 +56,7 @@ and topics by name; "*" is all of them.`,
 			})
 		},
 	}
-	create.Flags().StringVar(&role, "role", "", "producer, consumer or admin")
+	create.Flags().StringVar(&role, "role", "", "producer, consumer, worker (both) or admin")
 	create.Flags().StringArrayVar(&queues, "queue", nil, "a queue or topic the key covers, or * for all (repeat)")
 	list := &cobra.Command{
 		Use: "list", Short: "list the access keys (never their secrets)", Args: noArgs,

@@ -30,7 +30,7 @@ and properties: the copy in TO and the completion in FROM commit together, in
 one transaction of the file or one request to the broker (POST /v1/commit), or
 neither does. A message whose lease lapsed meanwhile stays in FROM, nothing
 sent. Over the broker the key needs the consumer role on FROM and the producer
-role on TO: an admin key scoped to both.`,
+role on TO: a worker key scoped to both.`,
 		Example: `  mqlite move orders.retry orders --max 100 --db app.db
   mqlite move orders orders.archive --url http://127.0.0.1:7420 --key $KEY`,
 		ValidArgsFunction: g.completeQueues,

@@ -34,10 +34,13 @@ import (
 type Role string
 
 // The roles. Admin may do everything, on the queues of its scope; Consumer
-// receives, settles and peeks; Producer sends.
+// receives, settles and peeks; Producer sends; Worker does both, what a
+// pipeline stage needs (receive from one queue, send to another, settle
+// and send in one commit), and administers nothing.
 const (
 	Producer Role = "producer"
 	Consumer Role = "consumer"
+	Worker   Role = "worker"
 	Admin    Role = "admin"
 )
 
@@ -65,9 +68,9 @@ type Scope struct {
 // Validate checks the role and that there is at least one queue name.
 func (s Scope) Validate() error {
 	switch s.Role {
-	case Producer, Consumer, Admin:
+	case Producer, Consumer, Worker, Admin:
 	default:
-		return fmt.Errorf("%w: unknown role %q (producer, consumer or admin)", ErrInvalidScope, s.Role)
+		return fmt.Errorf("%w: unknown role %q (producer, consumer, worker or admin)", ErrInvalidScope, s.Role)
 	}
 	if len(s.Queues) == 0 {
 		return fmt.Errorf("%w: no queue (name one, or %q for all)", ErrInvalidScope, AllQueues)
@@ -81,8 +84,16 @@ func (s Scope) Validate() error {
 }
 
 // HasRole reports whether the scope's role includes r: admin includes every
-// role; the others only themselves.
-func (s Scope) HasRole(r Role) bool { return s.Role == Admin || s.Role == r }
+// role, worker producer and consumer; the others only themselves.
+func (s Scope) HasRole(r Role) bool {
+	switch s.Role {
+	case Admin:
+		return true
+	case Worker:
+		return r == Worker || r == Producer || r == Consumer
+	}
+	return s.Role == r
+}
 
 // HasQueue reports whether the scope covers queue.
 func (s Scope) HasQueue(queue string) bool {

@@ -71,6 +71,7 @@ func TestScope(t *testing.T) {
 	}{
 		{"admin all", keys.Scope{Role: keys.Admin, Queues: []string{"*"}}, true},
 		{"producer one", keys.Scope{Role: keys.Producer, Queues: []string{"q"}}, true},
+		{"worker two", keys.Scope{Role: keys.Worker, Queues: []string{"in", "out"}}, true},
 		{"unknown role", keys.Scope{Role: "root", Queues: []string{"*"}}, false},
 		{"no queue", keys.Scope{Role: keys.Consumer}, false},
 		{"empty queue", keys.Scope{Role: keys.Consumer, Queues: []string{""}}, false},
@@ -84,6 +85,12 @@ func TestScope(t *testing.T) {
 	admin := keys.Scope{Role: keys.Admin, Queues: []string{"a"}}
 	if !admin.HasRole(keys.Producer) || !admin.HasRole(keys.Consumer) || admin.AllQueues() {
 		t.Error("admin includes every role, and covers only its queues")
+	}
+	if w := (keys.Scope{Role: keys.Worker, Queues: []string{"in"}}); !w.HasRole(keys.Producer) || !w.HasRole(keys.Consumer) || w.HasRole(keys.Admin) {
+		t.Error("worker: producer and consumer, never admin")
+	}
+	if c := (keys.Scope{Role: keys.Consumer, Queues: []string{"in"}}); c.HasRole(keys.Worker) || c.HasRole(keys.Producer) {
+		t.Error("consumer: neither worker nor producer")
 	}
 	if p := (keys.Scope{Role: keys.Producer, Queues: []string{"*"}}); p.HasRole(keys.Consumer) || !p.HasQueue("x") {
 		t.Error("producer: no consumer role; * covers every queue")
