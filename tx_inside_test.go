@@ -112,6 +112,9 @@ func insideTxCalls(t *testing.T) []insideTxCall {
 		{"Tx", func(ctx context.Context, st *mqlite.Store, _ mqlite.Lock) error {
 			return st.Tx(ctx, func(*mqlite.Tx) error { return nil })
 		}},
+		{"TxAndReceive", func(ctx context.Context, st *mqlite.Store, _ mqlite.Lock) error {
+			return e(st.TxAndReceive(ctx, q, mqlite.ReceiveOptions{}, func(*mqlite.Tx) error { return nil }))
+		}},
 		{"outbox.Send", func(ctx context.Context, st *mqlite.Store, _ mqlite.Lock) error {
 			return e(outbox.Send(ctx, st, q, outbox.Message{Body: []byte("inside")}))
 		}},
