@@ -147,21 +147,9 @@ func workerSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, seed uint64, n i
 	var seqs []int64
 	errRollback := errors.New("rolled back on purpose")
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-		res, err := outbox.SendBatch(tx.Context(), tx.SQL(), crashQueue, msgs)
-		if err != nil {
+		var err error
+		if seqs, err = sendOrders(tx, msgs, nonces); err != nil {
 			return err
-		}
-		seqs = seqs[:0]
-		for i, r := range res {
-			if r.Err != nil {
-				return r.Err
-			}
-			sum := sha256.Sum256(msgs[i].Body)
-			if _, err := tx.SQL().ExecContext(tx.Context(),
-				`INSERT INTO orders (nonce, seq, body_hash) VALUES (?, ?, ?)`, nonces[i], r.Seq, sum[:]); err != nil {
-				return err
-			}
-			seqs = append(seqs, r.Seq)
 		}
 		if rollback {
 			return errRollback
@@ -488,4 +476,26 @@ func startWorker(t *testing.T, maxAfter int) (*mqlite.Store, *rand.Rand, uint64)
 		t.Fatalf("worker open: %v", err)
 	}
 	return st, rng, seed
+}
+
+// sendOrders sends msgs in tx and writes one orders row per message (its
+// nonce, seq and body hash) beside it; it returns the messages' seqs.
+func sendOrders(tx *mqlite.Tx, msgs []outbox.Message, nonces []string) ([]int64, error) {
+	res, err := outbox.SendBatch(tx.Context(), tx.SQL(), crashQueue, msgs)
+	if err != nil {
+		return nil, err
+	}
+	seqs := make([]int64, 0, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		sum := sha256.Sum256(msgs[i].Body)
+		if _, err := tx.SQL().ExecContext(tx.Context(),
+			`INSERT INTO orders (nonce, seq, body_hash) VALUES (?, ?, ?)`, nonces[i], r.Seq, sum[:]); err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, r.Seq)
+	}
+	return seqs, nil
 }

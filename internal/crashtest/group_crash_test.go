@@ -4,7 +4,6 @@ package crashtest_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -111,21 +110,9 @@ func groupSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, caller string, co
 			}
 		}()
 		return st.Tx(context.Background(), func(tx *mqlite.Tx) error {
-			res, err := outbox.SendBatch(tx.Context(), tx.SQL(), crashQueue, msgs)
-			if err != nil {
+			var err error
+			if seqs, err = sendOrders(tx, msgs, nonces); err != nil {
 				return err
-			}
-			seqs = seqs[:0]
-			for i, r := range res {
-				if r.Err != nil {
-					return r.Err
-				}
-				sum := sha256.Sum256(msgs[i].Body)
-				if _, err := tx.SQL().ExecContext(tx.Context(),
-					`INSERT INTO orders (nonce, seq, body_hash) VALUES (?, ?, ?)`, nonces[i], r.Seq, sum[:]); err != nil {
-					return err
-				}
-				seqs = append(seqs, r.Seq)
 			}
 			maybeCrash(inGroupStep)
 			switch fail {
