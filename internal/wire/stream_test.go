@@ -1,0 +1,132 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/wire"
+)
+
+// sameAsMarshal fails unless AppendStreamEvent writes ev as json.Marshal does.
+func sameAsMarshal(t *testing.T, ev wire.StreamEvent) {
+	t.Helper()
+	want, werr := json.Marshal(ev)
+	got, gerr := wire.AppendStreamEvent([]byte("prefix"), ev)
+	if (werr != nil) != (gerr != nil) {
+		t.Fatalf("error %v, json.Marshal's %v", gerr, werr)
+	}
+	if werr != nil {
+		return
+	}
+	if !bytes.HasPrefix(got, []byte("prefix")) || !bytes.Equal(got[len("prefix"):], want) {
+		t.Fatalf("AppendStreamEvent wrote\n%s\njson.Marshal\n%s", got, want)
+	}
+}
+
+// TestAppendStreamEventEveryField holds the encoder to json.Marshal with
+// every field of a message and a result set: a field added to either shape
+// and not to the encoder fails here.
+func TestAppendStreamEventEveryField(t *testing.T) {
+	t.Parallel()
+	var m wire.ReceivedMessage
+	fill(t, &m)
+	var r wire.ItemResult
+	r.Error = &wire.Error{}
+	fill(t, r.Error)
+	r.LockedUntil = time.UnixMilli(1_800_000_000_123).UTC()
+	sameAsMarshal(t, wire.StreamEvent{Messages: []wire.ReceivedMessage{m, m}, Line: 7, Results: []wire.ItemResult{r, {}, {Error: r.Error}, {LockedUntil: r.LockedUntil}}})
+	sameAsMarshal(t, wire.StreamEvent{Error: r.Error})
+	sameAsMarshal(t, wire.StreamEvent{})
+}
+
+// TestAppendStreamEventRandom holds the encoder to json.Marshal over random
+// events, with strings JSON escapes, bodies nil and empty, times in other
+// zones and out of json's range.
+func TestAppendStreamEventRandom(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	strs := []string{"", "orders", "a\"b", `back\slash`, "<tag>&", "tab\there", "nl\n", "é", "\u2028", "\x7f", "\xff", "ok-token_1.2"}
+	str := func() string { return strs[rng.IntN(len(strs))] }
+	zones := []*time.Location{time.UTC, time.FixedZone("plus", 5*3600+30*60), time.FixedZone("odd", 3600+7), time.Local}
+	tm := func() time.Time {
+		switch rng.IntN(5) {
+		case 0:
+			return time.Time{}
+		case 1:
+			return time.Date(10000+rng.IntN(5), 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		return time.UnixMilli(rng.Int64N(4_000_000_000_000)).Add(time.Duration(rng.IntN(1000))).In(zones[rng.IntN(len(zones))])
+	}
+	for range 5000 {
+		var ev wire.StreamEvent
+		for range rng.IntN(3) {
+			m := wire.ReceivedMessage{Queue: str(), Seq: rng.Int64() - rng.Int64(), MessageID: str(), GroupID: str(), Subject: str(),
+				DeliveryCount: rng.IntN(10), EnqueuedAt: tm(), ExpiresAt: tm(), LockToken: str(), LockedUntil: tm(), State: str(),
+				VisibleAt: tm(), DeadLetterReason: str(), DeadLetterDescription: str(), DeadLetteredAt: tm(), LastError: str()}
+			switch rng.IntN(3) {
+			case 0:
+				m.Body = []byte{}
+			case 1:
+				m.Body = []byte(str() + str())
+			}
+			if rng.IntN(3) == 0 {
+				m.Properties = map[string]string{}
+				for range rng.IntN(4) {
+					m.Properties[str()] = str()
+				}
+			}
+			ev.Messages = append(ev.Messages, m)
+		}
+		if rng.IntN(2) == 0 {
+			ev.Line = rng.Int64N(1000)
+		}
+		for range rng.IntN(3) {
+			var r wire.ItemResult
+			if rng.IntN(2) == 0 {
+				r.Error = &wire.Error{Code: str(), Reason: str(), Message: str()}
+			}
+			r.LockedUntil = tm()
+			ev.Results = append(ev.Results, r)
+		}
+		if rng.IntN(10) == 0 {
+			ev.Error = &wire.Error{Code: str(), Reason: str(), Message: str()}
+		}
+		sameAsMarshal(t, ev)
+	}
+}
+
+// BenchmarkStreamEvent compares the encoder with json.Marshal on the
+// event a stream at a window of one writes per message: one message of
+// 256 bytes and the result of one completion.
+func BenchmarkStreamEvent(b *testing.B) {
+	now := time.UnixMilli(1_800_000_000_123)
+	ev := wire.StreamEvent{Messages: []wire.ReceivedMessage{{Queue: "orders", Seq: 123456, Body: bytes.Repeat([]byte("a"), 256),
+		DeliveryCount: 1, EnqueuedAt: now, LockToken: "0123456789abcdef0123456789abcdef", LockedUntil: now.Add(30 * time.Second), State: "locked"}}}
+	res := wire.StreamEvent{Line: 123455, Results: []wire.ItemResult{{}}}
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, e := range []wire.StreamEvent{ev, res} {
+				if _, err := json.Marshal(e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("AppendStreamEvent", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf = buf[:0]
+			for _, e := range []wire.StreamEvent{ev, res} {
+				var err error
+				if buf, err = wire.AppendStreamEvent(buf, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
