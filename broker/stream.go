@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +32,10 @@ const MaxStreamLine = 1 << 20
 // it), holds at most this much of the broker's memory, besides one line
 // (MaxStreamLine) being read.
 const maxReadAhead = MaxStreamLine
+
+// maxKeptOut bounds the buffer a stream keeps for its next write: a larger
+// one (a window of large messages) is left to the garbage collector.
+const maxKeptOut = 64 << 10
 
 // maxLinesPerCommit bounds the client lines one commit of a stream
 // settles; Config.MaxBatch bounds their settlements.
@@ -119,7 +122,8 @@ type streamer struct {
 	// maxSettles bounds the settlements of one commit; 0 means
 	// Config.MaxBatch (a benchmark sets the old, larger bound).
 	maxSettles int
-	lines      int64 // client lines read so far
+	lines      int64  // client lines read so far
+	out        []byte // the buffer of write, kept between writes up to maxKeptOut
 	w          http.ResponseWriter
 	rc         *http.ResponseController
 }
@@ -503,13 +507,16 @@ func (st *streamer) end(ctx context.Context, r *http.Request, err error) {
 // the server's.
 func (st *streamer) write(evs ...wire.StreamEvent) error {
 	_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.cfg.WriteTimeout))
-	var b []byte
+	b := st.out[:0]
 	for _, ev := range evs {
-		line, err := json.Marshal(ev)
-		if err != nil {
+		var err error
+		if b, err = wire.AppendStreamEvent(b, ev); err != nil {
 			return err
 		}
-		b = append(append(b, line...), '\n')
+		b = append(b, '\n')
+	}
+	if cap(b) <= maxKeptOut {
+		st.out = b
 	}
 	if _, err := st.w.Write(b); err != nil {
 		return err
