@@ -161,7 +161,11 @@ func (st *streamer) serve(ctx context.Context, w http.ResponseWriter, r *http.Re
 			if err := st.ahead.take(readCtx, len(b)); err != nil {
 				return err
 			}
-			v, err := decodeBytes[wire.StreamSettle](b)
+			v, fast := parseCompleteLine(b)
+			var err error
+			if !fast {
+				v, err = decodeBytes[wire.StreamSettle](b)
+			}
 			if err == nil {
 				err = st.s.checkBatch(v.Items(), "settlements in one line")
 			}
