@@ -135,10 +135,12 @@ func (s *Stream) read() {
 	sc.Buffer(make([]byte, 0, 64<<10), maxStreamEvent)
 	err := ErrStreamClosed
 	for sc.Scan() {
-		var ev wire.StreamEvent
-		if jerr := json.Unmarshal(sc.Bytes(), &ev); jerr != nil {
-			err = fmt.Errorf("%w: a line that is not an event: %v", ErrStreamClosed, jerr)
-			break
+		ev, ok := wire.ParseStreamEvent(sc.Bytes())
+		if !ok {
+			if jerr := json.Unmarshal(sc.Bytes(), &ev); jerr != nil {
+				err = fmt.Errorf("%w: a line that is not an event: %v", ErrStreamClosed, jerr)
+				break
+			}
 		}
 		if ev.Error != nil {
 			err = fmt.Errorf("%w: %w", ErrStreamClosed, &Error{Status: wire.Status(ev.Error.Code), Code: ev.Error.Code,
@@ -202,7 +204,7 @@ func (s *Stream) Receive(ctx context.Context) ([]mqlite.Message, error) {
 
 // send writes one line and waits for its results (one per settlement).
 func (s *Stream) send(ctx context.Context, l wire.StreamSettle) ([]wire.ItemResult, error) {
-	b, err := json.Marshal(l)
+	b, err := wire.AppendStreamSettle(make([]byte, 0, 128), l)
 	if err != nil {
 		return nil, fmt.Errorf("client: encode a stream line: %w", err)
 	}

@@ -222,3 +222,26 @@ func appendTime(b []byte, t time.Time) ([]byte, bool) {
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), true
 }
+
+// AppendStreamSettle appends l as one line, without its line end, to b:
+// the bytes json.Marshal gives, written without reflection for a line of
+// completes only (the one a consumer writes per message).
+func AppendStreamSettle(b []byte, l StreamSettle) ([]byte, error) {
+	if len(l.Complete) == 0 || len(l.Abandon)+len(l.Reject)+len(l.Release) > 0 {
+		return appendMarshal(b, l)
+	}
+	start := len(b)
+	b = append(b, `{"complete":[`...)
+	for i, c := range l.Complete {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(append(b, `{"seq":`...), c.Seq, 10)
+		var ok bool
+		if b, ok = appendString(append(b, `,"token":`...), c.Token); !ok {
+			return appendMarshal(b[:start], l)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']', '}'), nil
+}
