@@ -33,9 +33,10 @@ const MaxStreamLine = 1 << 20
 // (MaxStreamLine) being read.
 const maxReadAhead = MaxStreamLine
 
-// maxKeptOut bounds the buffer a stream keeps for its next write: a larger
-// one (a window of large messages) is left to the garbage collector.
-const maxKeptOut = 64 << 10
+// maxKeptOut bounds the buffer a stream keeps for its next write (enough
+// for one message of a few KiB and its result), so that many idle streams
+// hold little: a larger one is left to the garbage collector.
+const maxKeptOut = 16 << 10
 
 // maxLinesPerCommit bounds the client lines one commit of a stream
 // settles; Config.MaxBatch bounds their settlements.
