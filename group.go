@@ -147,11 +147,7 @@ func (s *Store) beginGroup() *group {
 	// wait with an error when Close closes the handle.
 	tx, err := s.db.BeginTx(context.Background(), nil)
 	if err != nil {
-		if s.isClosed() {
-			err = ErrClosed
-		} else {
-			err = fmt.Errorf("begin: %w", err)
-		}
+		err = s.beginError(err)
 		for m := s.group.take(); m != nil; m = s.group.take() {
 			m.done <- outcome{err: err}
 		}
@@ -159,6 +155,15 @@ func (s *Store) beginGroup() *group {
 	}
 	s.group.written.Store(0)
 	return &group{tx: tx}
+}
+
+// beginError is the error of a group's BEGIN that failed: ErrClosed once
+// Close has begun.
+func (s *Store) beginError(err error) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return fmt.Errorf("begin: %w", err)
 }
 
 // runGroup runs the steps of the members waiting, up to the bounds, then
@@ -243,7 +248,7 @@ func (s *Store) step(g *group, m *member) {
 	if g.tx == nil {
 		tx, err := s.db.BeginTx(context.Background(), nil)
 		if err != nil {
-			g.broken = fmt.Errorf("begin: %w", err)
+			g.broken = s.beginError(err)
 			m.done <- outcome{err: g.broken}
 			return
 		}

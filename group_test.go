@@ -488,3 +488,36 @@ func TestGroupCommitFirstStepUndone(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupCommitClosedAfterBareRollback: caller 0's step, the first of its
+// group and so without a savepoint, fails after closing the store; its
+// rollback ends the transaction, and the caller behind it, whose step must
+// begin another, gets ErrClosed like every caller of a closed store.
+func TestGroupCommitClosedAfterBareRollback(t *testing.T) {
+	t.Parallel()
+	b := testdb.Open(t, mqlite.Config{BusyTimeout: 10 * time.Millisecond})
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	st := b.Store
+	if _, err := st.DB().Exec(`CREATE TABLE biz (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	run := startGroup(t, st, func(tx *mqlite.Tx) error {
+		if err := groupWrite(tx, "c0"); err != nil {
+			return err
+		}
+		_ = st.Close() // the connection is the group's: Close returns after BusyTimeout
+		return errStep
+	})
+	run.call(context.Background(), groupStep(outCommit, "c1", nil))
+	res := run.finish()
+	if !errors.Is(res[0].err, errStep) || res[0].panicked != nil {
+		t.Errorf("caller 0: %+v, want %v", res[0], errStep)
+	}
+	if !errors.Is(res[1].err, mqlite.ErrClosed) || res[1].panicked != nil {
+		t.Errorf("caller 1: %v, want %v", res[1].err, mqlite.ErrClosed)
+	}
+	st2 := testdb.OpenPath(t, b.Path, mqlite.Config{}).Store
+	if got := testdb.Int(t, st2.DB(), `SELECT count(*) FROM biz`); got != 0 {
+		t.Errorf("%d business rows", got)
+	}
+}
