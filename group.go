@@ -114,10 +114,11 @@ func (c *committer) idle() bool {
 
 // group is one group commit in progress.
 type group struct {
-	tx     *sql.Tx
+	tx     *sql.Tx   // nil after a bare step rolled it back: the next step begins one
 	steps  int       // the members taken
 	kept   []*member // the members whose work is in tx, waiting for the commit
 	broken error     // tx failed in a step: the group rolls back
+	bare   bool      // the step running has no savepoint (kept is empty)
 }
 
 // drive runs group commits until no caller waits, first finishing g when
@@ -146,11 +147,7 @@ func (s *Store) beginGroup() *group {
 	// wait with an error when Close closes the handle.
 	tx, err := s.db.BeginTx(context.Background(), nil)
 	if err != nil {
-		if s.isClosed() {
-			err = ErrClosed
-		} else {
-			err = fmt.Errorf("begin: %w", err)
-		}
+		err = s.beginError(err)
 		for m := s.group.take(); m != nil; m = s.group.take() {
 			m.done <- outcome{err: err}
 		}
@@ -158,6 +155,15 @@ func (s *Store) beginGroup() *group {
 	}
 	s.group.written.Store(0)
 	return &group{tx: tx}
+}
+
+// beginError is the error of a group's BEGIN that failed: ErrClosed once
+// Close has begun.
+func (s *Store) beginError(err error) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return fmt.Errorf("begin: %w", err)
 }
 
 // runGroup runs the steps of the members waiting, up to the bounds, then
@@ -175,7 +181,11 @@ func (s *Store) runGroup(g *group) {
 	var err error
 	switch {
 	case g.broken != nil:
-		err = errors.Join(fmt.Errorf("group transaction failed in another caller's step: %w", g.broken), ignoreDone(g.tx.Rollback()))
+		err = fmt.Errorf("group transaction failed in another caller's step: %w", g.broken)
+		if g.tx != nil {
+			err = errors.Join(err, ignoreDone(g.tx.Rollback()))
+		}
+	case g.tx == nil: // every step rolled back bare
 	case len(g.kept) == 0:
 		err = ignoreDone(g.tx.Rollback())
 	default:
@@ -225,17 +235,34 @@ func (m *member) wait() outcome {
 // errGoexit, and a new goroutine carries g on). What the hooks recorded of
 // the step (metrics, settlements) is dropped with it. A savepoint that
 // cannot be taken, released or rolled back to breaks g.
+//
+// The first step whose work the transaction holds needs no savepoint: with
+// no other caller's work in it, undoing the step is rolling the whole
+// transaction back (the next step begins another). A lone caller, and the
+// first of every group, spares a SAVEPOINT and a RELEASE.
 func (s *Store) step(g *group, m *member) {
 	if err := m.ctx.Err(); err != nil {
 		m.done <- outcome{err: err}
 		return
 	}
+	if g.tx == nil {
+		tx, err := s.db.BeginTx(context.Background(), nil)
+		if err != nil {
+			g.broken = s.beginError(err)
+			m.done <- outcome{err: g.broken}
+			return
+		}
+		g.tx = tx
+	}
 	stmtCtx := context.WithoutCancel(m.ctx)
 	mark := s.markStep()
-	if _, err := g.tx.ExecContext(stmtCtx, "SAVEPOINT mqlite_step"); err != nil {
-		g.broken = fmt.Errorf("savepoint: %w", err)
-		m.done <- outcome{err: g.broken}
-		return
+	g.bare = len(g.kept) == 0
+	if !g.bare {
+		if _, err := g.tx.ExecContext(stmtCtx, "SAVEPOINT mqlite_step"); err != nil {
+			g.broken = fmt.Errorf("savepoint: %w", err)
+			m.done <- outcome{err: g.broken}
+			return
+		}
 	}
 	txCtx, end := markTx(stmtCtx, &txMark{store: s})
 	var ferr error
@@ -244,7 +271,7 @@ func (s *Store) step(g *group, m *member) {
 	defer func() {
 		if exited {
 			end()
-			if rb := s.rollbackStep(stmtCtx, g.tx, mark); rb != nil {
+			if rb := s.rollbackStep(stmtCtx, g, mark); rb != nil {
 				g.broken = rb
 			}
 			m.done <- outcome{err: errGoexit}
@@ -264,7 +291,7 @@ func (s *Store) step(g *group, m *member) {
 	}()
 	end()
 	if panicked != nil {
-		if rb := s.rollbackStep(stmtCtx, g.tx, mark); rb != nil {
+		if rb := s.rollbackStep(stmtCtx, g, mark); rb != nil {
 			g.broken = rb
 		}
 		m.done <- outcome{panicked: panicked}
@@ -274,25 +301,36 @@ func (s *Store) step(g *group, m *member) {
 		ferr = m.ctx.Err()
 	}
 	if ferr != nil {
-		rb := s.rollbackStep(stmtCtx, g.tx, mark)
+		rb := s.rollbackStep(stmtCtx, g, mark)
 		g.broken = rb
 		m.done <- outcome{err: errors.Join(ferr, ignoreDone(rb))} // fn may have ended tx itself
 		return
 	}
-	if _, err := g.tx.ExecContext(stmtCtx, "RELEASE mqlite_step"); err != nil {
-		g.broken = fmt.Errorf("release savepoint: %w", err)
-		m.done <- outcome{err: g.broken}
-		return
+	if !g.bare {
+		if _, err := g.tx.ExecContext(stmtCtx, "RELEASE mqlite_step"); err != nil {
+			g.broken = fmt.Errorf("release savepoint: %w", err)
+			m.done <- outcome{err: g.broken}
+			return
+		}
 	}
 	g.kept = append(g.kept, m)
 }
 
-// rollbackStep undoes a step: its rows (rolled back to its savepoint, which
-// is then released) and what the hooks recorded since mark.
-func (s *Store) rollbackStep(ctx context.Context, tx *sql.Tx, mark stepMark) error {
+// rollbackStep undoes g's step: its rows (rolled back to its savepoint,
+// which is then released; a bare step's whole transaction, after which g
+// has none) and what the hooks recorded since mark.
+func (s *Store) rollbackStep(ctx context.Context, g *group, mark stepMark) error {
 	s.undoStep(mark)
+	if g.bare {
+		err := g.tx.Rollback() // the transaction is done, even when this fails
+		g.tx = nil
+		if err != nil {
+			return fmt.Errorf("roll back: %w", err)
+		}
+		return nil
+	}
 	for _, q := range [...]string{"ROLLBACK TO mqlite_step", "RELEASE mqlite_step"} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := g.tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("roll back to savepoint: %w", err)
 		}
 	}

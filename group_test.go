@@ -402,3 +402,122 @@ func TestGroupCommitSettlementsPerCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitFirstStepUndone: the first step whose work a group's
+// transaction holds runs without a savepoint, so undoing it rolls the
+// whole transaction back and the next step begins another. Caller 0's step
+// ends every way a running step can; behind it a caller fails (again the
+// first step of its transaction), then two commit (the first bare, the
+// second in a savepoint). Each caller gets its own result, only the two
+// committed callers' rows, messages and metrics exist, in one commit.
+func TestGroupCommitFirstStepUndone(t *testing.T) {
+	t.Parallel()
+	b := txBundle(t)
+	st, db := b.Store, b.Store.DB()
+	for gi, first := range []groupOutcome{outError, outPanic, outCancelInFn, outGoexit, outCommit} {
+		t.Run(string(first), func(t *testing.T) {
+			name := func(i int) string { return fmt.Sprintf("f%d-c%d", gi, i) }
+			commits := mqlite.GroupCommits(st)
+			sent, _ := sentOf(t, st, "q")
+			ctx0, cancel0 := context.WithCancel(context.Background())
+			defer cancel0()
+			run := &groupRun{t: t, st: st, release: make(chan struct{})}
+			holding := make(chan struct{})
+			step0 := groupStep(first, name(0), cancel0)
+			run.call(ctx0, func(tx *mqlite.Tx) error {
+				close(holding)
+				<-run.release
+				return step0(tx)
+			})
+			<-holding
+			outs := []groupOutcome{outError, outCommit, outCommit}
+			for i, o := range outs {
+				run.call(context.Background(), groupStep(o, name(i+1), nil))
+			}
+			results := run.finish()
+
+			var want []string
+			if first.committed() {
+				want = append(want, name(0))
+			}
+			want = append(want, name(2), name(3))
+			res0 := results[0]
+			var ok bool
+			switch first {
+			case outCommit:
+				ok = res0 == (groupResult{})
+			case outError:
+				ok = errors.Is(res0.err, errStep) && res0.err.Error() == errStep.Error() && res0.panicked == nil
+			case outPanic:
+				p, isStep := res0.panicked.(*stepPanic)
+				ok = isStep && p.name == name(0) && res0.err == nil
+			case outCancelInFn:
+				ok = errors.Is(res0.err, context.Canceled) && res0.panicked == nil
+			case outGoexit:
+				ok = res0.err != nil && strings.Contains(res0.err.Error(), "Goexit") && res0.panicked == nil
+			}
+			if !ok {
+				t.Errorf("caller 0 (%s): err %v, panic %v", first, res0.err, res0.panicked)
+			}
+			if res := results[1]; !errors.Is(res.err, errStep) || res.err.Error() != errStep.Error() || res.panicked != nil {
+				t.Errorf("caller 1 (error): %+v", res)
+			}
+			for _, i := range []int{2, 3} {
+				if results[i] != (groupResult{}) {
+					t.Errorf("caller %d (commit): %+v", i, results[i])
+				}
+			}
+			rows := testdb.Strings(t, db, `SELECT v FROM biz WHERE v LIKE ? ORDER BY id`, fmt.Sprintf("f%d-%%", gi))
+			if !slices.Equal(rows, want) {
+				t.Errorf("business rows %q, want %q", rows, want)
+			}
+			msgs := testdb.Strings(t, db, `SELECT message_id FROM mqlite_messages WHERE message_id LIKE ? ORDER BY id`, fmt.Sprintf("f%d-%%", gi))
+			if !slices.Equal(msgs, want) {
+				t.Errorf("messages %q, want %q", msgs, want)
+			}
+			if got := mqlite.GroupCommits(st) - commits; got != 1 {
+				t.Errorf("%d commits, want 1 for the group", got)
+			}
+			sentNow, active := sentOf(t, st, "q")
+			if got := sentNow - sent; got != int64(len(want)) {
+				t.Errorf("metrics: %d sent, want %d", got, len(want))
+			}
+			if table := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE queue = 'q' AND state = 'active'`); active != table {
+				t.Errorf("metrics: %d active, the table %d", active, table)
+			}
+		})
+	}
+}
+
+// TestGroupCommitClosedAfterBareRollback: caller 0's step, the first of its
+// group and so without a savepoint, fails after closing the store; its
+// rollback ends the transaction, and the caller behind it, whose step must
+// begin another, gets ErrClosed like every caller of a closed store.
+func TestGroupCommitClosedAfterBareRollback(t *testing.T) {
+	t.Parallel()
+	b := testdb.Open(t, mqlite.Config{BusyTimeout: 10 * time.Millisecond})
+	b.Queue(t, "q", mqlite.QueueOptions{})
+	st := b.Store
+	if _, err := st.DB().Exec(`CREATE TABLE biz (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	run := startGroup(t, st, func(tx *mqlite.Tx) error {
+		if err := groupWrite(tx, "c0"); err != nil {
+			return err
+		}
+		_ = st.Close() // the connection is the group's: Close returns after BusyTimeout
+		return errStep
+	})
+	run.call(context.Background(), groupStep(outCommit, "c1", nil))
+	res := run.finish()
+	if !errors.Is(res[0].err, errStep) || res[0].panicked != nil {
+		t.Errorf("caller 0: %+v, want %v", res[0], errStep)
+	}
+	if !errors.Is(res[1].err, mqlite.ErrClosed) || res[1].panicked != nil {
+		t.Errorf("caller 1: %v, want %v", res[1].err, mqlite.ErrClosed)
+	}
+	st2 := testdb.OpenPath(t, b.Path, mqlite.Config{}).Store
+	if got := testdb.Int(t, st2.DB(), `SELECT count(*) FROM biz`); got != 0 {
+		t.Errorf("%d business rows", got)
+	}
+}

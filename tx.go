@@ -34,9 +34,10 @@ func (t *Tx) Context() context.Context { return t.ctx }
 //
 // Group commit: calls of Tx that arrive while another transaction of the
 // store runs or commits wait for the next one and share it: each fn runs,
-// one after the other, in a savepoint of its own, released into the shared
-// transaction when fn returns nil or rolled back to alone (fn's error, its
-// panic, its ctx ended); then one COMMIT for the group, after which every
+// one after the other, in a savepoint of its own (the first whose work the
+// transaction holds needs none: undoing it is a rollback), released into
+// the shared transaction when fn returns nil or rolled back to alone (fn's
+// error, its panic, its ctx ended); then one COMMIT for the group, after which every
 // caller whose fn returned nil returns: nil, or the commit's error (then
 // none of the group's work exists). A caller whose fn failed returns at
 // once with its own error. fn runs on a goroutine of the store's, not on
