@@ -71,7 +71,7 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
 			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
-		{"claim one", claimOneSQL, claimArgs, []string{
+		{"claim one", claimOneSQL, append(claimArgs, newToken()), []string{
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
 			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
