@@ -116,9 +116,9 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 // lease writes it back.
 const noToken = `'--------------------------------'`
 
-// lockSet is what every claim writes: the lease, a fresh 128-bit token
-// (SQLite's randomblob, seeded by the OS) and one more delivery. ?4 is the
-// queue's lock duration.
+// lockSet is what a claim writes: the lease, a fresh 128-bit token
+// (SQLite's randomblob, seeded by the OS; claimOneSQL binds one from Go) and
+// one more delivery. ?4 is the queue's lock duration.
 const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
 	    delivery_count = delivery_count + 1`
 
