@@ -3,7 +3,9 @@ package engine
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +66,36 @@ func scanRow(s scanner) (Row, error) {
 	return c, err
 }
 
+// claimedColumns is returning without what a claim of one message sets to
+// values it knows (state, lock_token, locked_until): scanClaimed fills those
+// in, which spares the statement three columns of its RETURNING table.
+const claimedColumns = `id, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
+	group_id, coalesce(subject, ''), coalesce(properties, ''),
+	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, '')`
+
+// scanClaimed scans claimedColumns of a message locked under token until
+// the lease end until.
+func scanClaimed(s scanner, token string, until int64) (Row, error) {
+	c := Row{State: "locked", LockToken: token, LockedUntil: until}
+	var gid sql.NullString
+	err := s.Scan(&c.Seq, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
+		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body,
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError)
+	if gid.Valid {
+		c.GroupID = &gid.String
+	}
+	return c, err
+}
+
+// newToken returns a fresh lock token: 128 bits from crypto/rand as 32
+// lowercase hex digits, the form of lower(hex(randomblob(16))).
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand.Read)
+	return hex.EncodeToString(b[:])
+}
+
 // eligible is the WHERE of the claim's candidate: the oldest active,
 // unexpired, undelivered-past-the-limit message of the queue that is not
 // held behind its group, and (the head-of-line probe, on the partial index
@@ -84,9 +116,9 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 // lease writes it back.
 const noToken = `'--------------------------------'`
 
-// lockSet is what every claim writes: the lease, a fresh 128-bit token
-// (SQLite's randomblob, seeded by the OS) and one more delivery. ?4 is the
-// queue's lock duration.
+// lockSet is what a claim writes: the lease, a fresh 128-bit token
+// (SQLite's randomblob, seeded by the OS; claimOneSQL binds one from Go) and
+// one more delivery. ?4 is the queue's lock duration.
 const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lower(hex(randomblob(16))),
 	    delivery_count = delivery_count + 1`
 
@@ -98,12 +130,14 @@ const claimSQL = `UPDATE mqlite_messages ` + lockSet + `
 	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
 	RETURNING ` + returning
 
-// claimOneSQL is claimSQL for a single message: the head is found by a
-// scalar subquery instead of an IN list, which saves SQLite a temporary
-// table on the most common call.
-const claimOneSQL = `UPDATE mqlite_messages ` + lockSet + `
+// claimOneSQL is claimSQL for a single message, the most common call: the
+// head is found by a scalar subquery instead of an IN list, which saves
+// SQLite a temporary table, and the token ?6 comes from Go (newToken) so
+// that the statement returns only claimedColumns.
+const claimOneSQL = `UPDATE mqlite_messages SET state = 'locked', locked_until = ?2 + ?4, lock_token = ?6,
+	    delivery_count = delivery_count + 1
 	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
-	RETURNING ` + returning
+	RETURNING ` + claimedColumns
 
 // claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
@@ -288,6 +322,9 @@ func stillHeld(ctx context.Context, tx DBTX, queue string, rows []Row, now int64
 // in sequence order.
 func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
+	if r.Max == 1 && !r.Delete {
+		return claimOne(ctx, tx, r)
+	}
 	query := claimSQL
 	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max}
 	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
@@ -296,8 +333,6 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 		query = claimDeleteBudgetSQL
 	case r.Delete:
 		query = claimDeleteSQL
-	case r.Max == 1:
-		query = claimOneSQL
 	case budget:
 		query = claimBudgetSQL
 	}
@@ -327,6 +362,21 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	}
 	slices.SortFunc(out, func(a, b Row) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, nil
+}
+
+// claimOne is claimUpTo for one peek-lock message (claimOneSQL).
+func claimOne(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
+	q := r.Queue
+	token := newToken()
+	c, err := scanClaimed(tx.QueryRowContext(ctx, claimOneSQL,
+		q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, 1, token), token, r.Now+q.LockDurationMS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return []Row{c}, nil
 }
 
 // dueProbeSQL reads the queue's earliest scheduled moment and earliest

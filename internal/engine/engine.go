@@ -92,6 +92,9 @@ func (SQLite) Settle(ctx context.Context, tx DBTX, s Settlement) error { return 
 // the store through the handle's SQL function mqlite_settling, which no
 // other handle has (errs.ErrNotAStore, as for a send), then settles.
 func (SQLite) SettleTx(ctx context.Context, tx DBTX, s Settlement) error {
+	if s.Op == OpComplete {
+		return CompleteTx(ctx, tx, s) // the same in one statement
+	}
 	if err := tx.QueryRowContext(ctx, `SELECT mqlite_settling(?, ?, ?, ?)`, string(s.Op), s.Queue, s.Seq, s.Token).Scan(&s.Now); err != nil {
 		return interpret(string(s.Op), err)
 	}

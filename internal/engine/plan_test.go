@@ -71,7 +71,7 @@ func TestClaimPlanPinning(t *testing.T) {
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
 			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
-		{"claim one", claimOneSQL, claimArgs, []string{
+		{"claim one", claimOneSQL, append(claimArgs, newToken()), []string{
 			"SEARCH m USING INDEX mqlite_msg_active (queue=?)",
 			"SEARCH b USING INDEX mqlite_msg_group_flight (queue=? AND group_id=? AND id<?)",
 		}},
@@ -83,6 +83,11 @@ func TestClaimPlanPinning(t *testing.T) {
 		}},
 		{"complete many in bulk", completeSQLs[4][1], []any{1, 1, "q", "t", 2, "q", "t", nil, nil, nil, nil, nil, nil}, []string{
 			"SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+		}},
+		// The row to seek is the subquery that tells the store, run once.
+		{"complete in a caller's transaction", completeTxSQL, []any{1, "q", "t"}, []string{
+			"SEARCH mqlite_messages USING INTEGER PRIMARY KEY (rowid=?)",
+			"SCALAR SUBQUERY 1",
 		}},
 		{"next due", nextDueSQL, []any{"q"}, []string{
 			"SEARCH mqlite_messages USING INDEX mqlite_msg_scheduled (queue=?)",

@@ -100,37 +100,75 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Op, err)
 	}
-	rargs := s.receiptArgs()
 	if n == 0 {
-		if !isToken(s.Token) {
-			// Receipts keep tokens decoded; only a token as the claim
-			// handed it out (lowercase hex) can be the same request.
-			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
-		}
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM mqlite_settlement_receipts
-			WHERE seq = ?2 AND lock_token = unhex(?3) AND operation = ?4 AND args = ?5 AND queue = ?1 AND expires_at > ?6`,
-			s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) && s.Op == OpComplete {
-			err = tx.QueryRowContext(ctx, completedReceipt, s.Queue, s.Seq, s.Token, s.Now).Scan(&one)
-		}
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: receipt: %w", s.Op, err)
-		}
-		return nil
+		return replayed(ctx, tx, s)
 	}
 	if s.Op == OpComplete {
 		return nil // the completed message is the receipt
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_settlement_receipts
 		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
-		s.Queue, s.Seq, s.Token, string(s.Op), rargs, s.Now+ReceiptTTLMS); err != nil {
+		s.Queue, s.Seq, s.Token, string(s.Op), s.receiptArgs(), s.Now+ReceiptTTLMS); err != nil {
 		return fmt.Errorf("%s: write receipt: %w", s.Op, err)
 	}
 	return nil
+}
+
+// replayed answers a settlement whose fence matched no row at s.Now: nil
+// when a live receipt shows the exact same request succeeded, else
+// errs.ErrLockLost.
+func replayed(ctx context.Context, tx DBTX, s Settlement) error {
+	if !isToken(s.Token) {
+		// Receipts keep tokens decoded; only a token as the claim
+		// handed it out (lowercase hex) can be the same request.
+		return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
+	}
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM mqlite_settlement_receipts
+		WHERE seq = ?2 AND lock_token = unhex(?3) AND operation = ?4 AND args = ?5 AND queue = ?1 AND expires_at > ?6`,
+		s.Queue, s.Seq, s.Token, string(s.Op), s.receiptArgs(), s.Now).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) && s.Op == OpComplete {
+		err = tx.QueryRowContext(ctx, completedReceipt, s.Queue, s.Seq, s.Token, s.Now).Scan(&one)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: receipt: %w", s.Op, err)
+	}
+	return nil
+}
+
+// completeTxSQL is the completion of CompleteTx: settleSQL[OpComplete] that
+// reports itself to the store through mqlite_settling and reads the store's
+// clock (mqlite_now), in one statement where SettleTx takes two. The
+// function names the row to seek, so SQLite calls it exactly once, before
+// the statement writes anything; on another handle neither function exists
+// and the statement fails to prepare, having written nothing.
+var completeTxSQL = `UPDATE mqlite_messages SET ` + settledSet("mqlite_now()") + `
+	WHERE id = (SELECT ?1 WHERE mqlite_settling('` + string(OpComplete) + `', ?2, ?1, ?3) IS NOT NULL)
+	  AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > mqlite_now()`
+
+// CompleteTx is SettleTx of a completion (s.Op and s.Now are ignored):
+// completeTxSQL, then, when it completed nothing, the receipts at the
+// store's now.
+func CompleteTx(ctx context.Context, tx DBTX, s Settlement) error {
+	s.Op = OpComplete
+	res, err := tx.ExecContext(ctx, completeTxSQL, s.Seq, s.Queue, s.Token)
+	if err != nil {
+		return interpret(string(s.Op), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Op, err)
+	}
+	if n > 0 {
+		return nil // the completed message is the receipt
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT mqlite_now()`).Scan(&s.Now); err != nil {
+		return interpret(string(s.Op), err)
+	}
+	return replayed(ctx, tx, s)
 }
 
 // isToken reports whether t has the form of a lock token: 32 lowercase hex
