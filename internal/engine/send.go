@@ -75,11 +75,11 @@ func contentKey(body []byte) []byte {
 // for a body kept in message_bodies. "now" is the store's clock,
 // mqlite_now().
 //
-// It is a one-row VALUES, not an INSERT … SELECT FROM mqlite_queues (issue
-// 35): a SELECT that reads mqlite_messages (the next seq, the group hold)
-// makes SQLite copy its row into a temporary b-tree before the insert, and
-// an INSERT … SELECT runs under a statement journal, which copies every
-// page the insert changes. The one-row VALUES does neither.
+// It is a one-row VALUES, not an INSERT … SELECT FROM mqlite_queues: a
+// SELECT that reads mqlite_messages (the next seq, the group hold) makes
+// SQLite copy its row into a temporary b-tree before the insert, and an
+// INSERT … SELECT runs under a statement journal, which copies every page
+// the insert changes. The one-row VALUES does neither.
 const insertMessage = `INSERT OR IGNORE INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, group_id, subject, properties, content_key, body_len, body)
 VALUES (` + nextSeq + `, ?1,

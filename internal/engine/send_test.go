@@ -37,7 +37,7 @@ func sendDB(t *testing.T, qs ...Queue) *sql.DB {
 // TestSendStatementsCopyNoRow: the single send's statements write their
 // row straight into its table. An INSERT … SELECT that reads the table it
 // writes (the next seq, the group hold) first copies its row into a
-// temporary b-tree (an OpenEphemeral without a key, issue 35); the
+// temporary b-tree (an OpenEphemeral without a key); the
 // ephemeral tables of a constant IN list (with a key) are the layout's.
 func TestSendStatementsCopyNoRow(t *testing.T) {
 	t.Parallel()
