@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mqlite/mqlite/internal/errs"
@@ -61,41 +62,45 @@ func contentKey(body []byte) []byte {
 	return sum[:contentKeyLen]
 }
 
-// insertMessage enqueues one message in a single statement: it reads the
-// queue, computes the group hold, checks size and dedup, and inserts. A
-// message without a MessageID (?2) on a queue without dedup_by_body has no
-// dedup key: it is looked up nowhere. With ?13 = 1 the message's key is
-// looked up, and insert then writes its dedup row (insertDedup): a message
-// with a MessageID, or the second try of one without on a queue that
-// deduplicates bodies. With ?13 = 0, such a queue inserts nothing, so that
-// the usual send (no MessageID, no body dedup) is one statement that runs
-// no trigger and returns nothing. When
-// no row is inserted, diagnose says why. "now" is the store's clock, read
-// through mqlite_now() in a scalar subquery, which SQLite evaluates once per
-// statement. ?9 is the body, NULL for a body kept in message_bodies.
-const insertMessage = `INSERT INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
+// insertMessage enqueues one message in a single statement, or inserts
+// nothing: it checks the message's size, its dedup key and the queue's
+// shape that the send assumed (queueShape, ?13 to ?15), computes the group
+// hold and inserts. A message without a dedup key (?10 NULL: no MessageID,
+// no body dedup) is looked up nowhere. Every check sits in the scalar
+// subquery of expires_at, the one read of the queue's row: when a check
+// fails it is NULL, a NOT NULL column, and OR IGNORE drops the row (no
+// other constraint can fail: the id is new and every other column is
+// set); diagnose then says why. ?3 is the group the message gets (the
+// caller's, the empty one on a FIFO queue, or NULL) and ?9 the body, NULL
+// for a body kept in message_bodies. "now" is the store's clock,
+// mqlite_now().
+//
+// It is a one-row VALUES, not an INSERT … SELECT FROM mqlite_queues: a
+// SELECT that reads mqlite_messages (the next seq, the group hold) makes
+// SQLite copy its row into a temporary b-tree before the insert, and an
+// INSERT … SELECT runs under a statement journal, which copies every page
+// the insert changes. The one-row VALUES does neither.
+const insertMessage = `INSERT OR IGNORE INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
 	message_id, group_id, subject, properties, content_key, body_len, body)
-SELECT ` + nextSeq + `, q.name,
-	CASE WHEN ?5 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END,
-	coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END) IS NOT NULL AND EXISTS (
-		SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.` + live + `
-		   AND b.group_id = coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END)),
-	max(?5, (SELECT mqlite_now())),
-	CASE WHEN ?6 > 0 THEN (SELECT mqlite_now()) + ?6
-	     WHEN q.default_ttl_ms > 0 THEN (SELECT mqlite_now()) + q.default_ttl_ms
-	     ELSE 0 END,
-	(SELECT mqlite_now()), ?2, coalesce(?3, CASE WHEN q.ordering = 'fifo' THEN '' END), ?4, ?7, ?8, ?12, ?9
-FROM mqlite_queues q
-WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
-  AND (?13 = 0 AND ?2 IS NULL AND (q.dedup_by_body = 0 OR q.dedup_window_ms = 0)
-       OR ?13 = 1 AND NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > (SELECT mqlite_now())))`
+VALUES (` + nextSeq + `, ?1,
+	CASE WHEN ?5 > mqlite_now() THEN 'scheduled' ELSE 'active' END,
+	?3 IS NOT NULL AND EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.` + live + ` AND b.group_id = ?3),
+	max(?5, mqlite_now()),
+	(SELECT CASE WHEN ?6 > 0 THEN mqlite_now() + ?6
+	             WHEN q.default_ttl_ms > 0 THEN mqlite_now() + q.default_ttl_ms
+	             ELSE 0 END
+	   FROM mqlite_queues q
+	  WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
+	    AND q.ordering = ?13 AND q.dedup_window_ms = ?14 AND q.dedup_by_body = ?15
+	    AND NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > mqlite_now())),
+	mqlite_now(), ?2, ?3, ?4, ?7, ?8, ?12, ?9)`
 
 // insertDedup writes the dedup row (?2 key, ?4 content key) of the message
-// ?3 just sent to the queue ?1, when the queue has a window: it expires a
-// window after the message's enqueued_at.
+// ?3 just sent to the queue ?1 with a window of ?5 ms: it expires a window
+// after the message's enqueued_at. A row of the same key may still be there,
+// expired (the janitor has not deleted it yet): the new one replaces it.
 const insertDedup = `INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, content_key, expires_at)
-	SELECT ?1, ?2, ?3, ?4, m.enqueued_at + q.dedup_window_ms FROM mqlite_queues q, mqlite_messages m
-	WHERE q.name = ?1 AND q.dedup_window_ms > 0 AND m.id = ?3`
+	VALUES (?1, ?2, ?3, ?4, (SELECT enqueued_at FROM mqlite_messages WHERE id = ?3) + ?5)`
 
 // insertBody writes the body of a message whose row keeps none.
 const insertBody = `INSERT INTO mqlite_message_bodies (id, body) VALUES (?, ?)`
@@ -198,22 +203,16 @@ func checkDeliverAt(ctx context.Context, db DBTX, msgs []SendMessage) error {
 var errNoQueue = errors.New("no such queue")
 
 // insert writes m, whose content key is ckey, into queue in one statement
-// (one more for its dedup row, one more for a body kept out of the row;
-// on a queue that deduplicates bodies, a message without a MessageID is
-// tried without its key, then with it) and reports the copy: new, a
-// duplicate of a message inside the dedup window, or a conflict. An unknown
-// queue is errNoQueue wrapped with errs.ErrQueueNotFound.
+// (one more for its dedup row, one more for a body kept out of the row)
+// and reports the copy: new, a duplicate of a message inside the dedup
+// window, or a conflict. It assumes the shape the queue had at its last
+// send (shapes); when the queue has another, nothing was inserted, and it
+// tries again with the queue's real shape. An unknown queue is errNoQueue
+// wrapped with errs.ErrQueueNotFound.
 func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []byte) (Copy, error) {
-	key := dedupKey(m.MessageID, ckey)
-	var body any = m.Body
-	switch {
-	case len(m.Body) > InlineBodyMax:
-		body = nil
-	case m.Body == nil:
-		body = []byte{}
-	}
-	r := oneRow{queue: queue, m: m, ckey: ckey, key: key, body: body, keyed: m.MessageID != ""}
-	for {
+	shape := shapes.get(queue)
+	for try := 0; ; try++ {
+		r := newRow(queue, m, ckey, shape)
 		n, seq, err := insertOne(ctx, db, r)
 		if err != nil {
 			return Copy{}, err
@@ -221,36 +220,115 @@ func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []by
 		if n == 1 {
 			return Copy{Queue: queue, Seq: seq}, nil
 		}
-		res, byBody, err := diagnose(ctx, db, queue, key, ckey, m.Size())
-		if byBody && !r.keyed {
-			r.keyed = true // a queue that deduplicates bodies: try again with the key
+		d, err := diagnose(ctx, db, queue, r.key, m.Size())
+		if err != nil {
+			return Copy{}, err
+		}
+		if d.shape != shape && try == 0 {
+			// The transaction holds the write lock: no one changes the
+			// queue before the second try.
+			shapes.put(queue, d.shape)
+			shape = d.shape
 			continue
 		}
-		if byBody {
-			err = fmt.Errorf("send: insert returned no row for an unexplained reason")
+		if r.key == nil || !d.seq.Valid {
+			return Copy{}, fmt.Errorf("send: insert returned no row for an unexplained reason")
 		}
-		return Copy{Queue: queue, Seq: res.Seq, Duplicate: res.Duplicate, Err: res.Err}, err
+		res := dedupResult(d.seq.Int64, d.origKey, ckey)
+		return Copy{Queue: queue, Seq: res.Seq, Duplicate: res.Duplicate, Err: res.Err}, nil
 	}
 }
 
-// oneRow is what insertOne writes: m into queue, with its content key, its
-// dedup key, its body as bound (nil: kept out of the row) and whether the
-// insert looks its key up and writes its dedup row (keyed).
+// queueShape is what a single send assumes of its queue: the settings that
+// decide the message's group (FIFO ordering), whether it has a dedup key
+// and when its dedup row expires. insertMessage checks the assumption in
+// the queue's row, which it reads anyway, and inserts nothing when it is
+// wrong; so the statement reads the queue once where computing these
+// would read it in three scalar subqueries.
+type queueShape struct {
+	fifo     bool
+	windowMS int64 // the dedup window; 0 = off
+	byBody   bool  // dedup_by_body, whatever the window
+}
+
+// maxShapes bounds the queue names shapes remembers.
+const maxShapes = 1024
+
+// shapes holds the shape each queue name had at its last send, for the
+// next send to assume. It is process-wide: a wrong guess (a queue just
+// created or changed, or two stores with queues of one name and different
+// settings) costs a send one more statement and a second try, never a
+// wrong row. Safe for concurrent use.
+var shapes = shapeCache{m: map[string]queueShape{}}
+
+type shapeCache struct {
+	mu sync.RWMutex
+	m  map[string]queueShape
+}
+
+// get returns the shape queue had at its last send; an unknown queue is
+// assumed standard, without dedup.
+func (c *shapeCache) get(queue string) queueShape {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.m[queue]
+}
+
+// put remembers the shape of queue; past maxShapes names it forgets the
+// others first.
+func (c *shapeCache) put(queue string, s queueShape) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[queue]; !ok && len(c.m) >= maxShapes {
+		clear(c.m)
+	}
+	c.m[queue] = s
+}
+
+// oneRow is what insertOne writes: m into queue of the assumed shape, with
+// its group (nil: none), its content key, its dedup key (nil: none) and
+// its body as bound (nil: kept out of the row).
 type oneRow struct {
-	queue     string
-	m         SendMessage
-	ckey      []byte
-	key, body any
-	keyed     bool
+	queue            string
+	shape            queueShape
+	m                SendMessage
+	ckey             []byte
+	group, key, body any
+}
+
+// newRow is the row of m in queue, assumed of the given shape. The message
+// has a dedup key when it has a MessageID, or when the queue deduplicates
+// bodies inside a window; on a FIFO queue, a message without a GroupID is
+// in the empty group.
+func newRow(queue string, m SendMessage, ckey []byte, shape queueShape) oneRow {
+	r := oneRow{queue: queue, shape: shape, m: m, ckey: ckey, group: nullString(m.GroupID), body: m.Body}
+	if m.GroupID == "" && shape.fifo {
+		r.group = ""
+	}
+	if m.MessageID != "" || shape.byBody && shape.windowMS > 0 {
+		r.key = dedupKey(m.MessageID, ckey)
+	}
+	switch {
+	case len(m.Body) > InlineBodyMax:
+		r.body = nil
+	case m.Body == nil:
+		r.body = []byte{}
+	}
+	return r
 }
 
 // insertOne runs insertMessage, and the writes that go with the row it
-// inserted: its dedup row (keyed) and its body kept out of the row. It
-// returns the rows inserted (0 or 1) and the message's seq.
+// inserted: its dedup row (a dedup key and a window) and its body kept out
+// of the row. It returns the rows inserted (0 or 1) and the message's seq.
 func insertOne(ctx context.Context, db DBTX, r oneRow) (int64, int64, error) {
 	m, queue := r.m, r.queue
-	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), nullString(m.GroupID),
-		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), r.ckey, r.body, r.key, m.Size(), len(m.Body), r.keyed)
+	ordering := "standard"
+	if r.shape.fifo {
+		ordering = "fifo"
+	}
+	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), r.group,
+		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), r.ckey, r.body, r.key, m.Size(), len(m.Body),
+		ordering, r.shape.windowMS, r.shape.byBody)
 	if err != nil {
 		return 0, 0, interpret("send", err)
 	}
@@ -262,12 +340,12 @@ func insertOne(ctx context.Context, db DBTX, r oneRow) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, interpret("send", err)
 	}
-	if r.keyed {
+	if r.key != nil && r.shape.windowMS > 0 {
 		var orig []byte // a content key is its own: the row keeps none
 		if m.MessageID != "" {
 			orig = r.ckey
 		}
-		if _, err := db.ExecContext(ctx, insertDedup, queue, r.key, seq, orig); err != nil {
+		if _, err := db.ExecContext(ctx, insertDedup, queue, r.key, seq, orig, r.shape.windowMS); err != nil {
 			return 0, 0, interpret("send", err)
 		}
 	}
@@ -316,36 +394,36 @@ func precheck(ctx context.Context, db DBTX, name string, msgs []SendMessage) (ta
 	return t, nil
 }
 
-// diagnose explains an insert that wrote no row: an unknown queue, a body
-// over the limit, a duplicate (replay) or a conflict; or, with byBody, a
-// message without a MessageID on a queue that deduplicates bodies, which
-// the insert tried without its key.
-func diagnose(ctx context.Context, db DBTX, queue string, key any, ckey []byte, size int64) (r SendResult, byBody bool, err error) {
-	var exists bool
+// diagnosis is what diagnose learns of an insert that wrote no row: the
+// queue's shape, and the live dedup row of the message's key (seq NULL:
+// none) with its content key.
+type diagnosis struct {
+	shape   queueShape
+	seq     sql.NullInt64
+	origKey []byte
+}
+
+// diagnose explains an insert that wrote no row: an unknown queue or a
+// body over the limit (errors), or else the queue's real shape and the
+// live dedup row of key (nil: none looked up) for the caller to judge.
+func diagnose(ctx context.Context, db DBTX, queue string, key any, size int64) (diagnosis, error) {
+	var d diagnosis
 	var maxBytes int64
-	var seq sql.NullInt64
-	var origKey []byte
-	err = db.QueryRowContext(ctx, `SELECT
-		EXISTS (SELECT 1 FROM mqlite_queues WHERE name = ?1), mqlite_max_message_bytes(),
+	err := db.QueryRowContext(ctx, `SELECT q.ordering = 'fifo', q.dedup_window_ms, q.dedup_by_body,
+		mqlite_max_message_bytes(),
 		(SELECT seq FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
-		(SELECT content_key FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now()),
-		coalesce((SELECT dedup_by_body = 1 AND dedup_window_ms > 0 FROM mqlite_queues WHERE name = ?1), 0)`,
-		queue, key).Scan(&exists, &maxBytes, &seq, &origKey, &byBody)
-	if err != nil {
-		return SendResult{}, false, interpret("send", err)
-	}
+		(SELECT content_key FROM mqlite_dedup WHERE queue = ?1 AND key = ?2 AND expires_at > mqlite_now())
+		FROM mqlite_queues q WHERE q.name = ?1`,
+		queue, key).Scan(&d.shape.fifo, &d.shape.windowMS, &d.shape.byBody, &maxBytes, &d.seq, &d.origKey)
 	switch {
-	case !exists:
-		return SendResult{}, false, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
+	case errors.Is(err, sql.ErrNoRows):
+		return d, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
+	case err != nil:
+		return d, interpret("send", err)
 	case size > maxBytes:
-		return SendResult{}, false, fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
-	case !seq.Valid && byBody:
-		return SendResult{}, true, nil
-	case !seq.Valid:
-		return SendResult{}, false, fmt.Errorf("send: insert returned no row for an unexplained reason")
-	default:
-		return dedupResult(seq.Int64, origKey, ckey), false, nil
+		return d, fmt.Errorf("%w: %d bytes with its metadata, the limit is %d", errs.ErrMessageTooLarge, size, maxBytes)
 	}
+	return d, nil
 }
 
 // dedupResult is the outcome of a send whose key matched a live dedup row
