@@ -250,8 +250,9 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 // layout before the mqlite_ prefix (guard token mqlite-schema-3), the
 // first prefixed one (mqlite-schema-4), the one in which a completion
 // wrote a receipt row (mqlite-schema-5), the one before scheduled
-// messages were indexed by id (mqlite-schema-6), and the one before
-// settled_at (mqlite-schema-7). The upgrades of mqlite-schema-4 and of
+// messages were indexed by id (mqlite-schema-6), the one before
+// settled_at (mqlite-schema-7), and the one whose states were IN lists
+// (mqlite-schema-8). The upgrades of mqlite-schema-4 and of
 // mqlite-schema-6 run two migrations each, each in its own transaction: a
 // cut between them leaves the layout of mqlite-schema-5, or of
 // mqlite-schema-7 (between).
@@ -261,6 +262,7 @@ var migrationFixtures = []struct{ name, file, messages, between string }{
 	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", ""},
 	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", "../schema/testdata/v7/store.db"},
 	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", ""},
+	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", ""},
 }
 
 // migrationTemplate is a folder holding a copy of a fixture, and the

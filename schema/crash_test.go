@@ -34,10 +34,12 @@ const (
 )
 
 // migrationRandomKills is how many random-moment kills TestMigrationCrash
-// makes, and migrationStepKills after how many of the upgrade's steps it
-// kills the child (0: after every one); make crash (build tag
+// makes in all, spread evenly across the fixtures (each such kill upgrades
+// a large file twice, where a kill after a step upgrades the small
+// fixture), and migrationStepKills after how many of each upgrade's steps
+// it kills the child (0: after every one); make crash (build tag
 // crash_injection) kills after every step and at many more moments.
-var migrationRandomKills, migrationStepKills = 2, 6
+var migrationRandomKills, migrationStepKills = 10, 6
 
 // TestMigrationCrashChild is the child process; it does nothing unless the
 // crash test started it.
@@ -144,15 +146,22 @@ func copyFile(t *testing.T, src, dst string) {
 // one every time, then an upgrade that loses nothing.
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
-	for _, f := range []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture, settledFixture} {
+	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture, settledFixture, inListFixture}
+	for i, f := range fixtures {
+		randomKills := migrationRandomKills / len(fixtures)
+		if i < migrationRandomKills%len(fixtures) {
+			randomKills++
+		}
 		t.Run(f.token, func(t *testing.T) {
 			t.Parallel()
-			f.crash(t)
+			f.crash(t, randomKills)
 		})
 	}
 }
 
-func (f fixture) crash(t *testing.T) {
+// crash kills the upgrade of a copy of the fixture after its steps
+// (migrationStepKills) and at randomKills random moments.
+func (f fixture) crash(t *testing.T, randomKills int) {
 	fixture, _ := f.copyOf(t)
 	want := counts(t, fixture, f.prefix)
 	dir := t.TempDir()
@@ -214,7 +223,7 @@ func (f fixture) crash(t *testing.T) {
 	f.grow(t, big, 10_000)
 	wantBig := counts(t, big, f.prefix)
 	seen := map[string]int{}
-	for i := range migrationRandomKills {
+	for i := range randomKills {
 		path := filepath.Join(dir, fmt.Sprintf("random-%d.db", i))
 		copyFile(t, big, path)
 		cmd, out := startChild(t, path, "")
@@ -237,7 +246,7 @@ func (f fixture) crash(t *testing.T) {
 			t.Fatalf("after a random kill and the upgrade: %s, want %s", got, wantBig)
 		}
 	}
-	t.Logf("%d kills after a step (never the new layout), %d at random moments: %v", len(steps), migrationRandomKills, seen)
+	t.Logf("%d kills after a step (never the new layout), %d at random moments: %v", len(steps), randomKills, seen)
 }
 
 // grow adds n messages, with their dedup rows, to a copy of the fixture.

@@ -7,7 +7,9 @@
 -- no trigger fires on a copied row and each index is built once. A column a later layout added to a table is written here as
 -- ALTER TABLE ... ADD COLUMN writes it into the table's text (", name type"
 -- before the closing parenthesis), so that a fresh file and an upgraded one
--- hold the same text.
+-- hold the same text. A set of three states or more is an OR chain of
+-- equalities, never an IN list, which SQLite builds into a temporary
+-- b-tree at every execution of every statement that evaluates it.
 
 -- mqlite: guard
 
@@ -17,7 +19,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-8');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-9');
 
 -- mqlite: tables
 
@@ -75,8 +77,8 @@ CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
     state              TEXT    NOT NULL DEFAULT 'active'
-                           CHECK (state IN ('active', 'locked', 'deferred',
-                                            'scheduled', 'completed', 'dead_lettered')),
+                           CHECK (state = 'active' OR state = 'locked' OR state = 'deferred'
+                                  OR state = 'scheduled' OR state = 'completed' OR state = 'dead_lettered'),
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
@@ -261,8 +263,10 @@ BEGIN
 END;
 -- Group probes: one index over the members in flight (locked, deferred or
 -- scheduled: what keeps a later member waiting), one over the live members.
+-- group_id is tested first, so that a message without a group (whose
+-- every write evaluates the WHERE) stops there.
 CREATE INDEX mqlite_msg_group_flight ON mqlite_messages (queue, group_id, id)
-    WHERE state IN ('locked', 'deferred', 'scheduled') AND group_id IS NOT NULL;
+    WHERE group_id IS NOT NULL AND (state = 'locked' OR state = 'deferred' OR state = 'scheduled');
 CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
     WHERE state NOT IN ('dead_lettered', 'completed') AND group_id IS NOT NULL;
 
@@ -318,7 +322,7 @@ END;
 -- order.
 CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
 WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
- AND OLD.state IN ('locked', 'scheduled', 'deferred')
+ AND (OLD.state = 'locked' OR OLD.state = 'deferred' OR OLD.state = 'scheduled')
 BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE id = (SELECT b.id FROM mqlite_messages b

@@ -28,7 +28,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-8"
+const Token = "mqlite-schema-9"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -56,11 +56,18 @@ const tombstoneToken = "mqlite-schema-6"
 // migration 7 upgrades it in place, to Token.
 const scheduledToken = "mqlite-schema-7"
 
+// inListToken is the guard token of the layout in which the CHECK of a
+// message's state, the WHERE of mqlite_msg_group_flight and the WHEN of
+// mqlite_group_handover named their states in constant IN lists, which
+// SQLite builds into a temporary b-tree at every statement that evaluates
+// them; migration 8 upgrades it in place, to Token.
+const inListToken = "mqlite-schema-8"
+
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 7
+const Latest = 8
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -119,9 +126,11 @@ func SQL() string {
 // crash between them leaves a file of the layout in between, which the next
 // Open takes on from there); a file of the layout with receipts runs the
 // fifth, which makes the messages' table and all its indexes of today's
-// layout, so that the sixth and the seventh find nothing to do; a file of
+// layout, so that the sixth to the eighth find nothing to do; a file of
 // the layout with tombstones runs the sixth and the seventh, each in its
-// own transaction, and a file of the layout before settled_at the seventh.
+// own transaction, and a file of the layout before settled_at the seventh,
+// each of which makes today's layout so that the eighth finds nothing to
+// do; a file of the layout with IN lists runs the eighth.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -131,6 +140,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(5, &goose.GoFunc{RunTx: upgradeReceipts}, nil),
 		goose.NewGoMigration(6, &goose.GoFunc{RunTx: upgradeTombstones}, nil),
 		goose.NewGoMigration(7, &goose.GoFunc{RunTx: upgradeSettled}, nil),
+		goose.NewGoMigration(8, &goose.GoFunc{RunTx: upgradeInLists}, nil),
 	}
 }
 
@@ -290,24 +300,31 @@ func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
 	if step == nil {
 		return err
 	}
+	if err := newSequence(step); err != nil {
+		return err
+	}
 	return rebuildMessages(step, messageColumns, messageColumns)
 }
 
-// rebuildMessages makes mqlite_messages again in the current layout, in
-// the migration's one transaction, and writes the guard Token: it carries
-// the sequence of seqs into mqlite_sequence (from sqlite_sequence, before
-// the old table takes its row with it), copies the messages aside, makes
-// the table again, copies them back (into the columns into, from the
-// expressions from of the copy), and only then makes the messages' indexes
-// and triggers, so that each index is built once and no trigger fires on a
-// copied row.
-func rebuildMessages(step stepFunc, into, from string) error {
+// newSequence creates mqlite_sequence in a file of a layout whose messages
+// AUTOINCREMENT numbered, and carries their sequence into its floor: from
+// sqlite_sequence, before the old table takes its row with it.
+func newSequence(step stepFunc) error {
 	if err := step("create mqlite_sequence", statement("CREATE TABLE mqlite_sequence (")); err != nil {
 		return err
 	}
-	if err := carrySequence(step, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`); err != nil {
-		return err
-	}
+	return carrySequence(step, `SELECT seq FROM sqlite_sequence WHERE name = 'mqlite_messages'`)
+}
+
+// rebuildMessages makes mqlite_messages again in the current layout, in
+// the migration's one transaction, and writes the guard Token: it copies
+// the messages aside, makes the table again, copies them back (into the
+// columns into, from the expressions from of the copy), and only then
+// makes the messages' indexes and triggers, so that each index is built
+// once and no trigger fires on a copied row (nor does the drop of the old
+// table fire mqlite_sequence_floor). The sequence's floor must be in
+// mqlite_sequence before it runs (newSequence, for a layout without it).
+func rebuildMessages(step stepFunc, into, from string) error {
 	for _, s := range []struct{ name, query string }{
 		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT * FROM mqlite_messages`},
 		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
@@ -363,7 +380,25 @@ func upgradeSettled(ctx context.Context, tx *sql.Tx) error {
 	if step == nil {
 		return err
 	}
+	if err := newSequence(step); err != nil {
+		return err
+	}
 	return rebuildMessages(step, messageColumns+", settled_at", settledFrom)
+}
+
+// upgradeInLists moves a file of the layout with IN lists to the current
+// one, in the migration's one transaction (rebuildMessages): the CHECK of
+// the state lives in the table's text, so the table is made again, every
+// row copied as it is; mqlite_msg_group_flight and mqlite_group_handover
+// come back with their states as OR chains. mqlite_sequence and its floor
+// stay as they are.
+func upgradeInLists(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, inListToken, Token)
+	if step == nil {
+		return err
+	}
+	cols := messageColumns + ", settled_at"
+	return rebuildMessages(step, cols, cols)
 }
 
 // statement returns the statement of layout.sql that begins with head, up
@@ -482,7 +517,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken, scheduledToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -118,7 +119,7 @@ func TestCheck(t *testing.T) {
 		{"a foreign mqlite_ table", exec(`CREATE TABLE mqlite_messages (id INTEGER PRIMARY KEY)`), 0, mqlite.ErrSchemaVersionMismatch},
 		{"a foreign MQLITE_ view", exec(`CREATE VIEW MQLITE_VIEW AS SELECT 1`), 0, mqlite.ErrSchemaVersionMismatch},
 		{"current token", apply, schema.Current, nil},
-		{"migrations left to record", then(apply, exec(`DELETE FROM mqlite_migrations WHERE version_id = 7`)), schema.Outdated, nil},
+		{"migrations left to record", then(apply, exec(fmt.Sprintf(`DELETE FROM mqlite_migrations WHERE version_id = %d`, schema.Latest))), schema.Outdated, nil},
 		{"unprefixed layout", then(apply, exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-3'`)), 0, mqlite.ErrSchemaVersionMismatch},
 		{"other token", then(apply, exec(`UPDATE mqlite_guard SET token = 'mqlite-schema-0'`)), 0, mqlite.ErrSchemaVersionMismatch},
 		{"guard table without a token", then(apply, exec(`DELETE FROM mqlite_guard`)), 0, mqlite.ErrSchemaVersionMismatch},

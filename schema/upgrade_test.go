@@ -50,7 +50,16 @@ var (
 	// kept its completion moment in locked_until, AUTOINCREMENT numbered
 	// the messages and a trigger wrote their dedup rows.
 	settledFixture = fixture{dir: "testdata/v7", token: "mqlite-schema-7", version: 6, prefix: "mqlite_", tables: tables}
+	// inListFixture is the layout whose CHECK of the state, group probe
+	// index and handover trigger named their states in IN lists; its
+	// message sequence is the floor in mqlite_sequence.
+	inListFixture = fixture{dir: "testdata/v8", token: "mqlite-schema-8", version: 7, prefix: "mqlite_", tables: tables}
 )
+
+// floored reports whether the fixture's layout keeps the message sequence
+// as a floor in mqlite_sequence, where older ones kept it in
+// sqlite_sequence.
+func (f fixture) floored() bool { return f.version >= inListFixture.version }
 
 // fixtureExpect is what make.go wrote beside the file.
 type fixtureExpect struct {
@@ -126,13 +135,18 @@ func (f fixture) snapshot(t *testing.T, path string) snapshot {
 			t.Fatalf("the fixture's %s is empty: it must hold a row of every kind", table)
 		}
 	}
-	s.seq = testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = ?`, f.prefix+"messages")
+	if f.floored() {
+		s.seq = testdb.Int(t, db, `SELECT floor FROM mqlite_sequence`)
+	} else {
+		s.seq = testdb.Int(t, db, `SELECT seq FROM sqlite_sequence WHERE name = ?`, f.prefix+"messages")
+	}
 	return s
 }
 
 // sequenceAhead moves the copy's message sequence 5 past its newest
 // message, as the completion of the 5 newest would have left it: the
-// upgrade must carry the sequence, not derive it from the rows it copies.
+// upgrade must carry the sequence (or keep its floor), not derive it from
+// the rows it copies.
 func (f fixture) sequenceAhead(t *testing.T, path string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
@@ -140,7 +154,12 @@ func (f fixture) sequenceAhead(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`UPDATE sqlite_sequence SET seq = seq + 5 WHERE name = ?`, f.prefix+"messages"); err != nil {
+	if f.floored() {
+		_, err = db.Exec(`INSERT OR REPLACE INTO mqlite_sequence (id, floor) SELECT 1, max(id) + 5 FROM mqlite_messages`)
+	} else {
+		_, err = db.Exec(`UPDATE sqlite_sequence SET seq = seq + 5 WHERE name = ?`, f.prefix+"messages")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,7 +200,7 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 	}
 	for _, table := range f.tables {
 		cols := before.cols[table]
-		if table == "messages" {
+		if table == "messages" && !slices.Contains(cols, "settled_at") {
 			// A completed message kept its completion moment in
 			// locked_until; settled_at holds it now.
 			cols = slices.Clone(cols)
@@ -472,6 +491,29 @@ func TestUpgradeFromSettled(t *testing.T) {
 			t.Errorf("resend of %s: %+v, want a duplicate of seq %d", m.MessageID, r, first[i].Seq)
 		}
 	}
+}
+
+// TestUpgradeFromInLists upgrades the fixture of the layout with IN lists:
+// the messages' table is made again with every row of every state, its
+// seq, lease, token and settled_at; mqlite_sequence keeps its floor, so a
+// send after the upgrade gets a seq above every seq the file ever gave;
+// and the store keeps every promise.
+func TestUpgradeFromInLists(t *testing.T) {
+	t.Parallel()
+	path, exp, before := inListFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := testdb.Strings(t, db, `SELECT DISTINCT state FROM mqlite_messages ORDER BY state`)
+	if want := []string{"active", "completed", "dead_lettered", "deferred", "locked", "scheduled"}; !slices.Equal(states, want) {
+		t.Errorf("states %q, want every state %q", states, want)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 7)
 }
 
 // atClock is a fixed clock.

@@ -108,7 +108,7 @@ const eligible = `m.queue = ?1 AND m.state = 'active' AND m.held = 0
 	AND m.delivery_count < ?3
 	AND (m.group_id IS NULL OR NOT EXISTS (SELECT 1 FROM mqlite_messages b INDEXED BY mqlite_msg_group_flight
 	              WHERE b.queue = m.queue AND b.group_id = m.group_id
-	                AND b.state IN ('locked', 'deferred', 'scheduled') AND b.id < m.id))`
+	                AND ` + inFlight + ` AND b.id < m.id))`
 
 // noToken is the lock_token of a message that holds no lease, as SQL: 32
 // dashes, as long as a token (so that a claim rewrites the row at the same

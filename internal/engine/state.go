@@ -18,6 +18,15 @@ const notCompleted = `state <> '` + StateCompleted + `'`
 // schema/layout.sql, so that a query that names it can use that index.
 const live = `state NOT IN ('dead_lettered', '` + StateCompleted + `')`
 
+// inFlight is the condition of a group member b in flight: locked,
+// deferred or scheduled, what keeps a later member of its group waiting.
+// It is, word for word, the states of the WHERE of the index
+// mqlite_msg_group_flight in schema/layout.sql, so that the claim's probe
+// (alias b) can use that index. An OR chain, not an IN list: SQLite builds
+// a constant IN list of three values into a temporary b-tree at every
+// execution of the statement.
+const inFlight = `(b.state = 'locked' OR b.state = 'deferred' OR b.state = 'scheduled')`
+
 // settledSet is the assignment of a completion at the moment now (an SQL
 // expression): the row becomes its completion's receipt (see
 // completedReceipt), its token kept, without its body, a lease or a time to

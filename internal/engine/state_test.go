@@ -51,7 +51,7 @@ func TestCompletedIsNamedOnce(t *testing.T) {
 	}
 	rest := string(layout)
 	for _, allowed := range []string{
-		`'scheduled', 'completed', 'dead_lettered'`, // the state column's CHECK
+		`state = 'scheduled' OR state = 'completed' OR state = 'dead_lettered'`, // the state column's CHECK
 		`CHECK ((state = 'completed') = (settled_at IS NOT NULL))`,
 		`NEW.state IN ('dead_lettered', 'completed')`, // the trigger that sees a front leave
 		live,

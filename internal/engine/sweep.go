@@ -89,7 +89,7 @@ var (
 // queues that dead-letter expired messages (dl = 1) or not (dl = 0).
 func expiredTTL(dl int) string {
 	return fmt.Sprintf(`id IN (SELECT id FROM mqlite_messages
-		WHERE expires_at > 0 AND expires_at <= ?1 AND state IN ('active', 'scheduled', 'deferred')
+		WHERE expires_at > 0 AND expires_at <= ?1 AND (state = 'active' OR state = 'scheduled' OR state = 'deferred')
 		  AND (SELECT dead_letter_on_ttl FROM mqlite_queues WHERE name = mqlite_messages.queue) = %d LIMIT ?2)`, dl)
 }
 

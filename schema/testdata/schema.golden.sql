@@ -18,7 +18,7 @@ CREATE INDEX mqlite_msg_deferred ON mqlite_messages (queue, id, body_len) WHERE 
 
 -- index mqlite_msg_group_flight
 CREATE INDEX mqlite_msg_group_flight ON mqlite_messages (queue, group_id, id)
-    WHERE state IN ('locked', 'deferred', 'scheduled') AND group_id IS NOT NULL;
+    WHERE group_id IS NOT NULL AND (state = 'locked' OR state = 'deferred' OR state = 'scheduled');
 
 -- index mqlite_msg_group_live
 CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
@@ -81,8 +81,8 @@ CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
     state              TEXT    NOT NULL DEFAULT 'active'
-                           CHECK (state IN ('active', 'locked', 'deferred',
-                                            'scheduled', 'completed', 'dead_lettered')),
+                           CHECK (state = 'active' OR state = 'locked' OR state = 'deferred'
+                                  OR state = 'scheduled' OR state = 'completed' OR state = 'dead_lettered'),
     held               INTEGER NOT NULL DEFAULT 0 CHECK (held IN (0, 1)),
     visible_at         INTEGER NOT NULL DEFAULT 0,
     locked_until       INTEGER NOT NULL DEFAULT 0,
@@ -209,7 +209,7 @@ END;
 -- trigger mqlite_group_handover
 CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
 WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
- AND OLD.state IN ('locked', 'scheduled', 'deferred')
+ AND (OLD.state = 'locked' OR OLD.state = 'deferred' OR OLD.state = 'scheduled')
 BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE id = (SELECT b.id FROM mqlite_messages b
