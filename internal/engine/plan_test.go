@@ -160,7 +160,7 @@ func TestClaimPlanPinning(t *testing.T) {
 		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{
 			"SEARCH mqlite_receive_attempts USING INDEX mqlite_attempts_expires (expires_at<?)",
 		}},
-		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10}, []string{
+		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10, 1000}, []string{
 			"SEARCH mqlite_dedup USING PRIMARY KEY ((queue,key)>(?,?))",
 		}},
 		{"janitor dedup last", dedupExpireLastSQL, []any{1, "", 0}, []string{

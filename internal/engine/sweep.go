@@ -124,12 +124,29 @@ var janitorSQL = []string{
 		SELECT id FROM mqlite_receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
 }
 
+// dedupChunkBytes bounds the bytes of the dedup rows one statement of the
+// walk deletes among, so that a chunk spans about as many leaf pages
+// (PageSize each) whatever the length of its keys: SweepBatch short keys,
+// fewer long MessageIDs (up to 256 bytes each).
+const dedupChunkBytes = 32 * PageSize
+
+// dedupRowBytes is the size of a dedup row in its leaf, as SQL: the key's
+// columns, the content key and about 24 bytes of the seq, the expiry and
+// the cell's header.
+const dedupRowBytes = `octet_length(queue) + octet_length(key) + coalesce(octet_length(content_key), 0) + 24`
+
 // dedupChunkEndSQL finds where the chunk of dedup keys that starts at the
-// cursor (?1, ?2) ends: the key ?3 (SweepBatch) places further in key
-// order, which opens the next chunk. No row: the rest of the table is the
+// cursor (?1, ?2) ends: the first key, after the chunk's first, at which
+// the rows from the cursor add up to more than ?4 bytes (dedupChunkBytes),
+// or the key ?3 (SweepBatch) places further in key order, whichever comes
+// first; it opens the next chunk. No row: the rest of the table is the
 // last chunk.
-const dedupChunkEndSQL = `SELECT queue, key FROM mqlite_dedup
-	WHERE (queue, key) >= (?1, ?2) ORDER BY queue, key LIMIT 1 OFFSET ?3`
+const dedupChunkEndSQL = `SELECT queue, key FROM (
+	SELECT queue, key, row_number() OVER w AS n, sum(` + dedupRowBytes + `) OVER w AS bytes FROM (
+		SELECT queue, key, content_key FROM mqlite_dedup
+		WHERE (queue, key) >= (?1, ?2) ORDER BY queue, key LIMIT ?3 + 1)
+	WINDOW w AS (ORDER BY queue, key ROWS UNBOUNDED PRECEDING))
+	WHERE n > 1 AND (bytes > ?4 OR n = ?3 + 1) ORDER BY n LIMIT 1`
 
 // dedupExpireSQL deletes the expired keys of one chunk, from (?2, ?3) to
 // (?4, ?5) exclusive; ?1 is now.
@@ -140,8 +157,9 @@ const dedupExpireSQL = `DELETE FROM mqlite_dedup
 // chunk.
 const dedupExpireLastSQL = `DELETE FROM mqlite_dedup WHERE (queue, key) >= (?2, ?3) AND expires_at <= ?1`
 
-// expireDedup walks the dedup keys in key order, one chunk of SweepBatch
-// keys per statement, and deletes the expired ones. Keys in key order share
+// expireDedup walks the dedup keys in key order, one chunk of at most
+// SweepBatch keys and dedupChunkBytes per statement, and deletes the
+// expired ones. Keys in key order share
 // leaves, so a chunk rewrites a few dozen pages; the same number of keys
 // picked by expiry would sit on as many random leaves as keys (content keys
 // are hashes): a million of them took seconds and tens of MiB of WAL. The
@@ -151,7 +169,7 @@ func expireDedup(ctx context.Context, db DBTX, now int64, stop func() bool) (int
 	var queue, key any = "", int64(0) // before every key: queue names are not empty
 	for {
 		var endQueue, endKey any
-		err := db.QueryRowContext(ctx, dedupChunkEndSQL, queue, key, SweepBatch).Scan(&endQueue, &endKey)
+		err := db.QueryRowContext(ctx, dedupChunkEndSQL, queue, key, SweepBatch, dedupChunkBytes).Scan(&endQueue, &endKey)
 		last := errors.Is(err, sql.ErrNoRows)
 		if err != nil && !last {
 			return total, err
