@@ -80,6 +80,14 @@ var (
 	// ErrLockLost: a settlement or renewal presented a token that is not
 	// the current one, or a lease that has expired.
 	ErrLockLost = sentinel("mqlite: lock lost")
+	// ErrAlreadySettled: a settlement inside a transaction (CompleteTx,
+	// RejectTx, a commit request, a Batch) found its delivery already
+	// settled, by another transaction or an earlier run of this one. It
+	// matches ErrLockLost too: the caller rolls its transaction back, so
+	// its effects never commit twice. Only a plain Complete or Reject, or
+	// the replay of a commit request under the same idempotency key,
+	// answers an already settled delivery from its receipt.
+	ErrAlreadySettled = sentinel("mqlite: lock lost: delivery already settled")
 	// ErrMessageNotFound: no message with that sequence number in that
 	// state.
 	ErrMessageNotFound = sentinel("mqlite: message not found")

@@ -2,6 +2,7 @@ package mqlite
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -114,4 +115,18 @@ func stringLit(e ast.Expr) (string, bool) {
 	}
 	s, err := strconv.Unquote(lit.Value)
 	return s, err == nil
+}
+
+// TestAlreadySettledIsLockLost: ErrAlreadySettled matches ErrLockLost (a
+// caller that rolls back on a lost lock rolls back on it too), and nothing
+// else matches ErrAlreadySettled.
+func TestAlreadySettledIsLockLost(t *testing.T) {
+	t.Parallel()
+	wrapped := fmt.Errorf("complete 0: %w", errs.ErrAlreadySettled)
+	if !errors.Is(wrapped, ErrLockLost) || !errors.Is(wrapped, ErrAlreadySettled) {
+		t.Fatalf("%v: want it to match ErrAlreadySettled and ErrLockLost", wrapped)
+	}
+	if errors.Is(ErrLockLost, ErrAlreadySettled) || errors.Is(ErrClosed, ErrLockLost) {
+		t.Fatal("ErrLockLost must not match ErrAlreadySettled, nor ErrClosed ErrLockLost")
+	}
 }

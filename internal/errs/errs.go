@@ -20,6 +20,12 @@ type Sentinel string
 // Error returns the sentinel's text.
 func (e Sentinel) Error() string { return string(e) }
 
+// Is reports whether e matches target beyond equality: ErrAlreadySettled
+// is a kind of ErrLockLost, so a caller that handles a lost lock handles it.
+func (e Sentinel) Is(target error) bool {
+	return e == ErrAlreadySettled && target == ErrLockLost
+}
+
 // The sentinels, by the names and with the texts of package mqlite.
 const (
 	ErrDBLocked              Sentinel = "mqlite: database is locked by another store"
@@ -45,6 +51,7 @@ const (
 	ErrDuplicateConflict     Sentinel = "mqlite: duplicate message id with a different body"
 	ErrNotAStore             Sentinel = "mqlite: transaction does not belong to an mqlite store"
 	ErrLockLost              Sentinel = "mqlite: lock lost"
+	ErrAlreadySettled        Sentinel = "mqlite: lock lost: delivery already settled"
 	ErrMessageNotFound       Sentinel = "mqlite: message not found"
 	ErrDestinationExists     Sentinel = "mqlite: backup destination exists"
 	ErrAttemptConflict       Sentinel = "mqlite: attempt id reused with other options"
