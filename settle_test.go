@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -84,6 +85,72 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 			left, err := b.Store.Peek(ctx, "q", mqlite.PeekParams{Max: 1000})
 			if err != nil || len(left) != 1 || left[0].Seq != msgs[2].Seq {
 				t.Fatalf("left %v, %v; want [%d]", left, err, msgs[2].Seq)
+			}
+		})
+	}
+}
+
+// TestCompleteReplayEndsWithItsWindow: a plain Complete retried after it
+// succeeded replays from its receipt up to 30 minutes after the
+// completion, not a millisecond more, wherever the receipt is: the
+// completed row (a tombstone), the receipt row the janitor turned it into
+// (its window still counted from the completion, not from the janitor's
+// pass), or the receipt of a large CompleteBatch, which deletes its rows.
+// Inside a transaction (consumer.CompleteTx) the same receipt never
+// replays: ErrAlreadySettled while it lives, a plain ErrLockLost after.
+func TestCompleteReplayEndsWithItsWindow(t *testing.T) {
+	const window = 30 * time.Minute
+	ctx := context.Background()
+	for _, path := range []string{"tombstone", "janitor", "batch"} {
+		t.Run(path, func(t *testing.T) {
+			b := openQueue(t)
+			b.Send(t, "q", make([]outbox.Message, 12)...)
+			msgs, err := b.Store.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 12})
+			if err != nil || len(msgs) != 12 {
+				t.Fatalf("received %d, %v", len(msgs), err)
+			}
+			m := msgs[0]
+			if path == "batch" {
+				locks := make([]mqlite.Lock, len(msgs))
+				for i, m := range msgs {
+					locks[i] = m.Lock()
+				}
+				res, err := b.Store.CompleteBatch(ctx, locks)
+				if err != nil || errors.Join(res...) != nil {
+					t.Fatalf("complete batch: %v %v", res, err)
+				}
+			} else if err := b.Store.Complete(ctx, m.Lock()); err != nil {
+				t.Fatal(err)
+			}
+			var elapsed time.Duration // since the completion
+			if path == "janitor" {
+				elapsed = window / 2
+				b.Clock.Advance(elapsed)
+				if _, err := mqlite.RunSweeps(ctx, b.Store); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tombstones := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`)
+			receipts := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_settlement_receipts WHERE seq = ?`, m.Seq)
+			if wantTomb := path == "tombstone"; (tombstones == 1) != wantTomb || (receipts == 1) == wantTomb {
+				t.Fatalf("%d tombstones and %d receipt rows of seq %d, want the receipt in the %s", tombstones, receipts, m.Seq, path)
+			}
+			inTx := func() error {
+				return b.Store.Tx(ctx, func(tx *mqlite.Tx) error { return consumer.CompleteTx(tx.Context(), tx.SQL(), m.Lock()) })
+			}
+			b.Clock.Advance(window - elapsed - time.Millisecond)
+			if err := b.Store.Complete(ctx, m.Lock()); err != nil {
+				t.Fatalf("replay 1 ms before the window ends: %v", err)
+			}
+			if err := inTx(); !errors.Is(err, mqlite.ErrAlreadySettled) {
+				t.Fatalf("CompleteTx 1 ms before the window ends: %v, want ErrAlreadySettled", err)
+			}
+			b.Clock.Advance(time.Millisecond)
+			if err := b.Store.Complete(ctx, m.Lock()); !errors.Is(err, mqlite.ErrLockLost) {
+				t.Fatalf("replay when the window ends: %v, want ErrLockLost", err)
+			}
+			if err := inTx(); !errors.Is(err, mqlite.ErrLockLost) || errors.Is(err, mqlite.ErrAlreadySettled) {
+				t.Fatalf("CompleteTx when the window ends: %v, want a plain ErrLockLost", err)
 			}
 		})
 	}

@@ -1,9 +1,11 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/outbox"
@@ -175,7 +177,7 @@ var effectTests = []subtest{
 				k.wantErr(k.move(stale, nil), mqlite.ErrLockLost, "the stale worker first")
 			}
 			k.must(k.move(current, nil), "the current worker")
-			k.must(k.move(current, nil), "the current worker's retry")
+			k.wantErr(k.move(current, nil), mqlite.ErrLockLost, "the current worker's transaction run again")
 			if i%2 == 1 {
 				k.wantErr(k.move(stale, nil), mqlite.ErrLockLost, "the stale worker last")
 			}
@@ -187,6 +189,70 @@ var effectTests = []subtest{
 		}
 		k.advance(lease)
 		k.none("in")
+	}},
+	// A re-run transaction whose completion finds its delivery settled
+	// fails with ErrAlreadySettled and its effect rows are not committed:
+	// a caller that runs its transaction again (after an ambiguous commit
+	// error) or a second transaction of the same delivery, at once and
+	// past the lease, a completion after a reject and a reject after a
+	// completion. The onward message has no MessageID: only the refused
+	// settlement keeps it single. Past the receipts' window the error is
+	// a lost lock, still with nothing committed.
+	{"ReRunFindsDeliverySettled", func(t *testing.T, h Harness) {
+		k := effects(t, h)
+		// run sends m onward without a MessageID and settles m by reject
+		// or complete, in one transaction.
+		run := func(m mqlite.Message, reject bool) error {
+			return k.in.EffectsTx(k.ctx, func(ops EffectsOps) error {
+				if _, err := ops.Send("out", outbox.Message{Body: m.Body}); err != nil {
+					return err
+				}
+				if reject {
+					return ops.Reject(m.Lock(), "refused", "")
+				}
+				return ops.Complete(m.Lock())
+			})
+		}
+		// refused wants run refused with want, matching ErrLockLost, and
+		// out holding n messages. Over a wire that reports the settled
+		// delivery as a plain lost lock (Instance.EffectsRetry set: a
+		// commit request), the subtest goes on and is skipped at the end.
+		var plain error
+		refused := func(m mqlite.Message, reject bool, want error, n int, what string) {
+			t.Helper()
+			err := run(m, reject)
+			if got := k.peek("out"); len(got) != n {
+				t.Fatalf("%s (%v): out holds %d messages, want %d: the run committed its effect again", what, err, len(got), n)
+			}
+			k.wantErr(err, mqlite.ErrLockLost, what)
+			switch {
+			case errors.Is(err, want):
+			case k.in.EffectsRetry != nil && want == mqlite.ErrAlreadySettled:
+				plain = fmt.Errorf("%s: %w", what, err)
+			default:
+				t.Fatalf("%s: %v, want %v", what, err, want)
+			}
+		}
+		s := k.send("in", outbox.Message{Body: k.body()}, outbox.Message{Body: k.body()}, outbox.Message{Body: k.body()})
+		ms := k.expect("in", mqlite.ReceiveOptions{Max: 3}, s...)
+		k.must(run(ms[0], false), "complete with an effect")
+		refused(ms[0], false, mqlite.ErrAlreadySettled, 1, "the same transaction run again")
+		k.must(run(ms[1], true), "reject with an effect")
+		refused(ms[1], false, mqlite.ErrAlreadySettled, 2, "a completion after the reject")
+		refused(ms[0], true, mqlite.ErrAlreadySettled, 2, "a reject after the completion")
+		k.advance(2 * lease)
+		refused(ms[0], false, mqlite.ErrAlreadySettled, 2, "the same transaction run again past the lease")
+		again := k.one("in", s[2]) // its first lease lapsed unsettled
+		k.must(run(again, false), "complete the redelivery with an effect")
+		refused(again, false, mqlite.ErrAlreadySettled, 3, "the redelivery's transaction run again")
+		k.advance(replayWindow + time.Second)
+		refused(ms[0], false, mqlite.ErrLockLost, 3, "the same transaction run again past the receipts' window")
+		k.gone(s[0])
+		k.gone(s[2])
+		if plain != nil {
+			t.Skipf("nothing committed twice, but the commit request reports a delivery already settled as a plain lost lock "+
+				"(%v): its wire does not carry ErrAlreadySettled yet", plain)
+		}
 	}},
 	// A commit retried after a lost reply (Instance.EffectsRetry) commits
 	// nothing new and succeeds, even once the lease it settled has passed:

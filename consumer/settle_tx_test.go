@@ -25,7 +25,8 @@ type txBundle struct {
 func setupTx(t *testing.T) txBundle {
 	t.Helper()
 	b := setup(t, mqlite.QueueOptions{})
-	_, err := b.Store.DB().ExecContext(ctx, `CREATE TABLE effects (seq INTEGER PRIMARY KEY)`)
+	// No key on seq: an effect committed twice shows as two rows.
+	_, err := b.Store.DB().ExecContext(ctx, `CREATE TABLE effects (seq INTEGER)`)
 	must(t, err)
 	return txBundle{b}
 }
@@ -145,10 +146,129 @@ func TestSettleTxCommitsWithTheEffect(t *testing.T) {
 			if locks != 0 {
 				t.Fatalf("%d locks held after the commit, want 0", locks)
 			}
-			// A retry of the same settlement after the commit replays.
-			must(t, b.Store.Tx(ctx, func(tx *mqlite.Tx) error { return tc.settle(tx.Context(), tx.SQL(), m.Lock()) }))
+			// The same settlement again inside a transaction does not
+			// replay: the delivery is already settled.
+			err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error { return tc.settle(tx.Context(), tx.SQL(), m.Lock()) })
+			if !errors.Is(err, mqlite.ErrAlreadySettled) {
+				t.Fatalf("the same settlement again: %v, want ErrAlreadySettled", err)
+			}
 		})
 	}
+}
+
+// TestSettleTxReRunFindsItSettled: a caller that runs its transaction
+// again after the first run committed (say, after an ambiguous commit
+// error) gets ErrAlreadySettled from the settlement, which matches
+// ErrLockLost, and its effect rows do not commit a second time: at once,
+// past the lease, inside one transaction, through mqlite.InTx, and after
+// another settlement of the delivery took it (a plain one, or the other
+// in-transaction one). Past the receipts' window nothing shows the
+// delivery settled: the error is a plain lost lock, still with nothing
+// committed.
+func TestSettleTxReRunFindsItSettled(t *testing.T) {
+	t.Parallel()
+	for _, tc := range settlements {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setupTx(t)
+			settle := func(m mqlite.Message) func(ctx context.Context, tx *sql.Tx) error {
+				return func(ctx context.Context, tx *sql.Tx) error { return tc.settle(ctx, tx, m.Lock()) }
+			}
+			// rerun runs m's transaction again and wants it refused, with
+			// m's one effect row left.
+			rerun := func(what string, m mqlite.Message, want error) {
+				t.Helper()
+				err := b.settleIn(t, m, settle(m), false)
+				if !errors.Is(err, want) || !errors.Is(err, mqlite.ErrLockLost) {
+					t.Fatalf("%s: %v, want %v (matching ErrLockLost)", what, err, want)
+				}
+				if got := b.effects(t, m.Seq); got != 1 {
+					t.Fatalf("%s: %d effect rows, want the first run's 1", what, got)
+				}
+			}
+
+			m := b.claim(t)
+			must(t, b.settleIn(t, m, settle(m), false))
+			rerun("run again at once", m, mqlite.ErrAlreadySettled)
+			b.Clock.Advance(2 * lease)
+			rerun("run again past the lease", m, mqlite.ErrAlreadySettled)
+
+			// Twice in one transaction: the second finds the first.
+			m = b.claim(t)
+			err := b.Store.Tx(ctx, func(tx *mqlite.Tx) error {
+				if err := b.settleEffect(tx, m); err != nil {
+					return err
+				}
+				must(t, tc.settle(tx.Context(), tx.SQL(), m.Lock()))
+				if err := b.settleEffect(tx, m); err != nil {
+					return err
+				}
+				return tc.settle(tx.Context(), tx.SQL(), m.Lock())
+			})
+			if !errors.Is(err, mqlite.ErrAlreadySettled) {
+				t.Fatalf("settled twice in one transaction: %v, want ErrAlreadySettled", err)
+			}
+			if got := b.effects(t, m.Seq); got != 0 {
+				t.Fatalf("%d effect rows of the rolled-back transaction, want 0", got)
+			}
+			if got := b.state(t, m.Seq); got != mqlite.StateLocked {
+				t.Fatalf("state %q after the rollback, want locked", got)
+			}
+
+			// Through mqlite.InTx on a transaction begun on Store.DB().
+			must(t, b.settleIn(t, m, settle(m), false))
+			err = mqlite.InTx(ctx, b.Store.DB().BeginTx, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO effects (seq) VALUES (?)`, m.Seq); err != nil {
+					return err
+				}
+				return tc.settle(ctx, tx, m.Lock())
+			})
+			if !errors.Is(err, mqlite.ErrAlreadySettled) {
+				t.Fatalf("run again through InTx: %v, want ErrAlreadySettled", err)
+			}
+			if got := b.effects(t, m.Seq); got != 1 {
+				t.Fatalf("InTx: %d effect rows, want the first run's 1", got)
+			}
+
+			// Settled by another settlement, plain or in a transaction.
+			m = b.claim(t)
+			must(t, b.Store.Abandon(ctx, m.Lock(), time.Hour))
+			err = b.settleIn(t, m, settle(m), false)
+			if !errors.Is(err, mqlite.ErrAlreadySettled) || b.effects(t, m.Seq) != 0 {
+				t.Fatalf("after a plain abandon: %v and %d effect rows, want ErrAlreadySettled and none", err, b.effects(t, m.Seq))
+			}
+			m = b.claim(t)
+			other := settlements[0]
+			if other.name == tc.name {
+				other = settlements[1]
+			}
+			must(t, b.Store.Tx(ctx, func(tx *mqlite.Tx) error { return other.settle(tx.Context(), tx.SQL(), m.Lock()) }))
+			err = b.settleIn(t, m, settle(m), false)
+			if !errors.Is(err, mqlite.ErrAlreadySettled) || b.effects(t, m.Seq) != 0 {
+				t.Fatalf("after %s in a transaction: %v and %d effect rows, want ErrAlreadySettled and none", other.name, err, b.effects(t, m.Seq))
+			}
+
+			// Past the window no receipt is left to tell.
+			m = b.claim(t)
+			must(t, b.settleIn(t, m, settle(m), false))
+			b.Clock.Advance(receiptWindow + time.Second)
+			err = b.settleIn(t, m, settle(m), false)
+			if !errors.Is(err, mqlite.ErrLockLost) || errors.Is(err, mqlite.ErrAlreadySettled) {
+				t.Fatalf("run again past the receipts' window: %v, want a plain ErrLockLost", err)
+			}
+			if got := b.effects(t, m.Seq); got != 1 {
+				t.Fatalf("past the window: %d effect rows, want the first run's 1", got)
+			}
+		})
+	}
+}
+
+// receiptWindow is how long a settlement's receipt tells that it was made.
+const receiptWindow = 30 * time.Minute
+
+// settleEffect writes m's effect row in tx.
+func (b txBundle) settleEffect(tx *mqlite.Tx, m mqlite.Message) error {
+	_, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO effects (seq) VALUES (?)`, m.Seq)
+	return err
 }
 
 func TestSettleTxRollbackLeavesNothing(t *testing.T) {

@@ -35,8 +35,11 @@ type Engine interface {
 	// SettleTx is the in-transaction settlement: s inside tx, which may be
 	// a caller's bare transaction on the handle, at the store's now (s.Now
 	// is ignored), told to the store (ConnConfig.Settling) so that what
-	// follows a settlement happens when tx commits. A transaction on any
-	// other handle is errs.ErrNotAStore, with nothing written.
+	// follows a settlement happens when tx commits. It never replays: a
+	// delivery already settled is errs.ErrAlreadySettled (a live receipt
+	// shows it) or errs.ErrLockLost, and the caller rolls tx back. A
+	// transaction on any other handle is errs.ErrNotAStore, with nothing
+	// written.
 	SettleTx(ctx context.Context, tx DBTX, s Settlement) error
 	// Recover releases every lease an earlier process left in the file.
 	Recover(ctx context.Context, db DBTX, now int64) (int64, error)
@@ -90,7 +93,8 @@ func (SQLite) Settle(ctx context.Context, tx DBTX, s Settlement) error { return 
 
 // SettleTx reads now from the store's clock and reports the settlement to
 // the store through the handle's SQL function mqlite_settling, which no
-// other handle has (errs.ErrNotAStore, as for a send), then settles.
+// other handle has (errs.ErrNotAStore, as for a send), then settles; a
+// fence that matches no row is alreadySettled, never a replay.
 func (SQLite) SettleTx(ctx context.Context, tx DBTX, s Settlement) error {
 	if s.Op == OpComplete {
 		return CompleteTx(ctx, tx, s) // the same in one statement
@@ -98,7 +102,7 @@ func (SQLite) SettleTx(ctx context.Context, tx DBTX, s Settlement) error {
 	if err := tx.QueryRowContext(ctx, `SELECT mqlite_settling(?, ?, ?, ?)`, string(s.Op), s.Queue, s.Seq, s.Token).Scan(&s.Now); err != nil {
 		return interpret(string(s.Op), err)
 	}
-	return Settle(ctx, tx, s)
+	return settle(ctx, tx, s, alreadySettled)
 }
 
 // Recover recovers; see the package function Recover.

@@ -77,6 +77,12 @@ var receiptTTL = strconv.Itoa(ReceiptTTLMS)
 // of the exact same request makes it a success (a replay); anything else is
 // errs.ErrLockLost.
 func Settle(ctx context.Context, tx DBTX, s Settlement) error {
+	return settle(ctx, tx, s, replayed)
+}
+
+// settle is Settle, with unmatched answering a settlement whose fence
+// matched no row.
+func settle(ctx context.Context, tx DBTX, s Settlement, unmatched func(context.Context, DBTX, Settlement) error) error {
 	query, ok := settleSQL[s.Op]
 	if !ok {
 		return fmt.Errorf("settle: unknown operation %q", s.Op)
@@ -101,7 +107,7 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 		return fmt.Errorf("%s: %w", s.Op, err)
 	}
 	if n == 0 {
-		return replayed(ctx, tx, s)
+		return unmatched(ctx, tx, s)
 	}
 	if s.Op == OpComplete {
 		return nil // the completed message is the receipt
@@ -139,6 +145,34 @@ func replayed(ctx context.Context, tx DBTX, s Settlement) error {
 	return nil
 }
 
+// settledReceipt finds what a settlement of the delivery (?1 queue, ?2 seq,
+// ?3 token) left within the receipts' time of ?4 (now), whatever its
+// operation and arguments: a receipt, or its completed message.
+var settledReceipt = `SELECT EXISTS (SELECT 1 FROM mqlite_settlement_receipts
+	WHERE seq = ?2 AND lock_token = unhex(?3) AND queue = ?1 AND expires_at > ?4) OR EXISTS (` + completedReceipt + `)`
+
+// alreadySettled answers a settlement inside a caller's transaction whose
+// fence matched no row at s.Now: errs.ErrAlreadySettled when a live
+// receipt shows the delivery settled (by another transaction, an earlier
+// run of this one, a plain settlement, whatever the operation), else
+// errs.ErrLockLost. Never nil, unlike replayed: a transaction that runs
+// again after its first run committed must not commit its effects twice,
+// so the caller rolls it back. Only a request that is answered by its
+// own record (a commit request's idempotency key) replays.
+func alreadySettled(ctx context.Context, tx DBTX, s Settlement) error {
+	if !isToken(s.Token) {
+		return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
+	}
+	var settled bool
+	if err := tx.QueryRowContext(ctx, settledReceipt, s.Queue, s.Seq, s.Token, s.Now).Scan(&settled); err != nil {
+		return fmt.Errorf("%s: receipt: %w", s.Op, err)
+	}
+	if settled {
+		return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrAlreadySettled)
+	}
+	return fmt.Errorf("%s %s/%d: %w", s.Op, s.Queue, s.Seq, errs.ErrLockLost)
+}
+
 // completeTxSQL is the completion of CompleteTx: settleSQL[OpComplete] that
 // reports itself to the store through mqlite_settling and reads the store's
 // clock (mqlite_now), in one statement where SettleTx takes two. The
@@ -150,7 +184,7 @@ var completeTxSQL = `UPDATE mqlite_messages SET ` + settledSet("mqlite_now()") +
 	  AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > mqlite_now()`
 
 // CompleteTx is SettleTx of a completion (s.Op and s.Now are ignored):
-// completeTxSQL, then, when it completed nothing, the receipts at the
+// completeTxSQL, then, when it completed nothing, alreadySettled at the
 // store's now.
 func CompleteTx(ctx context.Context, tx DBTX, s Settlement) error {
 	s.Op = OpComplete
@@ -168,7 +202,7 @@ func CompleteTx(ctx context.Context, tx DBTX, s Settlement) error {
 	if err := tx.QueryRowContext(ctx, `SELECT mqlite_now()`).Scan(&s.Now); err != nil {
 		return interpret(string(s.Op), err)
 	}
-	return replayed(ctx, tx, s)
+	return alreadySettled(ctx, tx, s)
 }
 
 // isToken reports whether t has the form of a lock token: 32 lowercase hex
