@@ -21,8 +21,15 @@ import (
 // message between that check and the commit). A lapsed lease or a stale
 // token is an error matching mqlite.ErrLockLost: the caller must then roll
 // tx back, or its effects commit without the completion (return the error
-// from Store.Tx's or mqlite.InTx's callback and they do). A retry of the
-// exact same completion after it committed succeeds from its receipt.
+// from Store.Tx's or mqlite.InTx's callback and they do).
+//
+// It never replays: a delivery already settled (by another transaction, an
+// earlier run of this one that committed, a plain settlement) is an error
+// matching mqlite.ErrAlreadySettled, and so ErrLockLost, for as long as
+// its receipt lives (about 30 minutes; a plain ErrLockLost after). A
+// caller that runs its transaction again after an ambiguous commit error
+// gets it and rolls back: its effects never commit twice. Only a plain
+// Store.Complete retried answers from the receipt.
 //
 // What follows a completion (the store's metrics, the registry of
 // Store.Receivers, waking receivers when the head of a FIFO group leaves)
@@ -37,8 +44,9 @@ func CompleteTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock) error {
 // RejectTx dead-letters the delivery l inside tx with a reason and a
 // description (see Store.Reject for their bounds: mqlite.ErrInvalidArgument
 // past them), so that what the caller wrote in tx (say, a row recording
-// the failure) and the dead letter commit together. It is fenced, replayed
-// and bound to tx's commit exactly like CompleteTx.
+// the failure) and the dead letter commit together. It is fenced, refused
+// for a delivery already settled (mqlite.ErrAlreadySettled) and bound to
+// tx's commit exactly like CompleteTx.
 func RejectTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, reason, description string) error {
 	if err := mqlite.ValidateReject(reason, description); err != nil {
 		return err
