@@ -138,6 +138,11 @@ func TestSettlingOncePerCompletion(t *testing.T) {
 			}
 		}
 	}
+	// settle is the in-transaction settlement consumer.CompleteTx and
+	// RejectTx run.
+	settle := func(tx DBTX, op Op, seq, tok int) error {
+		return Local.SettleTx(ctx, tx, Settlement{Op: op, Queue: "q", Seq: int64(seq), Token: token(tok), Reason: "r"})
+	}
 	// round settles seqs from in one transaction and wants one call per
 	// statement: the completions, two that complete nothing, a reject.
 	round := func(what string, from, wantCompleted int) {
@@ -150,18 +155,18 @@ func TestSettlingOncePerCompletion(t *testing.T) {
 		defer func() { _ = tx.Rollback() }()
 		var want []int64
 		for i := from; i < from+8; i++ {
-			if err := CompleteTx(ctx, tx, Settlement{Queue: "q", Seq: int64(i), Token: token(i)}); err != nil {
+			if err := settle(tx, OpComplete, i, i); err != nil {
 				t.Fatalf("%s: complete %d: %v", what, i, err)
 			}
 			want = append(want, int64(i))
 		}
-		if err := CompleteTx(ctx, tx, Settlement{Queue: "q", Seq: int64(from), Token: token(from)}); !errors.Is(err, errs.ErrAlreadySettled) {
+		if err := settle(tx, OpComplete, from, from); !errors.Is(err, errs.ErrAlreadySettled) {
 			t.Fatalf("%s: the same completion again: %v, want ErrAlreadySettled", what, err)
 		}
-		if err := CompleteTx(ctx, tx, Settlement{Queue: "q", Seq: int64(from + 8), Token: token(from + 9)}); !errors.Is(err, errs.ErrLockLost) {
+		if err := settle(tx, OpComplete, from+8, from+9); !errors.Is(err, errs.ErrLockLost) {
 			t.Fatalf("%s: a completion with another row's token: %v, want ErrLockLost", what, err)
 		}
-		if err := (SQLite{}).SettleTx(ctx, tx, Settlement{Op: OpReject, Queue: "q", Seq: int64(from + 8), Token: token(from + 8), Reason: "r"}); err != nil {
+		if err := settle(tx, OpReject, from+8, from+8); err != nil {
 			t.Fatalf("%s: reject: %v", what, err)
 		}
 		want = append(want, int64(from), int64(from+8), int64(from+8))
