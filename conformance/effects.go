@@ -158,8 +158,10 @@ var effectTests = []subtest{
 	// Consume → produce moves each message exactly once while deliveries
 	// race: the first delivery's worker finishes after its lease lapsed
 	// and a second delivery was handed out, before or after the second
-	// worker's move, and the second worker retries its move as after a
-	// lost reply. Every message ends up in "out" once and leaves "in".
+	// worker's move, and the second worker runs its move again, as after
+	// an ambiguous commit error: refused, the delivery being settled, with
+	// nothing committed. Every message ends up in "out" once and leaves
+	// "in".
 	{"ConsumeProduceExactlyOnce", func(t *testing.T, h Harness) {
 		k := effects(t, h)
 		const n = 6
