@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,9 @@ func dead(t *testing.T, st *mqlite.Store, queue string) []mqlite.Message {
 }
 
 var cfg = consumer.LoopConfig{Concurrency: 2}
+
+// quiet drops the logs of the Loops a test runs itself.
+var quiet = slog.New(slog.DiscardHandler)
 
 // A job inserted in the caller's transaction reaches its worker with its
 // arguments, attempt and metadata; its step's row commits with the
@@ -479,11 +483,16 @@ func TestCancelRunning(t *testing.T) {
 	}))
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- w.Run(lctx, st, "jobs", consumer.LoopConfig{}) }()
+	go func() { done <- w.Run(lctx, st, "jobs", consumer.LoopConfig{Logger: quiet}) }()
 	<-started
 	must(t, jobs.Cancel(ctx, st, "jobs", res.ID))
-	if err := <-cause; !errors.Is(err, jobs.ErrCancelled) {
-		t.Fatalf("cause %v, want ErrCancelled", err)
+	select {
+	case err := <-cause:
+		if !errors.Is(err, jobs.ErrCancelled) {
+			t.Fatalf("cause %v, want ErrCancelled", err)
+		}
+	case <-time.After(30 * time.Second): // the lease ends on the fake clock only: no renewal would end it
+		t.Fatal("the worker's ctx was not cancelled")
 	}
 	stop()
 	must(t, <-done)
@@ -494,6 +503,53 @@ func TestCancelRunning(t *testing.T) {
 		t.Fatalf("%d messages left, want 0", n)
 	}
 }
+
+// A worker that ignores its ctx and succeeds after its job was cancelled
+// (as one in another process, whose ctx ends only at its next renewal)
+// has its completion refused: its step's rows roll back.
+func TestCancelRunningRefused(t *testing.T) {
+	st, _ := setup(t, mqlite.QueueOptions{})
+	res := insert(t, st, EmailArgs{To: "r"}, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	w := jobs.NewWorkers()
+	jobs.AddWorker(w, jobs.WorkFunc(func(_ context.Context, job *jobs.Job[EmailArgs]) error {
+		job.CommitWith(func(ctx context.Context, tx consumer.Tx) error {
+			sqlTx, err := consumer.SQL(tx)
+			if err != nil {
+				return err
+			}
+			_, err = sqlTx.ExecContext(ctx, `INSERT INTO sent (job) VALUES (?)`, job.ID)
+			return err
+		})
+		close(started)
+		<-release
+		return nil
+	}))
+	lost := make(chan error, 1)
+	c := consumer.LoopConfig{Observer: lockLost{lost: lost}, Logger: quiet}
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(lctx, st, "jobs", c) }()
+	<-started
+	must(t, jobs.Cancel(ctx, st, "jobs", res.ID))
+	close(release)
+	if err := <-lost; !errors.Is(err, mqlite.ErrLockLost) {
+		t.Fatalf("completion: %v, want ErrLockLost", err)
+	}
+	stop()
+	must(t, <-done)
+	if n := count(t, st, `SELECT count(*) FROM sent`); n != 0 {
+		t.Fatalf("%d step rows committed, want 0", n)
+	}
+}
+
+// lockLost reports the Loop's lost leases.
+type lockLost struct {
+	consumer.NopObserver
+	lost chan error
+}
+
+func (o lockLost) LockLost(_ mqlite.Message, err error) { o.lost <- err }
 
 // A worker that returns JobCancel finishes its job without its step.
 func TestJobCancel(t *testing.T) {

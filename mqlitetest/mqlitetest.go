@@ -240,7 +240,11 @@ func report(want string, found []mqlite.Message, show func(mqlite.Message) strin
 	fmt.Fprintf(&b, "found %d:\n", len(found))
 	for _, m := range found {
 		s := show(m)
-		fmt.Fprintf(&b, "  seq %d: %s\n", m.Seq, strings.ReplaceAll(s, "\n", " "))
+		lines := strings.Split(s, "\n")
+		for i := range lines {
+			lines[i] = strings.TrimSpace(lines[i])
+		}
+		fmt.Fprintf(&b, "  seq %d: %s\n", m.Seq, strings.Join(lines, " "))
 		if d := Diff(want, s); bestN < 0 || strings.Count(d, "\n") < bestN {
 			best, bestN = d, strings.Count(d, "\n")
 		}
@@ -274,12 +278,12 @@ func Diff(want, got string) string {
 		case i < len(a) && j < len(b) && a[i] == b[j]:
 			out.WriteString("  " + a[i] + "\n")
 			i, j = i+1, j+1
-		case j < len(b) && (i == len(a) || lcs[i][j+1] >= lcs[i+1][j]):
-			out.WriteString("+ " + b[j] + "\n")
-			j++
-		default:
+		case i < len(a) && (j == len(b) || lcs[i+1][j] >= lcs[i][j+1]):
 			out.WriteString("- " + a[i] + "\n")
 			i++
+		default:
+			out.WriteString("+ " + b[j] + "\n")
+			j++
 		}
 	}
 	return out.String()
