@@ -107,7 +107,9 @@ func TestRequireInserted(t *testing.T) {
 			t.Errorf("failure lacks %q:\n%s", want, msg)
 		}
 	}
-	msg = fails(t, func(tb testing.TB) { mqlitetest.RequireInserted(tb, st.DB(), EmailArgs{}, &jobs.InsertOpts{Queue: "orders"}) })
+	msg = fails(t, func(tb testing.TB) {
+		mqlitetest.RequireInserted(tb, st.DB(), EmailArgs{}, &jobs.InsertOpts{Queue: "orders"})
+	})
 	if !strings.Contains(msg, `no job of kind "email" in queue "orders"`) {
 		t.Fatalf("failure %q", msg)
 	}
