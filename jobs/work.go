@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -158,15 +159,11 @@ func callWorker[T JobArgs](ctx context.Context, worker Worker[T], job *Job[T]) (
 	return worker.Work(ctx, job)
 }
 
-// Kinds returns the kinds that have a worker.
+// Kinds returns the kinds that have a worker, sorted.
 func (w *Workers) Kinds() []string {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	out := make([]string, 0, len(w.kinds))
-	for k := range maps.Keys(w.kinds) {
-		out = append(out, k)
-	}
-	return out
+	return slices.Sorted(maps.Keys(w.kinds))
 }
 
 // Run works the jobs of queue with consumer.LoopTx until ctx is cancelled:
