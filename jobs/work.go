@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -311,6 +312,9 @@ type runningJobs struct {
 // start registers a job that starts running; done unregisters it.
 func (r *runningJobs) start(ctx context.Context, src consumer.Source, queue string, seq int64) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	if !reflect.TypeOf(src).Comparable() { // no key: Cancel reaches it at its next renewal
+		return ctx, func() { cancel(context.Canceled) }
+	}
 	k := runKey{src: src, queue: queue, seq: seq}
 	r.mu.Lock()
 	r.m[k] = cancel
