@@ -152,7 +152,7 @@ type UniqueOpts struct {
 	// Set, it takes the place of ByArgs.
 	ArgKeys []string
 	// ByPeriod makes the job unique within a period instead of while it is
-	// not finished.
+	// not finished: 0 for none, else at least a millisecond.
 	ByPeriod time.Duration
 }
 
@@ -275,8 +275,8 @@ func prepare(args JobArgs, opts *InsertOpts) (prepared, error) {
 	if o.MaxAttempts < 0 {
 		return prepared{}, fmt.Errorf("%w: MaxAttempts %d, want 0 or more", mqlite.ErrInvalidArgument, o.MaxAttempts)
 	}
-	if o.Unique.ByPeriod < 0 {
-		return prepared{}, fmt.Errorf("%w: ByPeriod %v, want 0 or more", mqlite.ErrInvalidArgument, o.Unique.ByPeriod)
+	if o.Unique.ByPeriod < 0 || o.Unique.ByPeriod > 0 && o.Unique.ByPeriod < time.Millisecond {
+		return prepared{}, fmt.Errorf("%w: ByPeriod %v, want 0 or at least 1ms", mqlite.ErrInvalidArgument, o.Unique.ByPeriod)
 	}
 	body, err := json.Marshal(args)
 	if err != nil {

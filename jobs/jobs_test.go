@@ -369,6 +369,9 @@ func TestUniqueByPeriod(t *testing.T) {
 	if !errors.Is(err, jobs.ErrUniqueWindow) || !errors.Is(err, mqlite.ErrInvalidArgument) {
 		t.Fatalf("period past the window: %v", err)
 	}
+	if _, err := jobs.Insert(ctx, st.DB(), ReportArgs{}, &jobs.InsertOpts{Unique: jobs.UniqueOpts{ByPeriod: time.Microsecond}}); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("a period under 1ms: %v", err)
+	}
 	must(t, st.CreateQueue(ctx, "nodedup", mqlite.QueueOptions{DedupWindow: -1}))
 	_, err = jobs.Insert(ctx, st.DB(), ReportArgs{}, &jobs.InsertOpts{Queue: "nodedup", Unique: jobs.UniqueOpts{ByArgs: true}})
 	if !errors.Is(err, jobs.ErrUniqueWindow) {
