@@ -108,7 +108,6 @@ type kindEntry struct {
 type meta struct {
 	id, attempts int64
 	maxAttempts  int
-	kind         string
 }
 
 // NewWorkers returns an empty registry.
@@ -197,7 +196,7 @@ func (w *Workers) Handler(src consumer.Source) consumer.TxHandler {
 			}
 			return nil, consumer.Permanent(fmt.Errorf("%w %q: no worker is registered for it", ErrUnknownKind, kind))
 		}
-		m := meta{id: msg.Seq, kind: kind, maxAttempts: e.opts.MaxAttempts}
+		m := meta{id: msg.Seq, maxAttempts: e.opts.MaxAttempts}
 		if v, ok := msg.Properties[PropID]; ok {
 			m.id, _ = strconv.ParseInt(v, 10, 64)
 		}
