@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -203,6 +204,9 @@ func Insert(ctx context.Context, tx outbox.Execer, args JobArgs, opts *InsertOpt
 // encoded fails the whole call before anything is written; after a driver
 // failure the caller must roll tx back.
 func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams) ([]InsertResult, error) {
+	if tx == nil || reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil() {
+		return nil, mqlite.ErrNilTx
+	}
 	prepared := make([]prepared, len(params))
 	for i, p := range params {
 		var err error

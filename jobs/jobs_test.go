@@ -2,8 +2,10 @@ package jobs_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,6 +196,17 @@ func TestInsertMany(t *testing.T) {
 	}
 	if _, err := jobs.Insert(ctx, st.DB(), EmailArgs{}, &jobs.InsertOpts{Queue: "nope"}); !errors.Is(err, mqlite.ErrQueueNotFound) {
 		t.Fatalf("unknown queue: %v", err)
+	}
+	if _, err := jobs.Insert(ctx, (*sql.Tx)(nil), EmailArgs{}, &jobs.InsertOpts{Unique: jobs.UniqueOpts{ByArgs: true}}); !errors.Is(err, mqlite.ErrNilTx) {
+		t.Fatalf("nil tx: %v", err)
+	}
+	other, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "other.db"))
+	must(t, err)
+	defer other.Close()
+	for _, o := range []*jobs.InsertOpts{nil, {Unique: jobs.UniqueOpts{ByArgs: true}}, {Unique: jobs.UniqueOpts{ByPeriod: time.Hour}}} {
+		if _, err := jobs.Insert(ctx, other, EmailArgs{}, o); !errors.Is(err, mqlite.ErrNotAStore) {
+			t.Fatalf("another database, %+v: %v", o, err)
+		}
 	}
 }
 
