@@ -298,11 +298,16 @@ const IdleTimeout = 30 * time.Second
 // store's clock (a retry's backoff, a snooze, a job scheduled ahead), dead
 // or deferred. Move the fake clock and call it again to run those. It
 // fails t past IdleTimeout or when a Loop fails. cfg's Logger defaults to
-// one that discards.
+// one that discards. A queue that does not exist fails t.
 func WorkUntilIdle(t testing.TB, st *mqlite.Store, w *jobs.Workers, cfg consumer.LoopConfig, queues ...string) {
 	t.Helper()
 	if len(queues) == 0 {
 		queues = []string{jobs.DefaultQueue}
+	}
+	for _, q := range queues {
+		if _, err := st.GetQueue(context.Background(), q); err != nil {
+			t.Fatalf("mqlitetest: queue %q: %v", q, err)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/jobs"
 	"github.com/mqlite/mqlite/mqlitetest"
 	"github.com/mqlite/mqlite/outbox"
@@ -120,5 +123,35 @@ func TestDiff(t *testing.T) {
 	want := "  a\n- b\n+ x\n  c\n+ d\n"
 	if got != want {
 		t.Fatalf("diff\n%s\nwant\n%s", got, want)
+	}
+}
+
+// WorkUntilIdle works what is due, leaves what is scheduled later, and
+// fails on a queue that does not exist.
+func TestWorkUntilIdle(t *testing.T) {
+	st, clock := mqlitetest.NewStore(t, mqlite.Config{})
+	if err := st.CreateQueue(ctx, jobs.DefaultQueue, mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{{}, clock.Now().Add(time.Hour)} {
+		if _, err := jobs.Insert(ctx, st.DB(), EmailArgs{To: "x"}, &jobs.InsertOpts{ScheduledAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var worked atomic.Int32
+	w := jobs.NewWorkers()
+	jobs.AddWorker(w, jobs.WorkFunc(func(context.Context, *jobs.Job[EmailArgs]) error { worked.Add(1); return nil }))
+	mqlitetest.WorkUntilIdle(t, st, w, consumer.LoopConfig{})
+	if n := worked.Load(); n != 1 {
+		t.Fatalf("%d worked before the hour, want 1", n)
+	}
+	clock.Advance(time.Hour)
+	mqlitetest.WorkUntilIdle(t, st, w, consumer.LoopConfig{})
+	if n := worked.Load(); n != 2 {
+		t.Fatalf("%d worked after the hour, want 2", n)
+	}
+	msg := fails(t, func(tb testing.TB) { mqlitetest.WorkUntilIdle(tb, st, w, consumer.LoopConfig{}, "nope") })
+	if !strings.Contains(msg, `queue "nope"`) {
+		t.Fatalf("failure %q", msg)
 	}
 }
