@@ -593,3 +593,26 @@ func TestAddWorkerTwice(t *testing.T) {
 	}()
 	jobs.AddWorker(w, jobs.WorkFunc(func(context.Context, *jobs.Job[EmailArgs]) error { return nil }))
 }
+
+// WorkerOpts.MaxAttempts bounds the jobs inserted without their own; the
+// insert's GroupID and ScheduledAt reach the message.
+func TestKindDefaults(t *testing.T) {
+	st, clock := setup(t, mqlite.QueueOptions{})
+	at := clock.Now().Add(time.Minute)
+	insert(t, st, EmailArgs{To: "g"}, &jobs.InsertOpts{GroupID: "user-7", ScheduledAt: at})
+	m := live(t, st, "jobs")
+	if len(m) != 1 || m[0].GroupID != "user-7" || m[0].State != mqlite.StateScheduled || !m[0].VisibleAt.Equal(at) {
+		t.Fatalf("%+v", m)
+	}
+	clock.Advance(time.Minute)
+	w := jobs.NewWorkers()
+	var got jobs.Job[EmailArgs]
+	jobs.AddWorkerWithOpts(w, jobs.WorkFunc(func(_ context.Context, job *jobs.Job[EmailArgs]) error {
+		got = *job
+		return errors.New("no")
+	}), jobs.WorkerOpts{MaxAttempts: 1})
+	mqlitetest.WorkUntilIdle(t, st, w, cfg)
+	if d := dead(t, st, "jobs"); len(d) != 1 || d[0].DeadLetterReason != "jobs: attempt 1 of 1 failed" || got.MaxAttempts != 1 {
+		t.Fatalf("dead letters %+v, job %+v", d, got)
+	}
+}
