@@ -24,6 +24,10 @@
 // unique job's MessageID is derived from its kind and arguments, and a
 // conflicting insert returns the job already there.
 //
+// Over the broker, Message gives what to send with the client's Send, and
+// Workers.Run works a queue on the client (a step there sends; it has no
+// SQL). A unique insert and Cancel need the store.
+//
 // Priorities are not available: the queues deliver in sequence order.
 package jobs
 
@@ -250,6 +254,27 @@ func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams
 		i = j
 	}
 	return out, nil
+}
+
+// ErrUniqueNeedsStore is Message of a unique job: its insert looks the
+// job's key up in the store, in the caller's transaction (Insert).
+var ErrUniqueNeedsStore = fmt.Errorf("%w: jobs: a unique job is inserted with Insert, in a transaction on the store", mqlite.ErrInvalidArgument)
+
+// Message returns the queue and the message Insert would send for args,
+// for a sender that has no transaction on the store: the broker's client
+// (client.Client.Send), or a worker's step over the broker
+// (consumer.Tx.Send), so that a job is inserted over the broker too. A
+// unique job is ErrUniqueNeedsStore; other errors are Insert's before it
+// writes.
+func Message(args JobArgs, opts *InsertOpts) (queue string, msg outbox.Message, err error) {
+	p, err := prepare(args, opts)
+	if err != nil {
+		return "", outbox.Message{}, err
+	}
+	if p.unique.enabled() {
+		return "", outbox.Message{}, ErrUniqueNeedsStore
+	}
+	return p.queue, p.msg, nil
 }
 
 // prepared is one job ready to send.
