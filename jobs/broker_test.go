@@ -21,10 +21,10 @@ import (
 // follow-up job in the commit that completes the job; a job of an unknown
 // kind is dead-lettered there too. A unique job needs the store.
 func TestOverBroker(t *testing.T) {
-	st, _ := setup(t, mqlite.QueueOptions{})
+	st, clock := setup(t, mqlite.QueueOptions{})
 	_, secret, err := keys.Create(ctx, st, keys.Scope{Role: keys.Worker, Queues: []string{"*"}})
 	must(t, err)
-	c, err := client.New(client.Config{URL: brokertest.Serve(t, broker.Config{Store: st, Logger: quiet}, nil), Key: secret})
+	c, err := client.New(client.Config{URL: brokertest.Serve(t, broker.Config{Store: st, Logger: quiet}, nil), Key: secret, Clock: clock}) // the store's clock, for the Loop's lease arithmetic
 	must(t, err)
 	defer c.Close()
 
