@@ -174,8 +174,10 @@ type InsertResult struct {
 	// Queue and Kind are the job's.
 	Queue string
 	Kind  string
-	// Duplicate reports a unique job that was there already: nothing was
-	// inserted and ID is the existing job's.
+	// Duplicate reports a unique job that was there already (or, on a
+	// queue with QueueOptions.DedupByBody, a job with the same arguments
+	// inside the dedup window): nothing was inserted and ID is the
+	// existing job's.
 	Duplicate bool
 }
 
@@ -211,10 +213,10 @@ func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams
 	if tx == nil || reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil() {
 		return nil, mqlite.ErrNilTx
 	}
-	prepared := make([]prepared, len(params))
+	ps := make([]prepared, len(params))
 	for i, p := range params {
 		var err error
-		if prepared[i], err = prepare(p.Args, p.InsertOpts); err != nil {
+		if ps[i], err = prepare(p.Args, p.InsertOpts); err != nil {
 			if len(params) > 1 {
 				err = fmt.Errorf("job %d: %w", i, err)
 			}
@@ -222,8 +224,8 @@ func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams
 		}
 	}
 	out := make([]InsertResult, len(params))
-	for i := 0; i < len(prepared); {
-		p := prepared[i]
+	for i := 0; i < len(ps); {
+		p := ps[i]
 		if p.unique.enabled() {
 			r, err := insertUnique(ctx, tx, p)
 			if err != nil {
@@ -234,11 +236,11 @@ func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams
 			continue
 		}
 		j := i + 1 // a run of plain jobs of one queue
-		for j < len(prepared) && !prepared[j].unique.enabled() && prepared[j].queue == p.queue {
+		for j < len(ps) && !ps[j].unique.enabled() && ps[j].queue == p.queue {
 			j++
 		}
 		msgs := make([]outbox.Message, 0, j-i)
-		for _, q := range prepared[i:j] {
+		for _, q := range ps[i:j] {
 			msgs = append(msgs, q.msg)
 		}
 		res, err := outbox.SendBatch(ctx, tx, p.queue, msgs)
@@ -249,7 +251,8 @@ func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams
 			if r.Err != nil { // a plain job has no MessageID: never a conflict
 				return nil, r.Err
 			}
-			out[i+k] = InsertResult{ID: r.Seq, Seq: r.Seq, Queue: p.queue, Kind: prepared[i+k].kind}
+			// Duplicate only on a queue that de-duplicates by body.
+			out[i+k] = InsertResult{ID: r.Seq, Seq: r.Seq, Queue: p.queue, Kind: ps[i+k].kind, Duplicate: r.Duplicate}
 		}
 		i = j
 	}

@@ -197,6 +197,12 @@ func TestInsertMany(t *testing.T) {
 	if _, err := jobs.Insert(ctx, st.DB(), EmailArgs{}, &jobs.InsertOpts{Queue: "nope"}); !errors.Is(err, mqlite.ErrQueueNotFound) {
 		t.Fatalf("unknown queue: %v", err)
 	}
+	must(t, st.CreateQueue(ctx, "bybody", mqlite.QueueOptions{DedupByBody: true}))
+	b1 := insert(t, st, EmailArgs{To: "same"}, &jobs.InsertOpts{Queue: "bybody"})
+	b2 := insert(t, st, EmailArgs{To: "same"}, &jobs.InsertOpts{Queue: "bybody"})
+	if b1.Duplicate || !b2.Duplicate || b2.ID != b1.ID {
+		t.Fatalf("a queue that de-duplicates by body: %+v, %+v", b1, b2)
+	}
 	if _, err := jobs.Insert(ctx, (*sql.Tx)(nil), EmailArgs{}, &jobs.InsertOpts{Unique: jobs.UniqueOpts{ByArgs: true}}); !errors.Is(err, mqlite.ErrNilTx) {
 		t.Fatalf("nil tx: %v", err)
 	}
