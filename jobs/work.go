@@ -338,8 +338,9 @@ func (r *runningJobs) cancel(src consumer.Source, queue string, seq int64) {
 
 // Cancel cancels the job id of queue: a waiting job (scheduled, retrying,
 // snoozed) is removed; a running one is removed from under its worker,
-// whose ctx is cancelled (the cause is ErrCancelled; in another process,
-// at its next lease renewal) and whose completion is refused
+// whose ctx is cancelled (at once in this process, the cause
+// ErrCancelled; in another, or on a Source Run could not key, at its next
+// lease renewal, the cause mqlite.ErrLockLost) and whose completion is refused
 // (mqlite.ErrLockLost: its step's rows roll back). A cancelled job is
 // finished, not dead: it is not dead-lettered, and frees its unique key.
 // A job that is not waiting or running is ErrJobNotFound.
