@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/jobs"
+)
+
+// jobWorkers is how many workers work at once in the "work" rows, on
+// both sides.
+const jobWorkers = 8
+
+// BenchmarkJobs sets mqlite's typed jobs beside River's on a fresh SQLite
+// file each: insert one job per transaction, insert 100 per transaction,
+// and work jobs whose worker writes a row that commits with the job's
+// completion (jobs.Job.CommitWith; River's JobCompleteTx in the worker's
+// own transaction). Each op is one job.
+//
+//	go test -C bench -run '^$' -bench BenchmarkJobs -benchtime 2000x .
+func BenchmarkJobs(b *testing.B) {
+	for _, side := range []struct {
+		name string
+		open func(b *testing.B) jobSide
+	}{{"mqlite", openJobsMQ}, {"river", openJobsRiver}} {
+		b.Run("insert_1/"+side.name, func(b *testing.B) {
+			s := side.open(b)
+			b.ResetTimer()
+			for i := range b.N {
+				if err := s.insert(1, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("insert_100/"+side.name, func(b *testing.B) {
+			s := side.open(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 100 {
+				if err := s.insert(min(100, b.N-i), i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("work_with_row/"+side.name, func(b *testing.B) {
+			s := side.open(b)
+			for i := 0; i < b.N; i += 100 {
+				if err := s.insert(min(100, b.N-i), i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			if err := s.work(b.N); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			var rows int
+			if err := s.db().QueryRow(`SELECT count(*) FROM done`).Scan(&rows); err != nil || rows != b.N {
+				b.Fatalf("%d rows (%v), want %d", rows, err, b.N)
+			}
+		})
+	}
+}
+
+// jobSide is one side of BenchmarkJobs.
+type jobSide interface {
+	db() *sql.DB
+	// insert inserts n jobs in one transaction; first numbers them.
+	insert(n, first int) error
+	// work works the jobs until n rows are in table done.
+	work(n int) error
+}
+
+// benchJob is the job kind of both sides (River's args are the same
+// shape: a kind and a JSON body).
+type benchJob struct {
+	N int `json:"n"`
+}
+
+// Kind names the kind.
+func (benchJob) Kind() string { return "bench_job" }
+
+const doneTable = `CREATE TABLE done (n INTEGER PRIMARY KEY)`
+
+type jobsMQ struct{ st *mqlite.Store }
+
+func openJobsMQ(b *testing.B) jobSide {
+	st, err := mqlite.Open(context.Background(), filepath.Join(b.TempDir(), "jobs.db"), mqlite.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	if err := st.CreateQueue(context.Background(), jobs.DefaultQueue, mqlite.QueueOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.DB().Exec(doneTable); err != nil {
+		b.Fatal(err)
+	}
+	return &jobsMQ{st: st}
+}
+
+func (m *jobsMQ) db() *sql.DB { return m.st.DB() }
+
+func (m *jobsMQ) insert(n, first int) error {
+	ctx := context.Background()
+	return m.st.Tx(ctx, func(tx *mqlite.Tx) error {
+		if n == 1 {
+			_, err := jobs.Insert(tx.Context(), tx.SQL(), benchJob{N: first}, nil)
+			return err
+		}
+		params := make([]jobs.InsertManyParams, n)
+		for i := range params {
+			params[i] = jobs.InsertManyParams{Args: benchJob{N: first + i}}
+		}
+		_, err := jobs.InsertMany(tx.Context(), tx.SQL(), params)
+		return err
+	})
+}
+
+func (m *jobsMQ) work(n int) error {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	w := jobs.NewWorkers()
+	jobs.AddWorker(w, jobs.WorkFunc(func(_ context.Context, job *jobs.Job[benchJob]) error {
+		job.CommitWith(func(ctx context.Context, tx consumer.Tx) error {
+			sqlTx, err := consumer.SQL(tx)
+			if err != nil {
+				return err
+			}
+			_, err = sqlTx.ExecContext(ctx, `INSERT INTO done (n) VALUES (?)`, job.Args.N)
+			return err
+		})
+		return nil
+	}))
+	completed := make(chan struct{}, n)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- w.Run(ctx, m.st, jobs.DefaultQueue, consumer.LoopConfig{Concurrency: jobWorkers,
+			Logger: slog.New(slog.DiscardHandler), Observer: countCompleted(completed)})
+	}()
+	deadline := time.After(5 * time.Minute)
+	for range n {
+		select {
+		case <-completed:
+		case err := <-ran:
+			return fmt.Errorf("workers stopped: %v", err)
+		case <-deadline:
+			return errors.New("the jobs were not worked in 5 minutes")
+		}
+	}
+	stop()
+	return <-ran
+}
+
+// countCompleted signals each completion.
+type countCompleted chan struct{}
+
+func (c countCompleted) Received(string, int)                                          {}
+func (c countCompleted) Completed(mqlite.Message, time.Duration)                       { c <- struct{}{} }
+func (c countCompleted) Abandoned(mqlite.Message, time.Duration, time.Duration, error) {}
+func (c countCompleted) Rejected(mqlite.Message, time.Duration, error)                 {}
+func (c countCompleted) LockLost(mqlite.Message, error)                                {}
+func (c countCompleted) SettleFailed(mqlite.Message, error)                            {}
+
+type jobsRiver struct {
+	sqlDB  *sql.DB
+	client *river.Client[*sql.Tx]
+}
+
+func openJobsRiver(b *testing.B) jobSide {
+	in, err := openRiver(context.Background(), filepath.Join(b.TempDir(), "jobs.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = in.Close() })
+	r := in.(*rv)
+	if _, err := r.db.Exec(doneTable); err != nil {
+		b.Fatal(err)
+	}
+	return &jobsRiver{sqlDB: r.db, client: r.insert}
+}
+
+func (r *jobsRiver) db() *sql.DB { return r.sqlDB }
+
+// Kind of River's side: the same name.
+type riverBenchJob benchJob
+
+// Kind names the kind.
+func (riverBenchJob) Kind() string { return "bench_job" }
+
+func (r *jobsRiver) insert(n, first int) error {
+	ctx := context.Background()
+	return inTx(ctx, r.sqlDB, func(tx *sql.Tx) error {
+		if n == 1 {
+			_, err := r.client.InsertTx(ctx, tx, riverBenchJob{N: first}, nil)
+			return err
+		}
+		params := make([]river.InsertManyParams, n)
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: riverBenchJob{N: first + i}}
+		}
+		_, err := r.client.InsertManyTx(ctx, tx, params)
+		return err
+	})
+}
+
+// riverRowWorker writes the row and completes the job in one transaction
+// of its own (JobCompleteTx), River's way to make an effect exactly once.
+type riverRowWorker struct {
+	river.WorkerDefaults[riverBenchJob]
+	db *sql.DB
+}
+
+// Work inserts the row and completes the job together.
+func (w *riverRowWorker) Work(ctx context.Context, job *river.Job[riverBenchJob]) error {
+	return inTx(ctx, w.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO done (n) VALUES (?)`, job.Args.N); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riversqlite.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+func (r *jobsRiver) work(n int) error {
+	ctx := context.Background()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &riverRowWorker{db: r.sqlDB})
+	c, err := river.NewClient(riversqlite.New(r.sqlDB), &river.Config{
+		Logger:            slog.New(slog.DiscardHandler),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: jobWorkers}},
+		Workers:           workers,
+		FetchCooldown:     time.Millisecond,
+		FetchPollInterval: time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(5 * time.Minute)
+	defer deadline.Stop()
+	var waitErr error
+	for done := 0; done < n && waitErr == nil; {
+		select {
+		case <-tick.C:
+			if err := r.sqlDB.QueryRowContext(ctx, `SELECT count(*) FROM done`).Scan(&done); err != nil {
+				waitErr = err
+			}
+		case <-deadline.C:
+			waitErr = fmt.Errorf("river worked %d of %d", done, n)
+		}
+	}
+	return errors.Join(waitErr, c.Stop(ctx))
+}
