@@ -138,7 +138,7 @@ func TestStoreCallInsideAnotherStoresTx(t *testing.T) {
 // control commits the same settlement, and the registry forgets the lock.
 func TestReceiversIgnoreRolledBackCallerTx(t *testing.T) {
 	t.Parallel()
-	begins := map[string]func(st *mqlite.Store) (func(ctx context.Context) (*sql.Tx, func() error, func() error, error)){
+	begins := map[string]func(st *mqlite.Store) func(ctx context.Context) (*sql.Tx, func() error, func() error, error){
 		"DB().BeginTx": func(st *mqlite.Store) func(ctx context.Context) (*sql.Tx, func() error, func() error, error) {
 			return func(ctx context.Context) (*sql.Tx, func() error, func() error, error) {
 				tx, err := st.DB().BeginTx(ctx, nil)
