@@ -136,9 +136,9 @@ var crashPoints = []string{inSendTx, beforeAck, inHandleTx, beforeSettle}
 // several handlers at once.
 var crashMu sync.Mutex
 
-// maybeCrash kills the process at the configured point.
-// A worker whose armed point is never reached (a path that no longer
-// passes it) gives up after unreachedAfter passes of the others.
+// maybeCrash kills the process at the configured point. A worker whose
+// armed point is never reached (a path that no longer passes it) gives up
+// after unreachedAfter passes of the others.
 func maybeCrash(point string) {
 	if crashAt.name == randomMoment {
 		return
