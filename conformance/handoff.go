@@ -29,19 +29,19 @@ func (k *kit) handWait(queue string, opts mqlite.ReceiveOptions) <-chan received
 	return ch
 }
 
-// wantHanded fails unless msgs are the messages seqs, each on its first
+// wantHanded fails unless msgs are the messages want, each on its first
 // delivery, locked for lease from the store's (still) clock under tokens
-// of their own, and returns them.
-func (k *kit) wantHanded(msgs []mqlite.Message, seqs ...int64) {
+// of their own.
+func (k *kit) wantHanded(msgs []mqlite.Message, want ...int64) {
 	k.t.Helper()
-	if len(msgs) != len(seqs) {
-		k.t.Fatalf("handed %d messages %v, want %v", len(msgs), seqsOf(msgs), seqs)
+	if len(msgs) != len(want) {
+		k.t.Fatalf("handed %d messages %v, want %v", len(msgs), seqs(msgs), want)
 	}
 	tokens := map[string]bool{}
 	for i, m := range msgs {
 		switch {
-		case m.Seq != seqs[i]:
-			k.t.Fatalf("handed %v, want %v", seqsOf(msgs), seqs)
+		case m.Seq != want[i]:
+			k.t.Fatalf("handed %v, want %v", seqs(msgs), want)
 		case m.DeliveryCount != 1:
 			k.t.Fatalf("message %d handed on delivery %d, want its first", m.Seq, m.DeliveryCount)
 		case !m.LockedUntil.Equal(k.clock.Now().Add(lease)):
@@ -52,9 +52,6 @@ func (k *kit) wantHanded(msgs []mqlite.Message, seqs ...int64) {
 		tokens[m.LockToken] = true
 	}
 }
-
-// seqsOf is seqs, under a name the subtests' variables do not hide.
-func seqsOf(msgs []mqlite.Message) []int64 { return seqs(msgs) }
 
 var handoffTests = []subtest{
 	// A Receive waiting when three messages commit in one transaction
