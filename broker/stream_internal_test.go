@@ -118,6 +118,7 @@ type streamSetup struct {
 	tracer trace.TracerProvider      // the store's, when not nil
 	w      http.ResponseWriter       // the answer's writer, when not b.w
 	body   func(io.Reader) io.Reader // wraps the request body, when not nil
+	budget int64                     // the max_bytes the client asks, when not 0
 }
 
 // openStreamWith is openStream with more to set.
@@ -145,7 +146,7 @@ func openStreamWith(t *testing.T, su streamSetup) *streamBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget, err := srv.budget(0)
+	budget, err := srv.budget(su.budget)
 	if err != nil {
 		t.Fatal(err)
 	}

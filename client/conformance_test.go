@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -75,7 +76,10 @@ type effects func() (tx func(context.Context, func(conformance.EffectsOps) error
 // broker. EffectsRetry commits the last Batch again, with its key.
 func effectsInBatch(c *client.Client) effects {
 	return func() (func(context.Context, func(conformance.EffectsOps) error) error, func(context.Context) error) {
-		var last *client.Batch
+		var (
+			mu   sync.Mutex // the GroupCommit area runs transactions at once
+			last *client.Batch
+		)
 		tx := func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
 			b := new(client.Batch)
 			if err := fn(stage(ctx, b)); err != nil {
@@ -84,11 +88,16 @@ func effectsInBatch(c *client.Client) effects {
 			if _, err := c.Commit(ctx, b); err != nil {
 				return err
 			}
+			mu.Lock()
 			last = b
+			mu.Unlock()
 			return nil
 		}
 		retry := func(ctx context.Context) error {
-			res, err := c.Commit(ctx, last)
+			mu.Lock()
+			b := last
+			mu.Unlock()
+			res, err := c.Commit(ctx, b)
 			if err == nil && !res.Replayed {
 				return errors.New("the commit again was not answered as a replay")
 			}

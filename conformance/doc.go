@@ -1,7 +1,8 @@
 // Package conformance is mqlite's behavioural test kit: every promise of the
 // queue (fencing, order, the delivery bound, replays, de-duplication, time to
 // live, scheduling, dead letters, receive-and-delete, renewal, namespaces,
-// recovery, closing and wake-ups) as a named subtest that runs against any
+// recovery, closing, wake-ups, group commit and the hand-off to a waiting
+// Receive) as a named subtest that runs against any
 // implementation, the embedded *mqlite.Store today and the broker's client
 // or another engine tomorrow. It is written against behaviour, not against
 // SQLite.

@@ -71,7 +71,8 @@ type Instance struct {
 	// Tx runs fn in one transaction of the implementation: the messages
 	// fn sends commit when fn returns nil and are rolled back when it
 	// returns an error, which Tx returns. For the embedded store it is
-	// Store.Tx with outbox.SendBatch on tx.SQL().
+	// Store.Tx with outbox.SendBatch on tx.SQL(). The GroupCommit area
+	// calls it from many goroutines at once, as it does EffectsTx.
 	Tx func(ctx context.Context, fn func(send SendFunc) error) error
 	// Restart ends the implementation as a crashed process would end (no
 	// settlement, no lease released, no clean hand-over), opens the same

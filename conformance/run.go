@@ -64,5 +64,7 @@ func groups() []group {
 		{"LastError", lastErrorTests},
 		{"LoopFailures", loopFailureTests()},
 		{"Effects", effectTests},
+		{"GroupCommit", groupCommitTests},
+		{"Handoff", handoffTests},
 	}
 }

@@ -151,7 +151,8 @@ func TestConformanceSqlx(t *testing.T) {
 	open := h.Open
 	h.Open = func(t *testing.T, cfg conformance.Config) conformance.Instance {
 		area := strings.Split(t.Name(), "/")[1]
-		if area != "Transaction" && area != "Dedup" && area != "Wake" && area != "Topics" && area != "Effects" {
+		if area != "Transaction" && area != "Dedup" && area != "Wake" && area != "Topics" && area != "Effects" &&
+			area != "GroupCommit" {
 			t.Skip("sqlx runs the sending subtests only; TestConformance runs the rest")
 		}
 		return open(t, cfg)

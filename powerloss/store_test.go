@@ -82,16 +82,17 @@ func storeWorker(ctx context.Context, w workerEnv) error {
 	say("ready")
 	var held []mqlite.Message
 	var rejected []int64
+	var tags groupTags
 	for n := 1; ; n++ {
 		op := w.cycle*1_000_000 + n
 		switch p := rng.IntN(100); {
 		case (p < 40 || (p >= 65 && len(held) == 0 && len(rejected) == 0)) && os.Getenv(envGrouped) == "1":
-			if err := groupedSends(ctx, st, rng, op); err != nil {
+			if err := groupedSends(ctx, st, rng, op, &tags); err != nil {
 				return err
 			}
 			n += groupedProducers - 1
 		case p < 40 || (p >= 65 && len(held) == 0 && len(rejected) == 0):
-			if err := workerSend(ctx, st, rng, op); err != nil {
+			if err := workerSend(ctx, st, rng, op, nil); err != nil {
 				return err
 			}
 		case p < 65 && len(held) < 30:
@@ -148,7 +149,11 @@ func storeWorker(ctx context.Context, w workerEnv) error {
 	}
 }
 
-func workerSend(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int) error {
+// workerSend sends one to four messages with their business rows in one
+// Tx and acknowledges each after the Tx returned. tags, when not nil, tags
+// the Tx with its group commit: the acknowledgements carry it as a fifth
+// field.
+func workerSend(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int, tags *groupTags) error {
 	k := 1 + rng.IntN(4)
 	msgs := make([]outbox.Message, k)
 	nonces := make([]string, k)
@@ -157,7 +162,11 @@ func workerSend(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int) e
 		msgs[i] = outbox.Message{Body: []byte(nonces[i] + strings.Repeat("x", rng.IntN(300)))}
 	}
 	var seqs []int64
+	tag := ""
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+		if tags != nil {
+			tag = " " + tags.of(tx.SQL())
+		}
 		res, err := outbox.SendBatch(tx.Context(), tx.SQL(), plQueue, msgs)
 		if err != nil {
 			return err
@@ -180,7 +189,7 @@ func workerSend(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int) e
 		return err
 	}
 	for i, seq := range seqs {
-		say("send %d %s %d", op, nonces[i], seq)
+		say("send %d %s %d%s", op, nonces[i], seq, tag)
 	}
 	return nil
 }
@@ -194,16 +203,38 @@ const groupedProducers = 8
 
 // groupedSends runs groupedProducers sends at once (workerSend, ops op to
 // op+groupedProducers-1), each acknowledged after its own Tx returned:
-// Store.Tx runs the ones that arrive together in one group commit.
-func groupedSends(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int) error {
+// Store.Tx runs the ones that arrive together in one group commit, which
+// tags tells apart.
+func groupedSends(ctx context.Context, st *mqlite.Store, rng *rand.Rand, op int, tags *groupTags) error {
 	errs := make([]error, groupedProducers)
 	var wg sync.WaitGroup
 	for i := range groupedProducers {
 		prng := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
-		wg.Go(func() { errs[i] = workerSend(ctx, st, prng, op+i) })
+		wg.Go(func() { errs[i] = workerSend(ctx, st, prng, op+i, tags) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// groupTags names the group commit a callback of Store.Tx runs in, from
+// outside the store: the callbacks of one group share its *sql.Tx and run
+// one after the other, so a callback whose tx is not the one before it
+// begins a new group. The last tx is kept, so its memory is not reused for
+// the next group's while compared.
+type groupTags struct {
+	mu   sync.Mutex
+	last *sql.Tx
+	n    int
+}
+
+// of returns the tag of the group tx belongs to: "g<n>".
+func (g *groupTags) of(tx *sql.Tx) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if tx != g.last {
+		g.last, g.n = tx, g.n+1
+	}
+	return "g" + strconv.Itoa(g.n)
 }
 
 // settle runs one settlement of kind; the same call again is its retry.
@@ -230,6 +261,7 @@ type storeTally struct {
 	cuts, acked, lost, maxLost, holes, integrityOK, gone, tableGone int
 	dropped, torn, reordered                                        int // unsynced writes the cuts lost in whole or part; of them torn; kept writes put down out of order
 	sidecars, orphans, replays, attempts, extraDeliveries           int
+	groups, sharedGroups, maxCallers                                int // group commits of acknowledged sends (grouped): all, those of more than one caller, the most callers in one
 	lostByCut                                                       []int
 	ackedPerSec                                                     []float64
 }
@@ -285,6 +317,14 @@ func testPowerLoss(t *testing.T, c storeCase) {
 		tally.sidecars, median(tally.ackedPerSec))
 	if full && tally.lost > 0 {
 		t.Fatalf("synchronous=FULL lost %d acknowledged commits", tally.lost)
+	}
+	if c.grouped {
+		// What the case is for: commits that several callers shared.
+		t.Logf("%s: %d group commits of acknowledged sends, %d of more than one caller, at most %d callers in one",
+			name, tally.groups, tally.sharedGroups, tally.maxCallers)
+		if tally.sharedGroups == 0 {
+			t.Fatalf("%s: none of %d group commits had more than one caller: the cuts never fell on a shared commit", name, tally.groups)
+		}
 	}
 	// The controls.
 	if tally.dropped == 0 {
@@ -353,9 +393,32 @@ func runStoreCuts(t *testing.T, c storeCase, cuts int) storeTally {
 		if _, err := os.Stat(r.onDisk(plDB + ".lock")); err == nil {
 			tally.sidecars++
 		}
+		countGroups(acks, &tally)
 		checkStoreCut(t, r, full, cycle, acks, sends, &tally)
 	}
 	return tally
+}
+
+// countGroups counts the group commits of one worker's acknowledged sends
+// by their tags (groupTags), and how many callers (ops) each had.
+func countGroups(acks []ack, tally *storeTally) {
+	callers := map[string]map[string]bool{} // tag -> ops
+	for _, a := range acks {
+		if a.kind != "send" || len(a.fields) < 5 {
+			continue
+		}
+		if callers[a.fields[4]] == nil {
+			callers[a.fields[4]] = map[string]bool{}
+		}
+		callers[a.fields[4]][a.fields[1]] = true
+	}
+	for _, ops := range callers {
+		tally.groups++
+		if len(ops) > 1 {
+			tally.sharedGroups++
+		}
+		tally.maxCallers = max(tally.maxCallers, len(ops))
+	}
 }
 
 // checkStoreCut checks the file after one cut, with the power off (on the

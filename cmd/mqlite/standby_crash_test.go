@@ -212,21 +212,35 @@ func TestStandbyTakeoverCrash(t *testing.T) {
 	}
 
 	// Half the sends go to the primary; the kill lands while the other
-	// half is under way.
+	// half is under way: once a tenth of it was acknowledged.
 	produce("a")
 	pwg.Wait()
 	produce("b")
+	if err := ledger.WaitAcked(ctx, producers*perProducer/2+producers*perProducer/20); err != nil {
+		t.Fatalf("before the kill: %v", err)
+	}
+	atKill := ledger.Counts().Acked
 	killed := time.Now()
 	_ = primary.cmd.Process.Kill()
 	_ = primary.cmd.Wait()
 	pwg.Wait()
+	if atKill >= producers*perProducer {
+		t.Errorf("the kill came after the last send was acknowledged (%d of %d)", atKill, producers*perProducer)
+	}
 
-	missing := ledger.WaitCompleted(time.Minute)
+	// A lost send fails the test as soon as the queue holds nothing more
+	// to deliver, not at the wait's timeout.
+	sc := newC()
+	defer sc.Close()
+	ledger.WaitCompletedOrEmpty(time.Minute, func() (int64, error) {
+		s, err := sc.Stats(ctx, "work")
+		return s.Active + s.Scheduled + s.Locked + s.Deferred, err
+	})
 	close(done)
 	cwg.Wait()
 	c := ledger.Counts()
-	if missing > 0 {
-		t.Fatalf("%d of %d acknowledged sends never completed", missing, c.Acked)
+	if c.Missing > 0 {
+		t.Fatalf("%d of %d acknowledged sends never completed", c.Missing, c.Acked)
 	}
 
 	ready, served := lb.ready[1].Load(), lb.served[1].Load()
@@ -243,6 +257,6 @@ func TestStandbyTakeoverCrash(t *testing.T) {
 	if toReady > time.Second {
 		t.Errorf("takeover took %v to /readyz 200, goal under 1s", toReady)
 	}
-	t.Logf("takeover: kill to standby /readyz 200 in %v, to its first successful request in %v; %d acknowledged sends all completed, %d redeliveries",
-		toReady.Round(time.Millisecond), toServed.Round(time.Millisecond), c.Acked, c.Redelivered)
+	t.Logf("takeover: killed at %d of %d sends acknowledged; kill to standby /readyz 200 in %v, to its first successful request in %v; %d acknowledged sends all completed, %d redeliveries",
+		atKill, producers*perProducer, toReady.Round(time.Millisecond), toServed.Round(time.Millisecond), c.Acked, c.Redelivered)
 }

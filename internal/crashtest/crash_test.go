@@ -103,6 +103,24 @@ type crashPoint struct {
 
 var crashAt crashPoint
 
+// crashPasses counts the passes of every point (crashMu): a worker whose
+// armed point stays unreached while the others are passed this many
+// times, unreachedAfter, says so and exits, so that the harness fails at
+// once with the point's name instead of waiting for a timeout.
+var crashPasses struct {
+	total  int
+	armed  int // of the armed point
+	budget int // unreachedAfter for the armed point's after
+}
+
+// unreachedAfter is how many passes of all points a worker makes before
+// it gives up on its armed point: far more than the armed point needs
+// (after, 40 at most) at the rarest point's share of the passes.
+func unreachedAfter(after int) int { return 2000 + 50*after }
+
+// unreachedLine starts the line a worker says when it gives up.
+const unreachedLine = "unreached"
+
 // Crash points.
 const (
 	inSendTx     = "in-send-tx"    // outbox rows and business rows written, not committed
@@ -118,16 +136,60 @@ var crashPoints = []string{inSendTx, beforeAck, inHandleTx, beforeSettle}
 // several handlers at once.
 var crashMu sync.Mutex
 
-// maybeCrash kills the process at the configured point.
+// maybeCrash kills the process at the configured point. A worker whose
+// armed point is never reached (a path that no longer passes it) gives up
+// after unreachedAfter passes of the others.
 func maybeCrash(point string) {
-	if crashAt.name != point {
+	if crashAt.name == randomMoment {
 		return
 	}
 	crashMu.Lock()
 	defer crashMu.Unlock()
+	crashPasses.total++
+	if crashAt.name != point {
+		if crashPasses.total >= crashPasses.budget {
+			fmt.Fprintf(os.Stdout, "%s%s %s: passed %d times in %d passes of the crash points\n",
+				linePrefix, unreachedLine, crashAt.name, crashPasses.armed, crashPasses.total)
+			os.Exit(3)
+		}
+		return
+	}
+	crashPasses.armed++
 	if crashAt.after--; crashAt.after == 0 {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
+	}
+}
+
+// pointOf is the kill point of the harness's kill-th kill (from 0) among
+// points: every other kill at a random moment, the others at each of
+// points in turn, so that every run kills at every point (with at least
+// 2*len(points) kills) and no kill point is left to chance.
+func pointOf(kill int, points []string) string {
+	if kill%2 == 0 {
+		return randomMoment
+	}
+	return points[(kill/2)%len(points)]
+}
+
+// checkPoints fails t unless every point pointOf chose for the run's kills
+// fired (all of points once the run made 2*len(points) kills), by the
+// kills counted per point.
+func checkPoints(t *testing.T, fired map[string]int, points []string) {
+	t.Helper()
+	kills := 0
+	for _, n := range fired {
+		kills += n
+	}
+	chosen := append([]string{randomMoment}, points[:min(len(points), kills/2)]...)
+	for _, p := range chosen {
+		if fired[p] == 0 {
+			name := p
+			if p == randomMoment {
+				name = "a random moment"
+			}
+			t.Errorf("no kill at %s in this run (kills per point %v)", name, fired)
+		}
 	}
 }
 
@@ -229,10 +291,7 @@ func TestCrashInjection(t *testing.T) {
 	kills, orphans, deliveries := 0, 0, 0
 	points := map[string]int{}
 	for kills < want && time.Now().Before(deadline) {
-		point := randomMoment
-		if rng.IntN(2) == 0 {
-			point = crashPoints[rng.IntN(len(crashPoints))]
-		}
+		point := pointOf(kills, crashPoints)
 		lines := runAndKill(t, "TestCrashWorker", path, seed+uint64(kills), point, time.Duration(5+rng.IntN(300))*time.Millisecond)
 		kills++
 		points[point]++
@@ -257,6 +316,7 @@ func TestCrashInjection(t *testing.T) {
 	if kills < least {
 		t.Fatalf("only %d kills in %v, want at least %d", kills, budget, least)
 	}
+	checkPoints(t, points, crashPoints)
 }
 
 // runAndKill starts the worker test named worker and returns the complete lines it wrote once
@@ -320,9 +380,15 @@ func runAndKill(t *testing.T, worker, path string, seed uint64, point string, de
 	} else {
 		select {
 		case lines = <-done:
-		case <-time.After(time.Minute):
+		case <-time.After(time.Minute): // a worker that hangs: unreached points end it long before
 			_ = cmd.Process.Kill()
-			t.Fatalf("worker never reached crash point %s", point)
+			t.Fatalf("worker never reached crash point %s, and hangs", point)
+		}
+		for _, l := range lines {
+			if strings.HasPrefix(l, unreachedLine+" ") {
+				_ = cmd.Wait()
+				t.Fatalf("worker never reached crash point %s: %s", point, l)
+			}
 		}
 	}
 	err = cmd.Wait()
@@ -471,6 +537,7 @@ func startWorker(t *testing.T, maxAfter int) (*mqlite.Store, *rand.Rand, uint64)
 	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(maxAfter)}
+	crashPasses.budget = unreachedAfter(crashAt.after)
 	st, err := openStore(path)
 	if err != nil {
 		t.Fatalf("worker open: %v", err)

@@ -400,10 +400,7 @@ func TestCrashLoopTx(t *testing.T) {
 	var last effectsTally
 	violations := 0
 	for r.kills < want && time.Now().Before(deadline) {
-		point := randomMoment
-		if rng.IntN(2) == 0 {
-			point = effectPoints[rng.IntN(len(effectPoints))]
-		}
+		point := pointOf(r.kills, effectPoints)
 		r.kill(t, loopTxWorker, seed+uint64(r.kills), point, time.Duration(5+rng.IntN(300))*time.Millisecond)
 		last = r.check(t)
 		violations += last.violations()
@@ -418,6 +415,7 @@ func TestCrashLoopTx(t *testing.T) {
 	if r.kills < least {
 		t.Fatalf("only %d kills in %v, want at least %d", r.kills, budget, least)
 	}
+	checkPoints(t, r.points, effectPoints)
 }
 
 // TestCrashLoopTxControl shows the check can fail: with the completion

@@ -38,6 +38,7 @@ const (
 	groupControlKills  = 4
 	envGroupControl    = "MQLITE_CRASH_GROUP_CONTROL" // "1": acknowledge before the commit
 	inGroupStep        = "in-group-step"              // a caller's rows written, its step not ended
+	groupCall          = "group-call"                 // a caller begins: a point no harness arms
 	groupFailedPrefix  = "gf:"                        // the nonces of callers that fail on purpose
 	groupNonceOf       = "of"                         // a nonce ends "<i>of<k>": row i of k
 	groupStepFailError = "step fails on purpose"
@@ -83,6 +84,7 @@ func TestCrashGroupWorker(t *testing.T) {
 // as drawn (commit, error, panic), acknowledged after Tx returned nil, or,
 // for the control, as soon as the callback returns.
 func groupSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, caller string, control bool, say func(string, ...any)) {
+	maybeCrash(groupCall) // never armed: the passes that tell an unreached inGroupStep
 	k := 1 + rng.IntN(4)
 	fail := rng.IntN(6) // 0: an error, 1: a panic, otherwise commit
 	prefix := caller
@@ -145,6 +147,7 @@ func groupSend(t *testing.T, st *mqlite.Store, rng *rand.Rand, caller string, co
 // groupRun is what a series of kills of the group worker found.
 type groupRun struct {
 	kills, acked, missing int
+	points                map[string]int // kills per point
 }
 
 // runGroupKills kills the group worker kills times on one file and checks
@@ -162,14 +165,16 @@ func runGroupKills(t *testing.T, kills int, control bool) groupRun {
 		t.Setenv(envGroupControl, "1")
 	}
 	var r groupRun
+	r.points = map[string]int{}
 	acked := map[string]int64{}
 	for r.kills < kills {
 		point := inGroupStep
-		if !control && rng.IntN(2) == 0 {
-			point = randomMoment
+		if !control {
+			point = pointOf(r.kills, []string{inGroupStep})
 		}
 		lines := runAndKill(t, groupWorker, path, seed+uint64(r.kills), point, time.Duration(5+rng.IntN(300))*time.Millisecond)
 		r.kills++
+		r.points[point]++
 		for _, l := range lines {
 			if f := strings.Fields(l); len(f) == 3 && f[0] == "ack" {
 				seq, _ := strconv.ParseInt(f[1], 10, 64)
@@ -190,7 +195,9 @@ func runGroupKills(t *testing.T, kills int, control bool) groupRun {
 // TestCrashGroupCommit is the harness of the group commit crash test.
 func TestCrashGroupCommit(t *testing.T) {
 	r := runGroupKills(t, groupKills, false)
-	t.Logf("group commit: %d SIGKILLs, %d acknowledged rows all present, no caller half there, no failed caller's row", r.kills, r.acked)
+	t.Logf("group commit: %d SIGKILLs (%d at random moments, %d inside a caller's step), %d acknowledged rows all present, no caller half there, no failed caller's row",
+		r.kills, r.points[randomMoment], r.points[inGroupStep], r.acked)
+	checkPoints(t, r.points, []string{inGroupStep})
 }
 
 // TestCrashGroupCommitControl shows the check can fail: a caller

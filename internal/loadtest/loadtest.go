@@ -135,6 +135,56 @@ func (l *Ledger) WaitCompleted(timeout time.Duration) int {
 	}
 }
 
+// WaitCompletedOrEmpty is WaitCompleted that also returns, without
+// waiting for timeout, as soon as left (how many messages the queue still
+// holds that a consumer could get: active, scheduled, locked, deferred)
+// says 0 while acknowledged sends are missing: nothing can complete them
+// any more, and a test fails at once rather than at its timeout. A
+// completion that committed and whose answer a consumer has not recorded
+// yet counts as missing here: stop the consumers, then read Counts. An
+// error of left counts as messages left.
+func (l *Ledger) WaitCompletedOrEmpty(timeout time.Duration, left func() (int64, error)) int {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond) // left changes without a completion: a lease ends, a redrive
+	defer tick.Stop()
+	for {
+		missing := l.Counts().Missing
+		if missing == 0 {
+			return 0
+		}
+		if n, err := left(); err == nil && n == 0 {
+			return missing
+		}
+		select {
+		case <-deadline.C:
+			return missing
+		case <-l.progress:
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitAcked waits until at least n sends were acknowledged, or ctx ends
+// (its error). A test's kill waits with it for a moment under load.
+func (l *Ledger) WaitAcked(ctx context.Context, n int) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		l.mu.Lock()
+		acked := len(l.acked)
+		l.mu.Unlock()
+		if acked >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d sends acknowledged, waiting for %d: %w", acked, n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // Counts is a summary of a Ledger.
 type Counts struct {
 	Acked       int // sends acknowledged
