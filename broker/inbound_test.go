@@ -26,7 +26,8 @@ const inboundSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // with nothing stored and one debug log line that names neither the body
 // nor a secret; /metrics counts both.
 func TestInboundRoute(t *testing.T) {
-	f := start(t, broker.Config{Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
+	// The provider retries for a minute: q's window (10m) covers it.
+	f := start(t, broker.Config{Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}, RetryHorizon: time.Minute}}})
 	wh, err := standardwebhooks.NewWebhook(inboundSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,8 @@ func TestInboundConfig(t *testing.T) {
 	} {
 		srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{
 			Name: "acme", Queue: tc.queue, RetryHorizon: tc.horizon, Secrets: []string{inboundSecret}}}})
-		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument)) {
+		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) ||
+			strings.Count(err.Error(), "invalid config") != 1) {
 			t.Errorf("queue %s, horizon %v: %v", tc.queue, tc.horizon, err)
 		}
 		_ = srv // New starts nothing; the store closes with the test
@@ -126,7 +128,7 @@ func FuzzInboundRoute(f *testing.F) {
 	f.Add("acme/../../v1/keys", "", "", false)
 	f.Add("%2e%2e", "evt\r\n", "\xff", true)
 	tb := testdb.Open(f, mqlite.Config{})
-	tb.Queue(f, "q", mqlite.QueueOptions{})
+	tb.Queue(f, "q", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
 	srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
 	if err != nil {
 		f.Fatal(err)

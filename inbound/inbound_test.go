@@ -34,7 +34,8 @@ const (
 	otherSecret = "whsec_dGhpcyBpcyBub3QgdGhlIHNvdXJjZSdzIGtleQ=="
 )
 
-// bundle is a store with queue "in" (the default window, 10m) and a
+// bundle is a store with queue "in" (a window of 3 days, the default
+// retry horizon) and a
 // handler for source "acme" on it, mounted as the broker mounts it.
 type bundle struct {
 	*testdb.Bundle
@@ -45,7 +46,7 @@ type bundle struct {
 func setup(t testing.TB, src inbound.Source) bundle {
 	t.Helper()
 	b := testdb.Open(t, mqlite.Config{})
-	b.Queue(t, "in", mqlite.QueueOptions{})
+	b.Queue(t, "in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
 	if src.Name == "" {
 		src = inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret, newSecret}}
 	}
@@ -123,8 +124,13 @@ func (b bundle) messages(t *testing.T) []mqlite.Message {
 	return msgs
 }
 
-// counts gathers the handler's counters: "name{label values}" -> value.
-func (b bundle) counts(t *testing.T) map[string]float64 {
+// counts gathers the handler's counters and gauges: "name{label values}"
+// -> value.
+func (b bundle) counts(t *testing.T) map[string]float64 { return b.values(t) }
+
+// values gathers the handler's counters and gauges: "name{label values}"
+// -> value.
+func (b bundle) values(t *testing.T) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.h)
@@ -139,7 +145,7 @@ func (b bundle) counts(t *testing.T) map[string]float64 {
 			for _, l := range m.GetLabel() {
 				labels = append(labels, l.GetName()+"="+l.GetValue())
 			}
-			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out
@@ -273,8 +279,8 @@ func TestProviderRetries(t *testing.T) {
 		t.Errorf("counters %v", counts)
 	}
 
-	// The control: a retry past the window (10m) is a second message.
-	b.Clock.Advance(10 * time.Minute)
+	// The control: a retry past the window (3 days) is a second message.
+	b.Clock.Advance(inbound.DefaultRetryHorizon)
 	late := first
 	late.ts = b.Clock.Now()
 	if status, res, _ := b.post(t, late); status != 200 || res.Duplicate || res.Seq == orig.Seq {
@@ -352,7 +358,8 @@ func TestConfig(t *testing.T) {
 	b.Queue(t, "off", mqlite.QueueOptions{DedupWindow: -1})                // none
 	b.Queue(t, "short", mqlite.QueueOptions{DedupWindow: 9 * time.Minute}) // under 2 x 5m
 	b.Queue(t, "days", mqlite.QueueOptions{DedupWindow: 72 * time.Hour})   // a provider's three days
-	good := inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}
+	// good's provider retries for a minute: the tolerance sets the window.
+	good := inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret}, RetryHorizon: time.Minute}
 	with := func(f func(s *inbound.Source)) []inbound.Source {
 		s := good
 		f(&s)
@@ -368,8 +375,8 @@ func TestConfig(t *testing.T) {
 		{"three days of retries", with(func(s *inbound.Source) { s.Queue, s.RetryHorizon = "days", 72*time.Hour }), ""},
 		{"no queue", with(func(s *inbound.Source) { s.Queue = "nope" }), "nope"},
 		{"no window", with(func(s *inbound.Source) { s.Queue = "off" }), "DedupWindow"},
-		{"window under twice the tolerance", with(func(s *inbound.Source) { s.Queue = "short" }), "needs 10m0s"},
-		{"window under the retry horizon", with(func(s *inbound.Source) { s.RetryHorizon = 24 * time.Hour }), "needs 24h0m0s"},
+		{"window under twice the tolerance", with(func(s *inbound.Source) { s.Queue = "short" }), "needs 10m"},
+		{"window under the retry horizon", with(func(s *inbound.Source) { s.RetryHorizon = 24 * time.Hour }), "needs 24h"},
 		{"shorter tolerance, shorter window", with(func(s *inbound.Source) { s.Queue, s.Tolerance = "short", time.Minute }), ""},
 		{"no secrets", with(func(s *inbound.Source) { s.Secrets = nil }), "no Secrets"},
 		{"not whsec_", with(func(s *inbound.Source) { s.Secrets = []string{"hunter2hunter2hunter2hunter2"} }), "secret 1"},
@@ -381,6 +388,9 @@ func TestConfig(t *testing.T) {
 		{"negative body limit", with(func(s *inbound.Source) { s.MaxBodyBytes = -1 }), "MaxBodyBytes"},
 		{"negative horizon", with(func(s *inbound.Source) { s.RetryHorizon = -time.Second }), "RetryHorizon"},
 		{"twice the same name", []inbound.Source{good, good}, "twice"},
+		{"the default horizon over a 10m window", with(func(s *inbound.Source) { s.RetryHorizon = 0 }), "needs 72h"},
+		{"a body limit with no room for the id", with(func(s *inbound.Source) { s.MaxBodyBytes = mqlite.DefaultMaxMessageBytes }), "MaxBodyBytes"},
+		{"a share under the body limit", with(func(s *inbound.Source) { s.MaxHeldBytes = 1 << 10 }), "MaxHeldBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -502,7 +512,7 @@ func TestNoCommitNoSuccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(context.Background(), "in", mqlite.QueueOptions{}); err != nil {
+	if err := st.CreateQueue(context.Background(), "in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := inbound.New(context.Background(), st, inbound.Config{Sources: []inbound.Source{{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}}})
