@@ -310,7 +310,7 @@ func (s *source) checkQueue(ctx context.Context, st *mqlite.Store) error {
 		}
 		return configErr("source %q: queue %q has %s; it needs %s or more (twice the tolerance %s, and the retry horizon %s), "+
 			"or a provider's retry would be a second message: raise the queue's window (mqlite queues update %s --dedup-window %s) "+
-			"or state the provider's own horizon", s.Name, s.Queue, has, short(s.window), short(s.Tolerance), short(s.RetryHorizon), s.Queue, short(s.window))
+			"or give the provider's own horizon (RetryHorizon; serve --inbound-retry-horizon)", s.Name, s.Queue, has, short(s.window), short(s.Tolerance), short(s.RetryHorizon), s.Queue, short(s.window))
 	}
 	return nil
 }
