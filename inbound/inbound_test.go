@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -420,7 +421,8 @@ func TestConfig(t *testing.T) {
 
 // FuzzInbound sends arbitrary headers and bodies to the handler: it never
 // panics, answers 200 only for a request signed by the source's secret
-// within the tolerance, and stores exactly the messages it answered 200
+// within the tolerance whose id and Content-Type the queue can store (400
+// for those it cannot), and stores exactly the messages it answered 200
 // for (none for a duplicate).
 func FuzzInbound(f *testing.F) {
 	f.Add("evt_1", int64(0), "", "{}", "application/json", true)
@@ -453,12 +455,13 @@ func FuzzInbound(f *testing.F) {
 				stored++
 			}
 		}
-		valid := sign && id != "" && skew >= -300 && skew <= 300
+		storable := len(id) <= mqlite.MaxMessageIDLen && utf8.ValidString(id) && len(ct) <= inbound.MaxContentTypeLen && utf8.ValidString(ct)
+		valid := sign && id != "" && skew >= -300 && skew <= 300 && storable
 		if rec.Code == 200 && !valid {
 			t.Fatalf("answered 200 to an invalid request: %d %s", rec.Code, rec.Body)
 		}
-		if !valid && rec.Code != 401 {
-			t.Fatalf("an unsigned or stale request: %d %s, want 401", rec.Code, rec.Body)
+		if !valid && rec.Code != 401 && (storable || rec.Code != 400) {
+			t.Fatalf("an unsigned, stale or unstorable request: %d %s, want 401 (400 for an id or Content-Type the queue refuses)", rec.Code, rec.Body)
 		}
 		msgs, err := b.Store.Peek(context.Background(), "in", mqlite.PeekParams{Max: 1000})
 		if err != nil {
