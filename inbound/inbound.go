@@ -219,8 +219,9 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 	}
 	h := &Handler{st: st, log: cfg.Logger, sources: make(map[string]*source, len(cfg.Sources)), held: newRoom(cfg.MaxHeldBytes)}
 	// The stand-in of unknown names: the largest limits of the sources (the
-	// defaults when there are none), a secret nobody has.
+	// defaults when there are none), secrets nobody has.
 	stand := Source{Name: "unknown", MaxHeldBytes: -1}
+	most := 0 // secrets of a source
 	for _, s := range cfg.Sources {
 		src, err := newSource(s, storeMax, cfg.MaxHeldBytes)
 		if err != nil {
@@ -234,10 +235,14 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 		}
 		h.sources[s.Name] = src
 		stand.Tolerance, stand.MaxBodyBytes = max(stand.Tolerance, src.Tolerance), max(stand.MaxBodyBytes, src.MaxBodyBytes)
+		most = max(most, len(s.Secrets))
 	}
-	var key [24]byte
-	_, _ = rand.Read(key[:]) // never fails
-	stand.Secrets = []string{"whsec_" + base64.StdEncoding.EncodeToString(key[:])}
+	// As many secrets as the source with the most: as much work to refuse.
+	for range max(1, most) {
+		var key [24]byte
+		_, _ = rand.Read(key[:]) // never fails
+		stand.Secrets = append(stand.Secrets, "whsec_"+base64.StdEncoding.EncodeToString(key[:]))
+	}
 	if h.unknown, err = newSource(stand, storeMax, cfg.MaxHeldBytes); err != nil {
 		return nil, err
 	}
