@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +159,104 @@ func FuzzInboundRoute(f *testing.F) {
 			t.Fatalf("stored %d messages, answered %d", after-before, rec.Code)
 		}
 	})
+}
+
+// TestInboundHeldBytesOverHTTP: over a real connection, a slow sender
+// holds its body's room (Config.MaxInboundBytes); the next webhook is 503
+// inbound_busy with Retry-After at once, its body never asked for, and
+// /metrics shows the bytes held. Once the slow body ends it is stored.
+func TestInboundHeldBytesOverHTTP(t *testing.T) {
+	const size = 4 << 10
+	f := start(t, broker.Config{MaxInboundBytes: size, Inbound: []inbound.Source{{Name: "acme", Queue: "q",
+		Secrets: []string{inboundSecret}, RetryHorizon: time.Minute, MaxBodyBytes: size}}})
+	wh, err := standardwebhooks.NewWebhook(inboundSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("s", size)
+	request := func(id string, rd io.Reader) *http.Request {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/inbound/acme", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = size
+		now := f.tb.Clock.Now()
+		sig, err := wh.Sign(id, now, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+		return req
+	}
+	pr, pw := io.Pipe()
+	slow := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(request("evt_slow", pr))
+		if err != nil {
+			slow <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		slow <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte(body[:10])); err != nil { // the server is reading it
+		t.Fatal(err)
+	}
+	held := func() bool {
+		resp := f.send(t, http.MethodGet, "/metrics", f.keys["admin"], nil)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return strings.Contains(string(b), "mqlite_inbound_held_bytes "+strconv.Itoa(size))
+	}
+	for deadline := time.Now().Add(time.Minute); !held(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow sender's room never showed in mqlite_inbound_held_bytes")
+		}
+	}
+	// With Expect: 100-continue the body leaves only once the broker
+	// starts reading it: a refusal before that leaves it unsent.
+	unread := &countingReader{r: strings.NewReader(body)}
+	next := request("evt_next", unread)
+	next.Header.Set("Expect", "100-continue")
+	tr := &http.Transport{ExpectContinueTimeout: time.Hour}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(answer), "inbound_busy") {
+		t.Fatalf("past the bound: %d %q %s, want 503 inbound_busy with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), answer)
+	}
+	if n := unread.n.Load(); n != 0 {
+		t.Fatalf("the refused webhook's body was asked for: %d bytes sent", n)
+	}
+	if _, err := pw.Write([]byte(body[10:])); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	if code := <-slow; code != http.StatusOK {
+		t.Fatalf("the slow sender: %d, want 200", code)
+	}
+	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekParams{})
+	if err != nil || len(msgs) != 1 || msgs[0].MessageID != "evt_slow" {
+		t.Fatalf("stored %+v, %v; want evt_slow alone", msgs, err)
+	}
+}
+
+// countingReader counts the bytes read through it (by the transport's
+// goroutine).
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
