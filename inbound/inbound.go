@@ -237,6 +237,9 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 		stand.Tolerance, stand.MaxBodyBytes = max(stand.Tolerance, src.Tolerance), max(stand.MaxBodyBytes, src.MaxBodyBytes)
 		most = max(most, len(s.Secrets))
 	}
+	if stand.MaxBodyBytes == 0 { // no source: the default limit, within the bound
+		stand.MaxBodyBytes = min(storeMax-MetadataRoom, cfg.MaxHeldBytes)
+	}
 	// As many secrets as the source with the most: as much work to refuse.
 	for range max(1, most) {
 		var key [24]byte

@@ -414,6 +414,9 @@ func TestConfig(t *testing.T) {
 			}
 		})
 	}
+	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{MaxHeldBytes: 1 << 10}); err != nil {
+		t.Errorf("no source, a small bound: %v", err)
+	}
 	if _, err := inbound.New(context.Background(), nil, inbound.Config{}); !errors.Is(err, inbound.ErrConfig) {
 		t.Errorf("no store: %v", err)
 	}
