@@ -143,8 +143,15 @@ type Config struct {
 	// webhook-id (package inbound): no access key, the signature is the
 	// authentication. New reads each source's queue and refuses one whose
 	// DedupWindow is off or shorter than twice the source's Tolerance or
-	// its RetryHorizon. Defaults to none: every request there is 401.
+	// its RetryHorizon (inbound.DefaultRetryHorizon, 3 days, unless the
+	// source says). Defaults to none: every request there is refused as
+	// from an unknown source.
 	Inbound []inbound.Source
+	// MaxInboundBytes bounds the bytes of the inbound webhook bodies held
+	// at once (inbound.Config.MaxHeldBytes): past it a request is 503
+	// (inbound_busy) with Retry-After, its body unread. Each source's
+	// share is its MaxHeldBytes. Defaults to 64 MiB.
+	MaxInboundBytes int64
 }
 
 // ErrConfig matches every error of New about its Config, as does

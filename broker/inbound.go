@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/inbound"
 )
 
@@ -14,10 +15,13 @@ const inboundPattern = "POST /v1/inbound/{source}"
 
 // newInbound builds the handler of cfg.Inbound (none: every request to the
 // route is refused as an unknown source). It reads each source's queue.
+// A refusal of its Config is the broker's ErrConfig, its text said once:
+// "broker: invalid config: Inbound source ...".
 func newInbound(cfg Config) (*inbound.Handler, error) {
-	h, err := inbound.New(context.Background(), cfg.Store, inbound.Config{Sources: cfg.Inbound, Logger: cfg.Logger})
-	if errors.Is(err, inbound.ErrConfig) {
-		return nil, configErr("Inbound: %v", err)
+	h, err := inbound.New(context.Background(), cfg.Store, inbound.Config{Sources: cfg.Inbound, Logger: cfg.Logger, MaxHeldBytes: cfg.MaxInboundBytes})
+	var ia *mqlite.InvalidArgumentError
+	if errors.Is(err, inbound.ErrConfig) && errors.As(err, &ia) {
+		return nil, configErr("Inbound %s", ia.Detail)
 	}
 	return h, err
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ const inboundSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // with nothing stored and one debug log line that names neither the body
 // nor a secret; /metrics counts both.
 func TestInboundRoute(t *testing.T) {
-	f := start(t, broker.Config{Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
+	// The provider retries for a minute: q's window (10m) covers it.
+	f := start(t, broker.Config{Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}, RetryHorizon: time.Minute}}})
 	wh, err := standardwebhooks.NewWebhook(inboundSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +111,8 @@ func TestInboundConfig(t *testing.T) {
 	} {
 		srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{
 			Name: "acme", Queue: tc.queue, RetryHorizon: tc.horizon, Secrets: []string{inboundSecret}}}})
-		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument)) {
+		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) ||
+			strings.Count(err.Error(), "invalid config") != 1) {
 			t.Errorf("queue %s, horizon %v: %v", tc.queue, tc.horizon, err)
 		}
 		_ = srv // New starts nothing; the store closes with the test
@@ -126,7 +129,7 @@ func FuzzInboundRoute(f *testing.F) {
 	f.Add("acme/../../v1/keys", "", "", false)
 	f.Add("%2e%2e", "evt\r\n", "\xff", true)
 	tb := testdb.Open(f, mqlite.Config{})
-	tb.Queue(f, "q", mqlite.QueueOptions{})
+	tb.Queue(f, "q", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
 	srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
 	if err != nil {
 		f.Fatal(err)
@@ -156,4 +159,104 @@ func FuzzInboundRoute(f *testing.F) {
 			t.Fatalf("stored %d messages, answered %d", after-before, rec.Code)
 		}
 	})
+}
+
+// TestInboundHeldBytesOverHTTP: over a real connection, a slow sender
+// holds its body's room (Config.MaxInboundBytes); the next webhook is 503
+// inbound_busy with Retry-After at once, its body never asked for, and
+// /metrics shows the bytes held. Once the slow body ends it is stored.
+func TestInboundHeldBytesOverHTTP(t *testing.T) {
+	const size = 4 << 10
+	f := start(t, broker.Config{MaxInboundBytes: size, Inbound: []inbound.Source{{Name: "acme", Queue: "q",
+		Secrets: []string{inboundSecret}, RetryHorizon: time.Minute, MaxBodyBytes: size}}})
+	wh, err := standardwebhooks.NewWebhook(inboundSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("s", size)
+	request := func(id string, rd io.Reader) *http.Request {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/v1/inbound/acme", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = size
+		now := f.tb.Clock.Now()
+		sig, err := wh.Sign(id, now, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+		return req
+	}
+	pr, pw := io.Pipe()
+	slow := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(request("evt_slow", pr))
+		if err != nil {
+			slow <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		slow <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte(body[:10])); err != nil { // the server is reading it
+		t.Fatal(err)
+	}
+	held := func() bool {
+		resp := f.send(t, http.MethodGet, "/metrics", f.keys["admin"], nil)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return strings.Contains(string(b), "mqlite_inbound_held_bytes "+strconv.Itoa(size))
+	}
+	for deadline := time.Now().Add(time.Minute); !held(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow sender's room never showed in mqlite_inbound_held_bytes")
+		}
+	}
+	// With Expect: 100-continue the body leaves only once the broker
+	// starts reading it: a refusal before that leaves it unsent.
+	unread := &countingReader{r: strings.NewReader(body)}
+	next := request("evt_next", unread)
+	next.Header.Set("Expect", "100-continue")
+	tr := &http.Transport{ExpectContinueTimeout: time.Hour}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(answer), "inbound_busy") {
+		t.Fatalf("past the bound: %d %q %s, want 503 inbound_busy with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), answer)
+	}
+	if n := unread.n.Load(); n != 0 {
+		t.Fatalf("the refused webhook's body was asked for: %d bytes sent", n)
+	}
+	if _, err := pw.Write([]byte(body[10:])); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	if code := <-slow; code != http.StatusOK {
+		t.Fatalf("the slow sender: %d, want 200", code)
+	}
+	msgs, err := f.tb.Store.Peek(ctx, "q", mqlite.PeekParams{})
+	if err != nil || len(msgs) != 1 || msgs[0].MessageID != "evt_slow" {
+		t.Fatalf("stored %+v, %v; want evt_slow alone", msgs, err)
+	}
+}
+
+// countingReader counts the bytes read through it (by the transport's
+// goroutine).
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -96,7 +96,8 @@ var openRoutes = map[string]operation{
 	"GET " + OpenAPIPath: {"This document", nil, nil, http.StatusOK, nil},
 	"GET /metrics":       {"Prometheus metrics of every queue (text exposition format)", nil, nil, http.StatusOK, nil},
 	inboundPattern: {"Take a signed webhook (Standard Webhooks) into the source's queue, exactly once by webhook-id; " +
-		"the signature is the authentication. The body is the message's, as sent", nil, wire.SendResult{}, http.StatusOK, nil},
+		"the signature is the authentication. The body is the message's, as sent. The headers are checked before the body is read; " +
+		"past the bytes of bodies held at once the answer is 503 (inbound_busy) with Retry-After", nil, wire.SendResult{}, http.StatusOK, nil},
 }
 
 // openAPI answers the OpenAPI document of the broker's routes, built once

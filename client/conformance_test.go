@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/conformance"
+	"github.com/mqlite/mqlite/inbound"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -60,6 +62,16 @@ func clientHarness(fx func(c *client.Client) effects) conformance.Harness {
 				},
 			}
 			in.EffectsTx, in.EffectsRetry = fx(c)()
+			// The broker's inbound route, on a broker over the same store
+			// with the sources in its Config (they are read at its start).
+			in.Inbound = func(t *testing.T, sources []inbound.Source) (http.Handler, error) {
+				srv, err := broker.New(broker.Config{Store: st, Inbound: sources})
+				if err != nil {
+					return nil, err
+				}
+				t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+				return srv.Handler(), nil
+			}
 			if fake != nil {
 				in.Clock = fake
 			}

@@ -2,11 +2,13 @@ package conformance
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/inbound"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -59,6 +61,9 @@ type Features struct {
 	// a transaction that also sends (Instance.EffectsTx is nil), so the
 	// Effects area is skipped.
 	WithoutEffects string
+	// WithoutInbound: the implementation takes no signed webhooks
+	// (Instance.Inbound is nil), so the Inbound area is skipped.
+	WithoutInbound string
 }
 
 // Instance is one implementation under test, as Harness.Open returns it.
@@ -93,6 +98,13 @@ type Instance struct {
 	// new committed. Nil where a commit has no reply to lose (the embedded
 	// store); its subtest is then skipped.
 	EffectsRetry func(ctx context.Context) error
+	// Inbound returns the handler of the signed webhooks of sources into
+	// Store's queues, which the kit calls with POST
+	// /v1/inbound/{source}: package inbound's Handler on a mux, or the
+	// broker's route. Its error is New's (a queue whose DedupWindow does
+	// not cover a source's retry horizon matches mqlite.ErrInvalidArgument).
+	// Nil under Features.WithoutInbound.
+	Inbound func(t *testing.T, sources []inbound.Source) (http.Handler, error)
 }
 
 // EffectsOps is what fn of Instance.EffectsTx does inside the transaction.

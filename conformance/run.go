@@ -66,5 +66,6 @@ func groups() []group {
 		{"Effects", effectTests},
 		{"GroupCommit", groupCommitTests},
 		{"Handoff", handoffTests},
+		{"Inbound", inboundTests},
 	}
 }

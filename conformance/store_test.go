@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/conformance"
 	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/inbound"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -58,6 +60,15 @@ func embedded(tx func(st *mqlite.Store) txFunc, fx func(st *mqlite.Store) effect
 			Tx:    func(ctx context.Context, fn func(conformance.SendFunc) error) error { return tx(st)(ctx, fn) },
 			EffectsTx: func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
 				return fx(st)(ctx, fn)
+			},
+			Inbound: func(t *testing.T, sources []inbound.Source) (http.Handler, error) {
+				h, err := inbound.New(context.Background(), st, inbound.Config{Sources: sources})
+				if err != nil {
+					return nil, err
+				}
+				mux := http.NewServeMux()
+				mux.Handle("POST /v1/inbound/{source}", h)
+				return mux, nil
 			},
 			// Close leaves every lease in the file, as a killed process
 			// does; the next Open recovers them. (The SIGKILL itself is

@@ -7,20 +7,36 @@
 // Each Source is a path of its own (the {source} wildcard of the pattern the
 // handler is mounted on, POST /v1/inbound/{source} in the broker) with its
 // secrets. The signature is the authentication: no access key is asked
-// for. A request is refused with 401 and nothing stored when a header is
-// missing, no secret of the source verifies the signature, its timestamp is
-// further than Source.Tolerance from the store's clock (a replay outside
-// the tolerance), or the source is unknown (the same answer as a bad
-// signature: a caller learns no source name). A body over
-// Source.MaxBodyBytes is 413. Each refusal writes one debug log line.
+// for, so the handler checks everything that needs no body first, and
+// holds few bodies at once:
+//
+//   - the headers: a missing webhook-id, webhook-timestamp or
+//     webhook-signature, or a timestamp that is not a number, is 401; a
+//     timestamp further than Source.Tolerance from the store's clock (a
+//     replay outside the tolerance, or a skewed clock) is 401; a webhook-id
+//     or Content-Type the queue could not store (too long, not UTF-8) is
+//     400; a Content-Length over Source.MaxBodyBytes is 413;
+//   - room for the body: the bytes of the bodies held at once are bounded
+//     over all sources (Config.MaxHeldBytes) and for each source
+//     (Source.MaxHeldBytes); a request past either is 503 with Retry-After
+//     before any of its body is read;
+//   - then the body (413 past Source.MaxBodyBytes) and its signature: no
+//     secret of the source verifies it, 401.
+//
+// A request to a source name that is not configured goes the same way, as
+// to a source with the largest limits of the configured ones and a secret
+// nobody has: the same status, text and headers, its body read or not
+// alike, the same work; a caller learns no source name. Each refusal writes
+// one debug log line and counts in mqlite_inbound_refused_total.
 //
 // A provider's retry carries the same webhook-id: inside the queue's
 // DedupWindow it is a duplicate, answered 200 with the original's seq, and
 // stores nothing. The same id with another body is refused with 409
 // (duplicate_conflict); the original stays. Past the window a retry is a
 // second message: the window must exceed the provider's retry horizon
-// (Source.RetryHorizon states it, and New checks it). The request's
-// Content-Type travels as the message's property "content-type".
+// (Source.RetryHorizon states it, DefaultRetryHorizon when it does not, and
+// New checks it). The request's Content-Type travels as the message's
+// property "content-type".
 //
 // Providers that sign otherwise (their own header, another HMAC layout) are
 // not taken.
@@ -29,6 +45,8 @@ package inbound
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,21 +56,44 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/wire"
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// Defaults of Source's zero-valued fields.
+// Limits and defaults of Config's and Source's zero-valued fields.
 const (
 	// DefaultTolerance is the Standard Webhooks libraries' own.
-	DefaultTolerance    = 5 * time.Minute
-	DefaultMaxBodyBytes = mqlite.DefaultMaxMessageBytes
+	DefaultTolerance = 5 * time.Minute
+	// DefaultRetryHorizon is how long a source's provider is taken to
+	// retry one webhook when its Source does not say: the common providers
+	// retry for days (three, for the longest-known of them), so its queue
+	// needs a DedupWindow of three days or more.
+	DefaultRetryHorizon = 72 * time.Hour
+	// MaxContentTypeLen bounds the Content-Type a request may carry (400
+	// past it): it is stored with the body.
+	MaxContentTypeLen = 256
+	// MetadataRoom is the room a message stored by the handler needs
+	// besides its body: the longest webhook-id and Content-Type property
+	// (as JSON, where a character takes up to 6 bytes). A source's
+	// MaxBodyBytes and this room fit in the store's MaxMessageBytes.
+	MetadataRoom = 2 << 10
+	// DefaultMaxBodyBytes is a source's MaxBodyBytes on a store of the
+	// default MaxMessageBytes (1 MiB): that limit less MetadataRoom. On
+	// another store the default is its MaxMessageBytes less MetadataRoom.
+	DefaultMaxBodyBytes = mqlite.DefaultMaxMessageBytes - MetadataRoom
+	// DefaultMaxHeldBytes is Config.MaxHeldBytes's default.
+	DefaultMaxHeldBytes = 64 << 20
+	// RetryAfter is the Retry-After (in seconds) of a 503.
+	RetryAfter = 5
 )
 
 // ContentTypeProperty is the property that keeps a request's Content-Type.
@@ -67,8 +108,8 @@ var (
 	// ErrBadSignature: no secret of the source verifies the signature, or
 	// the source is unknown.
 	ErrBadSignature = errors.New("inbound: no secret of this source verifies the signature")
-	// ErrStale: the signature is valid but its timestamp is further than
-	// the source's tolerance from now.
+	// ErrStale: the timestamp is further than the source's tolerance from
+	// now (checked before the signature, which needs the body).
 	ErrStale = errors.New("inbound: webhook-timestamp outside the tolerance")
 )
 
@@ -99,11 +140,21 @@ type Source struct {
 	// RetryHorizon is how long the provider retries one webhook (each retry
 	// is signed anew, so the timestamp check does not stop it): the
 	// queue's DedupWindow must cover it, or a late retry would be a second
-	// message. Defaults to 0: only the replay bound (twice Tolerance) is
-	// checked.
+	// message. Defaults to DefaultRetryHorizon (3 days); give the
+	// provider's own when it retries for less, or more.
 	RetryHorizon time.Duration
-	// MaxBodyBytes bounds a request body (413 past it). Defaults to 1 MiB.
+	// MaxBodyBytes bounds a request body (413 past it). With MetadataRoom
+	// it must fit the store's MaxMessageBytes, so that a body under the
+	// limit is never refused for what is stored beside it. Defaults to the
+	// store's MaxMessageBytes less MetadataRoom (DefaultMaxBodyBytes on a
+	// store of the default limit).
 	MaxBodyBytes int64
+	// MaxHeldBytes bounds the bytes of this source's bodies held at once
+	// (its share of Config.MaxHeldBytes): past it a request is 503 with
+	// Retry-After, its body unread. Defaults to a quarter of
+	// Config.MaxHeldBytes, and at least MaxBodyBytes; -1: no share (the
+	// Config's bound alone).
+	MaxHeldBytes int64
 }
 
 // Config configures New. Zero values mean the defaults.
@@ -113,6 +164,13 @@ type Config struct {
 	// Logger receives one debug line per refusal (never a body or a
 	// secret) and the errors of the store. Defaults to slog.Default().
 	Logger *slog.Logger
+	// MaxHeldBytes bounds the bytes of the request bodies held at once,
+	// over every source and unknown names: a body counts from before it is
+	// read (its Content-Length, or its source's MaxBodyBytes when it has
+	// none) until its answer, and a request past the bound is 503 with
+	// Retry-After, its body unread. Defaults to 64 MiB; at least the
+	// largest MaxBodyBytes.
+	MaxHeldBytes int64
 }
 
 // Handler takes the webhooks of its sources. It is safe for concurrent use
@@ -121,6 +179,8 @@ type Handler struct {
 	st      *mqlite.Store
 	log     *slog.Logger
 	sources map[string]*source
+	unknown *source // the stand-in of every name not in sources
+	held    *room   // the bytes of the bodies held, over all sources
 	counts  *counters
 }
 
@@ -129,6 +189,7 @@ type source struct {
 	Source
 	verifiers []*standardwebhooks.Webhook
 	window    time.Duration // the least DedupWindow its queue needs
+	held      *room         // its share; nil: none
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -148,9 +209,21 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{st: st, log: cfg.Logger, sources: make(map[string]*source, len(cfg.Sources))}
+	var err error
+	if cfg.MaxHeldBytes, err = setting.Default("MaxHeldBytes", cfg.MaxHeldBytes, DefaultMaxHeldBytes); err != nil {
+		return nil, configErr("%v", err)
+	}
+	var storeMax int64
+	if err := st.DB().QueryRowContext(ctx, `SELECT mqlite_max_message_bytes()`).Scan(&storeMax); err != nil {
+		return nil, fmt.Errorf("inbound: reading the store's MaxMessageBytes: %w", err)
+	}
+	h := &Handler{st: st, log: cfg.Logger, sources: make(map[string]*source, len(cfg.Sources)), held: newRoom(cfg.MaxHeldBytes)}
+	// The stand-in of unknown names: the largest limits of the sources (the
+	// defaults when there are none), secrets nobody has.
+	stand := Source{Name: "unknown", MaxHeldBytes: -1}
+	most := 0 // secrets of a source
 	for _, s := range cfg.Sources {
-		src, err := newSource(s)
+		src, err := newSource(s, storeMax, cfg.MaxHeldBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -161,12 +234,26 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 			return nil, err
 		}
 		h.sources[s.Name] = src
+		stand.Tolerance, stand.MaxBodyBytes = max(stand.Tolerance, src.Tolerance), max(stand.MaxBodyBytes, src.MaxBodyBytes)
+		most = max(most, len(s.Secrets))
 	}
-	h.counts = newCounters(h.sources)
+	if stand.MaxBodyBytes == 0 { // no source: the default limit, within the bound
+		stand.MaxBodyBytes = min(storeMax-MetadataRoom, cfg.MaxHeldBytes)
+	}
+	// As many secrets as the source with the most: as much work to refuse.
+	for range max(1, most) {
+		var key [24]byte
+		_, _ = rand.Read(key[:]) // never fails
+		stand.Secrets = append(stand.Secrets, "whsec_"+base64.StdEncoding.EncodeToString(key[:]))
+	}
+	if h.unknown, err = newSource(stand, storeMax, cfg.MaxHeldBytes); err != nil {
+		return nil, err
+	}
+	h.counts = newCounters(h.sources, h.held)
 	return h, nil
 }
 
-func newSource(s Source) (*source, error) {
+func newSource(s Source, storeMax, maxHeld int64) (*source, error) {
 	if !sourceName.MatchString(s.Name) {
 		return nil, configErr("source name %q: want 1 to 64 of [A-Za-z0-9._-]", s.Name)
 	}
@@ -177,13 +264,29 @@ func newSource(s Source) (*source, error) {
 	if s.Tolerance, err = setting.Default("Tolerance", s.Tolerance, DefaultTolerance); err != nil {
 		return nil, configErr("source %q: %v", s.Name, err)
 	}
-	if s.MaxBodyBytes, err = setting.Default("MaxBodyBytes", s.MaxBodyBytes, DefaultMaxBodyBytes); err != nil {
+	if s.MaxBodyBytes, err = setting.Default("MaxBodyBytes", s.MaxBodyBytes, storeMax-MetadataRoom); err != nil {
 		return nil, configErr("source %q: %v", s.Name, err)
 	}
-	if s.RetryHorizon < 0 {
-		return nil, configErr("source %q: negative RetryHorizon %v", s.Name, s.RetryHorizon)
+	if s.MaxBodyBytes+MetadataRoom > storeMax {
+		return nil, configErr("source %q: MaxBodyBytes %d and the %d bytes of its id and Content-Type pass the store's MaxMessageBytes %d: "+
+			"give %d at most, or raise the store's limit", s.Name, s.MaxBodyBytes, MetadataRoom, storeMax, storeMax-MetadataRoom)
+	}
+	if s.MaxBodyBytes > maxHeld {
+		return nil, configErr("source %q: MaxBodyBytes %d passes the bytes held at once, MaxHeldBytes %d", s.Name, s.MaxBodyBytes, maxHeld)
+	}
+	if s.MaxHeldBytes, err = setting.DefaultOrOff("MaxHeldBytes", s.MaxHeldBytes, min(maxHeld, max(maxHeld/4, s.MaxBodyBytes)), -1); err != nil {
+		return nil, configErr("source %q: %v", s.Name, err)
+	}
+	if s.MaxHeldBytes != -1 && s.MaxHeldBytes < s.MaxBodyBytes {
+		return nil, configErr("source %q: MaxHeldBytes %d is under its MaxBodyBytes %d", s.Name, s.MaxHeldBytes, s.MaxBodyBytes)
+	}
+	if s.RetryHorizon, err = setting.Default("RetryHorizon", s.RetryHorizon, DefaultRetryHorizon); err != nil {
+		return nil, configErr("source %q: %v", s.Name, err)
 	}
 	src := &source{Source: s, window: max(2*s.Tolerance, s.RetryHorizon)}
+	if s.MaxHeldBytes > 0 {
+		src.held = newRoom(s.MaxHeldBytes)
+	}
 	for i, sec := range s.Secrets {
 		// The secret is never quoted: only its place in the list.
 		if !strings.HasPrefix(sec, "whsec_") {
@@ -211,12 +314,25 @@ func (s *source) checkQueue(ctx context.Context, st *mqlite.Store) error {
 	if w := q.Options.DedupWindow; w < s.window {
 		has := "no DedupWindow"
 		if w > 0 {
-			has = "DedupWindow " + w.String()
+			has = "DedupWindow " + short(w)
 		}
-		return configErr("source %q: queue %q has %s; it needs %v or more (twice Tolerance %v, and RetryHorizon %v), "+
-			"or a provider's retry would be a second message", s.Name, s.Queue, has, s.window, s.Tolerance, s.RetryHorizon)
+		return configErr("source %q: queue %q has %s; it needs %s or more (twice the tolerance %s, and the retry horizon %s), "+
+			"or a provider's retry would be a second message: raise the queue's window (mqlite queues update %s --dedup-window %s) "+
+			"or give the provider's own horizon (RetryHorizon; serve --inbound-retry-horizon)", s.Name, s.Queue, has, short(s.window), short(s.Tolerance), short(s.RetryHorizon), s.Queue, short(s.window))
 	}
 	return nil
+}
+
+// short is d without its trailing zero units: 72h, 10m, 1h30m.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // ServeHTTP takes one webhook for the source the request's {source} path
@@ -227,43 +343,63 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	name := r.PathValue("source")
-	res, err := h.accept(w, r, name)
+	src, known := h.sources[name]
+	if !known {
+		src, name = h.unknown, "" // an unknown name is the caller's text: never a label
+	}
+	res, err := h.accept(w, r, src)
 	if err != nil {
-		e := errorOf(err)
-		src := name
-		if _, known := h.sources[name]; !known {
-			src = "" // an unknown name is the caller's text: never a label
+		if !known && errors.Is(err, ErrBadSignature) {
+			err = errUnknownSource
 		}
-		h.counts.refused(src, err)
+		e := errorOf(err)
+		h.counts.refused(name, err)
+		status := wire.Status(e.Code)
 		level := slog.LevelDebug
-		if wire.Status(e.Code) >= 500 {
+		if status >= 500 && !errors.Is(err, errBusy) {
 			level = slog.LevelError
 		}
-		h.log.Log(r.Context(), level, "inbound: refused", "source", src, "status", wire.Status(e.Code), "err", err)
-		writeJSON(w, wire.Status(e.Code), wire.ErrorResponse{Error: e})
+		h.log.Log(r.Context(), level, "inbound: refused", "source", name, "status", status, "err", err)
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+		}
+		writeJSON(w, status, wire.ErrorResponse{Error: e})
 		return
 	}
 	h.counts.took(name, res.Duplicate)
 	writeJSON(w, http.StatusOK, wire.FromResult(res))
 }
 
-// accept verifies the request and sends its body.
-func (h *Handler) accept(w http.ResponseWriter, r *http.Request, name string) (outbox.Result, error) {
-	src, ok := h.sources[name]
-	if !ok {
-		return outbox.Result{}, errUnknownSource
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, src.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return outbox.Result{}, errTooLarge(src.MaxBodyBytes)
-		}
-		return outbox.Result{}, &wireError{wire.CodeInvalid, wire.ReasonMalformed, fmt.Sprintf("reading the request body: %v", err)}
-	}
-	id, err := src.verify(body, r.Header, h.st.Clock().Now())
+// accept checks the request's headers, takes room for its body, reads and
+// verifies it, and sends it.
+func (h *Handler) accept(w http.ResponseWriter, r *http.Request, src *source) (outbox.Result, error) {
+	id, err := src.checkHeaders(r, h.st.Clock().Now())
 	if err != nil {
 		return outbox.Result{}, err
+	}
+	if r.ContentLength > src.MaxBodyBytes {
+		return outbox.Result{}, errTooLarge(src.MaxBodyBytes)
+	}
+	n := r.ContentLength
+	if n < 0 {
+		n = src.MaxBodyBytes // no length: room for the largest
+	}
+	if !h.held.take(n) {
+		return outbox.Result{}, errBusy
+	}
+	defer h.held.give(n)
+	if src.held != nil {
+		if !src.held.take(n) {
+			return outbox.Result{}, errBusy
+		}
+		defer src.held.give(n)
+	}
+	body, err := readBody(w, r, n, src.MaxBodyBytes)
+	if err != nil {
+		return outbox.Result{}, err
+	}
+	if !src.verified(body, r.Header) {
+		return outbox.Result{}, ErrBadSignature
 	}
 	// The window may have changed since New (PUT /v1/queues/{queue}):
 	// refuse rather than take a message whose retry would be a second one.
@@ -287,30 +423,135 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, name string) (o
 	return res[0], nil
 }
 
-// verify checks the request's signature with the source's secrets and its
-// timestamp against now, and returns its webhook-id.
-func (s *source) verify(body []byte, header http.Header, now time.Time) (string, error) {
-	id := header.Get(standardwebhooks.HeaderWebhookID)
-	ts, err := strconv.ParseInt(header.Get(standardwebhooks.HeaderWebhookTimestamp), 10, 64)
-	if id == "" || err != nil || header.Get(standardwebhooks.HeaderWebhookSignature) == "" {
+// checkHeaders checks what needs no body: the three headers, the id and
+// Content-Type the queue must be able to store, and the timestamp against
+// now. It returns the webhook-id.
+func (s *source) checkHeaders(r *http.Request, now time.Time) (string, error) {
+	id := r.Header.Get(standardwebhooks.HeaderWebhookID)
+	tsText := r.Header.Get(standardwebhooks.HeaderWebhookTimestamp)
+	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if id == "" || err != nil || r.Header.Get(standardwebhooks.HeaderWebhookSignature) == "" {
 		return "", ErrUnsigned
 	}
-	verified := false
-	for _, v := range s.verifiers {
-		if v.VerifyIgnoringTimestamp(body, header) == nil {
-			verified = true
-			break
-		}
+	if len(id) > mqlite.MaxMessageIDLen || !utf8.ValidString(id) {
+		return "", errs.Invalidf(mqlite.ErrInvalidMessage, "webhook-id of %d bytes: want UTF-8 of at most %d bytes", len(id), mqlite.MaxMessageIDLen)
 	}
-	if !verified {
-		return "", ErrBadSignature
+	if ct := r.Header.Get("Content-Type"); len(ct) > MaxContentTypeLen || !utf8.ValidString(ct) {
+		return "", errs.Invalidf(mqlite.ErrInvalidMessage, "Content-Type of %d bytes: want UTF-8 of at most %d bytes", len(ct), MaxContentTypeLen)
 	}
 	// The library checks the timestamp against the wall clock with its
 	// own fixed tolerance: the store's clock and the source's are used.
-	if d := now.Sub(time.Unix(ts, 0)); d > s.Tolerance || d < -s.Tolerance {
-		return "", fmt.Errorf("%w: %s is %v from now, the tolerance is %v", ErrStale, header.Get(standardwebhooks.HeaderWebhookTimestamp), d.Round(time.Second), s.Tolerance)
+	if skew, ok := skewOf(ts, now); !ok || skew > s.Tolerance || skew < -s.Tolerance {
+		return "", fmt.Errorf("%w: %s is %s, the tolerance is %v", ErrStale, tsText, skewText(ts, now), s.Tolerance)
 	}
 	return id, nil
+}
+
+// maxSkewSeconds bounds the timestamps whose distance from now is a
+// time.Duration (about 292 years); one further is stale in any case.
+const maxSkewSeconds = 1 << 32
+
+// skewOf is how far the timestamp ts (seconds) is ahead of now (negative:
+// behind); false when it is too far to say as a Duration.
+func skewOf(ts int64, now time.Time) (time.Duration, bool) {
+	sec := now.Unix()
+	if ts > sec+maxSkewSeconds || ts < sec-maxSkewSeconds {
+		return 0, false
+	}
+	return time.Unix(ts, 0).Sub(now), true
+}
+
+// skewText says how far the timestamp ts (seconds) is from now, and which
+// way, for a refusal: "10m0s ahead of now", "3 days behind now".
+func skewText(ts int64, now time.Time) string {
+	var text string
+	if skew, ok := skewOf(ts, now); ok && skew.Abs() < 48*time.Hour {
+		way := "ahead of"
+		if skew < 0 {
+			way = "behind"
+		}
+		text = skew.Abs().Round(time.Second).String() + " " + way + " now"
+	} else {
+		diff := float64(ts) - float64(now.Unix()) // never overflows, exact enough for days
+		way := "ahead of"
+		if diff < 0 {
+			way, diff = "behind", -diff
+		}
+		text = fmt.Sprintf("%.0f days %s now", diff/86400, way)
+	}
+	if ts > 1e11 || ts < -1e11 { // beyond the year 5000: milliseconds, likely
+		text += " (in milliseconds? webhook-timestamp is in seconds)"
+	}
+	return text
+}
+
+// readBody reads the request body into n bytes held for it: n is its
+// Content-Length, or limit when it has none.
+func readBody(w http.ResponseWriter, r *http.Request, n, limit int64) ([]byte, error) {
+	buf := make([]byte, n)
+	k, err := io.ReadFull(http.MaxBytesReader(w, r.Body, limit), buf)
+	switch {
+	case r.ContentLength < 0 && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)):
+		return buf[:k], nil // a body of no stated length, under the limit
+	case r.ContentLength < 0 && err == nil:
+		// As long as the limit: one byte more is past it.
+		if m, _ := r.Body.Read(make([]byte, 1)); m > 0 {
+			return nil, errTooLarge(limit)
+		}
+		return buf, nil
+	case err == nil:
+		return buf, nil
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, errTooLarge(limit)
+	}
+	return nil, &wireError{wire.CodeInvalid, wire.ReasonMalformed, fmt.Sprintf("reading the request body: %v", err)}
+}
+
+// verified reports whether a secret of s verifies the request's signature
+// of body (its timestamp was checked by checkHeaders).
+func (s *source) verified(body []byte, header http.Header) bool {
+	for _, v := range s.verifiers {
+		if v.VerifyIgnoringTimestamp(body, header) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// room counts the bytes of the bodies held against a bound, never waiting:
+// what does not fit is refused. Safe for concurrent use.
+type room struct {
+	mu        sync.Mutex
+	max, held int64
+}
+
+func newRoom(max int64) *room { return &room{max: max} }
+
+// take counts n more bytes, or reports false when they do not fit.
+func (r *room) take(n int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held+n > r.max {
+		return false
+	}
+	r.held += n
+	return true
+}
+
+// give gives back n bytes take counted.
+func (r *room) give(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held -= n
+}
+
+// bytes is the count of bytes held.
+func (r *room) bytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 // wireError is an error answered as it is: code, reason and message.
@@ -321,6 +562,10 @@ func (e *wireError) Error() string { return e.msg }
 func errTooLarge(limit int64) error {
 	return &wireError{wire.CodeTooLarge, wire.ReasonBodyTooLarge, fmt.Sprintf("request body over %d bytes", limit)}
 }
+
+// errBusy refuses a request whose body would pass the bytes held at once.
+var errBusy error = &wireError{wire.CodeUnavailable, wire.ReasonInboundBusy,
+	"inbound: too many webhook bodies held at once: retry later"}
 
 // errorOf is the answer of err.
 func errorOf(err error) wire.Error {

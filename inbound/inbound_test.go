@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -34,7 +35,8 @@ const (
 	otherSecret = "whsec_dGhpcyBpcyBub3QgdGhlIHNvdXJjZSdzIGtleQ=="
 )
 
-// bundle is a store with queue "in" (the default window, 10m) and a
+// bundle is a store with queue "in" (a window of 3 days, the default
+// retry horizon) and a
 // handler for source "acme" on it, mounted as the broker mounts it.
 type bundle struct {
 	*testdb.Bundle
@@ -45,7 +47,7 @@ type bundle struct {
 func setup(t testing.TB, src inbound.Source) bundle {
 	t.Helper()
 	b := testdb.Open(t, mqlite.Config{})
-	b.Queue(t, "in", mqlite.QueueOptions{})
+	b.Queue(t, "in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
 	if src.Name == "" {
 		src = inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret, newSecret}}
 	}
@@ -123,8 +125,13 @@ func (b bundle) messages(t *testing.T) []mqlite.Message {
 	return msgs
 }
 
-// counts gathers the handler's counters: "name{label values}" -> value.
-func (b bundle) counts(t *testing.T) map[string]float64 {
+// counts gathers the handler's counters and gauges: "name{label values}"
+// -> value.
+func (b bundle) counts(t *testing.T) map[string]float64 { return b.values(t) }
+
+// values gathers the handler's counters and gauges: "name{label values}"
+// -> value.
+func (b bundle) values(t *testing.T) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.h)
@@ -139,7 +146,7 @@ func (b bundle) counts(t *testing.T) map[string]float64 {
 			for _, l := range m.GetLabel() {
 				labels = append(labels, l.GetName()+"="+l.GetValue())
 			}
-			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out
@@ -273,8 +280,8 @@ func TestProviderRetries(t *testing.T) {
 		t.Errorf("counters %v", counts)
 	}
 
-	// The control: a retry past the window (10m) is a second message.
-	b.Clock.Advance(10 * time.Minute)
+	// The control: a retry past the window (3 days) is a second message.
+	b.Clock.Advance(inbound.DefaultRetryHorizon)
 	late := first
 	late.ts = b.Clock.Now()
 	if status, res, _ := b.post(t, late); status != 200 || res.Duplicate || res.Seq == orig.Seq {
@@ -352,7 +359,8 @@ func TestConfig(t *testing.T) {
 	b.Queue(t, "off", mqlite.QueueOptions{DedupWindow: -1})                // none
 	b.Queue(t, "short", mqlite.QueueOptions{DedupWindow: 9 * time.Minute}) // under 2 x 5m
 	b.Queue(t, "days", mqlite.QueueOptions{DedupWindow: 72 * time.Hour})   // a provider's three days
-	good := inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}
+	// good's provider retries for a minute: the tolerance sets the window.
+	good := inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret}, RetryHorizon: time.Minute}
 	with := func(f func(s *inbound.Source)) []inbound.Source {
 		s := good
 		f(&s)
@@ -368,8 +376,8 @@ func TestConfig(t *testing.T) {
 		{"three days of retries", with(func(s *inbound.Source) { s.Queue, s.RetryHorizon = "days", 72*time.Hour }), ""},
 		{"no queue", with(func(s *inbound.Source) { s.Queue = "nope" }), "nope"},
 		{"no window", with(func(s *inbound.Source) { s.Queue = "off" }), "DedupWindow"},
-		{"window under twice the tolerance", with(func(s *inbound.Source) { s.Queue = "short" }), "needs 10m0s"},
-		{"window under the retry horizon", with(func(s *inbound.Source) { s.RetryHorizon = 24 * time.Hour }), "needs 24h0m0s"},
+		{"window under twice the tolerance", with(func(s *inbound.Source) { s.Queue = "short" }), "needs 10m"},
+		{"window under the retry horizon", with(func(s *inbound.Source) { s.RetryHorizon = 24 * time.Hour }), "needs 24h"},
 		{"shorter tolerance, shorter window", with(func(s *inbound.Source) { s.Queue, s.Tolerance = "short", time.Minute }), ""},
 		{"no secrets", with(func(s *inbound.Source) { s.Secrets = nil }), "no Secrets"},
 		{"not whsec_", with(func(s *inbound.Source) { s.Secrets = []string{"hunter2hunter2hunter2hunter2"} }), "secret 1"},
@@ -381,6 +389,9 @@ func TestConfig(t *testing.T) {
 		{"negative body limit", with(func(s *inbound.Source) { s.MaxBodyBytes = -1 }), "MaxBodyBytes"},
 		{"negative horizon", with(func(s *inbound.Source) { s.RetryHorizon = -time.Second }), "RetryHorizon"},
 		{"twice the same name", []inbound.Source{good, good}, "twice"},
+		{"the default horizon over a 10m window", with(func(s *inbound.Source) { s.RetryHorizon = 0 }), "needs 72h"},
+		{"a body limit with no room for the id", with(func(s *inbound.Source) { s.MaxBodyBytes = mqlite.DefaultMaxMessageBytes }), "MaxBodyBytes"},
+		{"a share under the body limit", with(func(s *inbound.Source) { s.MaxHeldBytes = 1 << 10 }), "MaxHeldBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -403,6 +414,9 @@ func TestConfig(t *testing.T) {
 			}
 		})
 	}
+	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{MaxHeldBytes: 1 << 10}); err != nil {
+		t.Errorf("no source, a small bound: %v", err)
+	}
 	if _, err := inbound.New(context.Background(), nil, inbound.Config{}); !errors.Is(err, inbound.ErrConfig) {
 		t.Errorf("no store: %v", err)
 	}
@@ -410,7 +424,8 @@ func TestConfig(t *testing.T) {
 
 // FuzzInbound sends arbitrary headers and bodies to the handler: it never
 // panics, answers 200 only for a request signed by the source's secret
-// within the tolerance, and stores exactly the messages it answered 200
+// within the tolerance whose id and Content-Type the queue can store (400
+// for those it cannot), and stores exactly the messages it answered 200
 // for (none for a duplicate).
 func FuzzInbound(f *testing.F) {
 	f.Add("evt_1", int64(0), "", "{}", "application/json", true)
@@ -443,12 +458,13 @@ func FuzzInbound(f *testing.F) {
 				stored++
 			}
 		}
-		valid := sign && id != "" && skew >= -300 && skew <= 300
+		storable := len(id) <= mqlite.MaxMessageIDLen && utf8.ValidString(id) && len(ct) <= inbound.MaxContentTypeLen && utf8.ValidString(ct)
+		valid := sign && id != "" && skew >= -300 && skew <= 300 && storable
 		if rec.Code == 200 && !valid {
 			t.Fatalf("answered 200 to an invalid request: %d %s", rec.Code, rec.Body)
 		}
-		if !valid && rec.Code != 401 {
-			t.Fatalf("an unsigned or stale request: %d %s, want 401", rec.Code, rec.Body)
+		if !valid && rec.Code != 401 && (storable || rec.Code != 400) {
+			t.Fatalf("an unsigned, stale or unstorable request: %d %s, want 401 (400 for an id or Content-Type the queue refuses)", rec.Code, rec.Body)
 		}
 		msgs, err := b.Store.Peek(context.Background(), "in", mqlite.PeekParams{Max: 1000})
 		if err != nil {
@@ -502,7 +518,7 @@ func TestNoCommitNoSuccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(context.Background(), "in", mqlite.QueueOptions{}); err != nil {
+	if err := st.CreateQueue(context.Background(), "in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := inbound.New(context.Background(), st, inbound.Config{Sources: []inbound.Source{{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}}})

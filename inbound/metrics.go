@@ -19,6 +19,7 @@ const (
 	RefusedConflict      = "conflict"        // the same webhook-id with another body
 	RefusedInvalid       = "invalid"         // a webhook-id or body the store refuses
 	RefusedNoDedupWindow = "no_dedup_window" // the queue lost the window the source needs
+	RefusedBusy          = "busy"            // past the bytes of bodies held at once (503, Retry-After)
 	RefusedError         = "error"           // the store failed (5xx: the provider retries)
 )
 
@@ -26,10 +27,14 @@ const (
 // source and reason. An unknown source counts under source "".
 type counters struct {
 	accepted, duplicates, refusals *prometheus.CounterVec
+	held                           prometheus.GaugeFunc
 }
 
-func newCounters(sources map[string]*source) *counters {
+func newCounters(sources map[string]*source, held *room) *counters {
 	c := &counters{
+		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mqlite_inbound_held_bytes",
+			Help: "Bytes of inbound webhook bodies held at once (counted from before each is read until its answer)."},
+			func() float64 { return float64(held.bytes()) }),
 		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mqlite_inbound_accepted_total",
 			Help: "Inbound webhooks stored as a new message, by source."}, []string{"source"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mqlite_inbound_duplicates_total",
@@ -76,6 +81,8 @@ func refusedReason(err error) string {
 		return RefusedInvalid
 	case errors.As(err, &we):
 		switch we.reason {
+		case wire.ReasonInboundBusy:
+			return RefusedBusy
 		case wire.ReasonBodyTooLarge:
 			return RefusedTooLarge
 		case wire.ReasonNoDedupWindow:
@@ -89,11 +96,12 @@ func refusedReason(err error) string {
 
 // Describe implements prometheus.Collector: register a Handler to export
 // mqlite_inbound_accepted_total, mqlite_inbound_duplicates_total and
-// mqlite_inbound_refused_total.
+// mqlite_inbound_refused_total, and the gauge mqlite_inbound_held_bytes.
 func (h *Handler) Describe(ch chan<- *prometheus.Desc) {
 	h.counts.accepted.Describe(ch)
 	h.counts.duplicates.Describe(ch)
 	h.counts.refusals.Describe(ch)
+	h.counts.held.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -101,6 +109,7 @@ func (h *Handler) Collect(ch chan<- prometheus.Metric) {
 	h.counts.accepted.Collect(ch)
 	h.counts.duplicates.Collect(ch)
 	h.counts.refusals.Collect(ch)
+	h.counts.held.Collect(ch)
 }
 
 var _ prometheus.Collector = (*Handler)(nil)

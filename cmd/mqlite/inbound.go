@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -20,15 +21,18 @@ const envInboundSecretPrefix = "MQLITE_INBOUND_SECRET_"
 type inboundFlags struct {
 	sources, secretFiles []string
 	tolerance, horizon   time.Duration
-	maxBody              int64
+	maxBody, maxHeld     int64 // maxBody 0: the store's limit less inbound.MetadataRoom
+	maxHeldSource        int64 // 0: a quarter of maxHeld
 }
 
 func (f *inboundFlags) add(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.sources, "inbound", nil, "take the signed webhooks of POST /v1/inbound/`NAME=QUEUE` into QUEUE (repeatable); secrets from --inbound-secret-file or "+envInboundSecretPrefix+"NAME")
 	fs.StringArrayVar(&f.secretFiles, "inbound-secret-file", nil, "the whsec_ secrets of an inbound source, one per line: `NAME=FILE` (repeatable)")
 	fs.DurationVar(&f.tolerance, "inbound-tolerance", inbound.DefaultTolerance, "how far an inbound webhook's timestamp may be from now")
-	fs.DurationVar(&f.horizon, "inbound-retry-horizon", 0, "how long the inbound sources' providers retry a webhook: their queues' dedup window must cover it")
-	fs.Int64Var(&f.maxBody, "inbound-max-body", inbound.DefaultMaxBodyBytes, "the largest inbound webhook body, in bytes")
+	fs.DurationVar(&f.horizon, "inbound-retry-horizon", inbound.DefaultRetryHorizon, "how long the inbound sources' providers retry a webhook (the common ones: days): their queues' dedup window must cover it")
+	fs.Int64Var(&f.maxBody, "inbound-max-body", 0, fmt.Sprintf("the largest inbound webhook body, in bytes (default --max-message-bytes less %d, the room of its id and Content-Type)", inbound.MetadataRoom))
+	fs.Int64Var(&f.maxHeld, "inbound-max-held", inbound.DefaultMaxHeldBytes, "the bytes of inbound webhook bodies held at once; past it a webhook is 503 with Retry-After, its body unread")
+	fs.Int64Var(&f.maxHeldSource, "inbound-max-held-per-source", 0, "the bytes of one inbound source's bodies held at once (default a quarter of --inbound-max-held, at least --inbound-max-body)")
 }
 
 // resolve returns the sources the flags name, each with its secrets: from
@@ -49,7 +53,7 @@ func (f *inboundFlags) resolve(getenv func(string) string) ([]inbound.Source, er
 		if !ok || name == "" || queue == "" {
 			return nil, usagef("--inbound %q: want NAME=QUEUE", spec)
 		}
-		src := inbound.Source{Name: name, Queue: queue, Tolerance: f.tolerance, RetryHorizon: f.horizon, MaxBodyBytes: f.maxBody}
+		src := inbound.Source{Name: name, Queue: queue, Tolerance: f.tolerance, RetryHorizon: f.horizon, MaxBodyBytes: f.maxBody, MaxHeldBytes: f.maxHeldSource}
 		if path, ok := files[name]; ok {
 			words, err := secretFile("--inbound-secret-file", path)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/mqlite/mqlite"
 )
 
 // TestInboundSources: --inbound names a source and its queue; its secrets
@@ -77,5 +80,40 @@ func TestServeInboundNeedsItsQueue(t *testing.T) {
 	code, served, stdout, stderr := serveUntilServing(t, "--addr", "127.0.0.1:0", "--inbound", "pay=payments", "--inbound-secret-file", "pay="+file)
 	if code != 2 || served || !strings.Contains(stderr, `queue "payments"`) {
 		t.Fatalf("exit %d, served %v\nstdout: %s\nstderr: %s", code, served, stdout, stderr)
+	}
+}
+
+// TestServeInboundRetryHorizon: serve --inbound without
+// --inbound-retry-horizon takes the providers' days (3) as the horizon:
+// a queue with the default 10-minute window is refused before serving,
+// with the command that fixes it; a horizon given that the window covers
+// serves.
+func TestServeInboundRetryHorizon(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "secret")
+	if err := os.WriteFile(file, []byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "in.db")
+	st, err := mqlite.Open(context.Background(), db, mqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(context.Background(), "payments", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--db", db, "--addr", "127.0.0.1:0", "--inbound", "pay=payments", "--inbound-secret-file", "pay=" + file}
+	code, served, stdout, stderr := serveUntilServing(t, args...)
+	if code != 2 || served || !strings.Contains(stderr, "--dedup-window 72h") || strings.Count(stderr, "invalid config") != 1 {
+		t.Fatalf("no horizon over a 10m window: exit %d, served %v\nstdout: %s\nstderr: %s", code, served, stdout, stderr)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(stderr))
+	code, served, stdout, stderr = serveUntilServing(t, append(args, "--inbound-retry-horizon", "5m")...)
+	if !served {
+		t.Fatalf("a 5m horizon over a 10m window: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 }

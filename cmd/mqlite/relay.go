@@ -39,6 +39,7 @@ type relayFlags struct {
 	secrets           []string
 	secretFiles       []string
 	amqpURLFile       string
+	webhookURLFile    string
 	envelope          bool
 	timeout           time.Duration
 	natsURL, subject  string
@@ -72,10 +73,11 @@ subject, routing key or topic for is held (said once, never dead-lettered)
 until a relay with a template that renders it runs: give one that always
 renders, such as 'orders.{{or .Subject "none"}}'.
 
-The webhook's secrets and the AMQP URL (with its password) come from
---secret-file and --amqp-url-file, or from MQLITE_WEBHOOK_SECRET
-(whitespace-separated) and MQLITE_AMQP_URL; --secret and --amqp-url work
-too, but a command line shows in ps. A flag given wins over the environment.
+The webhook's secrets and URL (which may carry a token) and the AMQP URL
+(with its password) come from --secret-file, --webhook-url-file and
+--amqp-url-file, or from MQLITE_WEBHOOK_SECRET (whitespace-separated),
+MQLITE_WEBHOOK_URL and MQLITE_AMQP_URL; --secret, --webhook-url and
+--amqp-url work too, but a command line shows in ps. A flag given wins over the environment.
 Errors and logs show a webhook URL as scheme://host:port/REDACTED.
 Ctrl-C (SIGINT) or SIGTERM stops it: held messages are given back at once,
 sends in flight get up to --drain.
@@ -133,7 +135,8 @@ the source's redelivery plus --outage, and says how far to raise it
 	fs.IntVar(&f.concurrency, "concurrency", relay.DefaultConcurrency, "sends at once")
 	fs.IntVar(&f.max, "batch", relay.DefaultMaxBatch, "messages per send at most")
 	fs.DurationVar(&f.drain, "drain", consumer.DefaultDrainTimeout, "how long sends in flight may finish on SIGINT/SIGTERM")
-	fs.StringVar(&f.url, "webhook-url", "", "webhook: the endpoint `URL`")
+	fs.StringVar(&f.url, "webhook-url", "", "webhook: the endpoint `URL`; shows in ps, with any token in it: prefer --webhook-url-file or "+envWebhookURL)
+	fs.StringVar(&f.webhookURLFile, "webhook-url-file", "", "webhook: a `file` holding the endpoint URL")
 	fs.StringArrayVar(&f.secrets, "secret", nil, "webhook: a whsec_ signing `secret`; repeat it to sign with several (rotation); shows in ps: prefer --secret-file or "+envWebhookSecret)
 	fs.StringArrayVar(&f.secretFiles, "secret-file", nil, "webhook: a `file` of whsec_ signing secrets, one per line (repeat)")
 	fs.BoolVar(&f.envelope, "envelope", false, "webhook: POST a JSON envelope of the message instead of its body")
@@ -170,7 +173,8 @@ func (f *relayFlags) check() error {
 	switch f.sink {
 	case "webhook":
 		if f.url == "" || len(f.secrets) == 0 {
-			return usagef("--sink webhook needs --webhook-url and at least one secret (--secret-file, %s or --secret)", envWebhookSecret)
+			return usagef("--sink webhook needs its URL (--webhook-url-file, %s or --webhook-url) and at least one secret (--secret-file, %s or --secret)",
+				envWebhookURL, envWebhookSecret)
 		}
 	case "nats":
 	case "amqp":

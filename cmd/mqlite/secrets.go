@@ -10,16 +10,19 @@ import (
 
 // Environment variables the relay reads its secrets from, when no flag
 // names them: a command line shows in ps, the environment and files do not.
+// The webhook's URL is one of them: an endpoint often keeps its token in
+// its path or query.
 const (
 	envWebhookSecret = "MQLITE_WEBHOOK_SECRET"
+	envWebhookURL    = "MQLITE_WEBHOOK_URL"
 	envAMQPURL       = "MQLITE_AMQP_URL"
 )
 
-// resolveSecrets fills the relay's secrets from --secret-file and
-// --amqp-url-file, or else from the environment: a flag given on the
-// command line wins over the environment. A file holds the value alone
-// (--secret-file: one secret per line, for a rotation); surrounding space
-// and blank lines do not count.
+// resolveSecrets fills the relay's secrets from --secret-file,
+// --webhook-url-file and --amqp-url-file, or else from the environment: a
+// flag given on the command line wins over the environment. A file holds
+// the value alone (--secret-file: one secret per line, for a rotation);
+// surrounding space and blank lines do not count.
 func (f *relayFlags) resolveSecrets(fs *pflag.FlagSet, getenv func(string) string) error {
 	for _, path := range f.secretFiles {
 		words, err := secretFile("--secret-file", path)
@@ -31,20 +34,30 @@ func (f *relayFlags) resolveSecrets(fs *pflag.FlagSet, getenv func(string) strin
 	if !fs.Changed("secret") && !fs.Changed("secret-file") {
 		f.secrets = strings.Fields(getenv(envWebhookSecret))
 	}
+	if err := oneSecret(fs, "webhook-url", f.webhookURLFile, envWebhookURL, getenv, &f.url); err != nil {
+		return err
+	}
+	return oneSecret(fs, "amqp-url", f.amqpURLFile, envAMQPURL, getenv, &f.amqpURL)
+}
+
+// oneSecret fills *v, the value of --flag, from the file of --flag-file
+// (one word) or else, when neither flag is given, from the environment
+// variable env.
+func oneSecret(fs *pflag.FlagSet, flag, file, env string, getenv func(string) string, v *string) error {
 	switch {
-	case fs.Changed("amqp-url") && fs.Changed("amqp-url-file"):
-		return usagef("give --amqp-url or --amqp-url-file, not both")
-	case fs.Changed("amqp-url-file"):
-		words, err := secretFile("--amqp-url-file", f.amqpURLFile)
+	case fs.Changed(flag) && fs.Changed(flag+"-file"):
+		return usagef("give --%s or --%s-file, not both", flag, flag)
+	case fs.Changed(flag + "-file"):
+		words, err := secretFile("--"+flag+"-file", file)
 		if err != nil {
 			return err
 		}
 		if len(words) != 1 {
-			return usagef("--amqp-url-file %s: want one URL, found %d words", f.amqpURLFile, len(words))
+			return usagef("--%s-file %s: want one value, found %d words", flag, file, len(words))
 		}
-		f.amqpURL = words[0]
-	case !fs.Changed("amqp-url"):
-		f.amqpURL = strings.TrimSpace(getenv(envAMQPURL))
+		*v = words[0]
+	case !fs.Changed(flag):
+		*v = strings.TrimSpace(getenv(env))
 	}
 	return nil
 }

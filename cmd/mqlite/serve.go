@@ -63,7 +63,12 @@ provider rotates) come from --inbound-secret-file NAME=FILE, one per line,
 or from the environment variable MQLITE_INBOUND_SECRET_NAME (NAME in
 capitals, '.' and '-' as '_'), never from the command line. The queue's
 dedup window must be twice --inbound-tolerance or more, and cover
---inbound-retry-horizon (docs/relay.md, "Into the file").
+--inbound-retry-horizon (3 days by default, as long as the common providers
+retry: a retry past the window would be a second message); serve refuses
+to start otherwise. The bodies held at once are bounded by
+--inbound-max-held (and --inbound-max-held-per-source): past it a webhook
+is answered 503 with Retry-After before its body is read (docs/relay.md,
+"Into the file").
 
 With --standby, serve listens at once but waits for the file while another
 process holds it: /healthz answers 200, /readyz and the API 503 (reason
@@ -90,6 +95,7 @@ standby").`,
 			if cfg.Inbound, err = in.resolve(os.Getenv); err != nil {
 				return err
 			}
+			cfg.MaxInboundBytes = in.maxHeld
 			// The certificate is loaded before anything is said or opened:
 			// a bad one fails here, not after "serving on https://".
 			if cert != "" {

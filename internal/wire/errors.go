@@ -43,6 +43,7 @@ const (
 	ReasonBackupDisabled = "backup_disabled"
 	ReasonBadSignature   = "bad_signature"   // an inbound webhook's signature, timestamp or source
 	ReasonNoDedupWindow  = "no_dedup_window" // an inbound source's queue lost the window it needs
+	ReasonInboundBusy    = "inbound_busy"    // too many inbound webhook bodies held at once
 )
 
 // Error is the body of every error response: {"error": {...}}.
@@ -191,7 +192,8 @@ func (e *RemoteError) Unwrap() error { return e.sentinel }
 // constants); a test keeps the list whole.
 var ownReasons = []string{ReasonMalformed, ReasonBodyTooLarge, ReasonBatchTooLarge, ReasonNoKey, ReasonBadKey,
 	ReasonRole, ReasonQueue, ReasonDraining, ReasonStandby, ReasonBusy, ReasonNoRoute, ReasonKeyNotFound,
-	ReasonTimeout, ReasonInternal, ReasonBackupDisabled, ReasonBadSignature, ReasonNoDedupWindow}
+	ReasonTimeout, ReasonInternal, ReasonBackupDisabled, ReasonBadSignature, ReasonNoDedupWindow,
+	ReasonInboundBusy}
 
 // ErrorTable lists what an error response can say: every code with its
 // HTTP status, and every reason (the sentinels' and the broker's own), for
