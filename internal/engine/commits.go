@@ -13,8 +13,9 @@ import (
 // queue can have (a queue name starts with a letter or a digit), and the
 // attempt_id column the key. The row is written in the transaction that
 // commits the request, so it exists exactly when the request committed,
-// and it lasts as long as the settlement receipts (ReceiptTTLMS): the
-// sweep of receive attempts removes it after.
+// and it lasts as long as the settlement receipts (ReceiptTTLMS): a lookup
+// ignores it after, swept or not, and the sweep of receive attempts
+// removes it. TrimCommits bounds the records of one scope.
 
 // CommitScope is the queue column of the commit records of the access key
 // keyID: one key's idempotency keys never meet another's.
