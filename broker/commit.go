@@ -47,6 +47,7 @@ func (s *Server) commit(r *http.Request) (result, error) {
 	k := keyOf(r.Context())
 	scope := engine.CommitScope(k.ID)
 	var out wire.CommitResponse
+	counted := false // the records' count moved in this transaction
 	err = s.st.Tx(r.Context(), func(tx *mqlite.Tx) error {
 		ctx, sqlTx := tx.Context(), tx.SQL()
 		if idem != "" {
@@ -73,10 +74,13 @@ func (s *Server) commit(r *http.Request) (result, error) {
 		if err := engine.RecordCommit(ctx, sqlTx, scope, idem, engine.CommitRecord{Request: digest, Result: blob}); err != nil {
 			return err
 		}
+		counted = true
 		return s.records.add(ctx, sqlTx, scope, s.cfg.MaxCommitRecords)
 	})
 	if err != nil {
-		s.records.forget(scope) // a trim rolled back: count again next time
+		if counted {
+			s.records.forget(scope) // its count or its trim rolled back: count again next time
+		}
 		return result{}, err
 	}
 	return ok(out)
@@ -93,19 +97,19 @@ type commitRecords struct {
 }
 
 // add counts one record more in scope, in the transaction that wrote it,
-// and past max drops the oldest down to seven eighths of max (a count of
-// the rows left, in the same transaction).
-func (c *commitRecords) add(ctx context.Context, tx engine.DBTX, scope string, max int) error {
+// and past bound drops the oldest down to seven eighths of bound (a count
+// of the rows left, in the same transaction).
+func (c *commitRecords) add(ctx context.Context, tx engine.DBTX, scope string, bound int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, counted := c.n[scope]
-	if counted && n < max {
+	if counted && n < bound {
 		c.n[scope] = n + 1
 		return nil
 	}
-	keep := max
+	keep := bound
 	if counted {
-		keep = max - max/8
+		keep = bound - bound/8
 	}
 	n, err := engine.TrimCommits(ctx, tx, scope, keep)
 	if err != nil {
