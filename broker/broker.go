@@ -65,6 +65,7 @@ const (
 	DefaultDrainTimeout      = 30 * time.Second
 	DefaultMaxResponseBytes  = 4 << 20
 	DefaultMaxAnswerBytes    = 64 << 20
+	DefaultMaxCommitRecords  = 10000
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -132,6 +133,13 @@ type Config struct {
 	// alone always passes, however large. Defaults to 64 MiB; -1 turns the
 	// bound off.
 	MaxAnswerBytes int64
+	// MaxCommitRecords bounds the idempotency records of POST /v1/commit
+	// that one access key holds: past it the oldest are dropped (down to
+	// seven eighths of it), before their 30 minutes. A request whose record
+	// was dropped, sent again, is not replayed: its settlements find their
+	// deliveries settled (409 lock_lost) and nothing commits twice.
+	// Defaults to 10000.
+	MaxCommitRecords int
 	// BackupDir is the folder POST /v1/backup writes into: a request names
 	// a plain file in it, never a path. It must exist when New is called.
 	// Empty (the default) turns remote backups off: the endpoint answers
@@ -183,6 +191,9 @@ func (c *Config) fill() error {
 		return configErr("%v", err)
 	}
 	if c.MaxBatch, err = setting.Default("MaxBatch", c.MaxBatch, DefaultMaxBatch); err != nil {
+		return configErr("%v", err)
+	}
+	if c.MaxCommitRecords, err = setting.Default("MaxCommitRecords", c.MaxCommitRecords, DefaultMaxCommitRecords); err != nil {
 		return configErr("%v", err)
 	}
 	if c.MaxLongPolls, err = setting.Default("MaxLongPolls", c.MaxLongPolls, DefaultMaxLongPolls); err != nil {
@@ -264,6 +275,8 @@ type Server struct {
 	topics sync.Mutex
 
 	waiting waiters // the waiting receives, by key, for revocations
+
+	records commitRecords // the commit records of each key, for MaxCommitRecords
 
 	answers *byteBudget // the bytes of the answers that carry messages (nil: MaxAnswerBytes is off)
 

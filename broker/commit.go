@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
@@ -21,13 +22,15 @@ const commitPattern = "POST /v1/commit"
 
 // commit answers POST /v1/commit: the request's completions, rejects and
 // sends in one transaction of the store, all of them or none. A lock lost
-// (a lapsed lease, a stale token, a seq of another queue) is 409 lock_lost
-// and a send slot's conflict 409 duplicate_conflict, with nothing
-// committed. The key needs the consumer role on every queue it settles and
-// the producer role on every queue or topic it sends to (an admin key has
-// both), and is refused (403) on the first it does not cover, before
-// anything is read. A request with an idempotency key is answered from its
-// record when it comes again, committing nothing new.
+// (a lapsed lease, a stale token, a seq of another queue, a delivery
+// already settled) is 409 lock_lost and a send slot's conflict 409
+// duplicate_conflict, with nothing committed. The key needs the consumer
+// role on every queue it settles and the producer role on every queue or
+// topic it sends to (an admin key has both), and is refused (403) on the
+// first it does not cover, before anything is read, the idempotency
+// record included. A request with an idempotency key, or without one but
+// settling a delivery (its key is then wire.CommitRequest.LocksKey's), is
+// answered from its record when it comes again, committing nothing new.
 func (s *Server) commit(r *http.Request) (result, error) {
 	req, err := decode[wire.CommitRequest](r.Body)
 	if err != nil {
@@ -37,38 +40,94 @@ func (s *Server) commit(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	digest := commitDigest(req)
+	idem := req.IdempotencyKey
+	if idem == "" {
+		idem = req.LocksKey()
+	}
 	k := keyOf(r.Context())
 	scope := engine.CommitScope(k.ID)
 	var out wire.CommitResponse
+	counted := false // the records' count moved in this transaction
 	err = s.st.Tx(r.Context(), func(tx *mqlite.Tx) error {
 		ctx, sqlTx := tx.Context(), tx.SQL()
-		if req.IdempotencyKey != "" {
-			rec, found, err := engine.LookupCommit(ctx, sqlTx, scope, req.IdempotencyKey)
+		if idem != "" {
+			rec, found, err := engine.LookupCommit(ctx, sqlTx, scope, idem)
 			if err != nil {
 				return err
 			}
 			if found {
-				return replayCommit(req.IdempotencyKey, rec, digest, &out)
+				return replayCommit(idem, rec, digest, &out)
 			}
 		}
-		res, err := commitItems(ctx, sqlTx, k, req)
+		res, wrote, err := commitItems(ctx, sqlTx, k, req)
 		if err != nil {
 			return err
 		}
 		out = res
-		if req.IdempotencyKey == "" {
-			return nil
+		if idem == "" || !wrote {
+			return nil // nothing to replay: the same request again writes nothing again
 		}
 		blob, err := json.Marshal(out)
 		if err != nil {
 			return fmt.Errorf("record commit: %w", err)
 		}
-		return engine.RecordCommit(ctx, sqlTx, scope, req.IdempotencyKey, engine.CommitRecord{Request: digest, Result: blob})
+		if err := engine.RecordCommit(ctx, sqlTx, scope, idem, engine.CommitRecord{Request: digest, Result: blob}); err != nil {
+			return err
+		}
+		counted = true
+		return s.records.add(ctx, sqlTx, scope, s.cfg.MaxCommitRecords)
 	})
 	if err != nil {
+		if counted {
+			s.records.forget(scope) // its count or its trim rolled back: count again next time
+		}
 		return result{}, err
 	}
 	return ok(out)
+}
+
+// commitRecords counts the commit records of each access key's scope, so
+// that a commit trims them only when they pass the bound
+// (Config.MaxCommitRecords), not at every commit. A count is at least the
+// records there are (the janitor's sweep only lowers them); a scope not
+// counted yet is counted at its first record.
+type commitRecords struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts one record more in scope, in the transaction that wrote it,
+// and past bound drops the oldest down to seven eighths of bound (a count
+// of the rows left, in the same transaction).
+func (c *commitRecords) add(ctx context.Context, tx engine.DBTX, scope string, bound int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, counted := c.n[scope]
+	if counted && n < bound {
+		c.n[scope] = n + 1
+		return nil
+	}
+	keep := bound
+	if counted {
+		keep = bound - bound/8
+	}
+	n, err := engine.TrimCommits(ctx, tx, scope, keep)
+	if err != nil {
+		return err
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[scope] = n
+	return nil
+}
+
+// forget drops scope's count, after a transaction that may have trimmed
+// it rolled back.
+func (c *commitRecords) forget(scope string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.n, scope)
 }
 
 // replayCommit fills out with the answer rec recorded, when digest is the
@@ -85,21 +144,23 @@ func replayCommit(key string, rec engine.CommitRecord, digest string, out *wire.
 	return nil
 }
 
-// commitItems settles and sends the items of req in tx. The first error
-// (a lock lost, a send slot's conflict) is returned: the caller rolls tx
-// back.
-func commitItems(ctx context.Context, tx outbox.Execer, k keys.Key, req wire.CommitRequest) (wire.CommitResponse, error) {
-	out := wire.CommitResponse{Sends: make([]wire.SendBatchResponse, len(req.Send))}
+// commitItems settles and sends the items of req in tx, and reports
+// whether it wrote anything (a settlement, a message that was not a
+// duplicate). The first error (a lock lost, a send slot's conflict) is
+// returned: the caller rolls tx back.
+func commitItems(ctx context.Context, tx outbox.Execer, k keys.Key, req wire.CommitRequest) (out wire.CommitResponse, wrote bool, err error) {
+	out = wire.CommitResponse{Sends: make([]wire.SendBatchResponse, len(req.Send))}
 	for i, c := range req.Complete {
 		if err := consumer.CompleteTx(ctx, tx, c.Lock()); err != nil {
-			return out, fmt.Errorf("complete %d (%s seq %d): %w", i, c.Queue, c.Seq, err)
+			return out, false, fmt.Errorf("complete %d (%s seq %d): %w", i, c.Queue, c.Seq, err)
 		}
 	}
 	for i, rj := range req.Reject {
 		if err := consumer.RejectTx(ctx, tx, rj.Lock(), rj.Reason, rj.Description); err != nil {
-			return out, fmt.Errorf("reject %d (%s seq %d): %w", i, rj.Queue, rj.Seq, err)
+			return out, false, fmt.Errorf("reject %d (%s seq %d): %w", i, rj.Queue, rj.Seq, err)
 		}
 	}
+	wrote = len(req.Complete)+len(req.Reject) > 0
 	for i, snd := range req.Send {
 		msgs := make([]outbox.Message, len(snd.Messages))
 		for j, m := range snd.Messages {
@@ -107,30 +168,54 @@ func commitItems(ctx context.Context, tx outbox.Execer, k keys.Key, req wire.Com
 		}
 		res, err := outbox.SendBatch(ctx, tx, snd.Queue, msgs)
 		if err != nil {
-			return out, fmt.Errorf("send %d (%s): %w", i, snd.Queue, err)
+			return out, false, fmt.Errorf("send %d (%s): %w", i, snd.Queue, err)
 		}
 		out.Sends[i].Results = make([]wire.SendResult, len(res))
 		for j, x := range res {
-			if err := slotErr(x); err != nil {
-				return out, fmt.Errorf("send %d (%s) message %d: %w", i, snd.Queue, j, err)
+			if err := slotErr(k, x); err != nil {
+				return out, false, fmt.Errorf("send %d (%s) message %d: %w", i, snd.Queue, j, err)
 			}
+			wrote = wrote || inserted(x)
 			out.Sends[i].Results[j] = wire.FromResult(coveredCopies(k, x))
 		}
 	}
-	return out, nil
+	return out, wrote, nil
 }
 
+// inserted reports whether a send left a row: a copy that was not a
+// duplicate (or, with no copies, a message that was not).
+func inserted(r outbox.Result) bool {
+	if len(r.Copies) == 0 {
+		return !r.Duplicate
+	}
+	for _, c := range r.Copies {
+		if !c.Duplicate {
+			return true
+		}
+	}
+	return false
+}
+
+// errHiddenConflict is the conflict of a copy in a queue the key does not
+// cover: the sentinel alone, no seq or queue of it.
+var errHiddenConflict = fmt.Errorf("%w: in a subscription of the topic", mqlite.ErrDuplicateConflict)
+
 // slotErr is the error of one sent message, or of one of its copies: in a
-// commit it fails the whole request (a conflict names no queue: a topic's
-// subscription may be one the key does not cover).
-func slotErr(r outbox.Result) error {
-	if r.Err != nil {
+// commit it fails the whole request. A conflict names no queue, and one in
+// a queue k does not cover (a topic's subscription) no seq either: as the
+// plain send route, the answer shows nothing outside the key's scope.
+func slotErr(k keys.Key, r outbox.Result) error {
+	if len(r.Copies) == 0 {
 		return r.Err
 	}
 	for _, c := range r.Copies {
-		if c.Err != nil {
-			return c.Err
+		if c.Err == nil {
+			continue
 		}
+		if !k.Scope.AllQueues() && !k.Scope.HasQueue(c.Queue) {
+			return errHiddenConflict
+		}
+		return c.Err
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
@@ -316,6 +317,16 @@ func FuzzDecodeCommit(f *testing.F) {
 		keyed.IdempotencyKey += "-other"
 		if commitDigest(r) != commitDigest(keyed) {
 			panic("the digest of a commit request depends on its idempotency key")
+		}
+		derived := r.LocksKey()
+		if (derived == "") != (len(r.Complete)+len(r.Reject) == 0) || len(derived) > mqlite.MaxMessageIDLen {
+			panic("a derived key for a request that settles nothing, none for one that settles, or one past the bound")
+		}
+		swapped := r
+		swapped.Complete = slices.Clone(r.Complete)
+		slices.Reverse(swapped.Complete)
+		if swapped.LocksKey() != derived {
+			panic("the derived key depends on the order of the locks")
 		}
 	})
 }

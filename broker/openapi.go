@@ -47,7 +47,7 @@ var operations = map[string]operation{
 	"POST /v1/queues/{queue}/complete":         {"Complete a delivery", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/complete-batch":   {"Complete many deliveries, each with its own result", wire.LocksRequest{}, wire.ResultsResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/complete-receive": {"Complete deliveries and receive the next messages in one commit", wire.CompleteReceiveRequest{}, wire.CompleteReceiveResponse{}, http.StatusOK, nil},
-	commitPattern:                                     {"Complete, reject and send across queues in one transaction, all or nothing; replayed by idempotency_key", wire.CommitRequest{}, wire.CommitResponse{}, http.StatusOK, nil},
+	commitPattern:                                     {"Complete, reject and send across queues in one transaction, all or nothing; replayed by idempotency_key (derived from the locks when absent)", wire.CommitRequest{}, wire.CommitResponse{}, http.StatusOK, nil},
 	streamPattern:                                     {"Stream: messages out while fewer than window are unsettled, settlements in (newline-delimited JSON both ways)", wire.StreamSettle{}, wire.StreamEvent{}, http.StatusOK, []string{"window", "max_bytes"}},
 	"POST /v1/queues/{queue}/abandon":                 {"Give a delivery back, to come again after delay_ms", wire.AbandonRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/reject":                  {"Dead-letter a delivery with a reason", wire.RejectRequest{}, nil, http.StatusNoContent, nil},

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,6 +84,16 @@ var (
 	// ErrUnavailable: the broker is unreachable, shutting down or busy, and
 	// stayed so for Config.MaxElapsed.
 	ErrUnavailable = errors.New("client: broker unavailable")
+	// ErrOutcomeUnknown: a Commit whose request may have committed on the
+	// broker without its answer coming back, retried under its
+	// idempotency key until ctx ended or Config.MaxElapsed passed with no
+	// definite answer. It wraps the last try's error (ErrUnavailable,
+	// ctx's error, or mqlite.ErrLockLost from a try that found the
+	// deliveries settled, maybe by the one whose answer was lost).
+	// Committing the same Batch again (or, for consumer.CompleteWith, the
+	// same lock with the same step) is safe: it replays the answer of the
+	// commit that went through, or commits now, never twice.
+	ErrOutcomeUnknown = errors.New("client: commit outcome unknown")
 	// ErrConfig matches every error of New about its Config, as does
 	// mqlite.ErrInvalidArgument (errors.As gives an
 	// *mqlite.InvalidArgumentError whose Kind is ErrConfig).
@@ -248,6 +259,10 @@ type call struct {
 	method, path string
 	in, out      any
 	wait         time.Duration
+	// unknown, when not nil, is set by a try whose request may have taken
+	// effect without its answer reaching here (a connection lost after
+	// the request went out, a gateway's 502, 503 or 504).
+	unknown *bool
 }
 
 // do runs c with retries.
@@ -313,6 +328,7 @@ func (c *Client) try(ctx context.Context, cl call, body []byte) error {
 	req.Header.Set(wire.ClientHeader, c.name) // the broker counts this client as one receiver
 	resp, err := c.http.Do(req)
 	if err != nil {
+		cl.mayHaveTakenEffect(!notSent(err))
 		if ctx.Err() != nil {
 			return backoff.Permanent(ctx.Err())
 		}
@@ -321,6 +337,7 @@ func (c *Client) try(ctx context.Context, cl call, body []byte) error {
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
+		cl.mayHaveTakenEffect(true)
 		if ctx.Err() != nil {
 			return backoff.Permanent(ctx.Err())
 		}
@@ -329,6 +346,7 @@ func (c *Client) try(ctx context.Context, cl call, body []byte) error {
 	if resp.StatusCode >= 300 {
 		e := errorFrom(resp.StatusCode, data)
 		if transient(resp.StatusCode) {
+			cl.mayHaveTakenEffect(true)
 			return e
 		}
 		return backoff.Permanent(e)
@@ -339,6 +357,20 @@ func (c *Client) try(ctx context.Context, cl call, body []byte) error {
 		}
 	}
 	return nil
+}
+
+// mayHaveTakenEffect records, when maybe, that a try's outcome is unknown.
+func (cl call) mayHaveTakenEffect(maybe bool) {
+	if maybe && cl.unknown != nil {
+		*cl.unknown = true
+	}
+}
+
+// notSent reports whether err, from sending a request, says the request
+// never left: no connection was made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // qpath is the path of a queue's endpoint.

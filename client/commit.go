@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -18,9 +19,12 @@ import (
 // concurrent use.
 //
 // Its idempotency key is made at its first Commit and kept: committing the
-// same Batch again (after an error that leaves the outcome unknown, as
-// mqlite.ErrUnavailable does) replays the first commit's answer when it
-// committed, and commits nothing new.
+// same Batch again (after ErrOutcomeUnknown) replays the first commit's
+// answer when it committed, and commits nothing new. A Batch that settles
+// a delivery takes the key its locks derive (the broker's
+// wire.CommitRequest.LocksKey), so another Batch with the same locks and
+// the same sends replays too, and one with other sends is
+// mqlite.ErrAttemptConflict; a Batch that only sends takes a random one.
 type Batch struct {
 	req wire.CommitRequest
 }
@@ -92,17 +96,28 @@ type CommitResult struct {
 // ErrForbidden; more items than the broker's batch limit is
 // ErrRequestTooLarge; an empty b is ErrMalformed. Retries (as for every
 // call) and a later Commit of the same b carry b's idempotency key: a
-// commit that went through answers again with Replayed. It blocks until
-// the broker answers or ctx ends.
+// commit that went through answers again with Replayed.
+//
+// Either it commits all of b (nil), or it commits nothing (an error), or,
+// when a try may have committed and no later one gave a definite answer
+// before ctx ended or Config.MaxElapsed passed, it is ErrOutcomeUnknown:
+// then commit b again to learn (safe, it never commits twice). It blocks
+// until then.
 func (c *Client) Commit(ctx context.Context, b *Batch) (CommitResult, error) {
 	if b == nil {
 		return CommitResult{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "nil Batch"}
 	}
 	if b.req.IdempotencyKey == "" {
-		b.req.IdempotencyKey = newAttemptID()
+		if b.req.IdempotencyKey = b.req.LocksKey(); b.req.IdempotencyKey == "" {
+			b.req.IdempotencyKey = newAttemptID()
+		}
 	}
 	var out wire.CommitResponse
-	if err := c.do(ctx, call{method: http.MethodPost, path: "/v1/commit", in: b.req, out: &out}); err != nil {
+	unknown := false
+	if err := c.do(ctx, call{method: http.MethodPost, path: "/v1/commit", in: b.req, out: &out, unknown: &unknown}); err != nil {
+		if unknown && !definite(err) {
+			return CommitResult{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
 		return CommitResult{}, err
 	}
 	if len(out.Sends) != len(b.req.Send) {
@@ -118,11 +133,27 @@ func (c *Client) Commit(ctx context.Context, b *Batch) (CommitResult, error) {
 	return res, nil
 }
 
+// definite reports whether err, the last answer to a commit some try of
+// which may have committed, says that nothing committed: a refusal of the
+// request itself. The broker's unavailability, ctx's end and a lock lost
+// (the deliveries settled, perhaps by the try whose answer was lost, its
+// record dropped) do not.
+func definite(err error) bool {
+	if errors.Is(err, mqlite.ErrLockLost) {
+		return false
+	}
+	var e *Error
+	return errors.As(err, &e) && !transient(e.Status)
+}
+
 var _ consumer.Committer = (*Client)(nil)
 
 // CommitTx is consumer.Committer, for consumer.LoopTx over the broker: it
 // runs step with a new Batch (step's error is CommitTx's, nothing sent),
-// stages the completion of l and commits the Batch.
+// stages the completion of l and commits the Batch under the key l
+// derives: a CommitTx of the same l whose step stages the same sends
+// replays (after ErrOutcomeUnknown, say), one with other sends is
+// mqlite.ErrAttemptConflict, and neither commits again.
 func (c *Client) CommitTx(ctx context.Context, l mqlite.Lock, step consumer.TxStep) error {
 	var b Batch
 	if step != nil {

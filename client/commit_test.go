@@ -291,3 +291,58 @@ func (c *countdown) Completed(mqlite.Message, time.Duration) {
 		close(c.done)
 	}
 }
+
+// TestCompleteWithLostReplies: every reply of the broker's commit is lost
+// after the commit went through. consumer.CompleteWith over the client
+// does not say ErrUnavailable (which reads as "nothing happened"): it says
+// client.ErrOutcomeUnknown, and its retry with the same lock and step,
+// once the replies come back, answers nil from the record: one onward
+// message, not two.
+func TestCompleteWithLostReplies(t *testing.T) {
+	t.Parallel()
+	var l *lossy
+	e := newCommitEnv(t, broker.Config{}, func(h *lossy) { l = h; h.lose["/v1/commit"] = 1 << 20 })
+	m := e.take(t)
+	step := func(ctx context.Context, tx consumer.Tx) error {
+		return tx.Send(ctx, "out", outbox.Message{Body: m.Body})
+	}
+	err := consumer.CompleteWith(ctx, e.c, m.Lock(), step)
+	l.mu.Lock()
+	tries := len(l.seen["/v1/commit"])
+	l.lose["/v1/commit"] = 0
+	l.mu.Unlock()
+	t.Logf("%d commit tries, every reply lost: %v", tries, err)
+	if !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("CompleteWith with every reply lost: %v, want ErrOutcomeUnknown", err)
+	}
+	if in, out := e.count(t, "in"), e.count(t, "out"); in != 0 || out != 1 {
+		t.Fatalf("in holds %d, out %d after the lost replies: want the commit that went through", in, out)
+	}
+	if err := consumer.CompleteWith(ctx, e.c, m.Lock(), step); err != nil {
+		t.Fatalf("CompleteWith again after ErrOutcomeUnknown: %v, want nil from the record", err)
+	}
+	if out := e.count(t, "out"); out != 1 {
+		t.Fatalf("out holds %d after the retry, want 1", out)
+	}
+}
+
+// TestCommitOutcomeKnown: a commit refused at once, or whose broker was
+// never reached, is a plain error (nothing committed), not
+// ErrOutcomeUnknown.
+func TestCommitOutcomeKnown(t *testing.T) {
+	t.Parallel()
+	e := newCommitEnv(t, broker.Config{}, nil)
+	m := e.take(t)
+	stale := m.Lock()
+	stale.Token = strings.Repeat("0", len(stale.Token))
+	if _, err := e.c.Commit(ctx, batchOf(t, m, stale)); !errors.Is(err, mqlite.ErrLockLost) || errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("a stale token: %v, want ErrLockLost alone", err)
+	}
+	srv := httptest.NewServer(nil)
+	url := srv.URL
+	srv.Close() // nothing listens there
+	c := newClient(t, url, "k", e.tb.Clock)
+	if _, err := c.Commit(ctx, batchOf(t, m, m.Lock())); !errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("a broker never reached: %v, want ErrUnavailable alone", err)
+	}
+}

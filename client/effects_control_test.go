@@ -10,6 +10,7 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/conformance"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // mutantEnv names the mutant TestConformanceMutant runs the Effects area
@@ -43,9 +44,13 @@ var mutants = map[string]func(c *client.Client) effects{
 			}, nil
 		}
 	},
-	// A retry that stages the transaction again in a new batch, under a
-	// new idempotency key, instead of committing the same one again.
-	"retry-without-key": func(c *client.Client) effects {
+	// A retry that runs the transaction again with the plain calls
+	// (Client.Send, Client.Complete) instead of committing the same batch
+	// again: the plain completion answers from its receipt, the send lands
+	// twice. (A retry that stages the transaction again in a new batch is
+	// no longer a mutant: a batch that settles takes the key its locks
+	// derive, so it replays as the same batch does.)
+	"retry-outside-commit": func(c *client.Client) effects {
 		return func() (func(context.Context, func(conformance.EffectsOps) error) error, func(context.Context) error) {
 			var last func(conformance.EffectsOps) error
 			tx := func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
@@ -57,7 +62,24 @@ var mutants = map[string]func(c *client.Client) effects{
 				last = fn
 				return err
 			}
-			return tx, func(ctx context.Context) error { return tx(ctx, last) }
+			retry := func(ctx context.Context) error {
+				return last(conformance.EffectsOps{
+					Send: func(queue string, msgs ...outbox.Message) ([]outbox.Result, error) {
+						out := make([]outbox.Result, len(msgs))
+						for i, m := range msgs {
+							r, err := c.Send(ctx, queue, m)
+							if err != nil {
+								return nil, err
+							}
+							out[i] = r
+						}
+						return out, nil
+					},
+					Complete: func(l mqlite.Lock) error { return c.Complete(ctx, l) },
+					Reject:   func(l mqlite.Lock, reason, description string) error { return c.Reject(ctx, l, reason, description) },
+				})
+			}
+			return tx, retry
 		}
 	},
 }
@@ -72,7 +94,7 @@ func TestEffectsControl(t *testing.T) {
 		fails  []string
 	}{
 		{"completion-outside", []string{"LockLostCommitsNothing"}},
-		{"retry-without-key", []string{"RetryAfterLostReplyCommitsNothing"}},
+		{"retry-outside-commit", []string{"RetryAfterLostReplyCommitsNothing"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.mutant, func(t *testing.T) {

@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -54,22 +56,24 @@ func (l *loop) complete(bc Source) {
 // completeAndReceive settles one batch and, in the same call, claims up to
 // as many messages as it frees slots: those it got keep their slots and go
 // to the workers, the rest are freed. When the call fails as a whole it
-// falls back to completeBatch; what its claim may have taken comes back
-// when the lease ends.
+// falls back to completeBatch, then takes back what its claim may have
+// taken (reclaim).
 func (l *loop) completeAndReceive(cr Source, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
 	sctx = settleParent(sctx, batch)
-	res, msgs, err := cr.CompleteAndReceive(sctx, l.queue, locks, mqlite.ReceiveOptions{Max: len(batch)})
+	opts := mqlite.ReceiveOptions{Max: len(batch)}
+	if _, store := cr.(*mqlite.Store); !store {
+		opts.AttemptID = newAttemptID() // a store's failed call claimed nothing: it rolled back
+	}
+	res, msgs, err := cr.CompleteAndReceive(sctx, l.queue, locks, opts)
 	if err == nil && (len(res) != len(locks) || len(msgs) > len(batch)) {
 		err = errShortBatch
 	}
 	if err != nil {
 		l.log.Warn("consumer: complete-and-receive failed; completing alone", "err", err)
 		l.completeBatch(cr, batch, locks)
-		for range batch {
-			l.slots <- struct{}{}
-		}
+		l.reclaim(cr, opts)
 		return
 	}
 	for i, c := range batch {
@@ -117,4 +121,39 @@ func (l *loop) completeBatch(bc Source, batch []completion, locks []mqlite.Lock)
 		}
 		l.o.Observer.Completed(c.msg, c.took)
 	}
+}
+
+// reclaim takes back what a failed CompleteAndReceive with opts may have
+// claimed (its answer lost over the network): a Receive with the same
+// attempt id replays that claim, the same messages on the same delivery,
+// rather than leave them held by nobody until their leases end (a
+// delivery spent each). When the call claimed nothing, it is a plain
+// claim. What it gets keeps its slots and goes to the workers; the other
+// slots of the batch (opts.Max) are freed.
+func (l *loop) reclaim(src Source, opts mqlite.ReceiveOptions) {
+	var msgs []mqlite.Message
+	if opts.AttemptID != "" {
+		rctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
+		got, err := src.Receive(rctx, l.queue, opts)
+		cancel()
+		switch {
+		case err != nil:
+			l.log.Warn("consumer: taking back the claim of a failed complete-and-receive failed; its messages come back when their leases end", "err", err)
+		case len(got) <= opts.Max:
+			msgs = got
+		}
+	}
+	for range opts.Max - len(msgs) {
+		l.slots <- struct{}{}
+	}
+	if len(msgs) > 0 {
+		l.deliver(msgs)
+	}
+}
+
+// newAttemptID returns 128 random bits in hex.
+func newAttemptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

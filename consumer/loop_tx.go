@@ -150,7 +150,13 @@ func LoopTx(ctx context.Context, src Source, queue string, handler TxHandler, op
 // step stages its sends in the batch of one commit request. Either way the
 // result is nil with everything committed, or an error with nothing: step's
 // own (ErrTxEnded for a step that ended the transaction itself), or the
-// completion's (mqlite.ErrLockLost for a lapsed lease or a stale token). A
+// completion's (mqlite.ErrLockLost for a lapsed lease or a stale token).
+// The one exception is an error that says the outcome is unknown (the
+// client's ErrOutcomeUnknown: the commit may have gone through, its answer
+// lost, and the client's retries under the same idempotency key got no
+// definite answer before ctx or its retry budget ended): CompleteWith
+// again with the same l and a step that stages the same sends answers
+// from the commit that went through (nil), or commits now; never twice. A
 // src that is neither is mqlite.ErrInvalidArgument. It blocks until the
 // commit ends or ctx does.
 func CompleteWith(ctx context.Context, src Source, l mqlite.Lock, step TxStep) error {

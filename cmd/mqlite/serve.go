@@ -180,6 +180,7 @@ standby").`,
 	f.StringVar(&cfg.BackupDir, "backup-dir", "", "the `folder` POST /v1/backup writes into (default: remote backups off)")
 	f.Int64Var(&cfg.MaxResponseBytes, "max-response", broker.DefaultMaxResponseBytes, "the byte budget of an answer that carries messages (-1: none)")
 	f.Int64Var(&cfg.MaxAnswerBytes, "max-answers", broker.DefaultMaxAnswerBytes, "the byte budget of all the answers that carry messages at once (-1: none)")
+	f.IntVar(&cfg.MaxCommitRecords, "max-commit-records", broker.DefaultMaxCommitRecords, "the most idempotency records of POST /v1/commit one access key keeps (the oldest dropped)")
 	f.BoolVar(&debug, "debug", false, "log every request (never the keys)")
 	f.BoolVar(&standby, "standby", false, "wait for the file while another process holds it, then serve (hot standby)")
 	in.add(f)

@@ -13,8 +13,9 @@ import (
 // queue can have (a queue name starts with a letter or a digit), and the
 // attempt_id column the key. The row is written in the transaction that
 // commits the request, so it exists exactly when the request committed,
-// and it lasts as long as the settlement receipts (ReceiptTTLMS): the
-// sweep of receive attempts removes it after.
+// and it lasts as long as the settlement receipts (ReceiptTTLMS): a lookup
+// ignores it after, swept or not, and the sweep of receive attempts
+// removes it. TrimCommits bounds the records of one scope.
 
 // CommitScope is the queue column of the commit records of the access key
 // keyID: one key's idempotency keys never meet another's.
@@ -52,4 +53,21 @@ func RecordCommit(ctx context.Context, tx DBTX, scope, key string, rec CommitRec
 		return fmt.Errorf("record commit %q: %w", key, err)
 	}
 	return nil
+}
+
+// TrimCommits keeps the keep newest commit records of scope and deletes
+// the others (the oldest first), in the commit's transaction; it returns
+// how many records scope holds after. Expired records are gone as well:
+// a lookup never sees them, the count should not either.
+func TrimCommits(ctx context.Context, tx DBTX, scope string, keep int) (int, error) {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mqlite_receive_attempts WHERE queue = ?1 AND (expires_at <= mqlite_now()
+		OR id IN (SELECT id FROM mqlite_receive_attempts WHERE queue = ?1 ORDER BY id DESC LIMIT -1 OFFSET ?2))`,
+		scope, keep); err != nil {
+		return 0, fmt.Errorf("trim commit records: %w", err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mqlite_receive_attempts WHERE queue = ?`, scope).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count commit records: %w", err)
+	}
+	return n, nil
 }

@@ -1,12 +1,20 @@
 package wire
 
-import "github.com/mqlite/mqlite"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strconv"
+
+	"github.com/mqlite/mqlite"
+)
 
 // CommitRequest is the body of POST /v1/commit: completions, rejects and
 // sends that commit in one transaction, all or none of them. A request
 // with an IdempotencyKey that committed is answered again from its record
 // when it comes again (same key, same access key, same items), and commits
-// nothing new; the same key with other items is a conflict.
+// nothing new; the same key with other items is a conflict. A request
+// without one that settles a delivery takes LocksKey's.
 type CommitRequest struct {
 	IdempotencyKey string         `json:"idempotency_key,omitempty"`
 	Complete       []CommitLock   `json:"complete,omitempty"`
@@ -60,4 +68,36 @@ type CommitSend struct {
 type CommitResponse struct {
 	Sends    []SendBatchResponse `json:"sends"`
 	Replayed bool                `json:"replayed,omitempty"`
+}
+
+// LocksKeyPrefix starts every key LocksKey derives.
+const LocksKeyPrefix = "locks:"
+
+// LocksKey is the idempotency key of a request that names none: derived
+// from the set of deliveries (queue, seq, token) it completes or rejects,
+// in any order, so that the same request sent again without a key replays
+// the first answer. A token is its delivery's alone, so no other request
+// settling anything derives the same key. A request that settles nothing
+// derives none ("").
+func (r CommitRequest) LocksKey() string {
+	locks := make([]string, 0, len(r.Complete)+len(r.Reject))
+	add := func(queue string, seq int64, token string) {
+		locks = append(locks, strconv.Quote(queue)+" "+strconv.FormatInt(seq, 10)+" "+strconv.Quote(token))
+	}
+	for _, c := range r.Complete {
+		add(c.Queue, c.Seq, c.Token)
+	}
+	for _, rj := range r.Reject {
+		add(rj.Queue, rj.Seq, rj.Token)
+	}
+	if len(locks) == 0 {
+		return ""
+	}
+	slices.Sort(locks)
+	h := sha256.New()
+	for _, l := range locks {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	return LocksKeyPrefix + hex.EncodeToString(h.Sum(nil))
 }
