@@ -55,7 +55,10 @@ func (s *Server) commit(r *http.Request) (result, error) {
 			if err != nil {
 				return err
 			}
-			if found {
+			// A key derived from the locks (named or not) names the
+			// deliveries, not the request: another request on them finds
+			// them settled (ErrAlreadySettled) in its items.
+			if found && (idem != req.LocksKey() || rec.Request == digest) {
 				return replayCommit(idem, rec, digest, &out)
 			}
 		}

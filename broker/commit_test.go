@@ -116,8 +116,8 @@ func TestCommitWithoutKeyCommitsOnce(t *testing.T) {
 		t.Fatalf("out holds %d messages after ten identical commits, want 1", n)
 	}
 	other := strings.Replace(body, `"b253YXJk"`, `"b3RoZXI="`, 1)
-	if st, e := f.do(t, "POST", "/v1/commit", f.keys["worker"], []byte(other)); st != 409 || e.Reason != "attempt_conflict" {
-		t.Fatalf("the same locks with another send: %d %+v, want 409 attempt_conflict", st, e)
+	if st, e := f.do(t, "POST", "/v1/commit", f.keys["worker"], []byte(other)); st != 409 || e.Reason != "already_settled" {
+		t.Fatalf("the same locks with another send: %d %+v, want 409 already_settled", st, e)
 	}
 	sendOnly := `{"send":[{"queue":"out","messages":[{"body":"eA=="}]}]}`
 	for range 2 {

@@ -71,11 +71,14 @@ type sentinel struct {
 	status int
 }
 
+// ErrAlreadySettled comes before ErrLockLost, which matches it too: a
+// client tells a delivery settled already from a lost lease.
 // ErrLockLost is 409 Conflict, not 410 Gone: the message usually still
 // exists and comes again; what conflicts is the request's token with the
 // delivery's current one. The specific invalid sentinels come before
 // ErrInvalidArgument, which matches all of them.
 var sentinels = []sentinel{
+	{mqlite.ErrAlreadySettled, "already_settled", CodeLockLost, http.StatusConflict},
 	{mqlite.ErrLockLost, "lock_lost", CodeLockLost, http.StatusConflict},
 	{mqlite.ErrQueueNotFound, "queue_not_found", CodeNotFound, http.StatusNotFound},
 	{mqlite.ErrTopicNotFound, "topic_not_found", CodeNotFound, http.StatusNotFound},
