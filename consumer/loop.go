@@ -175,11 +175,16 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 
 // run runs l, set up by Loop or LoopBatch, holding at most held messages:
 // it starts the completer, the renewer and the workers, claims until ctx
-// is cancelled or a claim fails for good, then stops them in turn.
+// is cancelled, a claim fails for good or a handler fails with a
+// programming error (fail), then stops them in turn.
 func run(ctx context.Context, l *loop, held int) error {
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)
 	tag := l.setUp(ctx, hctx, held)
+	// fail ends the claims through rctx.
+	rctx, stopFetch := context.WithCancel(mqlite.WithReceiver(ctx, tag))
+	defer stopFetch()
+	l.stopFetch = stopFetch
 	sr, streaming := l.src.(Streamer)
 	// LoopTx completes through commitTx, outside a stream's window.
 	if streaming && l.batch == nil && l.txHandler == nil {
@@ -191,9 +196,6 @@ func run(ctx context.Context, l *loop, held int) error {
 	renewerDone := l.goDone(func() { l.renew(renewCtx) })
 	workersDone := l.startWorkers()
 
-	rctx, stopFetch := context.WithCancel(mqlite.WithReceiver(ctx, tag))
-	defer stopFetch()
-	l.stopFetch = stopFetch
 	var err error
 	if l.streamed != nil {
 		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
