@@ -1057,3 +1057,29 @@ func TestLoopProgrammingErrorStops(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopRetryAfterPastMaxDelay: a handler's RetryAfter past
+// mqlite.MaxDelay (a far side's Retry-After of years) abandons the message
+// for MaxDelay, where the store refused the abandon as invalid and the
+// message came back at each lease's end, its handler run again (fails
+// before: the handler ran 3 times in two leases).
+func TestLoopRetryAfterPastMaxDelay(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		var calls atomic.Int64
+		stop := e.start(func(context.Context, mqlite.Message) error {
+			calls.Add(1)
+			return consumer.RetryAfter(errors.New("throttled"), 10*mqlite.MaxDelay)
+		}, consumer.LoopConfig{Backoff: exact})
+		seq := e.send("a")[0]
+		synctest.Wait()
+		advance(2 * lease)
+		must(t, stop())
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("the handler ran %d times, want once", n)
+		}
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("abandoned %d", seq))
+		if m := e.peek()[seq]; m.State != mqlite.StateScheduled {
+			t.Fatalf("message left %q, want scheduled", m.State)
+		}
+	})
+}

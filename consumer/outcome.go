@@ -26,8 +26,8 @@ func (e *RetryAfterError) Error() string {
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that Loop abandons the message for d instead of
-// its Backoff's delay. A d of zero or less leaves the delay to the Backoff.
-// RetryAfter(nil, d) is nil. Wrapped with Permanent, the Permanent wins.
+// its Backoff's delay. A d of zero or less leaves the delay to the Backoff;
+// one past mqlite.MaxDelay is cut to it. RetryAfter(nil, d) is nil. Wrapped with Permanent, the Permanent wins.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
@@ -72,7 +72,9 @@ func deadLetterOf(err error) (why, description string) {
 // with err: the error's RetryAfter, else the Backoff's delay.
 func (l *loop) retryDelay(m mqlite.Message, err error) time.Duration {
 	if r, ok := errors.AsType[*RetryAfterError](err); ok && r.After > 0 {
-		return r.After
+		// The store refuses an abandon past MaxDelay: the message would
+		// come back at its lease's end and its handler run again, each time.
+		return min(r.After, mqlite.MaxDelay)
 	}
 	return l.o.Backoff.delay(m.DeliveryCount)
 }
