@@ -46,8 +46,8 @@ const (
 	effectsIn      = "effects-in"
 	effectsOut     = "effects-out"
 	effectsMax     = 1000 // deliveries: far more than the kills can use up
-	effectsLease   = 200 * time.Millisecond
-	stallPercent   = 4                             // of commits: the worker stalls before it past the lease
+	effectsLease   = 300 * time.Millisecond
+	stallPercent   = 10                            // of commits: the worker stalls before it past the lease
 	stallFor       = effectsLease + effectsLease/4 // a real sleep past the lease: it lapses on any machine
 	effectsLow     = 200                           // fewer inputs left than this: the harness sends more
 	effectsRefill  = 400
@@ -169,6 +169,7 @@ func effectsWorker(t *testing.T, atomic bool) {
 	if atomic {
 		stall := func() {
 			if draw() < stallPercent {
+				say("stalled")
 				time.Sleep(stallFor) // LoopTx no longer renews the lease: it lapses
 			}
 		}
@@ -229,6 +230,7 @@ type effectsRun struct {
 	// lapsed counts the leases a worker's Loop reported lost; held, the
 	// leases a kill left held (found at the check), which lapse too.
 	lapsed, held int
+	stalled      int // commits a worker stalled past their lease
 }
 
 // setupEffects creates the queues and the effect table and sends the first
@@ -288,6 +290,8 @@ func (r *effectsRun) kill(t *testing.T, worker string, seed uint64, point string
 			r.done[seq] = true
 		} else if len(f) == 2 && f[0] == "lapsed" {
 			r.lapsed++
+		} else if len(f) == 1 && f[0] == "stalled" {
+			r.stalled++
 		}
 	}
 	r.kills++
@@ -463,7 +467,7 @@ func TestCrashLoopTx(t *testing.T) {
 	t.Logf("survived %d SIGKILLs (%d at random moments, %d in the handler, %d before the transaction, %d after the effect row, %d after the onward send, %d after the completion, %d between commit and return): %d inputs, %d completed (%d reported by the Loop), %d dead-lettered on purpose, %d effect rows, %d onward messages; %d effects without completion, %d completed without effect, %d twice",
 		r.kills, r.points[randomMoment], r.points[inHandler], r.points[beforeTx], r.points[afterRow], r.points[afterSend], r.points[beforeCommit], r.points[afterCommit],
 		last.inputs, last.completed, len(r.done), last.dead, last.rows, last.onward, last.withoutCompletion, last.withoutRow, last.twice)
-	t.Logf("lapsed leases: %d under a running worker (reported lost by its Loop: a stalled commit fenced out, or a renewal too late), %d held by a killed worker", r.lapsed, r.held)
+	t.Logf("lapsed leases: %d under a running worker (reported lost by its Loop; %d commits stalled past their lease on purpose), %d held by a killed worker", r.lapsed, r.stalled, r.held)
 	if r.kills < least {
 		t.Fatalf("only %d kills in %v, want at least %d", r.kills, budget, least)
 	}
