@@ -150,9 +150,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // ErrTxEnded, mqlite.ErrInsideTx, mqlite.ErrNotAStore, mqlite.ErrNilTx,
 // however wrapped), is never retried: Loop dead-letters the message at once
 // with the error as its reason, logs why, stops claiming, and returns the
-// error after the same drain. The completions of concurrent handlers share commits
-// (Source.CompleteBatch). Loop is safe to run
-// several times at once, on one queue or many.
+// error after the same drain. The completions of concurrent handlers share
+// commits (Source.CompleteBatch). Loop is safe to run several times at
+// once, on one queue or many.
 //
 // When tracing is on (Source.TracerProvider),
 // each handler runs inside a "process <queue>" span of kind consumer,

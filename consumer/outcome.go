@@ -27,7 +27,8 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that Loop abandons the message for d instead of
 // its Backoff's delay. A d of zero or less leaves the delay to the Backoff;
-// one past mqlite.MaxDelay is cut to it. RetryAfter(nil, d) is nil. Wrapped with Permanent, the Permanent wins.
+// one past mqlite.MaxDelay is cut to it. RetryAfter(nil, d) is nil.
+// Wrapped with Permanent, the Permanent wins.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
