@@ -131,3 +131,91 @@ func (s signalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return s.next.RoundTrip(r)
 }
+
+// TestLoopTxProgrammingErrorOverClient runs the README's LoopTx handler,
+// whose step writes its row through consumer.SQL, over the broker, where
+// the step gets consumer.ErrNoSQL after the handler's external call. A
+// programming error is not retried: each message's external call happens
+// once at most, its message is dead-lettered with the reason, and LoopTx
+// stops with the error instead of cycling every order through its
+// deliveries (before: 200 external calls for 20 orders, each dead-lettered
+// only once its deliveries were spent).
+func TestLoopTxProgrammingErrorOverClient(t *testing.T) {
+	t.Parallel()
+	tb := testdb.Open(t, mqlite.Config{})
+	tb.Queue(t, "orders", mqlite.QueueOptions{MaxDeliveryCount: 10})
+	tb.Queue(t, "shipped", mqlite.QueueOptions{})
+	url, key := serve(t, tb, broker.Config{})
+	c := newClient(t, url, key, tb.Clock)
+	const n = 20
+	for i := range n {
+		_, err := c.Send(ctx, "orders", outbox.Message{Body: []byte(fmt.Sprint("order ", i)), MessageID: fmt.Sprint("o", i)})
+		must(t, err)
+	}
+	var mu sync.Mutex
+	calls := map[string]int{} // external calls per order
+	bookCarrier := func(_ context.Context, m mqlite.Message) string {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[m.MessageID]++
+		return "label-" + m.MessageID
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loopErr := make(chan error, 1)
+	go func() {
+		loopErr <- consumer.LoopTx(lctx, c, "orders", func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			label := bookCarrier(ctx, m)
+			return func(ctx context.Context, tx consumer.Tx) error {
+				sqlTx, err := consumer.SQL(tx) // the *sql.Tx: embedded only
+				if err != nil {
+					return err
+				}
+				if _, err := sqlTx.ExecContext(ctx, `INSERT INTO shipments (order_msg, label) VALUES (?, ?)`, m.MessageID, label); err != nil {
+					return err
+				}
+				return tx.Send(ctx, "shipped", outbox.Message{Body: []byte(label), MessageID: "shipped-" + m.MessageID})
+			}, nil
+		}, consumer.LoopConfig{Concurrency: 8, Backoff: consumer.Backoff{Initial: -1}})
+	}()
+	var err error
+	select {
+	case err = <-loopErr:
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-loopErr
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("LoopTx did not stop on consumer.ErrNoSQL: %d external calls for %d orders", total(calls), len(calls))
+	}
+	if !errors.Is(err, consumer.ErrNoSQL) {
+		t.Fatalf("LoopTx returned %v, want consumer.ErrNoSQL", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, k := range calls {
+		if k > 1 {
+			t.Errorf("order %s: %d external calls, want 1 at most", id, k)
+		}
+	}
+	dead, err := c.PeekDeadLetters(ctx, "orders", mqlite.PeekParams{})
+	must(t, err)
+	if len(dead) == 0 || len(dead) != len(calls) {
+		t.Fatalf("%d dead letters for %d orders handled, want one each (and at least one)", len(dead), len(calls))
+	}
+	for _, m := range dead {
+		if !strings.Contains(m.DeadLetterReason, consumer.ErrNoSQL.Error()) || m.DeliveryCount != 1 {
+			t.Fatalf("dead letter %s: reason %q after %d deliveries, want ErrNoSQL's on the first", m.MessageID, m.DeadLetterReason, m.DeliveryCount)
+		}
+	}
+	t.Logf("%d external calls for %d orders, %d dead-lettered", total(calls), n, len(dead))
+}
+
+// total sums the counts of m.
+func total(m map[string]int) int {
+	s := 0
+	for _, k := range m {
+		s += k
+	}
+	return s
+}

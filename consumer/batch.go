@@ -113,7 +113,7 @@ func (l *loop) handleBatch(first *delivery) {
 	}
 	for i, d := range ds {
 		d.span = span // the settle spans are the batch span's children
-		if !l.settle(d, errs[i], took) {
+		if handedOver, _ := l.settle(d, errs[i], took); !handedOver {
 			l.slots <- struct{}{}
 		}
 	}

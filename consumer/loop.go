@@ -145,9 +145,14 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // Loop returns early with an error for bad arguments, and when Receive
 // fails for good (the store is closed, the queue does not exist), after
 // the same drain. Other Receive errors are logged and retried with a
-// backoff. The completions of concurrent handlers share commits
-// (Source.CompleteBatch). Loop is safe to run
-// several times at once, on one queue or many.
+// backoff. A handler error that says the code is wrong rather than the
+// moment, the same on every delivery (a programming error: ErrNoSQL,
+// ErrTxEnded, mqlite.ErrInsideTx, mqlite.ErrNotAStore, mqlite.ErrNilTx,
+// however wrapped), is never retried: Loop dead-letters the message at once
+// with the error as its reason, logs why, stops claiming, and returns the
+// error after the same drain. The completions of concurrent handlers share
+// commits (Source.CompleteBatch). Loop is safe to run several times at
+// once, on one queue or many.
 //
 // When tracing is on (Source.TracerProvider),
 // each handler runs inside a "process <queue>" span of kind consumer,
@@ -170,11 +175,16 @@ func Loop(ctx context.Context, src Source, queue string, handler Handler, opts L
 
 // run runs l, set up by Loop or LoopBatch, holding at most held messages:
 // it starts the completer, the renewer and the workers, claims until ctx
-// is cancelled or a claim fails for good, then stops them in turn.
+// is cancelled, a claim fails for good or a handler fails with a
+// programming error (fail), then stops them in turn.
 func run(ctx context.Context, l *loop, held int) error {
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)
 	tag := l.setUp(ctx, hctx, held)
+	// fail ends the claims through rctx.
+	rctx, stopFetch := context.WithCancel(mqlite.WithReceiver(ctx, tag))
+	defer stopFetch()
+	l.stopFetch = stopFetch
 	sr, streaming := l.src.(Streamer)
 	// LoopTx completes through commitTx, outside a stream's window.
 	if streaming && l.batch == nil && l.txHandler == nil {
@@ -186,7 +196,6 @@ func run(ctx context.Context, l *loop, held int) error {
 	renewerDone := l.goDone(func() { l.renew(renewCtx) })
 	workersDone := l.startWorkers()
 
-	rctx := mqlite.WithReceiver(ctx, tag)
 	var err error
 	if l.streamed != nil {
 		err = l.fetchStream(rctx, sr, min(held, mqlite.MaxReceiveBatch))
@@ -199,7 +208,19 @@ func run(ctx context.Context, l *loop, held int) error {
 	stopCompleter()
 	stopRenewer()
 	<-renewerDone
+	if err == nil {
+		err = l.failed // the workers are done: no fail runs past here
+	}
 	return err
+}
+
+// fail makes Loop stop claiming and return err, once a handler or a step
+// failed with a programming error (the first such error wins).
+func (l *loop) fail(err error) {
+	l.failOnce.Do(func() {
+		l.failed = err
+		l.stopFetch()
+	})
 }
 
 // setUp fills in l's state for run, hctx being the parent of handler
@@ -274,9 +295,12 @@ func (l *loop) startWorkers() <-chan struct{} {
 
 // stopClaiming stops Loop claiming: it releases what was claimed but not
 // started and closes l.work. Once feed was taken after stop, the
-// completer delivers no more.
+// completer delivers no more; once claimMu was, no commit of LoopTx
+// claims ahead.
 func (l *loop) stopClaiming() {
+	l.claimMu.Lock()
 	close(l.stop)
+	l.claimMu.Unlock()
 	l.feed.Lock()
 	//lint:ignore SA2001 a barrier: no deliver is under way past it
 	l.feed.Unlock()
@@ -311,8 +335,13 @@ type loop struct {
 	// claimOnComplete is set while fetch claims with Receive: the
 	// completer then claims in its calls too.
 	claimOnComplete atomic.Bool
-	queue           string
-	handler         Handler
+	// claimMu is held (read) by a commit of LoopTx that claims ahead,
+	// from its check of stopping until it returns, and by stopClaiming
+	// (write) to close stop: a message claimed ahead was claimed before
+	// Loop stopped, and its worker runs it (see completeTx).
+	claimMu sync.RWMutex
+	queue   string
+	handler Handler
 	// txHandler and commitTx are LoopTx's; txHandler is nil otherwise.
 	txHandler TxHandler
 	commitTx  commitFunc
@@ -326,11 +355,14 @@ type loop struct {
 	hctx context.Context // parent of handler contexts: cancelled at the drain timeout
 	sctx context.Context // parent of settlements: never cancelled
 
-	stop     chan struct{}  // closed when Loop stops claiming
-	feed     sync.Mutex     // held while deliver fills l.work
-	slots    chan struct{}  // one token per message Loop may hold
-	work     chan *delivery // claimed messages waiting for a handler
-	renewals *renewer
+	stop      chan struct{} // closed when Loop stops claiming
+	stopFetch func()        // ends fetch: Loop stops (fail)
+	failOnce  sync.Once
+	failed    error          // the programming error Loop returns; written once by fail
+	feed      sync.Mutex     // held while deliver fills l.work
+	slots     chan struct{}  // one token per message Loop may hold
+	work      chan *delivery // claimed messages waiting for a handler
+	renewals  *renewer
 	// completions feeds the completer goroutine; nil for LoopTx.
 	completions chan completion
 }
@@ -437,8 +469,7 @@ func (l *loop) deliver(msgs []mqlite.Message) {
 	defer l.feed.Unlock()
 	stopping := l.stopping()
 	for _, m := range msgs {
-		d := &delivery{msg: m, until: m.LockedUntil}
-		d.ctx, d.cancel = context.WithCancelCause(l.hctx)
+		d := l.newDelivery(m)
 		if stopping {
 			l.release(d)
 			continue
@@ -446,6 +477,14 @@ func (l *loop) deliver(msgs []mqlite.Message) {
 		l.renewals.add(d, l.clock.Now())
 		l.work <- d // never blocks: l.work has room for every slot
 	}
+}
+
+// newDelivery is the delivery of a claimed message m, its handler's ctx
+// a child of hctx.
+func (l *loop) newDelivery(m mqlite.Message) *delivery {
+	d := &delivery{msg: m, until: m.LockedUntil}
+	d.ctx, d.cancel = context.WithCancelCause(l.hctx)
+	return d
 }
 
 // sleepCtx waits d; false if ctx ended first.
@@ -503,9 +542,19 @@ func (l *loop) forget(d *delivery) {
 	l.streamed.release(sctx, d.msg.Lock())
 }
 
-// handle runs the handler on d and settles d by its outcome.
+// handle runs the handler on d and settles d by its outcome, then does the
+// same for the message LoopTx's commit of d claimed in d's slot, if any:
+// claimed before Loop stopped, it runs even if Loop is stopping now.
 func (l *loop) handle(d *delivery) {
-	handedOver := false // to the completer or release, which free the slot
+	for d != nil {
+		d = l.handleOne(d)
+	}
+}
+
+// handleOne runs the handler on d and settles d by its outcome; it returns
+// the delivery LoopTx's commit of d claimed, which holds d's slot, or nil.
+func (l *loop) handleOne(d *delivery) (next *delivery) {
+	handedOver := false // to the completer, release or next, which free the slot
 	defer func() {
 		if !handedOver {
 			l.slots <- struct{}{}
@@ -517,21 +566,22 @@ func (l *loop) handle(d *delivery) {
 		// it back).
 		handedOver = true
 		l.release(d)
-		return
+		return nil
 	}
 	ctx, span := l.startProcess(d)
 	start := time.Now()
 	err := l.call(ctx, d)
-	handedOver = l.settle(d, err, time.Since(start))
+	handedOver, next = l.settle(d, err, time.Since(start))
 	if span != nil && !handedOver { // the completer ends a span handed over
 		tracing.End(span, cmp.Or(err, d.stepErr))
 	}
+	return next
 }
 
 // settle settles d by its handler's outcome err. It reports whether d's
-// slot was handed over: to the completer, which then frees it, or to the
-// message LoopTx's commit claimed (d's process span is then ended).
-func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bool) {
+// slot was handed over: to the completer, which then frees it, or to next,
+// the message LoopTx's commit claimed (d's process span is then ended).
+func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bool, next *delivery) {
 	lost := l.renewals.remove(d) // no renewal may race the settlement
 	drainCancelled := errors.Is(context.Cause(d.ctx), ErrDrainTimeout)
 	d.cancel(context.Canceled)
@@ -539,7 +589,7 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		l.log.Warn("consumer: handler finished after its lease was lost; not settling",
 			append(msgAttrs(d.msg), "handler_err", err, "took", took)...)
 		l.forget(d)
-		return false
+		return false, nil
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
@@ -547,41 +597,50 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		sctx = trace.ContextWithSpan(sctx, d.span) // the settle span is the process span's child
 	}
 	m := d.msg
+	fromTx := false // err is the step's or its commit's
 	if err == nil && l.txHandler != nil {
-		next, stepErr, serr := l.completeTx(sctx, d)
-		if serr != nil {
+		claimed, stepErr, serr := l.completeTx(sctx, d)
+		switch {
+		case serr != nil && !programmingError(serr) && !refused(serr):
 			l.settleFailed(m, "complete", serr)
-			return false
-		}
-		if stepErr == nil {
+			return false, nil
+		case serr != nil:
+			d.stepErr, err = serr, serr // nothing committed: dead-lettered below
+		case stepErr != nil:
+			d.stepErr, err = stepErr, stepErr // settled below like a handler's error
+		default:
 			l.o.Observer.Completed(m, took)
-			if len(next) == 0 {
-				return false
+			if len(claimed) == 0 {
+				return false, nil
 			}
 			// The commit claimed the next message for d's slot.
 			if d.span != nil {
 				tracing.End(d.span, nil)
 			}
-			l.deliver(next)
-			return true
+			l.o.Observer.Received(l.queue, len(claimed))
+			next = l.newDelivery(claimed[0]) // the commit claims one at most
+			l.renewals.add(next, l.clock.Now())
+			return true, next
 		}
-		d.stepErr, err = stepErr, stepErr // settled below like a handler's error
+		fromTx = true
 	}
 	switch {
 	case err == nil && l.completions != nil:
 		l.completions <- completion{msg: m, took: took, span: d.span} // never blocks: room for every slot
-		return true
+		return true, nil
 	case err == nil:
 		if serr := l.set.Complete(sctx, m.Lock()); serr != nil {
 			l.settleFailed(m, "complete", serr)
-			return false
+			return false, nil
 		}
 		l.o.Observer.Completed(m, took)
+	case programmingError(err) || fromTx && refused(err):
+		l.deadLetterAtOnce(sctx, m, took, err)
 	case IsPermanent(err):
 		why, description := deadLetterOf(err)
 		if serr := l.set.Reject(sctx, m.Lock(), why, description); serr != nil {
 			l.settleFailed(m, "reject", serr)
-			return false
+			return false, nil
 		}
 		l.log.Warn("consumer: permanent error; message dead-lettered", append(msgAttrs(m), "err", err)...)
 		l.o.Observer.Rejected(m, took, err)
@@ -592,12 +651,35 @@ func (l *loop) settle(d *delivery, err error, took time.Duration) (handedOver bo
 		}
 		if serr := l.abandon(sctx, m, delay, err); serr != nil {
 			l.settleFailed(m, "abandon", serr)
-			return false
+			return false, nil
 		}
 		l.log.Info("consumer: handler failed; message abandoned", append(msgAttrs(m), "err", err, "delay", delay)...)
 		l.o.Observer.Abandoned(m, took, delay, err)
 	}
-	return false
+	return false, nil
+}
+
+// deadLetterAtOnce dead-letters m, whose handler, step or commit failed
+// with err, a programming error or a refusal of what the step wrote: no
+// delivery would end otherwise, and a retry would repeat the handler's
+// side effects. A programming error also stops Loop, which returns it.
+func (l *loop) deadLetterAtOnce(ctx context.Context, m mqlite.Message, took time.Duration, err error) {
+	stop := programmingError(err)
+	if stop {
+		l.fail(fmt.Errorf("consumer: %s: message %d: programming error, the loop stops: %w", l.queue, m.Seq, err))
+	}
+	if serr := l.set.Reject(ctx, m.Lock(), reason(err), notRetried); serr != nil {
+		l.settleFailed(m, "reject", serr)
+		return
+	}
+	if stop {
+		l.log.Error("consumer: programming error: message dead-lettered at once, not retried; the loop stops",
+			append(msgAttrs(m), "err", err)...)
+	} else {
+		l.log.Error("consumer: the step's writes were refused as invalid: message dead-lettered at once, not retried",
+			append(msgAttrs(m), "err", err)...)
+	}
+	l.o.Observer.Rejected(m, took, err)
 }
 
 // abandon gives m back after delay, with the handler's error as its last

@@ -1025,3 +1025,61 @@ func TestLoopRetriesAtTheBackoff(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopProgrammingErrorStops: a handler whose error says the code is
+// wrong (here a store call with the context of a transaction it holds,
+// mqlite.ErrInsideTx) is not retried: its message is dead-lettered on the
+// first delivery with the error as its reason, and Loop stops with the
+// error; the other message is left untouched.
+func TestLoopProgrammingErrorStops(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		calls := 0
+		stop := e.start(func(context.Context, mqlite.Message) error {
+			calls++
+			return fmt.Errorf("send the receipt: %w", mqlite.ErrInsideTx)
+		}, consumer.LoopConfig{Prefetch: -1, Backoff: exact})
+		seqs := e.send("a", "b")
+		synctest.Wait()
+		if err := stop(); !errors.Is(err, mqlite.ErrInsideTx) {
+			t.Fatalf("Loop returned %v, want mqlite.ErrInsideTx", err)
+		}
+		if calls != 1 {
+			t.Fatalf("the handler ran %d times, want once", calls)
+		}
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("rejected %d", seqs[0]))
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
+		must(t, err)
+		if len(dead) != 1 || !strings.Contains(dead[0].DeadLetterReason, mqlite.ErrInsideTx.Error()) || dead[0].DeliveryCount != 1 {
+			t.Fatalf("dead letters %+v, want %d, with ErrInsideTx's reason, on its first delivery", dead, seqs[0])
+		}
+		if m := e.peek()[seqs[1]]; m.DeliveryCount != 0 {
+			t.Fatalf("message %d delivered %d times after the stop, want 0", seqs[1], m.DeliveryCount)
+		}
+	})
+}
+
+// TestLoopRetryAfterPastMaxDelay: a handler's RetryAfter past
+// mqlite.MaxDelay (a far side's Retry-After of years) abandons the message
+// for MaxDelay, where the store refused the abandon as invalid and the
+// message came back at each lease's end, its handler run again (fails
+// before: the handler ran 3 times in two leases).
+func TestLoopRetryAfterPastMaxDelay(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
+		var calls atomic.Int64
+		stop := e.start(func(context.Context, mqlite.Message) error {
+			calls.Add(1)
+			return consumer.RetryAfter(errors.New("throttled"), 10*mqlite.MaxDelay)
+		}, consumer.LoopConfig{Backoff: exact})
+		seq := e.send("a")[0]
+		synctest.Wait()
+		advance(2 * lease)
+		must(t, stop())
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("the handler ran %d times, want once", n)
+		}
+		wantEvents(t, e.obs, "received 1", fmt.Sprintf("abandoned %d", seq))
+		if m := e.peek()[seq]; m.State != mqlite.StateScheduled {
+			t.Fatalf("message left %q, want scheduled", m.State)
+		}
+	})
+}

@@ -26,7 +26,8 @@ type Tx interface {
 }
 
 // ErrNoSQL is SQL's error for a Tx that is not a transaction on the store:
-// over the broker a step can only send.
+// over the broker a step can only send. It is a programming error: LoopTx
+// dead-letters the message at once and stops (see LoopTx).
 var ErrNoSQL = errors.New("consumer: no SQL transaction: the step runs over the broker, where it can only send")
 
 // SQL returns the transaction on the store's connection of the Tx LoopTx
@@ -52,7 +53,9 @@ type TxStep func(ctx context.Context, tx Tx) error
 // nil error just completes the message. An error abandons the message for
 // a retry after LoopConfig.Backoff, or, wrapped with Permanent,
 // dead-letters it, as with Handler; so does an error or a panic of the
-// step, after the transaction rolled back. ctx is Handler's.
+// step, after the transaction rolled back. A programming error of either
+// dead-letters the message at once and stops LoopTx (see LoopTx). ctx is
+// Handler's.
 type TxHandler func(ctx context.Context, msg mqlite.Message) (TxStep, error)
 
 // TxSource is a Source that runs a transaction on its store, for LoopTx.
@@ -85,8 +88,9 @@ type Committer interface {
 }
 
 // ErrTxEnded is the error of a TxStep that committed or rolled back the
-// transaction itself: the message is abandoned like for any error (what a
-// step committed itself stays committed without the completion).
+// transaction itself (what a step committed itself stays committed without
+// the completion). It is a programming error: LoopTx dead-letters the
+// message at once and stops (see LoopTx).
 var ErrTxEnded = errors.New("consumer: the step committed or rolled back the transaction LoopTx owns")
 
 // LoopTx is Loop for exactly-once effects: the handler's rows, the
@@ -102,9 +106,29 @@ var ErrTxEnded = errors.New("consumer: the step committed or rolled back the tra
 // and commits. The completion checks the lease at its statement: a lease
 // that lapsed before (the handler or the step took too long) is
 // mqlite.ErrLockLost, the transaction rolls back and the message comes
-// again when its lease ends. An error of the step (or a panic, or
-// ErrTxEnded) rolls the transaction back, then abandons the message with
-// backoff, or dead-letters it for a Permanent error.
+// again when its lease ends. An error of the step (or a panic) rolls the
+// transaction back, then abandons the message with backoff, or
+// dead-letters it for a Permanent error.
+//
+// A programming error is never retried, since every retry would repeat the
+// handler's side effects (its call to another service) and fail the same
+// way: ErrNoSQL (a step that asks for SQL over the broker), ErrTxEnded,
+// mqlite.ErrInsideTx, mqlite.ErrNotAStore and mqlite.ErrNilTx, whether the
+// handler, the step or the commit returns it. LoopTx dead-letters that
+// message on that delivery (the error is the reason), logs why, stops
+// claiming, drains as on a cancelled ctx (the handlers already running
+// finish, and their messages settle by the same rules) and returns the
+// error. What it can know before the first message it refuses at once
+// (mqlite.ErrInvalidArgument): no Source, no handler, bad options, a Source
+// that is neither a TxSource nor a Committer; whether a step needs SQL only
+// the step knows. A write of the step that the store or the broker refuses
+// as invalid (mqlite.ErrInvalidArgument, mqlite.ErrMessageTooLarge), which
+// the same step would write again, dead-letters that message at once too,
+// and LoopTx goes on with the others.
+//
+// A commit claims the next message only while LoopTx is not stopping, and
+// the message it claimed runs even if LoopTx begins to stop meanwhile: a
+// stop gives back no message a commit claimed, so it spends no delivery.
 //
 // The transaction holds the file's one writer until it commits: every
 // other statement of the process waits for it, renewals of the other
@@ -124,7 +148,8 @@ var ErrTxEnded = errors.New("consumer: the step committed or rolled back the tra
 //
 // Everything else is Loop's (claims, renewals, draining, Observer).
 // src must be a TxSource (*mqlite.Store) or a Committer; another is
-// mqlite.ErrInvalidArgument.
+// mqlite.ErrInvalidArgument. LoopTx returns nil once ctx is cancelled and
+// it drained, or Loop's errors, or a programming error (above).
 func LoopTx(ctx context.Context, src Source, queue string, handler TxHandler, opts LoopConfig) error {
 	if src == nil {
 		return invalid("nil Source")
@@ -248,7 +273,15 @@ func (t storeTx) SQL() *sql.Tx { return t.tx.SQL() }
 // its panic, ErrTxEnded): the handler's outcome, to abandon or reject by.
 // err is the completion's or the commit's (mqlite.ErrLockLost, a failed
 // commit).
+//
+// A stopping loop claims nothing ahead: the next message would only go
+// back, one of its deliveries spent (on MaxDeliveryCount 1 a dead letter).
+// claimMu keeps Loop from beginning to stop between the check and the end
+// of the commit, so that what the commit claimed was claimed before the
+// stop, and d's worker runs it.
 func (l *loop) completeTx(ctx context.Context, d *delivery) (next []mqlite.Message, stepErr, err error) {
+	l.claimMu.RLock()
+	defer l.claimMu.RUnlock()
 	claim := 0
 	if l.claimOnComplete.Load() && !l.stopping() {
 		claim = 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -105,9 +106,11 @@ func TestLoopTxOutcomes(t *testing.T) {
 				_, ok := errors.AsType[*consumer.PanicError](err)
 				return ok
 			}},
+		// A programming error: dead-lettered on its first delivery, and
+		// LoopTx stops with it.
 		{"step commits itself", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
 			return func(ctx context.Context, tx consumer.Tx) error { return sqlOf(tx).Commit() }, nil
-		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
+		}, "rejected", false, mqlite.StateDeadLettered, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
 		{"step rolls back itself", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
 			return func(ctx context.Context, tx consumer.Tx) error {
 				if err := effect(m)(ctx, tx); err != nil {
@@ -115,7 +118,29 @@ func TestLoopTxOutcomes(t *testing.T) {
 				}
 				return sqlOf(tx).Rollback()
 			}, nil
-		}, "abandoned", false, mqlite.StateScheduled, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
+		}, "rejected", false, mqlite.StateDeadLettered, func(err error) bool { return errors.Is(err, consumer.ErrTxEnded) }},
+		{"step passes no transaction", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, _ consumer.Tx) error {
+				_, err := outbox.SendOne(ctx, nil, "out", outbox.Message{Body: m.Body})
+				return err
+			}, nil
+		}, "rejected", false, mqlite.StateDeadLettered, func(err error) bool { return errors.Is(err, mqlite.ErrNilTx) }},
+		// What the step wrote refused as invalid: that message is
+		// dead-lettered on its first delivery; LoopTx goes on.
+		{"step sends an invalid message", func(_ context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				if err := effect(m)(ctx, tx); err != nil {
+					return err
+				}
+				return tx.Send(ctx, "out", outbox.Message{Body: m.Body, MessageID: strings.Repeat("x", mqlite.MaxMessageIDLen+1)})
+			}, nil
+		}, "rejected", false, mqlite.StateDeadLettered, func(err error) bool { return errors.Is(err, mqlite.ErrInvalidArgument) }},
+	}
+	// What LoopTx returns (errors.Is): a programming error stops it.
+	stops := map[string]error{
+		"step commits itself":        consumer.ErrTxEnded,
+		"step rolls back itself":     consumer.ErrTxEnded,
+		"step passes no transaction": mqlite.ErrNilTx,
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +148,9 @@ func TestLoopTxOutcomes(t *testing.T) {
 				stop := e.startTx(tc.handler, consumer.LoopConfig{Backoff: exact})
 				seq := e.send("m")[0]
 				synctest.Wait()
-				must(t, stop())
+				if err, want := stop(), stops[tc.name]; want == nil && err != nil || want != nil && !errors.Is(err, want) {
+					t.Fatalf("LoopTx returned %v, want %v", err, want)
+				}
 				wantEvents(t, e.obs, "received 1", fmt.Sprintf("%s %d", tc.event, seq))
 				if tc.cause != nil && !tc.cause(e.obs.causeAt(1)) {
 					t.Fatalf("cause %v", e.obs.causeAt(1))
@@ -228,4 +255,41 @@ func sqlOf(tx consumer.Tx) *sql.Tx {
 		panic(err)
 	}
 	return sqlTx
+}
+
+// TestLoopTxStopClaimsNothingAhead: a LoopTx that stops while a handler
+// runs commits that message without claiming the next in the same commit,
+// which it could only give back with a delivery spent: on a queue of
+// MaxDeliveryCount 1 a dead letter per stop. The messages left are
+// untouched (fails with the commit claiming while stopping: the next
+// message dead-lettered, "abandoned on the last allowed delivery").
+func TestLoopTxStopClaimsNothingAhead(t *testing.T) {
+	bubble(t, mqlite.QueueOptions{MaxDeliveryCount: 1}, func(t *testing.T, e *loopEnv) {
+		var handled atomic.Int64
+		stop := e.startTx(func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			handled.Add(1)
+			<-ctx.Done() // the drain's end: Loop is stopping
+			return effect(m), nil
+		}, consumer.LoopConfig{Prefetch: -1, DrainTimeout: -1})
+		seqs := e.send("a", "b", "c")
+		synctest.Wait() // the handler of "a" runs; "b" and "c" wait in the queue
+		must(t, stop())
+		if n := handled.Load(); n != 1 {
+			t.Fatalf("%d handlers ran, want 1", n)
+		}
+		if rows, onward := e.effects(seqs[0]); rows != 1 || onward != 1 {
+			t.Fatalf("the running message left %d effect rows and %d onward messages, want 1 of each", rows, onward)
+		}
+		dead, err := e.st.PeekDeadLetters(ctx, "q", mqlite.PeekParams{})
+		must(t, err)
+		if len(dead) != 0 {
+			t.Fatalf("dead letters after the stop: %v (%s)", testdb.Seqs(dead), dead[0].DeadLetterDescription)
+		}
+		left := e.peek()
+		for _, seq := range seqs[1:] {
+			if m, ok := left[seq]; !ok || m.DeliveryCount != 0 || m.State != mqlite.StateActive {
+				t.Fatalf("message %d left %+v, want it active with no delivery spent", seq, m)
+			}
+		}
+	})
 }

@@ -32,13 +32,24 @@ import (
 // when its row does, once. The control worker does the same with the
 // completion after the commit, in a second transaction (plain Loop): a
 // kill between the two leaves a row without its completion.
+//
+// Leases lapse while the workers run and die: the lease is short
+// (effectsLease), and before some commits (stallPercent) the worker
+// stalls past it after LoopTx stopped renewing, so that the reaper gives
+// the message back, another handler may take it and commit its effect,
+// and the stalled commit must find its lease lost and commit nothing. The
+// worker says each lease Loop reports lost; the harness also counts the
+// leases a kill left held, which lapse before the next worker can take
+// their messages. Both counts are printed.
 
 const (
 	effectsIn      = "effects-in"
 	effectsOut     = "effects-out"
 	effectsMax     = 1000 // deliveries: far more than the kills can use up
-	effectsLease   = 2 * time.Second
-	effectsLow     = 200 // fewer inputs left than this: the harness sends more
+	effectsLease   = 300 * time.Millisecond
+	stallPercent   = 10                            // of commits: the worker stalls before it past the lease
+	stallFor       = effectsLease + effectsLease/4 // a real sleep past the lease: it lapses on any machine
+	effectsLow     = 200                           // fewer inputs left than this: the harness sends more
 	effectsRefill  = 400
 	onwardPrefix   = "onward "
 	controlKills   = 3
@@ -62,11 +73,16 @@ var effectPoints = []string{inHandler, beforeTx, afterRow, afterSend, beforeComm
 
 // crashSource is the store as LoopTx's TxSource, with the crash points
 // around the transaction LoopTx runs: the test's hook into LoopTx, through
-// its own interface, with nothing added to the library.
-type crashSource struct{ *mqlite.Store }
+// its own interface, with nothing added to the library. stall, before a
+// transaction, lets some leases lapse.
+type crashSource struct {
+	*mqlite.Store
+	stall func()
+}
 
 // Tx runs fn in the store's transaction between the crash points.
 func (s crashSource) Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error {
+	s.stall()
 	maybeCrash(beforeTx)
 	err := s.Store.Tx(ctx, func(tx *mqlite.Tx) error {
 		if err := fn(tx); err != nil {
@@ -84,6 +100,7 @@ func (s crashSource) Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error
 // TxAndReceive is Tx's crash points around the store's TxAndReceive,
 // which LoopTx commits with to claim the next message in the same commit.
 func (s crashSource) TxAndReceive(ctx context.Context, queue string, opts mqlite.ReceiveOptions, fn func(tx *mqlite.Tx) error) ([]mqlite.Message, error) {
+	s.stall()
 	maybeCrash(beforeTx)
 	msgs, err := s.Store.TxAndReceive(ctx, queue, opts, func(tx *mqlite.Tx) error {
 		if err := fn(tx); err != nil {
@@ -98,7 +115,7 @@ func (s crashSource) TxAndReceive(ctx context.Context, queue string, opts mqlite
 	return msgs, err
 }
 
-// doneObserver says each completion the Loop reports.
+// doneObserver says each completion and each lost lease the Loop reports.
 type doneObserver struct {
 	consumer.NopObserver
 	say func(string, ...any)
@@ -106,6 +123,9 @@ type doneObserver struct {
 
 // Completed says the message's seq.
 func (o doneObserver) Completed(m mqlite.Message, _ time.Duration) { o.say("done %d", m.Seq) }
+
+// LockLost says the message's seq: its lease lapsed under the worker.
+func (o doneObserver) LockLost(m mqlite.Message, _ error) { o.say("lapsed %d", m.Seq) }
 
 // TestCrashLoopTxWorker is the LoopTx worker process.
 func TestCrashLoopTxWorker(t *testing.T) { effectsWorker(t, true) }
@@ -147,7 +167,13 @@ func effectsWorker(t *testing.T, atomic bool) {
 	say("ready")
 	var err error
 	if atomic {
-		err = consumer.LoopTx(ctx, crashSource{st}, effectsIn, func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
+		stall := func() {
+			if draw() < stallPercent {
+				say("stalled")
+				time.Sleep(stallFor) // LoopTx no longer renews the lease: it lapses
+			}
+		}
+		err = consumer.LoopTx(ctx, crashSource{Store: st, stall: stall}, effectsIn, func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 			maybeCrash(inHandler)
 			if draw() < 5 {
 				return nil, errors.New("handler failed on purpose")
@@ -201,6 +227,10 @@ type effectsRun struct {
 	done   map[int64]bool // completions a worker's Loop reported
 	kills  int
 	points map[string]int
+	// lapsed counts the leases a worker's Loop reported lost; held, the
+	// leases a kill left held (found at the check), which lapse too.
+	lapsed, held int
+	stalled      int // commits a worker stalled past their lease
 }
 
 // setupEffects creates the queues and the effect table and sends the first
@@ -258,6 +288,10 @@ func (r *effectsRun) kill(t *testing.T, worker string, seed uint64, point string
 		if f := strings.Fields(l); len(f) == 2 && f[0] == "done" {
 			seq, _ := strconv.ParseInt(f[1], 10, 64)
 			r.done[seq] = true
+		} else if len(f) == 2 && f[0] == "lapsed" {
+			r.lapsed++
+		} else if len(f) == 1 && f[0] == "stalled" {
+			r.stalled++
 		}
 	}
 	r.kills++
@@ -269,6 +303,7 @@ func (r *effectsRun) kill(t *testing.T, worker string, seed uint64, point string
 func (r *effectsRun) check(t *testing.T) effectsTally {
 	t.Helper()
 	ctx := context.Background()
+	r.held += r.leftHeld(t)
 	st, err := mqlite.Open(ctx, r.path, mqlite.Config{
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
@@ -378,6 +413,23 @@ func (r *effectsRun) check(t *testing.T) effectsTally {
 	return a
 }
 
+// leftHeld counts the inputs the dead worker left locked, as it left the
+// file (before recovery): leases that lapse before another worker takes
+// their messages.
+func (r *effectsRun) leftHeld(t *testing.T) int {
+	t.Helper()
+	raw, err := sql.Open("sqlite", r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var n int
+	if err := raw.QueryRow(`SELECT count(*) FROM mqlite_messages WHERE queue = ? AND state = 'locked'`, effectsIn).Scan(&n); err != nil {
+		t.Fatalf("kill %d: leases left held: %v", r.kills, err)
+	}
+	return n
+}
+
 // TestCrashLoopTx is the harness: every effect commits with its
 // completion, whatever moment the process dies at.
 func TestCrashLoopTx(t *testing.T) {
@@ -412,10 +464,14 @@ func TestCrashLoopTx(t *testing.T) {
 	t.Logf("survived %d SIGKILLs (%d at random moments, %d in the handler, %d before the transaction, %d after the effect row, %d after the onward send, %d after the completion, %d between commit and return): %d inputs, %d completed (%d reported by the Loop), %d dead-lettered on purpose, %d effect rows, %d onward messages; %d effects without completion, %d completed without effect, %d twice",
 		r.kills, r.points[randomMoment], r.points[inHandler], r.points[beforeTx], r.points[afterRow], r.points[afterSend], r.points[beforeCommit], r.points[afterCommit],
 		last.inputs, last.completed, len(r.done), last.dead, last.rows, last.onward, last.withoutCompletion, last.withoutRow, last.twice)
+	t.Logf("lapsed leases: %d under a running worker (reported lost by its Loop; %d commits stalled past their lease on purpose), %d held by a killed worker", r.lapsed, r.stalled, r.held)
 	if r.kills < least {
 		t.Fatalf("only %d kills in %v, want at least %d", r.kills, budget, least)
 	}
 	checkPoints(t, r.points, effectPoints)
+	if r.lapsed == 0 && r.kills >= minKills { // a few kills may see none
+		t.Fatalf("no lease lapsed under a running worker in %d kills: the stalls never outlived a lease", r.kills)
+	}
 }
 
 // TestCrashLoopTxControl shows the check can fail: with the completion
