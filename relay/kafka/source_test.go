@@ -71,6 +71,34 @@ func TestSourceTakesEachRecordOnceByID(t *testing.T) {
 	}
 }
 
+// TestSourceHoldsAsidePoisonedMessages: five records the queue refuses
+// (an id too long, an id not UTF-8, a header not UTF-8, headers over the
+// limit, a group id too long) among good ones: every good one is taken,
+// each poisoned one is held aside in the hold queue, and the group commits
+// past them all.
+func TestSourceHoldsAsidePoisonedMessages(t *testing.T) {
+	t.Parallel()
+	c := fake(t, kfake.SeedTopics(1, "in"))
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	id := func(v string) kgo.RecordHeader { return kgo.RecordHeader{Key: relaykafka.HeaderID, Value: []byte(v)} }
+	poison := [][]kgo.RecordHeader{
+		{id(relaytest.LongID)},
+		{id("bad-\xff")},
+		{id("p3"), {Key: "tenant", Value: []byte("\xfe")}},
+		{id("p4"), {Key: "big", Value: []byte(relaytest.BigHeader)}},
+		{id("p5"), {Key: relay.HeaderGroupID, Value: []byte(strings.Repeat("g", mqlite.MaxGroupIDLen+1))}},
+	}
+	var recs []*kgo.Record
+	for i, h := range poison {
+		recs = append(recs, &kgo.Record{Value: []byte(relaytest.Good(i)), Headers: []kgo.RecordHeader{id(relaytest.Good(i))}},
+			&kgo.Record{Value: []byte(fmt.Sprintf("poison-%d", i)), Headers: h})
+	}
+	recs = append(recs, &kgo.Record{Value: []byte(relaytest.Good(len(poison))), Headers: []kgo.RecordHeader{id(relaytest.Good(len(poison)))}})
+	produce(t, c.ListenAddrs(), recs...)
+	reasons := []string{relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid}
+	relaytest.CheckPoisoned(t, b.Store, newSource(t, c.ListenAddrs()), reasons, unacked(t, c.ListenAddrs(), 1))
+}
+
 // unacked returns a func that counts the records of the topic "in" past
 // the group's committed offsets.
 func unacked(t testing.TB, addrs []string, partitions int32) func() int64 {
