@@ -443,7 +443,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 				victim = now
 			}
 			if now := tc.victim(c, js); now != victim {
-				t.Fatalf("taking %s away, which does not lead (%v does): the loss would be no leader's", victim.name, now)
+				t.Fatalf("taking %s away, which does not lead (%s does): the loss would be no leader's", victim.name, nodeName(now))
 			}
 			killed := time.Now()
 			c.stop(victim)
@@ -480,6 +480,14 @@ func TestClusterLeaderLoss(t *testing.T) {
 				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), across.sent.Load()-int64(tc.n), lostAcks)
 		})
 	}
+}
+
+// nodeName is n's name, or "none".
+func nodeName(n *node) string {
+	if n == nil {
+		return "none"
+	}
+	return n.name
 }
 
 // acrossLeaders wraps the relay's sink around a leader's loss. Once carry
