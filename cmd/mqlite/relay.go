@@ -367,7 +367,7 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 			}
 		}
 		return "nats", fmt.Sprintf("no JetStream stream covers the subject %q: create a stream covering it "+
-			"(nats stream add %s --subjects %q --defaults); the relay retries until one does", subject, strings.ToUpper(m.Queue), subject)
+			"(nats stream add %s --subjects %q --defaults); the relay retries until one does", subject, strings.ToUpper(m.Queue), subjectsHint(f.subject, subject))
 	case errors.Is(err, relayamqp.ErrReturned):
 		return "amqp-route", fmt.Sprintf("RabbitMQ returned the message: no queue is bound to exchange %q for its routing key: "+
 			"declare a queue and bind it (with the default exchange, a queue named as the routing key); the relay holds the messages until one is", f.exchange)
@@ -383,6 +383,26 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 		return "amqp-exchange", fmt.Sprintf("RabbitMQ has no exchange %q: declare it; the relay holds the messages until it exists", f.exchange)
 	}
 	return "", ""
+}
+
+// subjectsHint is the subjects a stream should cover for the relay's
+// subject template text, which rendered subject for one message: the
+// template's fixed tokens before its first action followed by ">" (every
+// subject the template renders), the subject itself for a template with
+// no action, or the rendered subject's first token followed by ".>" when
+// the template starts with an action.
+func subjectsHint(text, subject string) string {
+	i := strings.Index(text, "{{")
+	if i < 0 {
+		return subject
+	}
+	if dot := strings.LastIndexByte(text[:i], '.'); dot >= 0 {
+		return text[:dot+1] + ">"
+	}
+	if dot := strings.IndexByte(subject, '.'); dot > 0 {
+		return subject[:dot+1] + ">"
+	}
+	return subject
 }
 
 // templateFlag is the flag of the sink's route template, and its text.
