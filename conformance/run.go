@@ -64,5 +64,6 @@ func groups() []group {
 		{"LastError", lastErrorTests},
 		{"LoopFailures", loopFailureTests()},
 		{"Effects", effectTests},
+		{"Intake", intakeTests},
 	}
 }
