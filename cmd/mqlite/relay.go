@@ -56,6 +56,7 @@ type relayFlags struct {
 	amqpQueue        string
 	kafkaTopics      []string
 	group, idHeader  string
+	holdQueue        string
 }
 
 func relayCmd(g *globals) *cobra.Command {
@@ -94,7 +95,10 @@ by its id there (Nats-Msg-Id or <stream>:<seq>; the AMQP message-id;
 --id-header or <topic>/<partition>/<offset>), acknowledging the source only
 after the commit. It refuses a queue whose dedup window is not longer than
 the source's redelivery plus --outage, and says how far to raise it
-(mqlite queues update QUEUE --dedup-window D).`,
+(mqlite queues update QUEUE --dedup-window D). A message the queue refuses
+(no id, an id or header over its limit or not UTF-8, too large) is held
+aside in QUEUE.held (--hold-queue), said in the log and the metrics, and
+acknowledged; the rest go on.`,
 		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret-file /run/secrets/whsec
   mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222 --metrics-addr 127.0.0.1:9464
   mqlite relay --db app.db --queue inbox --from nats --stream ORDERS --consumer mqlite-inbox`,
@@ -156,6 +160,7 @@ the source's redelivery plus --outage, and says how far to raise it
 	fs.StringSliceVar(&f.kafkaTopics, "kafka-topic", nil, "--from kafka: the `topic`s, comma-separated or repeated")
 	fs.StringVar(&f.group, "group", "", "--from kafka: the consumer group (default mqlite-QUEUE)")
 	fs.StringVar(&f.idHeader, "id-header", "", "--from amqp, kafka: a `header` that carries the message's id")
+	fs.StringVar(&f.holdQueue, "hold-queue", "", "--from: the `queue` where a message the queue refuses is held aside (default QUEUE.held; created when missing)")
 	return cmd
 }
 
