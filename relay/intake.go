@@ -133,7 +133,7 @@ type IntakeConfig struct {
 	// acknowledges them all: the rest go on, and no one who can publish on
 	// the far side can stop the intake. The held record keeps the body
 	// and what properties fit, and says why in its mqlite-held-*
-	// properties (HeldReason and the names next to it). Defaults to the
+	// properties (HeaderHeldReason and the names next to it). Defaults to the
 	// queue's name followed by ".held"; Run creates it when missing, with
 	// the queue's dedup window.
 	HoldQueue string
