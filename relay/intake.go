@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -308,6 +309,7 @@ func (in *Intake) take(ctx context.Context, msgs []Inbound) error {
 	}
 	aside := make([]error, len(msgs)) // why each message is held aside; nil: taken
 	dup := make([]bool, len(msgs))    // taken, and a duplicate the dedup window dropped
+	cut := make([]bool, len(msgs))    // held aside without its body
 	var (
 		batch []outbox.Message
 		at    []int // the index in msgs of each message of batch
@@ -345,7 +347,7 @@ func (in *Intake) take(ctx context.Context, msgs []Inbound) error {
 				}
 			}
 		}
-		return in.holdAside(tx, msgs, aside)
+		return in.holdAside(tx, msgs, aside, cut)
 	})
 	if err != nil {
 		if len(msgs) > 1 && refused(err) && !errors.Is(err, errHoldQueue) {
@@ -368,6 +370,24 @@ func (in *Intake) take(ctx context.Context, msgs []Inbound) error {
 	// Acknowledge even when ctx just ended: the batch committed.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
+	if as, ok := in.src.(AsideSource); ok && slices.Contains(cut, true) {
+		var keep, ack []Inbound
+		for i, m := range msgs {
+			if cut[i] {
+				keep = append(keep, m)
+			} else {
+				ack = append(ack, m)
+			}
+		}
+		if err := as.SetAside(actx, keep); err != nil {
+			in.log.Warn("intake: setting aside at the source messages held without their bodies failed; the source delivers them again and the hold queue's window drops them",
+				"err", err, "messages", len(keep))
+		}
+		msgs = ack
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
 	if err := in.src.Ack(actx, msgs); err != nil {
 		in.log.Warn("intake: acknowledging a committed batch failed; the source delivers it again and the dedup window drops it",
 			"err", err, "messages", len(msgs))

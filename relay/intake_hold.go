@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -63,9 +64,22 @@ func HeldReasonOf(err error) string {
 	return HeldInvalid
 }
 
+// AsideSource is a Source that can keep on its own side a message the
+// intake held aside without its body (over the store's
+// Config.MaxMessageBytes): the intake calls SetAside for those, after the
+// commit, in place of Ack. relay/amqp's Source rejects them without
+// requeue, to the queue's dead-letter exchange when it has one.
+type AsideSource interface {
+	Source
+	// SetAside settles msgs, which the intake held aside without their
+	// bodies, so that the far side keeps them out of the way.
+	SetAside(ctx context.Context, msgs []Inbound) error
+}
+
 // holdAside sends the held record of each message of msgs whose aside is
-// set into the hold queue, inside tx.
-func (in *Intake) holdAside(tx *mqlite.Tx, msgs []Inbound, aside []error) error {
+// set into the hold queue, inside tx, and marks in cut those whose record
+// left the body out.
+func (in *Intake) holdAside(tx *mqlite.Tx, msgs []Inbound, aside []error, cut []bool) error {
 	for i, m := range msgs {
 		if aside[i] == nil {
 			continue
@@ -78,6 +92,7 @@ func (in *Intake) holdAside(tx *mqlite.Tx, msgs []Inbound, aside []error) error 
 			rec.Properties[HeaderHeldBodyBytes] = strconv.Itoa(len(rec.Body))
 			rec.Body = nil
 			_, err = outbox.SendOne(tx.Context(), tx.SQL(), in.cfg.HoldQueue, rec)
+			cut[i] = true
 		}
 		if err != nil {
 			// Not errRefused: a hold queue that cannot take the record

@@ -197,6 +197,21 @@ func (s *Source) Ack(_ context.Context, msgs []relay.Inbound) error {
 	return errors.Join(errs...)
 }
 
+// SetAside rejects msgs without requeue (basic.nack): the intake held them
+// aside without their bodies (over the store's MaxMessageBytes), and the
+// queue's dead-letter exchange, when it has one, keeps them whole.
+func (s *Source) SetAside(_ context.Context, msgs []relay.Inbound) error {
+	var errs []error
+	for _, m := range msgs {
+		if err := m.Ref.(amqp091.Delivery).Nack(false, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ relay.AsideSource = (*Source)(nil)
+
 // Nack gives msgs back to the queue (basic.nack with requeue).
 func (s *Source) Nack(_ context.Context, msgs []relay.Inbound) error {
 	var errs []error

@@ -98,6 +98,43 @@ func TestSourceHoldsAsidePoisonedMessages(t *testing.T) {
 	}
 }
 
+// TestSourceSetsAsideATooLargeMessage: a message over the store's
+// MaxMessageBytes is held aside without its body, and RabbitMQ keeps it
+// whole: rejected without requeue, to the queue's dead-letter exchange.
+func TestSourceSetsAsideATooLargeMessage(t *testing.T) {
+	t.Parallel()
+	addr, ch, _ := broker(t)
+	queue := fmt.Sprintf("mqlite-test-dlx-%d", time.Now().UnixNano())
+	dlq := queue + "-dead"
+	for _, q := range []struct {
+		name string
+		args amqp091.Table
+	}{{dlq, nil}, {queue, amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}}} {
+		if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = ch.QueueDelete(q.name, false, false, false) })
+	}
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	big := make([]byte, mqlite.DefaultMaxMessageBytes+1)
+	put(t, ch, queue, amqp091.Publishing{MessageId: relaytest.Good(0), Body: []byte(relaytest.Good(0))})
+	put(t, ch, queue, amqp091.Publishing{MessageId: "big", Body: big})
+	put(t, ch, queue, amqp091.Publishing{MessageId: relaytest.Good(1), Body: []byte(relaytest.Good(1))})
+	src := newSource(t, addr, queue, 64)
+	relaytest.CheckPoisoned(t, b.Store, src, []string{relay.HeldTooLarge}, ready(t, ch, queue))
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ready(t, ch, queue)(); n != 0 {
+		t.Fatalf("%d messages back in the queue, want none", n)
+	}
+	relaytest.Poll(t, "the large message in the dead-letter queue", func() bool { return ready(t, ch, dlq)() == 1 })
+	d, ok, err := ch.Get(dlq, true)
+	if err != nil || !ok || len(d.Body) != len(big) || d.MessageId != "big" {
+		t.Fatalf("dead-letter queue: %d bytes, id %q, %v %v; want the large message whole", len(d.Body), d.MessageId, ok, err)
+	}
+}
+
 func TestSourceHoldsAMissingQueue(t *testing.T) {
 	t.Parallel()
 	addr, ch, _ := broker(t)
