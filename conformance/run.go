@@ -67,5 +67,6 @@ func groups() []group {
 		{"GroupCommit", groupCommitTests},
 		{"Handoff", handoffTests},
 		{"Inbound", inboundTests},
+		{"Intake", intakeTests},
 	}
 }

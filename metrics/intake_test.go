@@ -72,7 +72,7 @@ func TestRelayObserverCountsAnIntake(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP mqlite_relay_intake_holds_total Times an intake held: its source gone (no_stream, no_queue, no_topic) or a batch the queue refused (refused).
+# HELP mqlite_relay_intake_holds_total Times an intake held: its source gone (no_stream, no_queue, no_topic), or a message the queue refused, held aside in the hold queue (refused).
 # TYPE mqlite_relay_intake_holds_total counter
 mqlite_relay_intake_holds_total{queue="in",reason="no_stream",source="nats"} 1
 # HELP mqlite_relay_intake_total Messages an intake committed from its source, by outcome: taken, duplicate (the queue had it already: a delivery again).

@@ -65,7 +65,7 @@ func NewRelayObserver(opts *ObserverConfig) *RelayObserver {
 			"Messages an intake committed from its source, by outcome: taken, duplicate (the queue had it already: a delivery again).",
 			"queue", "source", "outcome"),
 		inHolds: o.counterVec("mqlite_relay_intake_holds_total",
-			"Times an intake held: its source gone (no_stream, no_queue, no_topic) or a batch the queue refused (refused).",
+			"Times an intake held: its source gone (no_stream, no_queue, no_topic), or a message the queue refused, held aside in the hold queue (refused).",
 			"queue", "source", "reason"),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mqlite_relay_intake_lag_seconds",
 			Help:        "How long before its intake the far side stored the last message an intake took.",

@@ -38,7 +38,7 @@
 // relay/nats (JetStream publishes) and relay/amqp (RabbitMQ with publisher
 // confirms), and relay/kafka, a module of its own (franz-go). A sink
 // answers Hold for a message the far side has no place for (no stream,
-// topic or queue): the relay keeps it without counting a delivery. See
+// topic or queue): the relay keeps it, the hold counting no delivery. See
 // docs/relay.md for running a relay and for the guarantees.
 //
 // # Into the file
@@ -51,5 +51,7 @@
 // acknowledged only after the commit; a delivery again of a message that
 // committed is dropped by the queue's dedup window, which Run checks is
 // longer than the source's redelivery plus IntakeConfig.Outage
-// (ErrWindowTooShort).
+// (ErrWindowTooShort). A message the queue refuses is held aside in
+// IntakeConfig.HoldQueue in the batch's transaction and acknowledged with
+// the rest: no message from the far side can stop an intake.
 package relay

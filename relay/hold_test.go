@@ -106,8 +106,23 @@ func TestTemplateHoldKeepsTheMessage(t *testing.T) {
 	if c := obs.Counts(); c.Completed != 3 || c.Abandoned != 3 || c.Rejected != 0 {
 		t.Fatalf("counts after the stop %+v, want 3 completed and 3 given back", c)
 	}
-	if got := logs.Messages(); len(got) != 1 || !strings.Contains(got[0], "template") {
+	got := logs.Messages()
+	if len(got) != 1 || !strings.Contains(got[0], "template") {
 		t.Fatalf("%d warnings (the first: %q), want the template's fault said once", len(got), got[:min(len(got), 1)])
+	}
+	// The log says how the hold counts deliveries, and the count agrees:
+	// one for the run that held them, none for the holds.
+	if !strings.Contains(got[0], "each run of the relay that holds a message counts one delivery") {
+		t.Errorf("the hold's log line does not say the run counted a delivery: %q", got[0])
+	}
+	left, err := b.Store.Peek(context.Background(), relaytest.Queue, mqlite.PeekParams{})
+	if err != nil || len(left) != 3 {
+		t.Fatalf("after the stop: %d messages, %v", len(left), err)
+	}
+	for _, m := range left {
+		if m.DeliveryCount != 1 {
+			t.Errorf("seq %d: delivery count %d after a run that held it many times, want 1", m.Seq, m.DeliveryCount)
+		}
 	}
 
 	// The operator fixes the template and starts the relay again.

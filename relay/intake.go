@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/mqlite/mqlite"
@@ -48,6 +49,11 @@ type Inbound struct {
 	Time time.Time
 	// Ref is the source's own handle of the delivery, to acknowledge it.
 	Ref any
+	// Origin says where the far side keeps the message, in a few words
+	// for an operator ("stream ORDERS seq 12", "queue orders delivery tag
+	// 7", "topic orders partition 0 offset 41"): the log line and the
+	// held record of a message held aside name it.
+	Origin string
 }
 
 // ErrWindowTooShort is the error of an Intake whose queue forgets message
@@ -57,8 +63,8 @@ type Inbound struct {
 // mqlite.ErrInvalidArgument too.
 var ErrWindowTooShort = errors.New("relay: the queue's dedup window is not longer than the source's redelivery horizon")
 
-// ErrNoMessageID is the cause of a held batch that has a message without
-// an id: the intake cannot take it exactly once.
+// ErrNoMessageID is the cause of a message without an id, which the intake
+// holds aside (IntakeConfig.HoldQueue): it cannot take it exactly once.
 var ErrNoMessageID = errors.New("relay: a source message has no id")
 
 // GoneError is a Source's error for a far side that has vanished (the
@@ -91,8 +97,9 @@ type IntakeObserver interface {
 	// queue had it already (a delivery again of a message committed
 	// before: the dedup window dropped it).
 	Taken(queue string, m Inbound, duplicate bool)
-	// Held reports a hold: the source gone (reason is GoneError's) or a
-	// batch the queue refused ("refused").
+	// Held reports a hold of the intake, the source gone (reason is
+	// GoneError's), or a message the queue refused and the intake held
+	// aside in its hold queue (reason "refused", once per message).
 	Held(queue string, reason string, cause error)
 }
 
@@ -112,14 +119,25 @@ type IntakeConfig struct {
 	// Backoff spaces the attempts after a failed Fetch or commit.
 	// Defaults to the consumer.Backoff defaults.
 	Backoff consumer.Backoff
-	// HoldBackoff spaces the attempts while the source is gone or the
-	// queue refuses a batch. Defaults to DefaultHoldBackoff.
+	// HoldBackoff spaces the attempts while the source is gone. Defaults
+	// to DefaultHoldBackoff.
 	HoldBackoff consumer.Backoff
 	// Logger receives the intake's diagnostics. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer is told of each message taken and each hold. Defaults to
 	// none.
 	Observer IntakeObserver
+	// HoldQueue is the queue of the store where the intake holds aside a
+	// message the queue refuses (no id, an id or a field over its limit or
+	// not UTF-8, too large, its id another message's in the dedup window),
+	// in the same transaction as the batch's other messages, before it
+	// acknowledges them all: the rest go on, and no one who can publish on
+	// the far side can stop the intake. The held record keeps the body
+	// and what properties fit, and says why in its mqlite-held-*
+	// properties (HeaderHeldReason and the names next to it). Defaults to the
+	// queue's name followed by ".held"; Run creates it when missing, with
+	// the queue's dedup window.
+	HoldQueue string
 }
 
 // Intake takes the messages of a Source into a queue of a Store, each once
@@ -164,6 +182,12 @@ func NewIntake(st *mqlite.Store, queue string, src Source, cfg IntakeConfig) (*I
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.HoldQueue == "" {
+		cfg.HoldQueue = queue + ".held"
+	}
+	if cfg.HoldQueue == queue {
+		return nil, invalid("HoldQueue is the queue %s itself", queue)
+	}
 	return &Intake{st: st, queue: queue, src: src, cfg: cfg, log: cfg.Logger.With("intake", queue)}, nil
 }
 
@@ -196,10 +220,14 @@ func (in *Intake) Run(ctx context.Context) error {
 	if err := CheckWindow(in.queue, q.Options.DedupWindow, in.src.Redelivery(), in.cfg.Outage); err != nil {
 		return err
 	}
+	err = in.st.CreateQueue(ctx, in.cfg.HoldQueue, mqlite.QueueOptions{DedupWindow: q.Options.DedupWindow})
+	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
+		return fmt.Errorf("intake %s: hold queue %s: %w", in.queue, in.cfg.HoldQueue, err)
+	}
 	var (
 		failures int    // failed attempts in a row
 		holding  string // the reason of the hold under way, "" when none
-		single   int    // batches still to take one message at a time
+		single   int    // messages still to take one at a time
 	)
 	for ctx.Err() == nil {
 		max := in.cfg.MaxBatch
@@ -216,15 +244,20 @@ func (in *Intake) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, errRefused) {
+			// A batch refused as a whole goes again at once, one message
+			// at a time: only the one refused alone is held aside.
+			in.log.Debug("intake: the queue refuses the batch; taking it one message at a time", "err", err)
+			single = len(msgs)
+			continue
+		}
 		if err == nil {
-			if holding != "" && holding != reasonRefused {
+			if holding != "" {
 				in.log.Info("intake: the source answers again; taking messages")
+				holding = ""
 			}
 			if single > 0 {
 				single--
-			}
-			if single == 0 {
-				holding = ""
 			}
 			failures = 0
 			continue
@@ -234,20 +267,16 @@ func (in *Intake) Run(ctx context.Context) error {
 		}
 		failures++
 		delay := in.cfg.Backoff.Delay(failures)
-		if reason := holdReason(err); reason != "" {
-			// A refused batch goes again one message at a time, so that
-			// the messages before the bad one commit.
-			if reason == reasonRefused {
-				single = in.cfg.MaxBatch
-			}
+		var gone *GoneError
+		if errors.As(err, &gone) {
 			if holding == "" {
-				in.log.Error("intake: holding (nothing acknowledged that did not commit) until it is fixed", "reason", reason, "err", err)
+				in.log.Error("intake: holding (nothing acknowledged that did not commit) until the source answers", "reason", gone.Reason, "err", err)
 			} else {
-				in.log.Debug("intake: still holding", "reason", reason, "err", err)
+				in.log.Debug("intake: still holding", "reason", gone.Reason, "err", err)
 			}
-			holding = reason
+			holding = gone.Reason
 			if in.cfg.Observer != nil {
-				in.cfg.Observer.Held(in.queue, reason, err)
+				in.cfg.Observer.Held(in.queue, gone.Reason, err)
 			}
 			delay = in.cfg.HoldBackoff.Delay(failures)
 		} else {
@@ -263,64 +292,102 @@ func (in *Intake) Run(ctx context.Context) error {
 	return nil
 }
 
-// holdReason names the hold err calls for, or "" for a plain retry.
-func holdReason(err error) string {
-	var gone *GoneError
-	switch {
-	case errors.As(err, &gone):
-		return gone.Reason
-	case errors.Is(err, errRefused):
-		return reasonRefused
-	}
-	return ""
-}
-
-// reasonRefused is the hold reason of a batch the queue refused.
+// reasonRefused is the hold reason of a message the queue refused.
 const reasonRefused = "refused"
 
 // errRefused marks a batch the queue refused for its content.
 var errRefused = errors.New("the queue refused the batch")
 
-// take commits msgs to the queue in one transaction and acknowledges them,
-// or gives them back.
+// take commits msgs to the queue in one transaction, with each message the
+// queue refuses held aside in the hold queue in the same transaction, and
+// acknowledges them all; or gives them back. A batch the queue refuses as
+// a whole (over the store's size limit) is errRefused: Run takes it again
+// one message at a time, so that only the refused one is held aside.
 func (in *Intake) take(ctx context.Context, msgs []Inbound) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	batch := make([]outbox.Message, len(msgs))
+	aside := make([]error, len(msgs)) // why each message is held aside; nil: taken
+	dup := make([]bool, len(msgs))    // taken, and a duplicate the dedup window dropped
+	cut := make([]bool, len(msgs))    // held aside without its body
+	var (
+		batch []outbox.Message
+		at    []int // the index in msgs of each message of batch
+	)
 	for i, m := range msgs {
-		if m.MessageID == "" {
-			return in.giveBack(ctx, msgs, fmt.Errorf("%w: %w (message %d of the batch)", errRefused, ErrNoMessageID, i))
+		switch {
+		case m.MessageID == "":
+			aside[i] = ErrNoMessageID
+		default:
+			aside[i] = m.Validate()
 		}
-		batch[i] = m.Message
+		if aside[i] == nil {
+			batch = append(batch, m.Message)
+			at = append(at, i)
+		}
 	}
-	var res []outbox.Result
 	err := in.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		var err error
-		if res, err = outbox.SendBatch(tx.Context(), tx.SQL(), in.queue, batch); err != nil {
-			return err
-		}
-		for i, r := range res {
-			if r.Err != nil {
-				return fmt.Errorf("message %d (id %q): %w", i, msgs[i].MessageID, r.Err)
+		if len(batch) > 0 {
+			res, err := outbox.SendBatch(tx.Context(), tx.SQL(), in.queue, batch)
+			switch {
+			case err != nil && len(batch) == 1 && refused(err):
+				aside[at[0]], res = err, nil
+			case err != nil:
+				return err
+			}
+			for j, r := range res {
+				i := at[j]
+				switch {
+				case r.Err == nil:
+					dup[i] = r.Duplicate
+				case refused(r.Err):
+					aside[i] = r.Err // its id is another message's in the window
+				default:
+					return fmt.Errorf("message %d (id %q): %w", i, msgs[i].MessageID, r.Err)
+				}
 			}
 		}
-		return nil
+		return in.holdAside(tx, msgs, aside, cut)
 	})
 	if err != nil {
-		if refused(err) {
+		if len(msgs) > 1 && refused(err) && !errors.Is(err, errHoldQueue) {
 			err = fmt.Errorf("%w: %w", errRefused, err)
 		}
 		return in.giveBack(ctx, msgs, err)
 	}
-	if in.cfg.Observer != nil {
-		for i, m := range msgs {
-			in.cfg.Observer.Taken(in.queue, m, res[i].Duplicate)
+	for i, m := range msgs {
+		switch {
+		case aside[i] != nil:
+			in.log.Warn("intake: the queue refuses a message; held aside in the hold queue, acknowledged, and the rest go on",
+				"hold_queue", in.cfg.HoldQueue, "origin", m.Origin, "message_id", heldID(m.MessageID), "reason", HeldReasonOf(aside[i]), "err", aside[i])
+			if in.cfg.Observer != nil {
+				in.cfg.Observer.Held(in.queue, reasonRefused, aside[i])
+			}
+		case in.cfg.Observer != nil:
+			in.cfg.Observer.Taken(in.queue, m, dup[i])
 		}
 	}
 	// Acknowledge even when ctx just ended: the batch committed.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
+	if as, ok := in.src.(AsideSource); ok && slices.Contains(cut, true) {
+		var keep, ack []Inbound
+		for i, m := range msgs {
+			if cut[i] {
+				keep = append(keep, m)
+			} else {
+				ack = append(ack, m)
+			}
+		}
+		if err := as.SetAside(actx, keep); err != nil {
+			in.log.Warn("intake: setting aside at the source messages held without their bodies failed; the source delivers them again and the hold queue's window drops them",
+				"err", err, "messages", len(keep))
+		}
+		msgs = ack
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
 	if err := in.src.Ack(actx, msgs); err != nil {
 		in.log.Warn("intake: acknowledging a committed batch failed; the source delivers it again and the dedup window drops it",
 			"err", err, "messages", len(msgs))

@@ -385,13 +385,13 @@ func (r *Relay) sendHolding(ctx context.Context, stop <-chan struct{}, msgs []mq
 		// far side: it is said once, whatever is delivered between.
 		if unrendered != nil && r.unrendered.CompareAndSwap(false, true) {
 			r.log.Error("relay: the route template renders no valid destination for some messages; holding them "+
-				"(no delivery counted, nothing dead-lettered) until the relay runs with a template that does", "err", unrendered)
+				"until the relay runs with a template that does ("+heldCount+")", "err", unrendered)
 		}
 		switch {
 		case cause == nil:
 			r.log.Debug("relay: still holding", "err", unrendered, "held", len(pending))
 		case r.recoveries.Load() == began && r.holding.CompareAndSwap(false, true):
-			r.log.Error("relay: the far side has no place for the messages; holding them (no delivery counted, nothing dead-lettered) until it has",
+			r.log.Error("relay: the far side has no place for the messages; holding them until it has ("+heldCount+")",
 				"err", cause, "held", len(pending))
 		default:
 			r.log.Debug("relay: still holding", "err", cause, "held", len(pending))
@@ -430,6 +430,11 @@ func (r *Relay) sendHolding(ctx context.Context, stop <-chan struct{}, msgs []mq
 
 // errStopping is why held messages are given back when Run stops.
 var errStopping = errors.New("relay: stopping")
+
+// heldCount says how a hold counts deliveries, in the log line of a hold:
+// the claim that brought the message counted one, the hold adds none (its
+// lease is renewed), and the stop gives it back as it stands.
+const heldCount = "each run of the relay that holds a message counts one delivery of it, the hold itself none; nothing is dead-lettered while it runs"
 
 // givenBack is the retry delay of a held message given back because Run
 // stops: claimable again at once, as the next Run must find it (a hold is

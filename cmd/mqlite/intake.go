@@ -47,7 +47,7 @@ func intakeRun(ctx context.Context, st local, f relayFlags, log *slog.Logger) er
 		return err
 	}
 	defer closeSrc()
-	cfg := relay.IntakeConfig{MaxBatch: f.max, Outage: f.outage, Logger: log}
+	cfg := relay.IntakeConfig{MaxBatch: f.max, Outage: f.outage, Logger: log, HoldQueue: f.holdQueue}
 	if f.outage == 0 {
 		cfg.Outage = -1 // --outage 0: no outage to outlast
 	}

@@ -148,6 +148,37 @@ func kafkaSource(t *testing.T, ids ...string) []string {
 	return []string{"--from", "kafka", "--kafka-brokers", strings.Join(c.ListenAddrs(), ","), "--kafka-topic", "clicks", "--id-header", relaykafka.HeaderID}
 }
 
+// TestRelayFromHoldsAside: a record the queue refuses (an id over the
+// limit) is held aside in --hold-queue and counted; the others are taken.
+func TestRelayFromHoldsAside(t *testing.T) {
+	t.Parallel()
+	path := intakeFile(t, 2*time.Hour)
+	from := kafkaSource(t, "order-1", strings.Repeat("x", mqlite.MaxMessageIDLen+1), "order-2")
+	rctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(rctx, append([]string{"relay", "--db", path, "--url", "", "--queue", "inbox", "--hold-queue", "inbox-refused", "--metrics-addr", "127.0.0.1:0"}, from...),
+			strings.NewReader(""), &stdout, &stderr)
+	}()
+	scrapeUntil(t, &stderr, done, `mqlite_relay_intake_total{outcome="taken",queue="inbox",source="kafka"} 2`,
+		`mqlite_relay_intake_holds_total{queue="inbox",reason="refused",source="kafka"} 1`)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "held aside") || !strings.Contains(stderr.String(), "clicks partition 0 offset 1") {
+		t.Errorf("the log does not say what was held aside, from where:\n%s", stderr.String())
+	}
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"peek", "--db", path, "--url", "", "inbox-refused"}, strings.NewReader(""), &out, &out); code != 0 {
+		t.Fatalf("peek: %d %s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "xxxx") {
+		t.Fatalf("peek of the hold queue shows %s", out.String())
+	}
+}
+
 // TestRelayFromRefusesAShortDedupWindow: a queue that forgets ids before
 // the source can deliver again is refused, with the command that fixes it.
 func TestRelayFromRefusesAShortDedupWindow(t *testing.T) {

@@ -57,6 +57,7 @@ type relayFlags struct {
 	amqpQueue        string
 	kafkaTopics      []string
 	group, idHeader  string
+	holdQueue        string
 }
 
 func relayCmd(g *globals) *cobra.Command {
@@ -96,7 +97,10 @@ by its id there (Nats-Msg-Id or <stream>:<seq>; the AMQP message-id;
 --id-header or <topic>/<partition>/<offset>), acknowledging the source only
 after the commit. It refuses a queue whose dedup window is not longer than
 the source's redelivery plus --outage, and says how far to raise it
-(mqlite queues update QUEUE --dedup-window D).`,
+(mqlite queues update QUEUE --dedup-window D). A message the queue refuses
+(no id, an id or header over its limit or not UTF-8, too large) is held
+aside in QUEUE.held (--hold-queue), said in the log and the metrics, and
+acknowledged; the rest go on.`,
 		Example: `  mqlite relay --db app.db --queue events --sink webhook --webhook-url https://hooks.internal/in --secret-file /run/secrets/whsec
   mqlite relay --url http://127.0.0.1:7420 --key $KEY --queue events --sink nats --nats-url nats://127.0.0.1:4222 --metrics-addr 127.0.0.1:9464
   mqlite relay --db app.db --queue inbox --from nats --stream ORDERS --consumer mqlite-inbox`,
@@ -159,6 +163,7 @@ the source's redelivery plus --outage, and says how far to raise it
 	fs.StringSliceVar(&f.kafkaTopics, "kafka-topic", nil, "--from kafka: the `topic`s, comma-separated or repeated")
 	fs.StringVar(&f.group, "group", "", "--from kafka: the consumer group (default mqlite-QUEUE)")
 	fs.StringVar(&f.idHeader, "id-header", "", "--from amqp, kafka: a `header` that carries the message's id")
+	fs.StringVar(&f.holdQueue, "hold-queue", "", "--from: the `queue` where a message the queue refuses is held aside (default QUEUE.held; created when missing)")
 	return cmd
 }
 
@@ -371,7 +376,7 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 			}
 		}
 		return "nats", fmt.Sprintf("no JetStream stream covers the subject %q: create a stream covering it "+
-			"(nats stream add %s --subjects %q --defaults); the relay retries until one does", subject, strings.ToUpper(m.Queue), subject)
+			"(nats stream add %s --subjects %q --defaults); the relay retries until one does", subject, strings.ToUpper(m.Queue), subjectsHint(f.subject, subject))
 	case errors.Is(err, relayamqp.ErrReturned):
 		return "amqp-route", fmt.Sprintf("RabbitMQ returned the message: no queue is bound to exchange %q for its routing key: "+
 			"declare a queue and bind it (with the default exchange, a queue named as the routing key); the relay holds the messages until one is", f.exchange)
@@ -387,6 +392,26 @@ func destinationHint(f relayFlags, m mqlite.Message, err error) (kind, hint stri
 		return "amqp-exchange", fmt.Sprintf("RabbitMQ has no exchange %q: declare it; the relay holds the messages until it exists", f.exchange)
 	}
 	return "", ""
+}
+
+// subjectsHint is the subjects a stream should cover for the relay's
+// subject template text, which rendered subject for one message: the
+// template's fixed tokens before its first action followed by ">" (every
+// subject the template renders), the subject itself for a template with
+// no action, or the rendered subject's first token followed by ".>" when
+// the template starts with an action.
+func subjectsHint(text, subject string) string {
+	i := strings.Index(text, "{{")
+	if i < 0 {
+		return subject
+	}
+	if dot := strings.LastIndexByte(text[:i], '.'); dot >= 0 {
+		return text[:dot+1] + ">"
+	}
+	if dot := strings.IndexByte(subject, '.'); dot > 0 {
+		return subject[:dot+1] + ">"
+	}
+	return subject
 }
 
 // templateFlag is the flag of the sink's route template, and its text.

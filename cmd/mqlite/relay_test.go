@@ -311,13 +311,30 @@ func TestRelayNoStreamSaysWhatToCreate(t *testing.T) {
 		done <- run(rctx, []string{"relay", "--db", path, "--url", "", "--queue", "events", "--sink", "nats",
 			"--nats-url", ns.ClientURL(), "--subject", "orders.{{.Queue}}"}, strings.NewReader(""), &stdout, &stderr)
 	}()
-	stderr.waitFor(t, `create a stream covering it (nats stream add EVENTS --subjects \"orders.events\"`)
+	stderr.waitFor(t, `create a stream covering it (nats stream add EVENTS --subjects \"orders.>\"`)
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d; stderr %s", code, stderr.String())
 	}
 	if n := strings.Count(stderr.String(), "create a stream"); n != 1 {
 		t.Errorf("the hint came %d times, want once:\n%s", n, stderr.String())
+	}
+}
+
+// TestSubjectsHint: the stream the hint suggests covers every subject the
+// template renders, not only the first message's.
+func TestSubjectsHint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ text, subject, want string }{
+		{"orders.{{.Queue}}", "orders.events", "orders.>"},
+		{"app.orders.{{.Subject}}.v1", "app.orders.paid.v1", "app.orders.>"},
+		{"orders.created", "orders.created", "orders.created"},
+		{"{{.Subject}}", "paid.eu", "paid.>"},
+		{"{{.Subject}}", "paid", "paid"},
+	} {
+		if got := subjectsHint(tc.text, tc.subject); got != tc.want {
+			t.Errorf("subjectsHint(%q, %q) = %q, want %q", tc.text, tc.subject, got, tc.want)
+		}
 	}
 }
 

@@ -54,8 +54,9 @@ var ErrInvalidConfig = errors.New("amqp: invalid config")
 
 // ErrReturned is the failure of a message the broker returned because no
 // queue was bound to take it (the mandatory flag). The message is held
-// (relay.Hold): no delivery is counted and nothing is dead-lettered while
-// the binding is missing, and it goes out once one exists.
+// (relay.Hold): the hold counts no delivery (the relay's run that claimed
+// it counted one) and nothing is dead-lettered while the binding is
+// missing, and it goes out once one exists.
 var ErrReturned = errors.New("amqp: message returned unroutable")
 
 // ErrNoExchange is the failure of a message published to an exchange the

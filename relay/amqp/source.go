@@ -30,8 +30,9 @@ type SourceConfig struct {
 	// Queue is the queue to consume, with manual acks. Required.
 	Queue string
 	// IDHeader names a header that carries a message's id when it has no
-	// message-id property. A message with neither holds the intake
-	// (relay.ErrNoMessageID): it cannot be taken exactly once.
+	// message-id property. A message with neither cannot be taken exactly
+	// once (relay.ErrNoMessageID): the intake holds it aside in its hold
+	// queue, and its log line names the queue and the delivery tag.
 	IDHeader string
 	// Prefetch is how many messages the broker sends ahead of the
 	// acknowledgements (basic.qos). Defaults to 256.
@@ -163,7 +164,8 @@ func (s *Source) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
 
 // inbound is the relay.Inbound of d.
 func (s *Source) inbound(d amqp091.Delivery) relay.Inbound {
-	in := relay.Inbound{Message: outbox.Message{Body: d.Body, Subject: d.RoutingKey, MessageID: d.MessageId}, Time: d.Timestamp, Ref: d}
+	in := relay.Inbound{Message: outbox.Message{Body: d.Body, Subject: d.RoutingKey, MessageID: d.MessageId}, Time: d.Timestamp, Ref: d,
+		Origin: fmt.Sprintf("queue %s delivery tag %d", s.cfg.Queue, d.DeliveryTag)}
 	for k, v := range d.Headers {
 		text, isText := v.(string)
 		switch {
@@ -194,6 +196,21 @@ func (s *Source) Ack(_ context.Context, msgs []relay.Inbound) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SetAside rejects msgs without requeue (basic.nack): the intake held them
+// aside without their bodies (over the store's MaxMessageBytes), and the
+// queue's dead-letter exchange, when it has one, keeps them whole.
+func (s *Source) SetAside(_ context.Context, msgs []relay.Inbound) error {
+	var errs []error
+	for _, m := range msgs {
+		if err := m.Ref.(amqp091.Delivery).Nack(false, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ relay.AsideSource = (*Source)(nil)
 
 // Nack gives msgs back to the queue (basic.nack with requeue).
 func (s *Source) Nack(_ context.Context, msgs []relay.Inbound) error {

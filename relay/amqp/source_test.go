@@ -65,30 +65,73 @@ func TestSourceTakesEachMessageOnceByID(t *testing.T) {
 	}
 }
 
-// TestSourceHoldsAMessageWithoutID: a message with no id cannot be taken
-// exactly once: it is never acknowledged (it stays in RabbitMQ), and the
-// hold is logged once.
-func TestSourceHoldsAMessageWithoutID(t *testing.T) {
+// TestSourceHoldsAsidePoisonedMessages: five messages the queue refuses
+// (an id header too long, a message-id not UTF-8, a header not UTF-8,
+// headers over the limit, no id at all) among good ones: every good one is
+// taken, each poisoned one is held aside in the hold queue, and RabbitMQ
+// keeps nothing, ready or unacknowledged.
+func TestSourceHoldsAsidePoisonedMessages(t *testing.T) {
 	t.Parallel()
 	addr, ch, queue := broker(t)
 	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
-	put(t, ch, queue, amqp091.Publishing{MessageId: "a", Body: []byte("a")})
-	put(t, ch, queue, amqp091.Publishing{Body: []byte("anonymous")})
-	logs := &relaytest.Logs{}
-	src := newSource(t, addr, queue, 64)
-	stop := relaytest.Intake(t, b.Store, src, relay.IntakeConfig{
-		Logger: logs.Logger(), HoldBackoff: consumer.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond},
-	})
-	relaytest.Poll(t, "a taken and the other held", func() bool { return relaytest.Total(t, b.Store) == 1 && len(logs.Messages()) > 0 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
+	poison := []amqp091.Publishing{
+		{Headers: amqp091.Table{"x-id": relaytest.LongID}},
+		{MessageId: "bad-\xff"},
+		{MessageId: "p3", Headers: amqp091.Table{"tenant": "\xfe"}},
+		{MessageId: "p4", Headers: amqp091.Table{"big": relaytest.BigHeader}},
+		{}, // no id
 	}
+	reasons := []string{relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldNoMessageID}
+	for i, p := range poison {
+		put(t, ch, queue, amqp091.Publishing{MessageId: relaytest.Good(i), Body: []byte(relaytest.Good(i))})
+		p.Body = []byte(fmt.Sprintf("poison-%d", i))
+		put(t, ch, queue, p)
+	}
+	put(t, ch, queue, amqp091.Publishing{MessageId: relaytest.Good(len(poison)), Body: []byte(relaytest.Good(len(poison)))})
+	src := newSource(t, addr, queue, 64)
+	relaytest.CheckPoisoned(t, b.Store, src, reasons, ready(t, ch, queue))
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
-	relaytest.Poll(t, "the held message back in RabbitMQ", func() bool { return ready(t, ch, queue)() == 1 })
-	if msgs := logs.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "intake: holding") {
-		t.Errorf("logs: %q, want the hold once", msgs)
+	if n := ready(t, ch, queue)(); n != 0 {
+		t.Fatalf("%d messages back in RabbitMQ after the intake stopped, want none (every one acknowledged)", n)
+	}
+}
+
+// TestSourceSetsAsideATooLargeMessage: a message over the store's
+// MaxMessageBytes is held aside without its body, and RabbitMQ keeps it
+// whole: rejected without requeue, to the queue's dead-letter exchange.
+func TestSourceSetsAsideATooLargeMessage(t *testing.T) {
+	t.Parallel()
+	addr, ch, _ := broker(t)
+	queue := fmt.Sprintf("mqlite-test-dlx-%d", time.Now().UnixNano())
+	dlq := queue + "-dead"
+	for _, q := range []struct {
+		name string
+		args amqp091.Table
+	}{{dlq, nil}, {queue, amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}}} {
+		if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = ch.QueueDelete(q.name, false, false, false) })
+	}
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	big := make([]byte, mqlite.DefaultMaxMessageBytes+1)
+	put(t, ch, queue, amqp091.Publishing{MessageId: relaytest.Good(0), Body: []byte(relaytest.Good(0))})
+	put(t, ch, queue, amqp091.Publishing{MessageId: "big", Body: big})
+	put(t, ch, queue, amqp091.Publishing{MessageId: relaytest.Good(1), Body: []byte(relaytest.Good(1))})
+	src := newSource(t, addr, queue, 64)
+	relaytest.CheckPoisoned(t, b.Store, src, []string{relay.HeldTooLarge}, ready(t, ch, queue))
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ready(t, ch, queue)(); n != 0 {
+		t.Fatalf("%d messages back in the queue, want none", n)
+	}
+	relaytest.Poll(t, "the large message in the dead-letter queue", func() bool { return ready(t, ch, dlq)() == 1 })
+	d, ok, err := ch.Get(dlq, true)
+	if err != nil || !ok || len(d.Body) != len(big) || d.MessageId != "big" {
+		t.Fatalf("dead-letter queue: %d bytes, id %q, %v %v; want the large message whole", len(d.Body), d.MessageId, ok, err)
 	}
 }
 

@@ -446,3 +446,40 @@ func TestDuplicatesAndWhatAConsumerSees(t *testing.T) {
 	t.Logf("%d messages: %d produce answers lost (no copy), %d relay crashes (%d copies, same %s and key), %d records",
 		n, lostAcks, crashes, twice, relaykafka.HeaderID, len(recs))
 }
+
+// TestBrokerLossRelay relays 1,000 messages into a topic of four
+// partitions on a kfake cluster of three brokers and, a third of the way
+// in, removes the broker that leads partition 0 (its listener closed, its
+// partitions led by the others; the producer is told the partition moved):
+// the relay goes on, the queue empties, and every message is in the topic.
+func TestBrokerLossRelay(t *testing.T) {
+	t.Parallel()
+	const n, partitions = 1000, 4
+	c := fake(t, kfake.NumBrokers(3), kfake.SeedTopics(partitions, "events"))
+	b := relaytest.Open(t, mqlite.QueueOptions{})
+	relaytest.Send(t, b.Store, grouped(n, 64, 20)...)
+	s := sink(t, relaykafka.Config{Brokers: c.ListenAddrs(), DeliveryTimeout: 10 * time.Second})
+	opt := retryAtOnce
+	opt.Concurrency = 8
+	obs := relaytest.Relay(t, b.Store, s, opt)
+	obs.WaitFor(t, "a third", func(c relaytest.Counts) bool { return c.Completed >= n/3 })
+	victim := c.LeaderFor("events", 0)
+	at := obs.Counts().Completed
+	if err := c.RemoveNode(victim); err != nil {
+		t.Fatal(err)
+	}
+	cs := obs.WaitFor(t, "every delivery", func(c relaytest.Counts) bool { return c.Completed == n })
+	relaytest.Empty(t, b.Store)
+	seen := map[string]int{}
+	recs := readAll(t, c.ListenAddrs(), "events", n)
+	for _, r := range recs {
+		seen[header(r, relaykafka.HeaderID)]++
+	}
+	for i := range n {
+		if seen[fmt.Sprintf("msg-%d", i)] == 0 {
+			t.Fatalf("msg-%d lost", i)
+		}
+	}
+	t.Logf("%d messages; broker %d (leading partition 0) removed after %d deliveries: all in the topic (%d records read), %d retries",
+		n, victim, at, len(recs), cs.Abandoned)
+}

@@ -184,7 +184,8 @@ func (s *Source) checkTopics(ctx context.Context) error {
 
 // inbound is the relay.Inbound of r.
 func (s *Source) inbound(r *kgo.Record) relay.Inbound {
-	in := relay.Inbound{Message: outbox.Message{Body: r.Value, Subject: r.Topic}, Time: r.Timestamp, Ref: r}
+	in := relay.Inbound{Message: outbox.Message{Body: r.Value, Subject: r.Topic}, Time: r.Timestamp, Ref: r,
+		Origin: fmt.Sprintf("topic %s partition %d offset %d", r.Topic, r.Partition, r.Offset)}
 	for _, h := range r.Headers {
 		switch h.Key {
 		case s.cfg.IDHeader:

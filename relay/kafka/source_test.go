@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +71,34 @@ func TestSourceTakesEachRecordOnceByID(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("queue rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestSourceHoldsAsidePoisonedMessages: five records the queue refuses
+// (an id too long, an id not UTF-8, a header not UTF-8, headers over the
+// limit, a group id too long) among good ones: every good one is taken,
+// each poisoned one is held aside in the hold queue, and the group commits
+// past them all.
+func TestSourceHoldsAsidePoisonedMessages(t *testing.T) {
+	t.Parallel()
+	c := fake(t, kfake.SeedTopics(1, "in"))
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	id := func(v string) kgo.RecordHeader { return kgo.RecordHeader{Key: relaykafka.HeaderID, Value: []byte(v)} }
+	poison := [][]kgo.RecordHeader{
+		{id(relaytest.LongID)},
+		{id("bad-\xff")},
+		{id("p3"), {Key: "tenant", Value: []byte("\xfe")}},
+		{id("p4"), {Key: "big", Value: []byte(relaytest.BigHeader)}},
+		{id("p5"), {Key: relay.HeaderGroupID, Value: []byte(strings.Repeat("g", mqlite.MaxGroupIDLen+1))}},
+	}
+	var recs []*kgo.Record
+	for i, h := range poison {
+		recs = append(recs, &kgo.Record{Value: []byte(relaytest.Good(i)), Headers: []kgo.RecordHeader{id(relaytest.Good(i))}},
+			&kgo.Record{Value: []byte(fmt.Sprintf("poison-%d", i)), Headers: h})
+	}
+	recs = append(recs, &kgo.Record{Value: []byte(relaytest.Good(len(poison))), Headers: []kgo.RecordHeader{id(relaytest.Good(len(poison)))}})
+	produce(t, c.ListenAddrs(), recs...)
+	reasons := []string{relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid}
+	relaytest.CheckPoisoned(t, b.Store, newSource(t, c.ListenAddrs()), reasons, unacked(t, c.ListenAddrs(), 1))
 }
 
 // unacked returns a func that counts the records of the topic "in" past
@@ -191,4 +221,111 @@ func TestSourceHoldsAMissingTopic(t *testing.T) {
 	if msgs := logs.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "intake: holding") {
 		t.Errorf("logs: %q, want the hold once", msgs)
 	}
+}
+
+// TestSourceBrokerLoss takes sourceCrashN records of a topic of four
+// partitions on a kfake cluster of three brokers and, a third of the way
+// in, removes the broker that coordinates the group (its listener closed,
+// its partitions led by the others): the intake goes on, and every record
+// ends in the queue exactly once, the group committed past them all. The
+// control gives the records read after the loss new ids: what the group
+// reads again is then in the queue twice, so the check can fail.
+func TestSourceBrokerLoss(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ids kept", true: "control: new ids after the loss"}[control], func(t *testing.T) {
+			t.Parallel()
+			sourceBrokerLoss(t, control)
+		})
+	}
+}
+
+// renaming suffixes the id of each record it reads once on is set.
+type renaming struct {
+	relay.Source
+	on atomic.Bool
+}
+
+func (r *renaming) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
+	msgs, err := r.Source.Fetch(ctx, max)
+	if r.on.Load() {
+		for i := range msgs {
+			msgs[i].MessageID += "#after"
+		}
+	}
+	return msgs, err
+}
+
+func sourceBrokerLoss(t *testing.T, control bool) {
+	const partitions = 4
+	c := fake(t, kfake.NumBrokers(3), kfake.SeedTopics(partitions, "in"))
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	n := sourceCrashN
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		id := fmt.Sprintf("rec-%d", i)
+		recs[i] = &kgo.Record{Key: []byte(id), Value: []byte(id), Headers: []kgo.RecordHeader{{Key: relaykafka.HeaderID, Value: []byte(id)}}}
+	}
+	produce(t, c.ListenAddrs(), recs...)
+	obs := &takenCount{}
+	src := &renaming{Source: newSource(t, c.ListenAddrs())}
+	relaytest.Intake(t, b.Store, src, relay.IntakeConfig{Observer: obs})
+	relaytest.PollGrowth(t, "a third of the records", func() int64 { return relaytest.Total(t, b.Store) }, int64(n/3))
+	victim := c.CoordinatorFor(sourceGroup)
+	led := 0
+	for p := range int32(partitions) {
+		if c.LeaderFor("in", p) == victim {
+			led++
+		}
+	}
+	at := relaytest.Total(t, b.Store)
+	src.on.Store(control)
+	if err := c.RemoveNode(victim); err != nil {
+		t.Fatal(err)
+	}
+	u := unacked(t, c.ListenAddrs(), partitions)
+	relaytest.PollGrowth(t, "every record", func() int64 { return relaytest.Total(t, b.Store) }, int64(n))
+	relaytest.Poll(t, "the group to commit every record", func() bool { return u() == 0 })
+	rows := testdb.Strings(t, b.Store.DB(), "SELECT CAST(body AS TEXT) FROM mqlite_messages WHERE queue = ?", relaytest.Queue)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r] = true
+	}
+	taken, dups := obs.counts()
+	switch {
+	case len(seen) != n:
+		t.Fatalf("%d distinct records of %d in the queue", len(seen), n)
+	case control && len(rows) == n:
+		t.Fatalf("new ids after the loss took nothing twice (%d rows, %d deliveries): the check cannot fail", len(rows), taken)
+	case control:
+		t.Logf("control: %d rows for %d records", len(rows), n)
+		return
+	case len(rows) != n:
+		t.Fatalf("%d rows, want %d each once", len(rows), n)
+	}
+	t.Logf("%d records; broker %d (the group's coordinator, leading %d of %d partitions) removed after %d: %d rows, each once; %d deliveries, %d again (dropped by the dedup window)",
+		n, victim, led, partitions, at, len(rows), taken, dups)
+}
+
+// takenCount counts an intake's deliveries and the duplicates among them.
+type takenCount struct {
+	mu          sync.Mutex
+	taken, dups int
+}
+
+func (o *takenCount) Taken(_ string, _ relay.Inbound, dup bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.taken++
+	if dup {
+		o.dups++
+	}
+}
+
+func (o *takenCount) Held(string, string, error) {}
+
+func (o *takenCount) counts() (int, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.taken, o.dups
 }

@@ -386,11 +386,13 @@ func TestClusterLeaderLoss(t *testing.T) {
 		window  time.Duration // the stream's duplicate window
 		n       int
 		control bool // the stream must hold copies
+		move    bool // the stream's leadership moves just before the loss
 	}{
-		{"stream leader killed", true, false, streamLeaderOf, 10 * time.Minute, clusterN, false},
-		{"meta leader killed", true, true, func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }, 10 * time.Minute, clusterN, false},
-		{"stream leader shut down", false, false, streamLeaderOf, 10 * time.Minute, clusterN, false},
-		{"control: stream leader killed, duplicate window 100ms", true, false, streamLeaderOf, 100 * time.Millisecond, min(clusterN, 2000), true},
+		{"stream leader killed", true, false, streamLeaderOf, 10 * time.Minute, clusterN, false, false},
+		{"meta leader killed", true, true, func(c *cluster, _ jetstream.JetStream) *node { return c.metaLeader() }, 10 * time.Minute, clusterN, false, false},
+		{"stream leader shut down", false, false, streamLeaderOf, 10 * time.Minute, clusterN, false, false},
+		{"stream leader moved, then shut down", false, false, streamLeaderOf, 10 * time.Minute, min(clusterN, 2000), false, true},
+		{"control: stream leader killed, duplicate window 100ms", true, false, streamLeaderOf, 100 * time.Millisecond, min(clusterN, 2000), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -427,8 +429,21 @@ func TestClusterLeaderLoss(t *testing.T) {
 			case <-time.After(relaytest.Timeout):
 				t.Fatalf("timed out waiting for %d PubAcks to carry over", lostAcks)
 			}
+			if tc.move {
+				_, _ = js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN.EV", nil, 2*time.Second)
+				c.waitFor("the stream's leadership to move", func() bool {
+					l := streamLeader(js, "EV")
+					return l != "" && l != victim.name
+				})
+			}
+			// Leadership may have moved since the relay connected: take
+			// away the node that leads now, asked right before.
+			if now := tc.victim(c, js); now != nil && now != victim {
+				t.Logf("the leader moved from %s before the loss; taking %s away", victim.name, now.name)
+				victim = now
+			}
 			if now := tc.victim(c, js); now != victim {
-				t.Logf("the leader moved from %s before the loss; taking %s away", victim.name, victim.name)
+				t.Fatalf("taking %s away, which does not lead (%s does): the loss would be no leader's", victim.name, nodeName(now))
 			}
 			killed := time.Now()
 			c.stop(victim)
@@ -465,6 +480,14 @@ func TestClusterLeaderLoss(t *testing.T) {
 				elected.Round(time.Millisecond), obs.Stall(killed).Round(time.Millisecond), across.sent.Load()-int64(tc.n), lostAcks)
 		})
 	}
+}
+
+// nodeName is n's name, or "none".
+func nodeName(n *node) string {
+	if n == nil {
+		return "none"
+	}
+	return n.name
 }
 
 // acrossLeaders wraps the relay's sink around a leader's loss. Once carry

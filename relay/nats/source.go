@@ -185,6 +185,7 @@ func inbound(m jetstream.Msg) relay.Inbound {
 	in.MessageID = h.Get(jetstream.MsgIDHeader)
 	if md, err := m.Metadata(); err == nil {
 		in.Time = md.Timestamp
+		in.Origin = fmt.Sprintf("stream %s seq %d", md.Stream, md.Sequence.Stream)
 		if in.MessageID == "" {
 			in.MessageID = fmt.Sprintf("%s:%d", md.Stream, md.Sequence.Stream)
 		}

@@ -69,6 +69,42 @@ func TestSourceTakesEachMessageOnceByID(t *testing.T) {
 	relaytest.Poll(t, "the consumer to have every message acknowledged", func() bool { return unacked(t, js, "IN")() == 0 })
 }
 
+// TestSourceHoldsAsidePoisonedMessages: five messages the queue refuses
+// (a Nats-Msg-Id too long, one not UTF-8, a header not UTF-8, a subject
+// over the limit, a group id too long; the server itself bounds headers) among good ones: every good one is
+// taken, each poisoned one is held aside in the hold queue, and the
+// consumer has nothing pending or unacknowledged.
+func TestSourceHoldsAsidePoisonedMessages(t *testing.T) {
+	t.Parallel()
+	srv := embedded(t, t.TempDir(), 0)
+	js := connect(t, srv.ClientURL())
+	stream(t, js, "IN")
+	b := relaytest.Open(t, mqlite.QueueOptions{DedupWindow: relaytest.CrashWindow})
+	poison := []natsgo.Header{
+		{jetstream.MsgIDHeader: {relaytest.LongID}},
+		{jetstream.MsgIDHeader: {"bad-\xff"}},
+		{jetstream.MsgIDHeader: {"p3"}, "Tenant": {"\xfe"}},
+		{jetstream.MsgIDHeader: {"p4"}},
+		{jetstream.MsgIDHeader: {"p5"}, relay.HeaderGroupID: {strings.Repeat("g", mqlite.MaxGroupIDLen+1)}},
+	}
+	good := func(i int) *natsgo.Msg {
+		m := &natsgo.Msg{Subject: "IN.good", Data: []byte(relaytest.Good(i)), Header: natsgo.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, relaytest.Good(i))
+		return m
+	}
+	for i, h := range poison {
+		publish(t, js, good(i))
+		subject := "IN.poison"
+		if i == 3 {
+			subject = "IN." + strings.Repeat("s", mqlite.MaxSubjectLen)
+		}
+		publish(t, js, &natsgo.Msg{Subject: subject, Data: []byte(fmt.Sprintf("poison-%d", i)), Header: h})
+	}
+	publish(t, js, good(len(poison)))
+	reasons := []string{relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid, relay.HeldInvalid}
+	relaytest.CheckPoisoned(t, b.Store, newSource(t, js, "IN"), reasons, unacked(t, js, "IN"))
+}
+
 // unacked returns a func that counts the messages of the intake consumer
 // of stream that are not acknowledged.
 func unacked(t testing.TB, js jetstream.JetStream, stream string) func() int64 {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -548,4 +549,63 @@ func IntakeUntil(t testing.TB, st *mqlite.Store, src relay.Source, cfg relay.Int
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Good is the id and the body of the i-th good message of a source's
+// poisoned-message test, which publishes on the far side, in this order,
+// the good message i then the i-th poisoned one, for each poisoned one,
+// and a last good message.
+func Good(i int) string { return fmt.Sprintf("good-%d", i) }
+
+// LongID is a message id over mqlite.MaxMessageIDLen.
+var LongID = strings.Repeat("i", mqlite.MaxMessageIDLen+1)
+
+// BigHeader is a header value over mqlite.MaxPropertiesBytes.
+var BigHeader = strings.Repeat("h", mqlite.MaxPropertiesBytes+1)
+
+// CheckPoisoned runs an intake of src into Queue of st, whose far side
+// holds the good and poisoned messages of a poisoned-message test (reasons
+// says why the queue refuses each poisoned one), until every good one is in
+// the queue, in order, and every poisoned one is held aside in the hold
+// queue with its reason, and unacked (the far side's messages not
+// acknowledged, or ready) is 0; then it stops the intake. It logs what it
+// saw.
+func CheckPoisoned(t *testing.T, st *mqlite.Store, src relay.Source, reasons []string, unacked func() int64) {
+	t.Helper()
+	logs := &Logs{}
+	stop := Intake(t, st, src, relay.IntakeConfig{Logger: logs.Logger(), MaxBatch: 4})
+	hold := Queue + ".held"
+	held := func() []mqlite.Message {
+		msgs, err := st.Peek(context.Background(), hold, mqlite.PeekParams{Max: 100})
+		if err != nil && !errors.Is(err, mqlite.ErrQueueNotFound) {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	Poll(t, "every good message taken, every poisoned one held aside, nothing unacknowledged", func() bool {
+		return Total(t, st) == int64(len(reasons)+1) && len(held()) == len(reasons) && unacked() == 0
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range len(reasons) + 1 {
+		want = append(want, Good(i))
+	}
+	got := testdb.Strings(t, st.DB(), "SELECT message_id FROM mqlite_messages WHERE queue = ? ORDER BY id", Queue)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("queue holds %v, want %v", got, want)
+	}
+	for i, h := range held() {
+		if r := h.Properties[relay.HeaderHeldReason]; r != reasons[i] {
+			t.Errorf("held %d: reason %q, want %q (%v)", i, r, reasons[i], h.Properties)
+		}
+		if h.Properties[relay.HeaderHeldOrigin] == "" {
+			t.Errorf("held %d names no origin: %v", i, h.Properties)
+		}
+	}
+	if n := strings.Count(strings.Join(logs.Messages(), "\n"), "held aside"); n != len(reasons) {
+		t.Errorf("%d log lines say a message was held aside, want %d", n, len(reasons))
+	}
+	t.Logf("%d good messages taken in order, %d poisoned held aside in %s, the far side drained", len(want), len(reasons), hold)
 }

@@ -22,12 +22,15 @@ import (
 
 // The source crash test: an intake process (the test binary, re-executed
 // as the source package's worker test) takes a far side's messages into
-// Queue of a file, and is SIGKILLed on the way: by itself between the
-// commit of a batch and its acknowledgement (KillAt), and by the harness
-// at random moments (when the far side's unacknowledged count falls past
-// a mark). The control acknowledges each batch before committing it
-// (AckFirst) and kills itself between the two: it loses messages, so the
-// check that every message is in the queue exactly once can fail.
+// Queue of a file, and is SIGKILLed on the way: every other worker by
+// itself between the commit of a batch and its acknowledgement (KillAt,
+// a few batches in), the others by the harness at a random moment of
+// their work (once the far side's unacknowledged count falls past a mark;
+// such a worker never kills itself), the marks spread over the run, so
+// that the kills cover most of the messages. The control acknowledges
+// each batch before committing it (AckFirst) and kills itself between the
+// two: it loses messages, so the check that every message is in the queue
+// exactly once can fail.
 const (
 	envSourceDB     = "MQLITE_SOURCE_CRASH_DB"
 	envSourceKillAt = "MQLITE_SOURCE_CRASH_KILL_AT" // the batch whose Ack kills the worker; 0: none
@@ -132,9 +135,10 @@ type SourceCrash struct {
 	Env []string
 	// Bodies are the bodies of the messages in the far side, each its own.
 	Bodies []string
-	// Kills is how many worker processes die: each kills itself at a
-	// batch's acknowledgement, every other one is also killed by the
-	// harness once Unacked falls past its mark, whichever comes first.
+	// Kills is how many worker processes die: the odd ones kill
+	// themselves at a batch's acknowledgement, the even ones are killed by
+	// the harness once Unacked falls past their mark, the k-th of them
+	// k/(Kills+1) of the way through the messages.
 	Kills int
 	// Unacked returns how many of the far side's messages are not
 	// acknowledged yet.
@@ -146,9 +150,20 @@ type SourceCrash struct {
 }
 
 // CrashResult is what a source crash test found in the queue: its rows,
-// the bodies missing and the bodies in more than one row.
+// the bodies missing and the bodies in more than one row; and what its
+// kills exercised: the kills at a random moment (by the harness) and at
+// an acknowledgement (by the worker itself), and the messages the far side
+// had acknowledged when the last kill fell (Covered).
 type CrashResult struct {
 	Rows, Lost, Twice, Kills int
+	RandomKills, AckKills    int
+	Covered, Messages        int
+}
+
+// String says what the run exercised and found.
+func (r CrashResult) String() string {
+	return fmt.Sprintf("%d SIGKILLs (%d at random, %d at the ack), the kills covered %d of %d messages: %d rows, %d lost, %d twice",
+		r.Kills, r.RandomKills, r.AckKills, r.Covered, r.Messages, r.Rows, r.Lost, r.Twice)
 }
 
 // RunSourceCrash runs plan and returns what the queue holds once the far
@@ -164,16 +179,28 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 	flag := map[bool]string{true: "1", false: "0"}
 	env := append([]string{envSourceDB + "=" + path, envSourceAck + "=" + flag[plan.AckFirst], envSourceNewIDs + "=" + flag[plan.NewIDs]}, plan.Env...)
 	n := int64(len(plan.Bodies))
+	r := CrashResult{Kills: plan.Kills, Messages: len(plan.Bodies)}
 	for k := 1; k <= plan.Kills; k++ {
-		w := startSourceWorker(t, plan.Worker, append(env, fmt.Sprintf("%s=%d", envSourceKillAt, 2+k%5))...)
-		mark := int64(0) // a worker left to kill itself is killed when nothing is left
-		if k%2 == 0 {    // the harness kills this one, unless it killed itself first
-			mark = n - int64(k)*n/int64(plan.Kills+1)
+		killAt, mark := 2+k%5, int64(0) // a worker left to kill itself is killed when nothing is left
+		if k%2 == 0 {                   // the harness kills this one at a random moment of its work
+			killAt, mark = 0, n-int64(k)*n/int64(plan.Kills+1)
 		}
+		w := startSourceWorker(t, plan.Worker, append(env, fmt.Sprintf("%s=%d", envSourceKillAt, killAt))...)
 		w.waitUnacked(t, plan.Unacked, mark)
-		_ = w.cmd.Process.Signal(syscall.SIGKILL)
-		<-w.exited
+		select {
+		case <-w.exited:
+			r.AckKills++ // it killed itself first
+		default:
+			_ = w.cmd.Process.Signal(syscall.SIGKILL)
+			<-w.exited
+			if killAt == 0 {
+				r.RandomKills++
+			} else {
+				r.AckKills++ // a self-killer left with nothing to acknowledge
+			}
+		}
 	}
+	r.Covered = int(n - plan.Unacked())
 	for round := 0; ; round++ {
 		if round == 50 {
 			t.Fatal("the far side keeps unacknowledged messages after 50 clean runs")
@@ -197,7 +224,6 @@ func RunSourceCrash(t *testing.T, plan SourceCrash) CrashResult {
 	for _, body := range testdb.Strings(t, b.Store.DB(), "SELECT CAST(body AS TEXT) FROM mqlite_messages WHERE queue = ?", Queue) {
 		got[body]++
 	}
-	r := CrashResult{Kills: plan.Kills}
 	for _, c := range got {
 		r.Rows += c
 		if c > 1 {
@@ -259,21 +285,20 @@ func SourceCrashTest(t *testing.T, n, kills int, setup func(t *testing.T, m int)
 			plan := setup(t, tc.n)
 			plan.Kills, plan.AckFirst, plan.NewIDs = tc.kills, tc.ackFirst, tc.newIDs
 			r := RunSourceCrash(t, plan)
+			t.Logf("%s: %v", tc.name, r)
 			switch {
+			case r.RandomKills == 0:
+				t.Fatalf("no kill at a random moment fired (%v): the run cannot see a loss there", r)
 			case tc.ackFirst:
 				if r.Lost == 0 {
 					t.Fatalf("acknowledging before the commit lost nothing (%+v): the check cannot fail", r)
 				}
-				t.Logf("control: %d messages, %d SIGKILLs: %d lost", tc.n, tc.kills, r.Lost)
 			case tc.newIDs:
 				if r.Twice == 0 {
 					t.Fatalf("new ids after each restart took nothing twice (%+v): the check cannot fail", r)
 				}
-				t.Logf("control: %d messages, %d SIGKILLs: %d twice", tc.n, tc.kills, r.Twice)
 			case r.Lost != 0 || r.Twice != 0 || r.Rows != tc.n:
-				t.Fatalf("%d messages: %d rows, %d lost, %d twice", tc.n, r.Rows, r.Lost, r.Twice)
-			default:
-				t.Logf("%d messages, %d SIGKILLs of the intake: %d rows, 0 lost, 0 twice", tc.n, tc.kills, r.Rows)
+				t.Fatalf("%d messages: %v", tc.n, r)
 			}
 		})
 	}
