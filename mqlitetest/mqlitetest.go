@@ -16,50 +16,26 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/fakeclock"
 	"github.com/mqlite/mqlite/jobs"
 	"github.com/mqlite/mqlite/outbox"
 )
 
 // Start is where a new fake Clock stands: fixed, so tests repeat.
-var Start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+var Start = fakeclock.Start
 
-// Clock is a fake mqlite.Clock that moves only when told to. Safe for
-// concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is a fake mqlite.Clock that moves only when told to (Now, Advance,
+// Set). It is safe for concurrent use.
+type Clock = fakeclock.Clock
 
 // NewClock returns a fake clock set to Start.
-func NewClock() *Clock { return &Clock{now: Start} }
-
-// Now returns the fake time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// Set moves the clock to t.
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
+func NewClock() *Clock { return fakeclock.New() }
 
 // NewStore opens a store on a new file in t.TempDir() with a fake Clock
 // (cfg.Clock is replaced by it) and closes it when the test ends. The

@@ -7,48 +7,24 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/fakeclock"
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// Start is the fake clock's initial time: fixed so tests are repeatable.
-var Start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// Start is where a new fake Clock stands: fixed, so tests repeat.
+var Start = fakeclock.Start
 
-// Clock is a fake mqlite.Clock that moves only when told to. It is safe for
-// concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is a fake mqlite.Clock that moves only when told to (Now, Advance,
+// Set). It is safe for concurrent use.
+type Clock = fakeclock.Clock
 
 // NewClock returns a fake clock set to Start.
-func NewClock() *Clock { return &Clock{now: Start} }
-
-// Now returns the fake time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// Set moves the clock to t.
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
+func NewClock() *Clock { return fakeclock.New() }
 
 // Bundle is what Open gives a test.
 type Bundle struct {
