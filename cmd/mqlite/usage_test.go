@@ -1,0 +1,87 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPackageDocListsEveryCommand: the package doc's "The commands are"
+// sentence names every command of the command tree, with the subcommands
+// of each group in parentheses, and nothing else.
+func TestPackageDocListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.PackageClauseOnly|parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(f.Doc.Text()), " ")
+	m := regexp.MustCompile(`The commands are (.*?)\. Run`).FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatalf("no \"The commands are ... . Run\" sentence in the package doc:\n%s", doc)
+	}
+	// Each item is "name" or "name (sub, sub, sub)"; items are separated
+	// by commas outside parentheses, the last by "and".
+	var documented []string
+	item := regexp.MustCompile(`^([a-z-]+)(?: \(([a-z, -]+)\))?$`)
+	for _, part := range regexp.MustCompile(`,\s*(?:and\s+)?|\s+and\s+`).Split(protectParens(m[1]), -1) {
+		part = strings.ReplaceAll(part, "\x00", ",")
+		im := item.FindStringSubmatch(strings.TrimSpace(part))
+		if im == nil {
+			t.Fatalf("cannot read %q in the package doc's command list", part)
+		}
+		documented = append(documented, im[1])
+		for _, sub := range strings.Split(im[2], ",") {
+			if sub = strings.TrimSpace(sub); sub != "" {
+				documented = append(documented, im[1]+" "+sub)
+			}
+		}
+	}
+	var actual []string
+	for _, c := range newRoot(&globals{stdout: io.Discard, stderr: io.Discard}).Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		actual = append(actual, c.Name())
+		for _, sub := range c.Commands() {
+			if sub.Name() != "help" {
+				actual = append(actual, c.Name()+" "+sub.Name())
+			}
+		}
+	}
+	slices.Sort(documented)
+	slices.Sort(actual)
+	for _, c := range actual {
+		if !slices.Contains(documented, c) {
+			t.Errorf("the package doc does not list %q", c)
+		}
+	}
+	for _, c := range documented {
+		if !slices.Contains(actual, c) {
+			t.Errorf("the package doc lists %q, which is no command", c)
+		}
+	}
+}
+
+// protectParens replaces the commas inside parentheses with NUL, so that
+// splitting on commas keeps a group's subcommands together.
+func protectParens(s string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range s {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case r == ',' && depth > 0:
+			r = '\x00'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
