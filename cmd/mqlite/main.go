@@ -177,7 +177,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 		},
 	}
 	root.SetVersionTemplate("mqlite {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	envs := []envFlag{
 		{"db", "MQLITE_DB", "the mqlite `file` to work on", &g.db},

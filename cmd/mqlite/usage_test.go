@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,4 +85,31 @@ func protectParens(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// TestErrorsSayItOnceAndSuggest: a queue that is not there is said once,
+// with the nearest queue; an unknown flag names the nearest flag.
+func TestErrorsSayItOnceAndSuggest(t *testing.T) {
+	t.Parallel()
+	db := []string{"--db", filepath.Join(t.TempDir(), "app.db")}
+	if _, errOut, code := runIn(t, "", false, append([]string{"queues", "create", "billing"}, db...)...); code != 0 {
+		t.Fatalf("queues create: exit %d: %s", code, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"send", "biling", "x"}, `mqlite: queue not found: "biling" (did you mean "billing"?)` + "\n", exitFailed},
+		{[]string{"stats", "biling"}, `mqlite: queue not found: "biling" (did you mean "billing"?)` + "\n", exitFailed},
+		{[]string{"send", "zzz", "x"}, `mqlite: queue not found: "zzz"` + "\n", exitFailed},
+		{[]string{"receive", "billing", "--compelte"}, "mqlite: unknown flag: --compelte (did you mean \"--complete\"?)\nRun 'mqlite receive --help' for usage.\n", exitUsage},
+		{[]string{"send", "billing", "x", "--jsn"}, "mqlite: unknown flag: --jsn (did you mean \"--json\"?)\nRun 'mqlite send --help' for usage.\n", exitUsage},
+		{[]string{"send", "billing", "x", "--zzzzzz"}, "mqlite: unknown flag: --zzzzzz\nRun 'mqlite send --help' for usage.\n", exitUsage},
+	} {
+		_, errOut, code := runIn(t, "", false, append(tc.args, db...)...)
+		if errOut != tc.want || code != tc.code {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant exit %d, stderr:\n%s", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
 }
