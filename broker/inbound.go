@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/inbound"
 )
 
@@ -16,8 +17,9 @@ const inboundPattern = "POST /v1/inbound/{source}"
 // route is refused as an unknown source). It reads each source's queue.
 func newInbound(cfg Config) (*inbound.Handler, error) {
 	h, err := inbound.New(context.Background(), cfg.Store, inbound.Config{Sources: cfg.Inbound, Logger: cfg.Logger})
-	if errors.Is(err, inbound.ErrConfig) {
-		return nil, configErr("Inbound: %v", err)
+	var ie *mqlite.InvalidArgumentError
+	if errors.Is(err, inbound.ErrConfig) && errors.As(err, &ie) {
+		return nil, configErr("Inbound: %s", ie.Detail) // "invalid config" said once
 	}
 	return h, err
 }
