@@ -113,3 +113,23 @@ func TestErrorsSayItOnceAndSuggest(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWarnsWithoutKeys: serve on a store with no valid key says, on
+// stderr, that every request will be refused and how to create a key; with
+// a key it says nothing of the kind.
+func TestServeWarnsWithoutKeys(t *testing.T) {
+	t.Parallel()
+	const warning = "has no access key"
+	_, served, _, stderr := serveUntilServing(t)
+	if !served || !strings.Contains(stderr, warning) || !strings.Contains(stderr, "mqlite keys create --role admin") {
+		t.Errorf("no keys: served %v, stderr:\n%s\nwant a warning with how to create a key", served, stderr)
+	}
+	db := filepath.Join(t.TempDir(), "keyed.db")
+	if _, errOut, code := runIn(t, "", false, "keys", "create", "--role", "admin", "--queue", "*", "--db", db); code != 0 {
+		t.Fatalf("keys create: exit %d: %s", code, errOut)
+	}
+	_, served, _, stderr = serveUntilServing(t, "--db", db)
+	if !served || strings.Contains(stderr, warning) {
+		t.Errorf("with a key: served %v, stderr:\n%s\nwant no warning", served, stderr)
+	}
+}
