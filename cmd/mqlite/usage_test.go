@@ -133,3 +133,33 @@ func TestServeWarnsWithoutKeys(t *testing.T) {
 		t.Errorf("with a key: served %v, stderr:\n%s\nwant no warning", served, stderr)
 	}
 }
+
+// TestAbandonOnTheLastDeliverySaysDeadLettered: receive --abandon of a
+// message on its last allowed delivery says it was dead-lettered, as the
+// message then is.
+func TestAbandonOnTheLastDeliverySaysDeadLettered(t *testing.T) {
+	t.Parallel()
+	db := []string{"--db", filepath.Join(t.TempDir(), "app.db")}
+	for _, args := range [][]string{{"queues", "create", "jobs", "--max-delivery", "2"}, {"send", "jobs", "x"}} {
+		if _, errOut, code := runIn(t, "", false, append(args, db...)...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	for i, want := range []string{"abandoned 1\n", "dead-lettered 1 (abandoned on the last allowed delivery)\n"} {
+		out, errOut, code := runIn(t, "", false, append([]string{"receive", "jobs", "--abandon"}, db...)...)
+		if code != 0 || !strings.HasSuffix(out, want) {
+			t.Errorf("delivery %d: exit %d, stdout:\n%s\nstderr: %s\nwant it to end with %q", i+1, code, out, errOut, want)
+		}
+		if i == 1 && !strings.Contains(out, "dead_lettered") {
+			t.Errorf("delivery 2: the message's state is not dead_lettered:\n%s", out)
+		}
+	}
+	out, _, _ := runIn(t, "", false, append([]string{"stats", "jobs", "--json"}, db...)...)
+	if !strings.Contains(out, `"dead_lettered": 1`) {
+		t.Errorf("stats after: %s, want 1 dead-lettered", out)
+	}
+	out, _, code := runIn(t, "", false, append([]string{"receive", "jobs", "--abandon", "--json"}, db...)...)
+	if code != 0 || strings.Contains(out, "abandoned") {
+		t.Errorf("a third receive: exit %d: %s, want nothing", code, out)
+	}
+}
