@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -78,4 +79,19 @@ func cellsAfter(t *testing.T, section, prefix string) []string {
 	}
 	t.Fatalf("no headline row %q", prefix)
 	return nil
+}
+
+// TestCIScriptNamesFilesThatExist: every repository path .ci/run names (a
+// word ending in .go, .md or .sh) exists.
+func TestCIScriptNamesFilesThatExist(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range regexp.MustCompile(`[\w./-]+\.(?:go|md|sh)\b`).FindAllString(string(data), -1) {
+		if _, err := os.Stat(filepath.Join(repoRoot, w)); err != nil {
+			t.Errorf(".ci/run names %s: %v", w, err)
+		}
+	}
 }
