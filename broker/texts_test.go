@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,5 +47,28 @@ func TestInboundConfigErrorSaysItOnce(t *testing.T) {
 	if err == nil || strings.Count(err.Error(), "invalid config") != 1 ||
 		!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
 		t.Errorf("New: %v, want one \"invalid config\", matching broker.ErrConfig and ErrInvalidArgument", err)
+	}
+}
+
+// TestDashboardPlaceholdersAreTheDefaults: the queue form's placeholders
+// show the defaults a field left empty gets.
+func TestDashboardPlaceholdersAreTheDefaults(t *testing.T) {
+	t.Parallel()
+	html, err := os.ReadFile("ui/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{
+		"queue-dedup-window": fmt.Sprint(int(mqlite.DefaultDedupWindow.Seconds())),
+		"queue-lock":         fmt.Sprint(int(mqlite.DefaultLockDuration.Seconds())),
+		"queue-max-delivery": fmt.Sprint(mqlite.DefaultMaxDeliveryCount),
+	} {
+		got := "(none)"
+		if m := regexp.MustCompile(`id="` + id + `"[^>]*placeholder="([^"]*)"`).FindSubmatch(html); m != nil {
+			got = string(m[1])
+		}
+		if got != want {
+			t.Errorf("#%s placeholder %s, want the default %s", id, got, want)
+		}
 	}
 }
