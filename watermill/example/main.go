@@ -134,8 +134,8 @@ func placeOrder(ctx context.Context, st *mqlite.Store, item string, cents int, f
 	})
 }
 
-// beforeAck, when set, runs after each "ship" handler returns and before the
-// Router acks its event: a test widens that window with it.
+// beforeAck, when set, runs after each handler returns and before the
+// Router acks its message: a test widens that window with it.
 var beforeAck func()
 
 // route runs a Router until want events have ended (shipped or poisoned)
