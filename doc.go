@@ -28,9 +28,10 @@
 // outbox.SendOne and outbox.SendBatch write into the caller's *sql.Tx (or
 // *sqlx.Tx, or the *sql.Tx behind a GORM transaction) on the store's
 // connection; Store.Tx runs such a transaction for you. A resend with the
-// same MessageID (or the same body, when there is none) inside the queue's
-// DedupWindow returns the original sequence number; the same id with another
-// body is ErrDuplicateConflict.
+// same MessageID inside the queue's DedupWindow returns the original
+// sequence number; the same id with another body is ErrDuplicateConflict.
+// A message without a MessageID is deduplicated by its body only on a queue
+// created with QueueOptions.DedupByBody (off by default).
 //
 // # Receiving
 //

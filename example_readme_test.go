@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -157,13 +158,6 @@ func shipOrders(ctx context.Context, path string) error {
 		return err
 	}
 	defer st.Close()
-	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE shipments (
-		order_msg TEXT PRIMARY KEY, label TEXT NOT NULL)`); err != nil {
-		return err
-	}
-	if err := st.CreateQueue(ctx, "shipped", mqlite.QueueOptions{}); err != nil {
-		return err
-	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	bookCarrier := func(_ context.Context, body []byte) (string, error) {
@@ -172,6 +166,16 @@ func shipOrders(ctx context.Context, path string) error {
 	}
 
 	// README-looptx:begin
+	// The handler's table, and the queue its onward messages go to.
+	_, err = st.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS shipments (
+		order_msg TEXT PRIMARY KEY, label TEXT NOT NULL)`)
+	if err != nil {
+		return err
+	}
+	if err := st.CreateQueue(ctx, "shipped", mqlite.QueueOptions{}); err != nil &&
+		!errors.Is(err, mqlite.ErrQueueExists) {
+		return err
+	}
 	err = consumer.LoopTx(ctx, st, "orders", func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 		label, err := bookCarrier(ctx, m.Body) // slow external work: before the transaction
 		if err != nil {
@@ -219,5 +223,31 @@ func TestREADMELoopTx(t *testing.T) {
 	want, readme := readmeSnippet(t, "example_readme_test.go", "README-looptx")
 	if !strings.Contains(readme, "```go\n"+want+"```\n") {
 		t.Errorf("README.md has no Go block equal to shipOrders' LoopTx lines; want:\n%s", want)
+	}
+}
+
+// TestREADMECreatesWhatItUses: every table a Go block of the README writes
+// (INSERT INTO) and every queue it sends to or consumes is created in that
+// block or an earlier one, so that each block runs after the ones above it.
+func TestREADMECreatesWhatItUses(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := map[string]bool{}
+	uses := regexp.MustCompile(`INSERT INTO (\w+)|(?:Send(?:One)?|LoopTx|Loop)\(\w+(?:\.Context\(\))?, (?:\w+, )?"([\w.-]+)"`)
+	makes := regexp.MustCompile(`CREATE TABLE (?:IF NOT EXISTS )?(\w+)|CreateQueue\(\w+, "([\w.-]+)"`)
+	blocks := strings.Split(string(readme), "```go\n")[1:]
+	for i, block := range blocks {
+		block, _, _ = strings.Cut(block, "```\n")
+		for _, m := range makes.FindAllStringSubmatch(block, -1) {
+			created[m[1]+m[2]] = true
+		}
+		for _, m := range uses.FindAllStringSubmatch(block, -1) {
+			if name := m[1] + m[2]; !created[name] {
+				t.Errorf("README.md's Go block %d uses %q, which neither it nor a block above creates:\n%s", i+1, name, block)
+			}
+		}
 	}
 }

@@ -104,7 +104,10 @@ func toMessage(queue string, c engine.Row) Message {
 // PurgeOptions.State takes it. docs/concepts.md draws the transitions.
 type State string
 
-// The states of a message. A completed message is deleted: it has no state.
+// The states of a message. A completed message has none of them: no read
+// returns it, and its row stays, without its body, as the completion's
+// receipt until the janitor deletes it (keeping a receipt of its own for
+// the rest of the replay window).
 const (
 	// StateActive: claimable now (or as soon as its group lets it).
 	StateActive State = "active"

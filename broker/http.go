@@ -42,7 +42,7 @@ func decode[T any](body io.Reader) (T, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return v, &apiError{wire.CodeTooLarge, wire.ReasonBodyTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit)}
+			return v, &apiError{wire.CodeTooLarge, wire.ReasonBodyTooLarge, fmt.Sprintf("request body over %d bytes: %s", mbe.Limit, raiseBody)}
 		}
 		return v, errMalformed("reading the request body: %v", err)
 	}
@@ -129,13 +129,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// raiseBody and raiseMessage say, in a 413's text, what raises each limit.
+const (
+	raiseBody    = "the broker's limit (mqlite serve --max-body, which grows with --max-message-bytes)"
+	raiseMessage = "the store's limit (mqlite serve --max-message-bytes)"
+)
+
 // errorBody gives the response of err.
 func errorBody(err error) wire.Error {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return wire.Error{Code: ae.code, Reason: ae.reason, Message: ae.msg}
 	}
-	return *wire.ErrorOf(err)
+	e := *wire.ErrorOf(err)
+	if errors.Is(err, mqlite.ErrMessageTooLarge) {
+		e.Message += ": " + raiseMessage
+	}
+	return e
 }
 
 // keyCtx carries the request's key.

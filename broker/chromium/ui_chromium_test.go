@@ -105,7 +105,7 @@ func dashboardData(t *testing.T, st *mqlite.Store) (orders, dead []int64) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		send("billing", outbox.Message{Body: fmt.Appendf(nil, "invoice %d", i+1)})
+		send("billing", outbox.Message{Body: fmt.Appendf(nil, "invoice %d", i+1), MessageID: fmt.Sprintf("invoice-%d", i+1)})
 	}
 	for i, m := range receive("billing", 2) {
 		if err := st.Reject(ctx, m.Lock(), "bad_invoice", fmt.Sprintf("line %d does not add up", i+1)); err != nil {

@@ -500,10 +500,11 @@ async function loadDeadLetters() {
     el("td", {}, el("input", { type: "checkbox", class: "dlq-select", "data-seq": m.seq, "aria-label": `select ${m.seq}` })),
     el("td", { class: "n" }, m.seq), el("td", {}, m.dead_letter_reason || ""),
     el("td", {}, m.dead_letter_description || ""), el("td", { class: "n" }, m.delivery_count),
-    el("td", {}, fmtTime(m.dead_lettered_at)), el("td", { class: "preview" }, preview(m.body)),
+    el("td", {}, fmtTime(m.dead_lettered_at)), el("td", { class: "message-id" }, m.message_id || "—"),
+    el("td", { class: "preview" }, preview(m.body)),
     el("td", {}, isAdmin() ? el("button", { type: "button", class: "redrive", "data-seq": m.seq,
       onclick: () => guard(() => redrive(queue, [m.seq])) }, "Redrive") : ""))));
-  if (!res.messages.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "note" }, "No dead letters.")));
+  if (!res.messages.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 9, class: "note" }, "No dead letters.")));
   body.dataset.loaded = queue;
 }
 

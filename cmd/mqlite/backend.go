@@ -219,7 +219,7 @@ func (g *globals) withMode(ctx context.Context, mode openMode, fn func(b backend
 		return err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
-	return fn(b)
+	return suggestQueue(ctx, b, fn(b))
 }
 
 // emit prints v as JSON with --json, else calls human.

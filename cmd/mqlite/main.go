@@ -6,12 +6,12 @@
 //
 //	mqlite <command> [flags]
 //
-// The commands are serve, send, receive, peek, dlq (list, redrive, purge), deliver-now,
-// queues (list, create, update, purge, delete), topics (list, create, delete),
-// subscriptions (create, update, delete), schedules (list, create, update,
-// delete), stats, keys (create, list, revoke), backup, relay, demo, schema,
-// migrate and version. Run "mqlite <command> --help" for a command's flags and an
-// example.
+// The commands are serve, send, receive, move, peek, find, dlq (list, redrive,
+// purge), deliver-now, queues (list, create, update, pause, resume, purge,
+// delete), topics (list, create, delete), subscriptions (create, update,
+// delete), schedules (list, create, update, delete), stats, keys (create,
+// list, revoke), backup, relay, demo, schema, migrate and version. Run
+// "mqlite <command> --help" for a command's flags and an example.
 //
 // Only queues create, topics create, keys create, serve and migrate create a
 // store in a file that has none (saying so on stderr), or migrate an older
@@ -177,7 +177,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 		},
 	}
 	root.SetVersionTemplate("mqlite {{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	envs := []envFlag{
 		{"db", "MQLITE_DB", "the mqlite `file` to work on", &g.db},

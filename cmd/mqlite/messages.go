@@ -360,12 +360,26 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 				if err != nil {
 					return err
 				}
-				for _, m := range msgs {
+				// An abandon on a message's last allowed delivery dead-letters
+				// it: said per message when the queue's limit can be read.
+				maxDelivery := 0
+				if abd && len(msgs) > 0 {
+					if q, qerr := b.GetQueue(cmd.Context(), args[0]); qerr == nil {
+						maxDelivery = q.Options.MaxDeliveryCount
+					}
+				}
+				deadLettered := 0
+				for i, m := range msgs {
 					switch {
 					case complete:
 						err = b.Complete(cmd.Context(), m.Lock())
 					case abd:
 						err = b.Abandon(cmd.Context(), m.Lock(), 0)
+						msgs[i].State = "abandoned"
+						if err == nil && maxDelivery > 0 && m.DeliveryCount >= maxDelivery {
+							msgs[i].State = mqlite.StateDeadLettered
+							deadLettered++
+						}
 					case reject != "":
 						err = b.Reject(cmd.Context(), m.Lock(), reject, "rejected with mqlite receive")
 					}
@@ -378,8 +392,6 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 				switch {
 				case complete:
 					settled = "completed"
-				case abd:
-					settled = "abandoned"
 				case reject != "":
 					settled = "dead_lettered"
 				case del:
@@ -395,6 +407,10 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 					case len(msgs) == 0:
 					case complete:
 						fmt.Fprintf(w, "completed %d\n", len(msgs))
+					case abd && deadLettered == len(msgs):
+						fmt.Fprintf(w, "dead-lettered %d (abandoned on the last allowed delivery)\n", deadLettered)
+					case abd && deadLettered > 0:
+						fmt.Fprintf(w, "abandoned %d, dead-lettered %d (abandoned on the last allowed delivery)\n", len(msgs)-deadLettered, deadLettered)
 					case abd:
 						fmt.Fprintf(w, "abandoned %d\n", len(msgs))
 					case reject != "":
@@ -408,7 +424,7 @@ and --delete receives them in receive-and-delete mode (at most once).`,
 	f.IntVar(&max, "max", 1, "how many messages at most")
 	f.DurationVar(&wait, "wait", 0, "how long to wait for a first message")
 	f.BoolVar(&complete, "complete", false, "complete each message after printing it")
-	f.BoolVar(&abd, "abandon", false, "abandon each message after printing it (it comes again)")
+	f.BoolVar(&abd, "abandon", false, "abandon each message after printing it (it comes again; on its last allowed delivery it is dead-lettered)")
 	f.StringVar(&reject, "reject", "", "dead-letter each message with this `reason`")
 	f.BoolVar(&del, "delete", false, "receive-and-delete: no lock, at most once")
 	return cmd

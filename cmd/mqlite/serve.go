@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/keys"
 )
 
 // DefaultAddr is where mqlite serve listens by default: loopback only.
@@ -147,6 +149,7 @@ standby").`,
 			if err != nil {
 				return errors.Join(usageError{err}, st.Close(), ln.Close())
 			}
+			g.warnNoKeys(ctx, st)
 			// The first line ends with the URL (scripts read it there).
 			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
 			fmt.Fprintf(g.stdout, "mqlite dashboard on %s://%s/ui\n", scheme, ln.Addr())
@@ -214,4 +217,21 @@ func fitBody(maxBody *int64, given bool, maxMessage int) error {
 func loopback(addr net.Addr) bool {
 	ta, ok := addr.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// warnNoKeys says on stderr, when st has no valid access key, that every
+// request will be refused and how to create a key: a broker started on a
+// new store would otherwise answer 401 to everything without a word.
+func (g *globals) warnNoKeys(ctx context.Context, st *mqlite.Store) {
+	ks, err := keys.List(ctx, st)
+	if err != nil {
+		return // the broker reports a store it cannot read on every request
+	}
+	for _, k := range ks {
+		if k.RevokedAt.IsZero() {
+			return
+		}
+	}
+	fmt.Fprintf(g.stderr, "mqlite: WARNING: %s has no access key, so the broker refuses every request (401).\n"+
+		"  Stop it and create one (shown once): mqlite keys create --role admin --queue '*' --db %s\n", g.db, g.db)
 }

@@ -134,6 +134,10 @@ func placeOrder(ctx context.Context, st *mqlite.Store, item string, cents int, f
 	})
 }
 
+// beforeAck, when set, runs after each handler returns and before the
+// Router acks its message: a test widens that window with it.
+var beforeAck func()
+
 // route runs a Router until want events have ended (shipped or poisoned)
 // and returns one line per event.
 func route(ctx context.Context, st *mqlite.Store, want int) ([]string, error) {
@@ -158,6 +162,15 @@ func route(ctx context.Context, st *mqlite.Store, want int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if beforeAck != nil {
+		router.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc {
+			return func(msg *message.Message) ([]*message.Message, error) {
+				out, err := h(msg)
+				beforeAck()
+				return out, err
+			}
+		})
+	}
 	// Outermost first: the poison queue sees an error only once the
 	// retries are spent.
 	router.AddMiddleware(poison, middleware.Retry{MaxRetries: 2, InitialInterval: 10 * time.Millisecond, Logger: logger}.Middleware)
@@ -165,10 +178,14 @@ func route(ctx context.Context, st *mqlite.Store, want int) ([]string, error) {
 	ended := make(chan string, want)
 	var mu sync.Mutex
 	attempts := map[string]int{}
+	var acked []<-chan struct{} // one per event: closed once the Router acks it
 	router.AddConsumerHandler("ship", placedTopic, sub, func(msg *message.Message) error {
 		mu.Lock()
 		attempts[msg.UUID]++
 		n := attempts[msg.UUID]
+		if n == 1 {
+			acked = append(acked, msg.Acked())
+		}
 		mu.Unlock()
 		switch item := string(msg.Payload); {
 		case item == "cursed amulet":
@@ -201,6 +218,24 @@ func route(ctx context.Context, st *mqlite.Store, want int) ([]string, error) {
 			_ = router.Close()
 			<-runErr
 			return nil, fmt.Errorf("only %d of %d events handled in 30s", len(results), want)
+		}
+	}
+	// A handler reports before the Router acks its event, and the poison
+	// report can come before the poisoned event's ack: closing now would
+	// give back an event whose ack is still on its way. Every event was
+	// handed to "ship" before it could end, so acked holds them all.
+	mu.Lock()
+	pending := acked
+	mu.Unlock()
+	for _, a := range pending {
+		select {
+		case <-a:
+		case err := <-runErr:
+			return nil, fmt.Errorf("router stopped early: %w", err)
+		case <-timeout:
+			_ = router.Close()
+			<-runErr
+			return nil, fmt.Errorf("%d events handled but not acked in 30s", want)
 		}
 	}
 	if err := router.Close(); err != nil {
