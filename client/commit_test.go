@@ -111,10 +111,11 @@ func TestCommitAfterLostReplyReplays(t *testing.T) {
 	if in, out := e.count(t, "in"), e.count(t, "out"); in != 0 || out != 1 {
 		t.Fatalf("in holds %d, out %d: want 0 and the one moved message", in, out)
 	}
-	// The same key with other items is a conflict, and commits nothing.
+	// The same locks (and so the key they derive) with other items find
+	// the delivery settled, and commit nothing.
 	must(t, b.Send(ctx, "out", outbox.Message{Body: []byte("more")}))
-	if _, err := e.c.Commit(ctx, &b); !errors.Is(err, mqlite.ErrAttemptConflict) {
-		t.Fatalf("the key with other items: %v, want ErrAttemptConflict", err)
+	if _, err := e.c.Commit(ctx, &b); !errors.Is(err, mqlite.ErrAlreadySettled) {
+		t.Fatalf("the key with other items: %v, want ErrAlreadySettled", err)
 	}
 	if out := e.count(t, "out"); out != 1 {
 		t.Fatalf("out holds %d after the conflict, want 1", out)
