@@ -1,0 +1,145 @@
+package consumer_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/mqlitetest"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// An outsider's view of CompleteTx and RejectTx, written from their doc
+// comments alone: a caller that runs its transaction again after the first
+// one committed (the normal thing after an ambiguous commit error) gets
+// mqlite.ErrAlreadySettled, which matches mqlite.ErrLockLost, and its
+// effect rows never commit twice, whatever shape the transaction has.
+// A plain Complete retried still answers from its receipt.
+
+func TestOutsideSettleTxReRun(t *testing.T) {
+	type runner func(ctx context.Context, st *mqlite.Store, fn func(ctx context.Context, tx outbox.Execer) error) error
+	runners := map[string]runner{
+		"Store.Tx": func(ctx context.Context, st *mqlite.Store, fn func(ctx context.Context, tx outbox.Execer) error) error {
+			return st.Tx(ctx, func(tx *mqlite.Tx) error { return fn(tx.Context(), tx.SQL()) })
+		},
+		"InTx": func(ctx context.Context, st *mqlite.Store, fn func(ctx context.Context, tx outbox.Execer) error) error {
+			return mqlite.InTx(ctx, st.DB().BeginTx, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+		},
+		"BeginTx": func(ctx context.Context, st *mqlite.Store, fn func(ctx context.Context, tx outbox.Execer) error) error {
+			tx, err := st.DB().BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if err := fn(ctx, tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		},
+		"sqlx": func(ctx context.Context, st *mqlite.Store, fn func(ctx context.Context, tx outbox.Execer) error) error {
+			dbx := sqlx.NewDb(st.DB(), "sqlite")
+			return mqlite.InTx(ctx, dbx.BeginTxx, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx) })
+		},
+	}
+	settles := map[string]func(ctx context.Context, tx outbox.Execer, l mqlite.Lock) error{
+		"CompleteTx": func(ctx context.Context, tx outbox.Execer, l mqlite.Lock) error {
+			return consumer.CompleteTx(ctx, tx, l)
+		},
+		"RejectTx": func(ctx context.Context, tx outbox.Execer, l mqlite.Lock) error {
+			return consumer.RejectTx(ctx, tx, l, "bad", "refused by the test")
+		},
+	}
+	for rn, run := range runners {
+		for sn, settle := range settles {
+			t.Run(rn+"/"+sn, func(t *testing.T) {
+				ctx := context.Background()
+				st, _ := mqlitetest.NewStore(t, mqlite.Config{})
+				mustDo(t, st.CreateQueue(ctx, "in", mqlite.QueueOptions{}))
+				_, err := st.DB().ExecContext(ctx, `CREATE TABLE effects (seq INTEGER)`)
+				mustDo(t, err)
+				_, err = outbox.Send(ctx, st, "in", outbox.Message{Body: []byte("x")})
+				mustDo(t, err)
+				msgs, err := st.Receive(ctx, "in", mqlite.ReceiveOptions{})
+				mustDo(t, err)
+				if len(msgs) != 1 {
+					t.Fatalf("received %d, want 1", len(msgs))
+				}
+				l := msgs[0].Lock()
+				body := func(ctx context.Context, tx outbox.Execer) error {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO effects (seq) VALUES (?)`, l.Seq); err != nil {
+						return err
+					}
+					if _, err := outbox.SendOne(ctx, tx, "in", outbox.Message{Body: []byte("onward")}); err != nil {
+						return err
+					}
+					return settle(ctx, tx, l)
+				}
+				if err := run(ctx, st, body); err != nil {
+					t.Fatalf("first run: %v", err)
+				}
+				for i := range 3 {
+					err := run(ctx, st, body)
+					if !errors.Is(err, mqlite.ErrAlreadySettled) || !errors.Is(err, mqlite.ErrLockLost) {
+						t.Fatalf("re-run %d: %v, want ErrAlreadySettled and ErrLockLost", i, err)
+					}
+				}
+				var n int
+				mustDo(t, st.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects`).Scan(&n))
+				if n != 1 {
+					t.Fatalf("%d effect rows, want 1", n)
+				}
+				s, err := st.Stats(ctx, "in")
+				mustDo(t, err)
+				if s.Active != 1 {
+					t.Fatalf("%d onward messages ready, want 1 (%+v)", s.Active, s)
+				}
+				if sn == "CompleteTx" {
+					// The plain settlement retried answers from the receipt.
+					if err := st.Complete(ctx, l); err != nil {
+						t.Fatalf("plain Complete after CompleteTx: %v", err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// The plain Complete retried after it succeeded (a lost reply) succeeds
+// again; a CompleteTx of that delivery afterwards is already settled.
+func TestOutsideCompleteRetryThenCompleteTx(t *testing.T) {
+	ctx := context.Background()
+	st, _ := mqlitetest.NewStore(t, mqlite.Config{})
+	mustDo(t, st.CreateQueue(ctx, "in", mqlite.QueueOptions{}))
+	_, err := outbox.Send(ctx, st, "in", outbox.Message{Body: []byte("x")})
+	mustDo(t, err)
+	msgs, err := st.Receive(ctx, "in", mqlite.ReceiveOptions{})
+	mustDo(t, err)
+	l := msgs[0].Lock()
+	for i := range 3 {
+		if err := st.Complete(ctx, l); err != nil {
+			t.Fatalf("Complete %d: %v", i, err)
+		}
+	}
+	err = st.Tx(ctx, func(tx *mqlite.Tx) error { return consumer.CompleteTx(tx.Context(), tx.SQL(), l) })
+	if !errors.Is(err, mqlite.ErrAlreadySettled) {
+		t.Fatalf("CompleteTx after Complete: %v, want ErrAlreadySettled", err)
+	}
+	// A stale token (a made-up one) is ErrLockLost but not already settled.
+	bad := l
+	bad.Token = "00000000000000000000000000000000"
+	if err := st.Complete(ctx, bad); !errors.Is(err, mqlite.ErrLockLost) {
+		t.Fatalf("Complete with another token: %v, want ErrLockLost", err)
+	}
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
