@@ -1,0 +1,177 @@
+package broker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
+)
+
+// An outsider's view of POST /v1/commit, from the reference alone: raw
+// JSON over HTTP, the deliveries claimed through the receive route. One
+// delivery moves onward once, whether the request is sent again without a
+// key (at once, concurrently: a client that retries on a timeout while the
+// first try still runs), under a fresh key each time, as a reject, or with
+// its locks in another order.
+
+type outsideLock struct {
+	Queue string `json:"queue"`
+	Seq   int64  `json:"seq"`
+	Token string `json:"token"`
+}
+
+// claimHTTP sends n messages to "q" and claims them through the receive
+// route, returning their locks.
+func (f *fixture) claimHTTP(t *testing.T, n int) []outsideLock {
+	t.Helper()
+	for range n {
+		if st := f.call(t, "POST", "/v1/queues/q/messages", f.keys["producer"], `{"body":"eA=="}`, nil); st/100 != 2 {
+			t.Fatalf("send: %d", st)
+		}
+	}
+	var out struct {
+		Messages []struct {
+			Queue string `json:"queue"`
+			Seq   int64  `json:"seq"`
+			Token string `json:"lock_token"`
+		} `json:"messages"`
+	}
+	if st := f.call(t, "POST", "/v1/queues/q/receive", f.keys["consumer"], fmt.Sprintf(`{"max":%d}`, n), &out); st != 200 || len(out.Messages) != n {
+		t.Fatalf("receive: %d, %d messages, want %d", st, len(out.Messages), n)
+	}
+	locks := make([]outsideLock, n)
+	for i, m := range out.Messages {
+		locks[i] = outsideLock{m.Queue, m.Seq, m.Token}
+	}
+	return locks
+}
+
+func (f *fixture) outCount(t *testing.T) int64 {
+	t.Helper()
+	var s struct {
+		Active int64 `json:"active"`
+	}
+	if st := f.call(t, "GET", "/v1/queues/out/stats", f.keys["admin"], "", &s); st != 200 {
+		t.Fatalf("stats: %d", st)
+	}
+	return s.Active
+}
+
+func commitJSON(t *testing.T, idem, verb string, locks []outsideLock) string {
+	t.Helper()
+	req := map[string]any{
+		verb:   locks,
+		"send": []any{map[string]any{"queue": "out", "messages": []any{map[string]any{"body": "b253YXJk"}}}},
+	}
+	if verb == "reject" {
+		rs := make([]map[string]any, len(locks))
+		for i, l := range locks {
+			rs[i] = map[string]any{"queue": l.Queue, "seq": l.Seq, "token": l.Token, "reason": "bad", "description": "d"}
+		}
+		req[verb] = rs
+	}
+	if idem != "" {
+		req["idempotency_key"] = idem
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestOutsideCommitConcurrentRetriesWithoutKey(t *testing.T) {
+	for _, verb := range []string{"complete", "reject"} {
+		t.Run(verb, func(t *testing.T) {
+			f := start(t, broker.Config{})
+			f.tb.Queue(t, "out", mqlite.QueueOptions{})
+			locks := f.claimHTTP(t, 1)
+			body := commitJSON(t, "", verb, locks)
+			var wg sync.WaitGroup
+			status := make([]int, 10)
+			replayed := make([]bool, 10)
+			for i := range 10 {
+				wg.Go(func() {
+					resp := f.send(t, "POST", "/v1/commit", f.keys["worker"], []byte(body))
+					defer resp.Body.Close()
+					data, _ := io.ReadAll(resp.Body)
+					var out struct {
+						Replayed bool `json:"replayed"`
+					}
+					_ = json.Unmarshal(data, &out)
+					status[i], replayed[i] = resp.StatusCode, out.Replayed
+				})
+			}
+			wg.Wait()
+			fresh := 0
+			for i := range 10 {
+				if status[i] != 200 {
+					t.Errorf("request %d: %d, want 200 (the first or its replay)", i, status[i])
+				}
+				if status[i] == 200 && !replayed[i] {
+					fresh++
+				}
+			}
+			if fresh != 1 {
+				t.Errorf("%d answers not replayed, want 1", fresh)
+			}
+			if n := f.outCount(t); n != 1 {
+				t.Fatalf("out holds %d onward messages after ten identical concurrent commits, want 1", n)
+			}
+		})
+	}
+}
+
+func TestOutsideCommitFreshKeysAndOrder(t *testing.T) {
+	f := start(t, broker.Config{})
+	f.tb.Queue(t, "out", mqlite.QueueOptions{})
+	locks := f.claimHTTP(t, 2)
+	if st := f.call(t, "POST", "/v1/commit", f.keys["worker"], commitJSON(t, "", "complete", locks), nil); st != 200 {
+		t.Fatalf("first commit: %d", st)
+	}
+	// The same locks in the other order, without a key: the same derived
+	// key; the reference leaves open whether that is the same request (a
+	// replay) or the same locks with other items (already settled), but
+	// either way nothing commits again.
+	swapped := []outsideLock{locks[1], locks[0]}
+	resp := f.send(t, "POST", "/v1/commit", f.keys["worker"], []byte(commitJSON(t, "", "complete", swapped)))
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out struct {
+		Replayed bool `json:"replayed"`
+		Error    struct {
+			Reason string `json:"reason"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(data, &out)
+	if !(resp.StatusCode == 200 && out.Replayed) && !(resp.StatusCode == 409 && out.Error.Reason == "already_settled") {
+		t.Errorf("locks in another order: %d %s, want a replay or 409 already_settled", resp.StatusCode, data)
+	}
+	t.Logf("locks in another order: %d %s", resp.StatusCode, data)
+	for i := range 10 {
+		st, e := f.do(t, "POST", "/v1/commit", f.keys["worker"], []byte(commitJSON(t, fmt.Sprint("fresh-", i), "complete", locks)))
+		if st != 409 || e.Reason != "already_settled" {
+			t.Errorf("fresh key %d: %d %+v, want 409 already_settled", i, st, e)
+		}
+	}
+	// One lock settled, one not: the whole request fails, nothing sent.
+	more := f.claimHTTP(t, 1)
+	mixed := []outsideLock{more[0], locks[0]}
+	if st, e := f.do(t, "POST", "/v1/commit", f.keys["worker"], []byte(commitJSON(t, "", "complete", mixed))); st != 409 {
+		t.Errorf("a request with one settled lock: %d %+v, want 409", st, e)
+	}
+	if n := f.outCount(t); n != 1 {
+		t.Fatalf("out holds %d onward messages, want 1", n)
+	}
+	// The unsettled lock of the failed request still completes.
+	if st := f.call(t, "POST", "/v1/commit", f.keys["worker"], commitJSON(t, "", "complete", more), nil); st != 200 {
+		t.Fatalf("the other lock alone: %d", st)
+	}
+	if n := f.outCount(t); n != 2 {
+		t.Fatalf("out holds %d onward messages, want 2", n)
+	}
+}
