@@ -175,3 +175,30 @@ func TestOutsideCommitFreshKeysAndOrder(t *testing.T) {
 		t.Fatalf("out holds %d onward messages, want 2", n)
 	}
 }
+
+// One request that settles the same delivery twice (complete twice, or
+// complete and reject) fails whole; the delivery stays the caller's.
+func TestOutsideCommitSameLockTwice(t *testing.T) {
+	f := start(t, broker.Config{})
+	f.tb.Queue(t, "out", mqlite.QueueOptions{})
+	locks := f.claimHTTP(t, 1)
+	l := locks[0]
+	twice := commitJSON(t, "", "complete", []outsideLock{l, l})
+	if st, e := f.do(t, "POST", "/v1/commit", f.keys["worker"], []byte(twice)); st/100 != 4 {
+		t.Errorf("complete twice in one request: %d %+v, want a 4xx", st, e)
+	}
+	both := fmt.Sprintf(`{"complete":[{"queue":%q,"seq":%d,"token":%q}],"reject":[{"queue":%q,"seq":%d,"token":%q,"reason":"r","description":"d"}],"send":[{"queue":"out","messages":[{"body":"eA=="}]}]}`,
+		l.Queue, l.Seq, l.Token, l.Queue, l.Seq, l.Token)
+	if st, e := f.do(t, "POST", "/v1/commit", f.keys["worker"], []byte(both)); st/100 != 4 {
+		t.Errorf("complete and reject in one request: %d %+v, want a 4xx", st, e)
+	}
+	if n := f.outCount(t); n != 0 {
+		t.Fatalf("out holds %d messages after refused requests, want 0", n)
+	}
+	if st := f.call(t, "POST", "/v1/commit", f.keys["worker"], commitJSON(t, "", "complete", locks), nil); st != 200 {
+		t.Fatalf("the delivery alone afterwards: %d, want 200", st)
+	}
+	if n := f.outCount(t); n != 1 {
+		t.Fatalf("out holds %d messages, want 1", n)
+	}
+}
