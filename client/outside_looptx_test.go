@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/client"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
@@ -118,4 +121,93 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// everyOther loses the reply of every other commit request, after the
+// broker handled it.
+type everyOther struct {
+	next    http.RoundTripper
+	n       atomic.Int64
+	dropped atomic.Int64
+}
+
+func (e *everyOther) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := e.next.RoundTrip(r)
+	if err != nil || !strings.HasSuffix(r.URL.Path, "/v1/commit") || e.n.Add(1)%2 == 0 {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	e.dropped.Add(1)
+	return nil, errors.New("test: connection reset after the broker answered")
+}
+
+type completions struct {
+	consumer.NopObserver
+	n, failed atomic.Int64
+	all       chan struct{}
+	want      int64
+}
+
+func (c *completions) Completed(mqlite.Message, time.Duration) {
+	if c.n.Add(1) == c.want {
+		close(c.all)
+	}
+}
+
+func (c *completions) SettleFailed(mqlite.Message, error) { c.failed.Add(1) }
+
+// LoopTx over a client that loses every other commit reply moves each
+// message once: its onward messages carry no MessageID, so a duplicate
+// would show.
+func TestOutsideLoopTxLostRepliesOnce(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	b := testdb.OpenQueue(t, "orders", mqlite.QueueOptions{})
+	b.Queue(t, "shipped", mqlite.QueueOptions{})
+	url, key := serve(t, b, broker.Config{})
+	tr := &everyOther{next: http.DefaultTransport}
+	c, err := client.New(client.Config{URL: url, Key: key, Clock: b.Clock, MaxElapsed: 10 * time.Second,
+		InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for i := range n {
+		if _, err := outbox.Send(ctx, b.Store, "orders", outbox.Message{Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs := &completions{all: make(chan struct{}), want: n}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- consumer.LoopTx(lctx, c, "orders", func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
+			return func(ctx context.Context, tx consumer.Tx) error {
+				return tx.Send(ctx, "shipped", outbox.Message{Body: m.Body})
+			}, nil
+		}, consumer.LoopConfig{Concurrency: 4, Observer: obs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
+	select {
+	case <-obs.all:
+	case err := <-done:
+		t.Fatalf("LoopTx returned early: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatalf("%d of %d completed in a minute (%d settlements failed)", obs.n.Load(), n, obs.failed.Load())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("LoopTx: %v", err)
+	}
+	t.Logf("commit replies lost: %d; settlements failed: %d", tr.dropped.Load(), obs.failed.Load())
+	if tr.dropped.Load() == 0 {
+		t.Fatal("no reply was lost: the test exercised nothing")
+	}
+	s, err := b.Store.Stats(ctx, "shipped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Active != n {
+		t.Fatalf("shipped holds %d messages for %d orders, want one each", s.Active, n)
+	}
 }
