@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -230,5 +231,62 @@ func TestOutsideHeldBytesBound(t *testing.T) {
 	mux.ServeHTTP(w, newReq("msg_2", bytes.NewReader(body), int64(len(body))))
 	if w.Code != 200 {
 		t.Fatalf("after the held body was answered: %d %s, want 200", w.Code, w.Body.String())
+	}
+}
+
+// A signed body of exactly the source's limit, with the longest id and
+// Content-Type the handler takes (escaped when stored), is taken: the
+// limit is the body's. A provider's retry is a duplicate with the same seq;
+// the same id with another body is 409; a signed request the queue could
+// not store is a 4xx, never a 5xx the provider would retry.
+func TestOutsideSignedEdges(t *testing.T) {
+	clock, mux := outsideMux(t, inbound.Config{}, inbound.Source{})
+	ts := strconv.FormatInt(clock.Now().Unix(), 10)
+	post := func(id, ctype string, body []byte) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/v1/inbound/acme", bytes.NewReader(body))
+		r.Header.Set("webhook-id", id)
+		r.Header.Set("webhook-timestamp", ts)
+		r.Header.Set("webhook-signature", outsideSign(t, outsideSecret, id, ts, body))
+		if ctype != "" {
+			r.Header.Set("Content-Type", ctype)
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	id := strings.Repeat("<", mqlite.MaxMessageIDLen)
+	ctype := "application/json; x=" + strings.Repeat(">", inbound.MaxContentTypeLen-len("application/json; x="))
+	body := bytes.Repeat([]byte("b"), inbound.DefaultMaxBodyBytes)
+	w := post(id, ctype, body)
+	if w.Code != 200 {
+		t.Fatalf("a body of exactly the limit with the longest id and Content-Type: %d %s, want 200", w.Code, w.Body.String())
+	}
+	var first, again struct {
+		Seq       int64 `json:"seq"`
+		Duplicate bool  `json:"duplicate"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &first); err != nil || first.Seq == 0 {
+		t.Fatalf("answer %s: %v", w.Body.String(), err)
+	}
+	w = post(id, ctype, body)
+	if err := json.Unmarshal(w.Body.Bytes(), &again); w.Code != 200 || err != nil || again.Seq != first.Seq || !again.Duplicate {
+		t.Errorf("the provider's retry: %d %s, want 200, a duplicate of seq %d", w.Code, w.Body.String(), first.Seq)
+	}
+	other := append(bytes.Clone(body[:len(body)-1]), 'c')
+	if w := post(id, ctype, other); w.Code != 409 {
+		t.Errorf("the same id with another body: %d %s, want 409", w.Code, w.Body.String())
+	}
+	if w := post("msg_big", "", append(body, 'x')); w.Code != 413 {
+		t.Errorf("one byte over the limit: %d %s, want 413", w.Code, w.Body.String())
+	}
+	for name, c := range map[string]struct{ id, ctype string }{
+		"id too long":            {strings.Repeat("i", mqlite.MaxMessageIDLen+1), ""},
+		"id not UTF-8":           {"id\xff", ""},
+		"Content-Type too long":  {"msg_ct", strings.Repeat("a", inbound.MaxContentTypeLen+1)},
+		"Content-Type not UTF-8": {"msg_ct2", "text/\xff"},
+	} {
+		if w := post(c.id, c.ctype, []byte("{}")); w.Code/100 != 4 {
+			t.Errorf("%s, signed: %d %s, want a 4xx", name, w.Code, w.Body.String())
+		}
 	}
 }
