@@ -1,14 +1,18 @@
 package broker_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/broker"
+	"github.com/mqlite/mqlite/internal/keys"
+	"github.com/mqlite/mqlite/outbox"
 )
 
 // An outsider's view of POST /v1/commit, from the reference alone: raw
@@ -200,5 +204,72 @@ func TestOutsideCommitSameLockTwice(t *testing.T) {
 	}
 	if n := f.outCount(t); n != 1 {
 		t.Fatalf("out holds %d messages, want 1", n)
+	}
+}
+
+// A key over topic "t" and its subscription "mine" commits to the topic;
+// "theirs" subscribes too. No answer names "theirs" or gives a seq of it:
+// a new message, its duplicate, a message that is new in "mine" but a
+// duplicate in "theirs", and a conflict in "theirs" alone.
+func TestOutsideCommitTopicHidesTheirs(t *testing.T) {
+	f := start(t, broker.Config{})
+	f.subscribe(t, "mine", "theirs")
+	for i := range 9 { // theirs's seqs grow apart from mine's
+		if _, err := outbox.Send(ctx, f.tb.Store, "theirs", outbox.Message{Body: []byte("A"), MessageID: fmt.Sprint("pre-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scoped, _ := f.key(t, keys.Producer, "t", "mine")
+	commit := func(id, body string) (int, string) {
+		resp := f.send(t, "POST", "/v1/commit", scoped, []byte(fmt.Sprintf(`{"send":[{"queue":"t","messages":[{"body":%q,"subject":"s","message_id":%q}]}]}`,
+			base64.StdEncoding.EncodeToString([]byte(body)), id)))
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	check := func(what string, st int, answer string, wantStatus int) {
+		t.Helper()
+		t.Logf("%s: %d %s", what, st, answer)
+		if st != wantStatus {
+			t.Errorf("%s: %d, want %d", what, st, wantStatus)
+		}
+		if strings.Contains(answer, "theirs") {
+			t.Errorf("%s: the answer names theirs: %s", what, answer)
+		}
+		var out struct {
+			Sends []struct {
+				Results []struct {
+					Seq    int64 `json:"seq"`
+					Copies []struct {
+						Queue string `json:"queue"`
+						Seq   int64  `json:"seq"`
+					} `json:"copies"`
+				} `json:"results"`
+			} `json:"sends"`
+		}
+		_ = json.Unmarshal([]byte(answer), &out)
+		for _, s := range out.Sends {
+			for _, r := range s.Results {
+				for _, c := range r.Copies {
+					if c.Queue != "mine" {
+						t.Errorf("%s: a copy in %q", what, c.Queue)
+					}
+				}
+			}
+		}
+	}
+	st, a := commit("new-1", "B")
+	check("a new message", st, a, 200)
+	st, a = commit("new-1", "B")
+	check("its duplicate", st, a, 200)
+	st, a = commit("pre-8", "A")
+	check("new in mine, a duplicate in theirs", st, a, 200)
+	if strings.Contains(a, `"seq":9`) {
+		t.Errorf("new in mine, a duplicate in theirs: the answer gives theirs's seq 9: %s", a)
+	}
+	st, a = commit("pre-7", "other")
+	check("a conflict in theirs", st, a, 409)
+	if strings.Contains(a, "seq") {
+		t.Errorf("a conflict in theirs: the answer gives a seq: %s", a)
 	}
 }
