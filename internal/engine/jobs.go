@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
-
-	"github.com/mqlite/mqlite/internal/errs"
 )
 
 // DedupEntry is what LookupDedup finds of a MessageID in a queue.
@@ -45,7 +42,7 @@ func LookupDedup(ctx context.Context, db DBTX, queue, messageID string) (DedupEn
 		WHERE q.name = ?1`, queue, messageID).Scan(&e.WindowMS, &e.NowMS, &seq, &unfinished, &props)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return e, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
+		return e, noQueue(queue)
 	case err != nil:
 		return e, interpret("lookup dedup", err)
 	}

@@ -154,7 +154,7 @@ func Send(ctx context.Context, db DBTX, name string, msgs []SendMessage) ([]Send
 	}
 	// One message: its single statement writes it or nothing.
 	c, err := insert(ctx, db, name, msgs[0], contentKey(msgs[0].Body))
-	if errors.Is(err, errNoQueue) {
+	if nq := (*noQueueError)(nil); errors.As(err, &nq) {
 		// Not a queue: a topic, or nothing. Nothing was written, so the
 		// message can go to the topic.
 		ok, terr := isTopic(ctx, db, name)
@@ -199,16 +199,24 @@ func checkDeliverAt(ctx context.Context, db DBTX, msgs []SendMessage) error {
 	return nil
 }
 
-// errNoQueue is the error of insert into a queue that does not exist.
-var errNoQueue = errors.New("no such queue")
+// noQueueError is the error of insert into a queue that does not exist:
+// errs.ErrQueueNotFound with the queue's name, said once, which Send tells
+// from insert's other errors (a topic of that name takes the message).
+type noQueueError struct{ queue string }
+
+func (e *noQueueError) Error() string { return fmt.Sprintf("%v: %q", errs.ErrQueueNotFound, e.queue) }
+func (e *noQueueError) Unwrap() error { return errs.ErrQueueNotFound }
+
+// noQueue is the error of a queue that does not exist.
+func noQueue(queue string) error { return &noQueueError{queue} }
 
 // insert writes m, whose content key is ckey, into queue in one statement
 // (one more for its dedup row, one more for a body kept out of the row)
 // and reports the copy: new, a duplicate of a message inside the dedup
 // window, or a conflict. It assumes the shape the queue had at its last
 // send (shapes); when the queue has another, nothing was inserted, and it
-// tries again with the queue's real shape. An unknown queue is errNoQueue
-// wrapped with errs.ErrQueueNotFound.
+// tries again with the queue's real shape. An unknown queue is a
+// *noQueueError (errs.ErrQueueNotFound).
 func insert(ctx context.Context, db DBTX, queue string, m SendMessage, ckey []byte) (Copy, error) {
 	shape := shapes.get(queue)
 	for try := 0; ; try++ {
@@ -417,7 +425,7 @@ func diagnose(ctx context.Context, db DBTX, queue string, key any, size int64) (
 		queue, key).Scan(&d.shape.fifo, &d.shape.windowMS, &d.shape.byBody, &maxBytes, &d.seq, &d.origKey)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return d, fmt.Errorf("%w: %q: %w", errs.ErrQueueNotFound, queue, errNoQueue)
+		return d, noQueue(queue)
 	case err != nil:
 		return d, interpret("send", err)
 	case size > maxBytes:
