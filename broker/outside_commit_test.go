@@ -273,3 +273,44 @@ func TestOutsideCommitTopicHidesTheirs(t *testing.T) {
 		t.Errorf("a conflict in theirs: the answer gives a seq: %s", a)
 	}
 }
+
+// A keyed commit that wrote nothing (its one message a duplicate), or that
+// failed, keeps no record: the same key afterwards with other items is a
+// new request, not an attempt conflict nor a replay.
+func TestOutsideCommitNoRecordForNothing(t *testing.T) {
+	f := start(t, broker.Config{})
+	f.tb.Queue(t, "out", mqlite.QueueOptions{})
+	send := func(idem, id, body string) (int, string) {
+		resp := f.send(t, "POST", "/v1/commit", f.keys["worker"], []byte(fmt.Sprintf(`{"idempotency_key":%q,"send":[{"queue":"out","messages":[{"body":%q,"message_id":%q}]}]}`,
+			idem, base64.StdEncoding.EncodeToString([]byte(body)), id)))
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	if st, a := send("k1", "m", "A"); st != 200 {
+		t.Fatalf("first: %d %s", st, a)
+	}
+	if st, a := send("k2", "m", "A"); st != 200 || !strings.Contains(a, `"duplicate":true`) {
+		t.Fatalf("a duplicate under a new key: %d %s, want 200 duplicate", st, a)
+	}
+	if st, a := send("k2", "n", "B"); st != 200 || strings.Contains(a, "replayed") {
+		t.Errorf("the key of a commit that wrote nothing, with other items: %d %s, want a new commit", st, a)
+	}
+	if st, a := send("k3", "m", "conflict"); st != 409 {
+		t.Fatalf("a conflict: %d %s, want 409", st, a)
+	}
+	if st, a := send("k3", "o", "C"); st != 200 || strings.Contains(a, "replayed") {
+		t.Errorf("the key of a failed commit, with other items: %d %s, want a new commit", st, a)
+	}
+	// The control: a key that wrote something replays, and conflicts with
+	// other items.
+	if st, a := send("k1", "m", "A"); st != 200 || !strings.Contains(a, `"replayed":true`) {
+		t.Errorf("k1 again: %d %s, want a replay", st, a)
+	}
+	if st, a := send("k1", "p", "D"); st != 409 {
+		t.Errorf("k1 with other items: %d %s, want 409", st, a)
+	}
+	if n := f.outCount(t); n != 3 {
+		t.Fatalf("out holds %d messages, want 3 (m, n, o)", n)
+	}
+}
