@@ -317,3 +317,34 @@ func TestOutsideSettleTxOddOrders(t *testing.T) {
 		}
 	})
 }
+
+// CompleteWith on the store: the step's rows and the completion commit
+// together; run again, it is already settled and its rows roll back; a
+// Source that is neither a TxSource nor a Committer is refused.
+func TestOutsideCompleteWithStore(t *testing.T) {
+	ctx := context.Background()
+	st, _, l := outsideOne(t)
+	step := func(ctx context.Context, tx consumer.Tx) error {
+		s, err := consumer.SQL(tx)
+		if err != nil {
+			return err
+		}
+		_, err = s.ExecContext(ctx, `INSERT INTO effects (seq) VALUES (?)`, l.Seq)
+		return err
+	}
+	mustDo(t, consumer.CompleteWith(ctx, st, l, step))
+	for i := range 3 {
+		if err := consumer.CompleteWith(ctx, st, l, step); !errors.Is(err, mqlite.ErrAlreadySettled) {
+			t.Fatalf("CompleteWith again (%d): %v, want ErrAlreadySettled", i, err)
+		}
+	}
+	if n := outsideEffects(t, st); n != 1 {
+		t.Fatalf("%d effect rows, want 1", n)
+	}
+	if err := consumer.CompleteWith(ctx, onlySource{st}, l, step); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("CompleteWith on a plain Source: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// onlySource hides every method of the store but Source's.
+type onlySource struct{ consumer.Source }
