@@ -290,3 +290,69 @@ func TestOutsideSignedEdges(t *testing.T) {
 		}
 	}
 }
+
+// Each source has its share of the held bytes: one source past its share
+// is 503 while another is still taken. A body without a Content-Length
+// counts as the source's MaxBodyBytes.
+func TestOutsideHeldBytesPerSource(t *testing.T) {
+	st, clock := mqlitetest.NewStore(t, mqlite.Config{})
+	for _, q := range []string{"a", "b"} {
+		if err := st.CreateQueue(t.Context(), q, mqlite.QueueOptions{DedupWindow: 72 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := inbound.New(t.Context(), st, inbound.Config{MaxHeldBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Sources: []inbound.Source{
+			{Name: "a", Queue: "a", Secrets: []string{outsideSecret}, MaxBodyBytes: 1000, MaxHeldBytes: 1000},
+			{Name: "b", Queue: "b", Secrets: []string{outsideSecret}, MaxBodyBytes: 1000, MaxHeldBytes: 1000},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/inbound/{source}", h)
+	ts := strconv.FormatInt(clock.Now().Unix(), 10)
+	body := []byte("{}")
+	newReq := func(source, id string, rd io.Reader, n int64) *http.Request {
+		r := httptest.NewRequest("POST", "/v1/inbound/"+source, rd)
+		r.ContentLength = n // -1: unknown (chunked)
+		r.Header.Set("webhook-id", id)
+		r.Header.Set("webhook-timestamp", ts)
+		r.Header.Set("webhook-signature", outsideSign(t, outsideSecret, id, ts, body))
+		return r
+	}
+	g := &gateBody{reading: make(chan struct{}), release: make(chan struct{}), r: bytes.NewReader(body)}
+	first := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mux.ServeHTTP(first, newReq("a", "held", g, -1)) // no length: counts 1000
+	}()
+	<-g.reading
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, newReq("a", "a2", bytes.NewReader(body), int64(len(body))))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a past its share: %d Retry-After %q, want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, newReq("b", "b1", bytes.NewReader(body), int64(len(body))))
+	if w.Code != 200 {
+		t.Errorf("b while a is past its share: %d %s, want 200", w.Code, w.Body.String())
+	}
+	close(g.release)
+	<-done
+	if first.Code != 200 {
+		t.Fatalf("the held request: %d %s", first.Code, first.Body.String())
+	}
+	// A chunked body over the limit is 413, and gives its room back.
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, newReq("a", "big", bytes.NewReader(bytes.Repeat([]byte("x"), 5000)), -1))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a chunked body over the limit: %d, want 413", w.Code)
+	}
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, newReq("a", "a3", bytes.NewReader(body), int64(len(body))))
+	if w.Code != 200 {
+		t.Errorf("a after its held bodies were answered: %d %s, want 200", w.Code, w.Body.String())
+	}
+}
