@@ -33,10 +33,15 @@ type outsideSource struct {
 	allAck        chan struct{} // closed once want messages were acknowledged
 	want          int
 	closed        bool
+	fetched       chan struct{} // when set, closed at the first Fetch
 }
 
 func (s *outsideSource) Fetch(ctx context.Context, max int) ([]relay.Inbound, error) {
 	s.mu.Lock()
+	if s.fetched != nil {
+		close(s.fetched)
+		s.fetched = nil
+	}
 	if len(s.pending) > 0 {
 		n := min(max, len(s.pending))
 		out := s.pending[:n:n]
@@ -178,5 +183,58 @@ func TestOutsideIntakeHoldsPoisonAside(t *testing.T) {
 		if reasons[r] == 0 {
 			t.Errorf("no record held for %s", r)
 		}
+	}
+}
+
+// Misuse of IntakeConfig.HoldQueue: an invalid name, or the queue itself
+// (refused messages where the queue refuses them), stops the intake at
+// once (NewIntake or Run), before any message is fetched. A queue of the
+// longest name runs with the default hold queue.
+func TestOutsideIntakeHoldQueueMisuse(t *testing.T) {
+	ctx := context.Background()
+	st, _ := mqlitetest.NewStore(t, mqlite.Config{})
+	long := strings.Repeat("q", mqlite.MaxQueueNameLen)
+	for _, q := range []string{"in", long} {
+		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{DedupWindow: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// start runs an intake until its first Fetch (its checks passed: nil)
+	// or until Run returns (its error).
+	start := func(queue string, cfg relay.IntakeConfig) error {
+		fetched := make(chan struct{})
+		src := &outsideSource{acked: map[any]int{}, allAck: make(chan struct{}), fetched: fetched}
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		in, err := relay.NewIntake(st, queue, src, cfg)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- in.Run(rctx) }()
+		select {
+		case err := <-done:
+			return err
+		case <-fetched:
+			cancel()
+			return <-done
+		}
+	}
+	for name, hq := range map[string]string{"an invalid name": "bad name!", "the queue itself": "in"} {
+		err := start("in", relay.IntakeConfig{HoldQueue: hq})
+		t.Logf("%s: %v", name, err)
+		if !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("HoldQueue %s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	// A queue of the longest name leaves no room for the default: NewIntake
+	// says so, before Run; with a HoldQueue of its own it runs.
+	src := &outsideSource{acked: map[any]int{}, allAck: make(chan struct{})}
+	if _, err := relay.NewIntake(st, long, src, relay.IntakeConfig{}); !errors.Is(err, mqlite.ErrInvalidArgument) || !strings.Contains(err.Error(), "HoldQueue") {
+		t.Errorf("a queue of the longest name with the default hold queue: %v, want ErrInvalidArgument naming HoldQueue", err)
+	}
+	if err := start(long, relay.IntakeConfig{HoldQueue: "long.held"}); err != nil {
+		t.Errorf("a queue of the longest name with a hold queue: %v", err)
 	}
 }
