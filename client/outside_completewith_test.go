@@ -172,3 +172,31 @@ func TestOutsideCompleteWithCtxEndsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("%d onward messages, want 1", n)
 	}
 }
+
+// The reply is lost and the lease lapses before the retry (a slow network,
+// a paused process): the retry still answers from the commit that went
+// through, never ErrLockLost for a message that moved, nor a second effect;
+// another consumer that claims the message after the lapse finds nothing.
+func TestOutsideCompleteWithLostReplyPastLease(t *testing.T) {
+	b, c, d := outsideSetup(t, 1, 5*time.Second)
+	msgs, err := c.Receive(ctx, "q", mqlite.ReceiveOptions{})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %d, %v", len(msgs), err)
+	}
+	d.onDrop = func(int64) { b.Clock.Advance(2 * lease) }
+	err = consumer.CompleteWith(ctx, c, msgs[0].Lock(), step)
+	t.Logf("replies dropped: %d; CompleteWith: %v", d.dropped.Load(), err)
+	if d.dropped.Load() != 1 {
+		t.Fatalf("dropped %d replies, want 1", d.dropped.Load())
+	}
+	if err != nil {
+		t.Fatalf("CompleteWith, its reply lost and its lease lapsed: %v, want nil (the commit went through)", err)
+	}
+	if n := onward(t, b); n != 1 {
+		t.Fatalf("%d onward messages, want 1", n)
+	}
+	again, err := c.Receive(ctx, "q", mqlite.ReceiveOptions{})
+	if err != nil || len(again) != 0 {
+		t.Fatalf("a receive after the lapse: %d messages, %v, want none (the message was completed)", len(again), err)
+	}
+}
