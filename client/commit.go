@@ -23,8 +23,10 @@ import (
 // answer when it committed, and commits nothing new. A Batch that settles
 // a delivery takes the key its locks derive (the broker's
 // wire.CommitRequest.LocksKey), so another Batch with the same locks and
-// the same sends replays too, and one with other sends is
-// mqlite.ErrAttemptConflict; a Batch that only sends takes a random one.
+// the same sends replays too, and one with other sends finds the deliveries
+// settled (mqlite.ErrAlreadySettled); the same Batch committed again with
+// items added is mqlite.ErrAttemptConflict. A Batch that only sends takes a
+// random one.
 type Batch struct {
 	req wire.CommitRequest
 }
@@ -152,8 +154,8 @@ var _ consumer.Committer = (*Client)(nil)
 // runs step with a new Batch (step's error is CommitTx's, nothing sent),
 // stages the completion of l and commits the Batch under the key l
 // derives: a CommitTx of the same l whose step stages the same sends
-// replays (after ErrOutcomeUnknown, say), one with other sends is
-// mqlite.ErrAttemptConflict, and neither commits again.
+// replays (after ErrOutcomeUnknown, say), one with other sends finds l
+// settled (mqlite.ErrAlreadySettled), and neither commits again.
 func (c *Client) CommitTx(ctx context.Context, l mqlite.Lock, step consumer.TxStep) error {
 	var b Batch
 	if step != nil {

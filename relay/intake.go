@@ -135,8 +135,9 @@ type IntakeConfig struct {
 	// the far side can stop the intake. The held record keeps the body
 	// and what properties fit, and says why in its mqlite-held-*
 	// properties (HeaderHeldReason and the names next to it). Defaults to the
-	// queue's name followed by ".held"; Run creates it when missing, with
-	// the queue's dedup window.
+	// queue's name followed by ".held" (a queue whose name leaves no room
+	// for it needs one: NewIntake refuses it); Run creates it when missing,
+	// with the queue's dedup window.
 	HoldQueue string
 }
 
@@ -184,6 +185,9 @@ func NewIntake(st *mqlite.Store, queue string, src Source, cfg IntakeConfig) (*I
 	}
 	if cfg.HoldQueue == "" {
 		cfg.HoldQueue = queue + ".held"
+		if len(cfg.HoldQueue) > mqlite.MaxQueueNameLen {
+			return nil, invalid("queue %s leaves no room for the default HoldQueue %s (at most %d bytes): give one", queue, cfg.HoldQueue, mqlite.MaxQueueNameLen)
+		}
 	}
 	if cfg.HoldQueue == queue {
 		return nil, invalid("HoldQueue is the queue %s itself", queue)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-
 )
 
 // DedupEntry is what LookupDedup finds of a MessageID in a queue.
