@@ -99,7 +99,9 @@ type IntakeObserver interface {
 	Taken(queue string, m Inbound, duplicate bool)
 	// Held reports a hold of the intake, the source gone (reason is
 	// GoneError's), or a message the queue refused and the intake held
-	// aside in its hold queue (reason "refused", once per message).
+	// aside in its hold queue (reason "refused", once per delivery of it:
+	// the far side may deliver a refused message again before its
+	// acknowledgement lands; the hold queue keeps it once).
 	Held(queue string, reason string, cause error)
 }
 
