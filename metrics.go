@@ -22,7 +22,7 @@ type QueueCounters struct {
 	// Completed is the deliveries settled by Complete or CompleteBatch. A
 	// replayed settlement is not counted again.
 	Completed int64
-	// Abandoned is the deliveries given back by Abandon, dead-lettered
+	// Abandoned is the deliveries given back by Abandon or Release, dead-lettered
 	// ones (the last allowed delivery) included.
 	Abandoned int64
 	// Rejected is the deliveries dead-lettered by Reject.

@@ -499,8 +499,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// releaseWaiting abandons, with no delay, the claimed messages that no
-// handler has taken yet.
+// releaseWaiting gives back the claimed messages that no handler has
+// taken yet.
 func (l *loop) releaseWaiting() {
 	for {
 		select {
@@ -512,7 +512,9 @@ func (l *loop) releaseWaiting() {
 	}
 }
 
-// release gives back a message whose handler never started.
+// release gives back a message whose handler never started: through
+// Release when the Source is a Releaser (the delivery does not count),
+// else by Abandon with no delay.
 func (l *loop) release(d *delivery) {
 	defer func() { l.slots <- struct{}{} }()
 	lost := l.renewals.remove(d)
@@ -523,7 +525,13 @@ func (l *loop) release(d *delivery) {
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
-	if err := l.set.Abandon(sctx, d.msg.Lock(), 0); err != nil {
+	if r, ok := l.set.(Releaser); ok {
+		// No handler saw d: its delivery does not count.
+		if err := r.Release(sctx, d.msg.Lock()); err != nil {
+			l.settleFailed(d.msg, "release", err)
+			return
+		}
+	} else if err := l.set.Abandon(sctx, d.msg.Lock(), 0); err != nil {
 		l.settleFailed(d.msg, "abandon", err)
 		return
 	}
