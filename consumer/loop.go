@@ -135,10 +135,15 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // MaxDeliveryCount is spent. A failing handler never stops Loop from
 // receiving, embedded or over the broker's stream.
 //
-// When ctx is cancelled Loop stops claiming, releases the messages it
-// claimed but did not start (abandoned with no delay), lets running
-// handlers finish for up to opts.DrainTimeout, then cancels their ctx and
-// abandons with no delay what they still hold. It waits for every handler
+// When ctx is cancelled Loop stops claiming and gives back the messages it
+// claimed ahead but never handed to a handler: through Release when src is
+// a Releaser (mqlite.Store is: each is ready at once and the delivery does
+// not count, so even a queue with MaxDeliveryCount 1 keeps them), else by
+// Abandon with no delay (the broker's client: each spends a delivery, and
+// on its last allowed one becomes a dead letter). It lets running handlers
+// finish for up to opts.DrainTimeout, then cancels their ctx and abandons
+// with no delay what they still hold (those deliveries count). Loop gives
+// back the same way when it stops on an error. It waits for every handler
 // to return, so a handler that ignores its ctx delays Loop's return, and
 // then returns nil. No goroutine of Loop outlives it.
 //
