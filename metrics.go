@@ -77,7 +77,7 @@ type QueueMetrics struct {
 	Counters QueueCounters
 	// Claim is the duration of the claim transactions of Receive (one per
 	// attempt, empty ones included), from asking for the connection to
-	// the commit. Settle is that of each settlement (Complete, Abandon,
+	// the commit. Settle is that of each settlement (Complete, Abandon, Release,
 	// Reject, Defer; each lock of a CompleteBatch counts once, with the
 	// batch's duration).
 	Claim, Settle DurationHistogram

@@ -59,6 +59,16 @@ func TestReleaseGivesBackUncounted(t *testing.T) {
 		t.Fatalf("dead letters %d (%v), want none", len(dead), err)
 	}
 
+	// The tally counts each release as an Abandon (the replays not again),
+	// and the message as active.
+	ms, err := st.Metrics(ctx)
+	must(err)
+	for _, q := range ms {
+		if q.Queue == "q" && (q.Counters.Abandoned != 3 || q.Counters.DeadLettered != 0 || q.Active != 2 || q.Locked != 0) {
+			t.Fatalf("metrics after the releases: %+v, want 3 abandoned, none dead-lettered, 2 active", q)
+		}
+	}
+
 	// Fenced: a stale token, then a lapsed lease, change nothing.
 	m := receive()
 	stale := m.Lock()
