@@ -22,7 +22,7 @@ type QueueCounters struct {
 	// Completed is the deliveries settled by Complete or CompleteBatch. A
 	// replayed settlement is not counted again.
 	Completed int64
-	// Abandoned is the deliveries given back by Abandon, dead-lettered
+	// Abandoned is the deliveries given back by Abandon or Release, dead-lettered
 	// ones (the last allowed delivery) included.
 	Abandoned int64
 	// Rejected is the deliveries dead-lettered by Reject.
@@ -77,7 +77,7 @@ type QueueMetrics struct {
 	Counters QueueCounters
 	// Claim is the duration of the claim transactions of Receive (one per
 	// attempt, empty ones included), from asking for the connection to
-	// the commit. Settle is that of each settlement (Complete, Abandon,
+	// the commit. Settle is that of each settlement (Complete, Abandon, Release,
 	// Reject, Defer; each lock of a CompleteBatch counts once, with the
 	// batch's duration).
 	Claim, Settle DurationHistogram

@@ -117,6 +117,19 @@ func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error 
 	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
 }
 
+// Release gives back a delivery its holder never started: the message is
+// ready again at once and the delivery does not count toward
+// MaxDeliveryCount (its DeliveryCount goes back to what it was before the
+// claim), so it is never dead-lettered by it; its place in the queue and
+// in its group is kept, as with Abandon. Fenced like Abandon: the current
+// token and a lease still running, ErrLockLost otherwise. Retrying the
+// same Release after it succeeded (the reply was lost) succeeds again
+// while its receipt lives, like Complete. Only a delivery no code has
+// seen may be released: a handler that started and failed abandons.
+func (s *Store) Release(ctx context.Context, l Lock) error {
+	return s.settle(ctx, engine.Settlement{Op: engine.OpRelease}, l)
+}
+
 // MaxLastErrorLen bounds the reason of AbandonWithReason, in bytes.
 const MaxLastErrorLen = 1024
 

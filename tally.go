@@ -45,7 +45,7 @@ func causeOf(op engine.Op) cause {
 	switch op {
 	case engine.OpComplete:
 		return causeComplete
-	case engine.OpAbandon:
+	case engine.OpAbandon, engine.OpRelease:
 		return causeAbandon
 	case engine.OpReject:
 		return causeReject

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -52,6 +53,25 @@ var orderTests = []subtest{
 		m := k.expect("q", max10, g[0])
 		k.must(k.st.Abandon(k.ctx, m[0].Lock(), 0), "abandon")
 		m = k.expect("q", max10, g[0])
+		k.must(k.st.Complete(k.ctx, m[0].Lock()), "complete")
+		k.expect("q", max10, g[1])
+	}},
+	{"GroupAcrossRelease", func(t *testing.T, h Harness) {
+		// A released head (consumer.Releaser) is the group's head again at
+		// once with its delivery not counted: on a queue of one delivery
+		// each it is never a dead letter.
+		k := open(t, h)
+		r := optional[consumer.Releaser](k, "consumer.Releaser")
+		k.queue("q", mqlite.QueueOptions{MaxDeliveryCount: 1})
+		g := k.group("q", "G", 2)
+		for range 2 {
+			m := k.expect("q", max10, g[0])
+			k.must(r.Release(k.ctx, m[0].Lock()), "release")
+		}
+		m := k.expect("q", max10, g[0])
+		if m[0].DeliveryCount != 1 {
+			t.Fatalf("the released head came back with count %d, want 1", m[0].DeliveryCount)
+		}
 		k.must(k.st.Complete(k.ctx, m[0].Lock()), "complete")
 		k.expect("q", max10, g[1])
 	}},

@@ -82,6 +82,22 @@ type Source interface {
 
 var _ Source = (*mqlite.Store)(nil)
 
+// Releaser is a Source that can give back a delivery its holder never
+// started without counting it, as mqlite.Store.Release does. When Loop,
+// LoopTx or LoopBatch stop, they release through it the messages they had
+// claimed ahead but never handed to a handler, so those keep their
+// delivery count and a queue with a low MaxDeliveryCount does not
+// dead-letter them. A Source that is not a Releaser (the broker's client,
+// and any Source while Loop streams) gets Abandon with no delay instead,
+// which spends a delivery of each.
+type Releaser interface {
+	// Release gives back a delivery no code has seen: ready again at once,
+	// the delivery not counted; fenced like Abandon.
+	Release(ctx context.Context, l mqlite.Lock) error
+}
+
+var _ Releaser = (*mqlite.Store)(nil)
+
 // clockOf returns src's clock, or the wall clock.
 func clockOf(src Source) mqlite.Clock {
 	if c := src.Clock(); c != nil {

@@ -135,10 +135,15 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // MaxDeliveryCount is spent. A failing handler never stops Loop from
 // receiving, embedded or over the broker's stream.
 //
-// When ctx is cancelled Loop stops claiming, releases the messages it
-// claimed but did not start (abandoned with no delay), lets running
-// handlers finish for up to opts.DrainTimeout, then cancels their ctx and
-// abandons with no delay what they still hold. It waits for every handler
+// When ctx is cancelled Loop stops claiming and gives back the messages it
+// claimed ahead but never handed to a handler: through Release when src is
+// a Releaser (mqlite.Store is: each is ready at once and the delivery does
+// not count, so even a queue with MaxDeliveryCount 1 keeps them), else by
+// Abandon with no delay (the broker's client: each spends a delivery, and
+// on its last allowed one becomes a dead letter). It lets running handlers
+// finish for up to opts.DrainTimeout, then cancels their ctx and abandons
+// with no delay what they still hold (those deliveries count). Loop gives
+// back the same way when it stops on an error. It waits for every handler
 // to return, so a handler that ignores its ctx delays Loop's return, and
 // then returns nil. No goroutine of Loop outlives it.
 //
@@ -499,8 +504,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// releaseWaiting abandons, with no delay, the claimed messages that no
-// handler has taken yet.
+// releaseWaiting gives back the claimed messages that no handler has
+// taken yet.
 func (l *loop) releaseWaiting() {
 	for {
 		select {
@@ -512,7 +517,9 @@ func (l *loop) releaseWaiting() {
 	}
 }
 
-// release gives back a message whose handler never started.
+// release gives back a message whose handler never started: through
+// Release when the Source is a Releaser (the delivery does not count),
+// else by Abandon with no delay.
 func (l *loop) release(d *delivery) {
 	defer func() { l.slots <- struct{}{} }()
 	lost := l.renewals.remove(d)
@@ -523,7 +530,13 @@ func (l *loop) release(d *delivery) {
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
-	if err := l.set.Abandon(sctx, d.msg.Lock(), 0); err != nil {
+	if r, ok := l.set.(Releaser); ok {
+		// No handler saw d: its delivery does not count.
+		if err := r.Release(sctx, d.msg.Lock()); err != nil {
+			l.settleFailed(d.msg, "release", err)
+			return
+		}
+	} else if err := l.set.Abandon(sctx, d.msg.Lock(), 0); err != nil {
 		l.settleFailed(d.msg, "abandon", err)
 		return
 	}

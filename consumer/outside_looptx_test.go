@@ -61,7 +61,9 @@ func TestOutsideLoopTxProgrammingErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			st, _ := mqlitetest.NewStore(t, mqlite.Config{})
-			mustDo(t, st.CreateQueue(ctx, "in", mqlite.QueueOptions{}))
+			// One delivery each: a message LoopTx claimed ahead and never
+			// handed to a handler must not spend it.
+			mustDo(t, st.CreateQueue(ctx, "in", mqlite.QueueOptions{MaxDeliveryCount: 1}))
 			for i := range 10 {
 				_, err := outbox.Send(ctx, st, "in", outbox.Message{Body: []byte(fmt.Sprint(i))})
 				mustDo(t, err)
@@ -95,6 +97,13 @@ func TestOutsideLoopTxProgrammingErrors(t *testing.T) {
 			t.Logf("handler calls %d, dead letters %d, left %d", len(calls), len(dead), s.Active)
 			if s.Active+int64(len(dead)) != 10 {
 				t.Errorf("%d left and %d dead letters of 10: a message was completed or lost", s.Active, len(dead))
+			}
+			left, err := st.Peek(ctx, "in", mqlite.PeekParams{Max: 10})
+			mustDo(t, err)
+			for _, m := range left {
+				if m.State == mqlite.StateActive && m.DeliveryCount != 0 {
+					t.Errorf("message %d never handled: delivery count %d, want 0", m.Seq, m.DeliveryCount)
+				}
 			}
 		})
 	}

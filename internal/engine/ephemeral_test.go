@@ -145,6 +145,7 @@ func TestHotStatementsOpenNoTemporaryTables(t *testing.T) {
 		{"abandon", settleSQL[OpAbandon], ephRejoin},
 		{"reject", settleSQL[OpReject], ephRejoin},
 		{"defer", settleSQL[OpDefer], ephRejoin},
+		{"release", settleSQL[OpRelease], ephRejoin},
 		{"complete many", completeSQLs[4][0], ephReturning + ephInSelect + ephManyRows + ephRejoin},
 		{"complete many in bulk", completeSQLs[4][1], ephReturning + ephInSelect},
 		{"renew", renew, ephReturning},

@@ -20,6 +20,10 @@ const (
 	OpAbandon  Op = "abandon"
 	OpReject   Op = "reject"
 	OpDefer    Op = "defer"
+	// OpRelease gives back a delivery its holder never started: Abandon
+	// at once that takes back the delivery the claim counted, so it never
+	// dead-letters. A retry of the same release replays from its receipt.
+	OpRelease Op = "release"
 )
 
 // Settlement is one fenced settlement request. Everything in it is part of
@@ -62,6 +66,12 @@ var settleSQL = map[Op]string{
 	OpReject: `UPDATE mqlite_messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
 		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 	OpDefer: `UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
+	// OpRelease is Abandon with no delay on a delivery that is never the
+	// last: the row goes back to active under its own id (its place in the
+	// queue and its group kept), with the claim's count taken back.
+	OpRelease: `UPDATE mqlite_messages SET state = 'active', dead_letter_reason = NULL, dead_letter_desc = NULL,
+		dead_lettered_at = 0, lock_token = ` + noToken + `, locked_until = 0, visible_at = ?4,
+		delivery_count = max(delivery_count - 1, 0) WHERE ` + fence,
 }
 
 // completedReceipt finds the completed message a completion of (?1 queue,
