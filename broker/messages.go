@@ -316,6 +316,19 @@ func (s *Server) abandon(r *http.Request) (result, error) {
 	return noContent()
 }
 
+// release gives back a delivery its holder never started, uncounted, as
+// Store.Release.
+func (s *Server) release(r *http.Request) (result, error) {
+	req, err := decodeLock(r.Body)
+	if err != nil {
+		return result{}, err
+	}
+	if err := s.st.Release(r.Context(), req.Lock(r.PathValue("queue"))); err != nil {
+		return result{}, err
+	}
+	return noContent()
+}
+
 func (s *Server) reject(r *http.Request) (result, error) {
 	req, err := decode[wire.RejectRequest](r.Body)
 	if err == nil {

@@ -51,6 +51,7 @@ var operations = map[string]operation{
 	streamPattern:                                     {"Stream: messages out while fewer than window are unsettled, settlements in (newline-delimited JSON both ways)", wire.StreamSettle{}, wire.StreamEvent{}, http.StatusOK, []string{"window", "max_bytes"}},
 	"POST /v1/queues/{queue}/abandon":                 {"Give a delivery back, to come again after delay_ms", wire.AbandonRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/reject":                  {"Dead-letter a delivery with a reason", wire.RejectRequest{}, nil, http.StatusNoContent, nil},
+	"POST /v1/queues/{queue}/release":                 {"Give back a delivery never started: ready at once, not counted", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/defer":                   {"Defer a delivery: it comes back only by its seq", wire.LockRequest{}, nil, http.StatusNoContent, nil},
 	"POST /v1/queues/{queue}/receive-deferred":        {"Receive a deferred message by its seq", wire.SeqRequest{}, wire.MessageResponse{}, http.StatusOK, nil},
 	"POST /v1/queues/{queue}/renew":                   {"Renew a delivery's lease", wire.LockRequest{}, wire.RenewResponse{}, http.StatusOK, nil},

@@ -27,6 +27,7 @@ func (s *Server) routes() http.Handler {
 		{"POST " + q + "/complete-receive", keys.Consumer, "queue", s.completeReceive, claims},
 		{streamPattern, keys.Consumer, "queue", s.stream, noMessages},
 		{"POST " + q + "/abandon", keys.Consumer, "queue", s.abandon, noMessages},
+		{"POST " + q + "/release", keys.Consumer, "queue", s.release, noMessages},
 		{"POST " + q + "/reject", keys.Consumer, "queue", s.reject, noMessages},
 		{"POST " + q + "/defer", keys.Consumer, "queue", s.deferMsg, noMessages},
 		{"POST " + q + "/receive-deferred", keys.Consumer, "queue", s.receiveDeferred, claims},

@@ -119,6 +119,7 @@ var routes = []route{
 	{"POST", "/v1/queues/q/complete", `{"seq":1,"token":"t"}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/complete-batch", `{"locks":[{"seq":1,"token":"t"}]}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/abandon", `{"seq":1,"token":"t","delay_ms":5}`, keys.Consumer, 403},
+	{"POST", "/v1/queues/q/release", `{"seq":1,"token":"t"}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/reject", `{"seq":1,"token":"t","reason":"r"}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/defer", `{"seq":1,"token":"t"}`, keys.Consumer, 403},
 	{"POST", "/v1/queues/q/receive-deferred", `{"seq":1}`, keys.Consumer, 403},

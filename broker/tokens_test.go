@@ -32,6 +32,7 @@ func TestLongLockTokensAreRefused(t *testing.T) {
 	tests := []struct{ path, body string }{
 		{"complete", lock},
 		{"abandon", lock},
+		{"release", lock},
 		{"reject", lock},
 		{"defer", lock},
 		{"renew", lock},

@@ -61,6 +61,8 @@ import (
 // Compile-time check: the client is a consumer Source.
 var _ consumer.Source = (*Client)(nil)
 
+var _ consumer.Releaser = (*Client)(nil)
+
 // Defaults of Config's zero-valued fields.
 const (
 	DefaultTimeout         = 30 * time.Second

@@ -169,6 +169,19 @@ func (c *Client) AbandonWithReason(ctx context.Context, l mqlite.Lock, delay tim
 		in: wire.AbandonRequest{Seq: l.Seq, Token: l.Token, DelayMS: delay.Milliseconds(), Reason: reason}})
 }
 
+// Release gives back a delivery its holder never started, as
+// Store.Release: ready again at once, the delivery not counted toward
+// MaxDeliveryCount; fenced like Abandon. A retry after a lost reply
+// replays from the release's receipt. Loop, LoopTx and LoopBatch over the
+// client release through it the messages they claimed ahead and never
+// started when they stop (consumer.Releaser).
+func (c *Client) Release(ctx context.Context, l mqlite.Lock) error {
+	if err := checkQueue(l.Queue); err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: http.MethodPost, path: qpath(l.Queue, "/release"), in: lockOf(l)})
+}
+
 // Reject dead-letters a delivered message, as Store.Reject.
 func (c *Client) Reject(ctx context.Context, l mqlite.Lock, reason, description string) error {
 	if err := checkQueue(l.Queue); err != nil {

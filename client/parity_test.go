@@ -22,7 +22,6 @@ var storeOnly = map[string]string{
 	"Metrics":      "the gauges of every queue for a Prometheus collector: the broker serves them at /metrics",
 	"Ages":         "the oldest ages of every queue for the same collector: the broker serves them at /metrics and in Counts",
 	"Receivers":    "the live receivers of every queue, kept in the process's memory: over the broker, each queue's Stats carries its receivers",
-	"Release":      "gives back an unstarted delivery uncounted, for consumer.Releaser: the broker has no such endpoint, so Loop over a client abandons instead",
 }
 
 // clientOnly are the exported methods of *client.Client that *mqlite.Store

@@ -87,9 +87,10 @@ var _ Source = (*mqlite.Store)(nil)
 // LoopTx or LoopBatch stop, they release through it the messages they had
 // claimed ahead but never handed to a handler, so those keep their
 // delivery count and a queue with a low MaxDeliveryCount does not
-// dead-letter them. A Source that is not a Releaser (the broker's client,
-// and any Source while Loop streams) gets Abandon with no delay instead,
-// which spends a delivery of each.
+// dead-letter them (while Loop streams, too: through the Source's own
+// Release). A Source that is not a Releaser (a wrapper that embeds a
+// Source) gets Abandon with no delay instead, which spends a delivery of
+// each. mqlite.Store and the broker's client are Releasers.
 type Releaser interface {
 	// Release gives back a delivery no code has seen: ready again at once,
 	// the delivery not counted; fenced like Abandon.

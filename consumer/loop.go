@@ -137,10 +137,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 //
 // When ctx is cancelled Loop stops claiming and gives back the messages it
 // claimed ahead but never handed to a handler: through Release when src is
-// a Releaser (mqlite.Store is: each is ready at once and the delivery does
-// not count, so even a queue with MaxDeliveryCount 1 keeps them), else by
-// Abandon with no delay (the broker's client: each spends a delivery, and
-// on its last allowed one becomes a dead letter). It lets running handlers
+// a Releaser (mqlite.Store and the broker's client are: each is ready at
+// once and the delivery does not count, so even a queue with
+// MaxDeliveryCount 1 keeps them), else by Abandon with no delay (each
+// spends a delivery, and on its last allowed one becomes a dead letter). It lets running handlers
 // finish for up to opts.DrainTimeout, then cancels their ctx and abandons
 // with no delay what they still hold (those deliveries count). Loop gives
 // back the same way when it stops on an error. It waits for every handler
@@ -530,9 +530,13 @@ func (l *loop) release(d *delivery) {
 	}
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
-	if r, ok := l.set.(Releaser); ok {
-		// No handler saw d: its delivery does not count.
-		if err := r.Release(sctx, d.msg.Lock()); err != nil {
+	if r, ok := l.src.(Releaser); ok {
+		// No handler saw d: its delivery does not count. Through the
+		// Source's own call (a stream carries no release of a
+		// delivery), then d's place in an open stream's window is freed.
+		err := r.Release(sctx, d.msg.Lock())
+		l.forget(d)
+		if err != nil {
 			l.settleFailed(d.msg, "release", err)
 			return
 		}

@@ -130,8 +130,8 @@ var ErrTxEnded = errors.New("consumer: the step committed or rolled back the tra
 // the message it claimed runs even if LoopTx begins to stop meanwhile: a
 // stop gives back no message a commit claimed, so it spends no delivery.
 // The messages claimed ahead (Prefetch) and never handed to a handler go
-// back as Loop's do: released uncounted on a Releaser (mqlite.Store),
-// abandoned with no delay over the broker.
+// back as Loop's do: released uncounted on a Releaser (mqlite.Store, the
+// broker's client), else abandoned with no delay.
 //
 // The transaction holds the file's one writer until it commits: every
 // other statement of the process waits for it, renewals of the other

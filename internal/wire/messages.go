@@ -211,7 +211,7 @@ type MessageResponse struct {
 	Message ReceivedMessage `json:"message"`
 }
 
-// LockRequest is the body of complete, defer and renew, and one lock of the
+// LockRequest is the body of complete, release, defer and renew, and one lock of the
 // batched calls: the delivery's sequence number and fencing token (the queue
 // is in the path).
 type LockRequest struct {
