@@ -83,6 +83,7 @@ func tokenBound(tokens ...string) {
 	}
 }
 
+// FuzzDecodeLock: the body of complete, release, defer and renew.
 func FuzzDecodeLock(f *testing.F) {
 	fuzzDecoder(f, func(r wire.LockRequest) {
 		_ = r.Lock("q")
