@@ -58,10 +58,12 @@ import (
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
-// Compile-time check: the client is a consumer Source.
-var _ consumer.Source = (*Client)(nil)
-
-var _ consumer.Releaser = (*Client)(nil)
+// Compile-time checks: the client is a consumer Source, and a Releaser
+// (Loop gives its unstarted messages back uncounted).
+var (
+	_ consumer.Source   = (*Client)(nil)
+	_ consumer.Releaser = (*Client)(nil)
+)
 
 // Defaults of Config's zero-valued fields.
 const (

@@ -140,12 +140,13 @@ func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler pani
 // a Releaser (mqlite.Store and the broker's client are: each is ready at
 // once and the delivery does not count, so even a queue with
 // MaxDeliveryCount 1 keeps them), else by Abandon with no delay (each
-// spends a delivery, and on its last allowed one becomes a dead letter). It lets running handlers
-// finish for up to opts.DrainTimeout, then cancels their ctx and abandons
-// with no delay what they still hold (those deliveries count). Loop gives
-// back the same way when it stops on an error. It waits for every handler
-// to return, so a handler that ignores its ctx delays Loop's return, and
-// then returns nil. No goroutine of Loop outlives it.
+// spends a delivery, and on its last allowed one becomes a dead letter).
+// It lets running handlers finish for up to opts.DrainTimeout, then
+// cancels their ctx and abandons with no delay what they still hold
+// (those deliveries count). Loop gives back the same way when it stops on
+// an error. It waits for every handler to return, so a handler that
+// ignores its ctx delays Loop's return, and then returns nil. No goroutine
+// of Loop outlives it.
 //
 // Loop returns early with an error for bad arguments, and when Receive
 // fails for good (the store is closed, the queue does not exist), after
