@@ -89,6 +89,7 @@ func insideTxCalls(t *testing.T) []insideTxCall {
 			return e(st.CompleteBatch(ctx, lk(l)))
 		}},
 		{"Abandon", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error { return st.Abandon(ctx, l, 0) }},
+		{"Release", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error { return st.Release(ctx, l) }},
 		{"AbandonWithReason", func(ctx context.Context, st *mqlite.Store, l mqlite.Lock) error {
 			return st.AbandonWithReason(ctx, l, 0, "why")
 		}},
