@@ -40,9 +40,10 @@ func (s *Server) commit(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	digest := commitDigest(req)
+	derived := req.LocksKey()
 	idem := req.IdempotencyKey
 	if idem == "" {
-		idem = req.LocksKey()
+		idem = derived
 	}
 	k := keyOf(r.Context())
 	scope := engine.CommitScope(k.ID)
@@ -58,7 +59,7 @@ func (s *Server) commit(r *http.Request) (result, error) {
 			// A key derived from the locks (named or not) names the
 			// deliveries, not the request: another request on them finds
 			// them settled (ErrAlreadySettled) in its items.
-			if found && (idem != req.LocksKey() || rec.Request == digest) {
+			if found && (idem != derived || rec.Request == digest) {
 				return replayCommit(idem, rec, digest, &out)
 			}
 		}
