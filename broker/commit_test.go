@@ -91,7 +91,7 @@ func (f *fixture) rows(t *testing.T, query string, args ...any) int64 {
 	return testdb.Int(t, f.tb.Store.DB(), query, args...)
 }
 
-const commitRecordsQuery = `SELECT count(*) FROM mqlite_receive_attempts WHERE queue LIKE '/commit/%'`
+const commitRecordsQuery = `SELECT count(*) FROM mqlite_commits`
 
 // TestCommitWithoutKeyCommitsOnce: the same commit request sent ten times
 // without an idempotency key commits once; the others replay its answer

@@ -109,12 +109,16 @@ func (f fixture) layoutOf(t *testing.T, path string) string {
 		return "between"
 	case f.version < settledFixture.version && token == settledFixture.token && layout == settledFixture.layout(t):
 		return "before settled"
+	case f.version < sharedAttemptsFixture.version && token == sharedAttemptsFixture.token && layout == sharedAttemptsFixture.layout(t):
+		return "before commits"
 	}
 	t.Fatalf("a mix of layouts: token %q, layout:\n%s", token, layout)
 	return ""
 }
 
-// counts reads the rows of the tables that hold messages, by layout.
+// counts reads the rows of the tables that hold messages, by layout, and
+// the receive attempts and the broker's commit records apart, wherever the
+// layout keeps them.
 func counts(t *testing.T, path, prefix string) string {
 	t.Helper()
 	db, err := sql.Open("sqlite", path)
@@ -126,6 +130,13 @@ func counts(t *testing.T, path, prefix string) string {
 	for _, table := range []string{"queues", "messages", "message_bodies", "dedup", "settlement_receipts", "schedules"} {
 		fmt.Fprintf(&b, "%s=%d ", table, testdb.Int(t, db, `SELECT count(*) FROM `+prefix+table))
 	}
+	shared := `SELECT count(*) FROM ` + prefix + `receive_attempts WHERE queue LIKE '` + commitPrefix + `%'`
+	commits := shared
+	if testdb.Int(t, db, `SELECT count(*) FROM sqlite_schema WHERE name = 'mqlite_commits'`) == 1 {
+		commits = `SELECT (` + shared + `) + (SELECT count(*) FROM mqlite_commits)`
+	}
+	fmt.Fprintf(&b, "attempts=%d commits=%d", testdb.Int(t, db, `SELECT count(*) FROM `+prefix+`receive_attempts`)-testdb.Int(t, db, shared),
+		testdb.Int(t, db, commits))
 	return b.String()
 }
 
@@ -146,7 +157,8 @@ func copyFile(t *testing.T, src, dst string) {
 // one every time, then an upgrade that loses nothing.
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
-	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture, settledFixture, inListFixture}
+	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture, settledFixture, inListFixture,
+		sharedAttemptsFixture}
 	for i, f := range fixtures {
 		randomKills := migrationRandomKills / len(fixtures)
 		if i < migrationRandomKills%len(fixtures) {
@@ -207,6 +219,8 @@ func (f fixture) crash(t *testing.T, randomKills int) {
 			from = receiptFixture.version
 		case "before settled":
 			from = settledFixture.version
+		case "before commits":
+			from = sharedAttemptsFixture.version
 		}
 		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil || m.From != from {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)

@@ -19,7 +19,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-9');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-10');
 
 -- mqlite: tables
 
@@ -163,6 +163,21 @@ CREATE TABLE mqlite_receive_attempts (
     request    TEXT    NOT NULL,
     result     BLOB    NOT NULL,
     expires_at INTEGER NOT NULL
+) STRICT;
+
+-- What the broker's commit requests (POST /v1/commit) with an idempotency
+-- key answered, so a retry replays it: scope is the id of the access key
+-- that sent it (one key's idempotency keys never meet another's), request
+-- a digest of the request, result its answer. A rowid table keyed by the
+-- unique index mqlite_commits_key, as the receive attempts are: id orders
+-- a scope's records, oldest first, for the broker's bound on them.
+CREATE TABLE mqlite_commits (
+    id              INTEGER PRIMARY KEY,
+    scope           TEXT    NOT NULL,
+    idempotency_key TEXT    NOT NULL,
+    request         TEXT    NOT NULL,
+    result          BLOB    NOT NULL,
+    expires_at      INTEGER NOT NULL
 ) STRICT;
 
 -- Topics fan a send out to their subscriptions. A topic and a queue never
@@ -338,9 +353,12 @@ END;
 
 -- mqlite: other indexes
 
--- The janitor deletes expired attempts oldest first; a queue is a
--- subscription of one topic at most; the schedule loop finds the next period.
+-- The janitor deletes expired attempts and commit records oldest first; a
+-- queue is a subscription of one topic at most; the schedule loop finds the
+-- next period.
 CREATE INDEX mqlite_attempts_expires ON mqlite_receive_attempts (expires_at);
 CREATE UNIQUE INDEX mqlite_attempts_key ON mqlite_receive_attempts (queue, attempt_id);
+CREATE INDEX mqlite_commits_expires ON mqlite_commits (expires_at);
+CREATE UNIQUE INDEX mqlite_commits_key ON mqlite_commits (scope, idempotency_key);
 CREATE UNIQUE INDEX mqlite_subscription_queue ON mqlite_subscriptions (queue);
 CREATE INDEX mqlite_schedules_next ON mqlite_schedules (next_at);

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pressly/goose/v3"
@@ -28,7 +29,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-9"
+const Token = "mqlite-schema-10"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -60,14 +61,31 @@ const scheduledToken = "mqlite-schema-7"
 // message's state, the WHERE of mqlite_msg_group_flight and the WHEN of
 // mqlite_group_handover named their states in constant IN lists, which
 // SQLite builds into a temporary b-tree at every statement that evaluates
-// them; migration 8 upgrades it in place, to Token.
+// them; migration 8 upgrades it in place, to sharedAttemptsToken.
 const inListToken = "mqlite-schema-8"
+
+// sharedAttemptsToken is the guard token of the layout in which the
+// broker's commit records (POST /v1/commit) lived in
+// mqlite_receive_attempts, under the queue name "/commit/<access key id>"
+// (commitScopePrefix) and their idempotency key as the attempt id;
+// migration 9 moves them into mqlite_commits, to Token.
+const sharedAttemptsToken = "mqlite-schema-9"
+
+// commitScopePrefix begins the queue name under which the layout with
+// shared attempts kept a commit record: no queue's name can (a queue name
+// begins with a letter or a digit).
+const commitScopePrefix = "/commit/"
+
+// tokens are the guard tokens of the layouts, oldest first: an upgrade
+// finds nothing to do on a file of its target layout or a later one.
+var tokens = []string{unprefixedToken, prefixedToken, receiptToken, tombstoneToken, scheduledToken,
+	inListToken, sharedAttemptsToken, Token}
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 8
+const Latest = 9
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -125,12 +143,16 @@ func SQL() string {
 // 1 to 3 and runs the fourth and the fifth, each in its own transaction (a
 // crash between them leaves a file of the layout in between, which the next
 // Open takes on from there); a file of the layout with receipts runs the
-// fifth, which makes the messages' table and all its indexes of today's
-// layout, so that the sixth to the eighth find nothing to do; a file of
-// the layout with tombstones runs the sixth and the seventh, each in its
-// own transaction, and a file of the layout before settled_at the seventh,
-// each of which makes today's layout so that the eighth finds nothing to
-// do; a file of the layout with IN lists runs the eighth.
+// fifth, which makes the messages' table and all its indexes of the
+// layout with shared attempts, so that the sixth to the eighth find
+// nothing to do; a file of the layout with tombstones runs the sixth and
+// the seventh, each in its own transaction, and a file of the layout
+// before settled_at the seventh, each of which makes the layout with
+// shared attempts so that the eighth finds nothing to do; a file of the
+// layout with IN lists runs the eighth. The ninth, in its own
+// transaction, moves the broker's commit records of a file of the layout
+// with shared attempts (any file the third did not bring up to date) into
+// their own table.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -141,6 +163,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(6, &goose.GoFunc{RunTx: upgradeTombstones}, nil),
 		goose.NewGoMigration(7, &goose.GoFunc{RunTx: upgradeSettled}, nil),
 		goose.NewGoMigration(8, &goose.GoFunc{RunTx: upgradeInLists}, nil),
+		goose.NewGoMigration(9, &goose.GoFunc{RunTx: upgradeCommits}, nil),
 	}
 }
 
@@ -220,15 +243,15 @@ type stepFunc func(name, query string, args ...any) error
 
 // upgradeFrom reads the guard of a file an upgrade from layout from to
 // layout to runs on. It returns the upgrade's step function when the file
-// holds layout from; nil and no error when it already holds layout to or the
-// current one (a new file, or one an earlier migration brought up to date);
+// holds layout from; nil and no error when it already holds layout to or a
+// later one (a new file, or one an earlier migration brought up to date);
 // nil and an error otherwise.
 func upgradeFrom(ctx context.Context, tx *sql.Tx, from, to string) (stepFunc, error) {
 	var token string
 	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
 		return nil, fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
 	}
-	if token == to || token == Token {
+	if at := slices.Index(tokens, token); at >= 0 && at >= slices.Index(tokens, to) {
 		return nil, nil
 	}
 	if token != from {
@@ -294,16 +317,17 @@ const messageColumns = `id, queue, state, held, visible_at, locked_until, body_l
 // read from sqlite_sequence before the table goes). Then the messages' indexes
 // and triggers are made: a completion now leaves a tombstone, and one index
 // probes a group's members in flight where three did. The receipts the file
-// holds stay and replay as before.
+// holds stay and replay as before. The file then holds the layout with
+// shared attempts, which migration 9 takes on.
 func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, receiptToken, Token)
+	step, err := upgradeFrom(ctx, tx, receiptToken, sharedAttemptsToken)
 	if step == nil {
 		return err
 	}
 	if err := newSequence(step); err != nil {
 		return err
 	}
-	return rebuildMessages(step, messageColumns, messageColumns)
+	return rebuildMessages(step, messageColumns, messageColumns, sharedAttemptsToken)
 }
 
 // newSequence creates mqlite_sequence in a file of a layout whose messages
@@ -317,14 +341,14 @@ func newSequence(step stepFunc) error {
 }
 
 // rebuildMessages makes mqlite_messages again in the current layout, in
-// the migration's one transaction, and writes the guard Token: it copies
+// the migration's one transaction, and writes the guard to: it copies
 // the messages aside, makes the table again, copies them back (into the
 // columns into, from the expressions from of the copy), and only then
 // makes the messages' indexes and triggers, so that each index is built
 // once and no trigger fires on a copied row (nor does the drop of the old
 // table fire mqlite_sequence_floor). The sequence's floor must be in
 // mqlite_sequence before it runs (newSequence, for a layout without it).
-func rebuildMessages(step stepFunc, into, from string) error {
+func rebuildMessages(step stepFunc, into, from, to string) error {
 	for _, s := range []struct{ name, query string }{
 		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT * FROM mqlite_messages`},
 		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
@@ -337,7 +361,7 @@ func rebuildMessages(step stepFunc, into, from string) error {
 			return err
 		}
 	}
-	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+	return step("write the guard "+to, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, to)
 }
 
 // upgradeTombstones moves a file of the layout with tombstones to the
@@ -368,7 +392,8 @@ var settledFrom = strings.Replace(messageColumns, "locked_until",
 	`, CASE WHEN state = 'completed' THEN locked_until END`
 
 // upgradeSettled moves a file of the layout before settled_at to the
-// current one, in the migration's one transaction (rebuildMessages): a
+// layout with shared attempts, in the migration's one transaction
+// (rebuildMessages): a
 // completed message's completion moment moves from locked_until to
 // settled_at, which a CHECK ties to the state; seqs are given by the send
 // from the newest message and mqlite_sequence's floor, where AUTOINCREMENT
@@ -376,29 +401,65 @@ var settledFrom = strings.Replace(messageColumns, "locked_until",
 // per message goes (the send writes them); the tombstones' index
 // mqlite_msg_completed becomes mqlite_msg_settled.
 func upgradeSettled(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, scheduledToken, Token)
+	step, err := upgradeFrom(ctx, tx, scheduledToken, sharedAttemptsToken)
 	if step == nil {
 		return err
 	}
 	if err := newSequence(step); err != nil {
 		return err
 	}
-	return rebuildMessages(step, messageColumns+", settled_at", settledFrom)
+	return rebuildMessages(step, messageColumns+", settled_at", settledFrom, sharedAttemptsToken)
 }
 
-// upgradeInLists moves a file of the layout with IN lists to the current
-// one, in the migration's one transaction (rebuildMessages): the CHECK of
+// upgradeInLists moves a file of the layout with IN lists to the layout
+// with shared attempts, in the migration's one transaction
+// (rebuildMessages): the CHECK of
 // the state lives in the table's text, so the table is made again, every
 // row copied as it is; mqlite_msg_group_flight and mqlite_group_handover
 // come back with their states as OR chains. mqlite_sequence and its floor
 // stay as they are.
 func upgradeInLists(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, inListToken, Token)
+	step, err := upgradeFrom(ctx, tx, inListToken, sharedAttemptsToken)
 	if step == nil {
 		return err
 	}
 	cols := messageColumns + ", settled_at"
-	return rebuildMessages(step, cols, cols)
+	return rebuildMessages(step, cols, cols, sharedAttemptsToken)
+}
+
+// commitRecords picks the broker's commit records among the receive
+// attempts of the layout with shared attempts: the queue names that begin
+// with commitScopePrefix (below "/commit0": '0' follows '/'), a range of
+// mqlite_attempts_key.
+const commitRecords = `queue >= '` + commitScopePrefix + `' AND queue < '/commit0'`
+
+// upgradeCommits moves a file of the layout with shared attempts to the
+// current one, in the migration's one transaction: it makes
+// mqlite_commits, moves every commit record there from
+// mqlite_receive_attempts (its scope the access key's id after
+// commitScopePrefix, its id kept, so a scope's records keep their order;
+// an expired one too, which the janitor deletes as before), deletes them
+// from the attempts, and then makes the new table's indexes. The receive
+// attempts stay as they are.
+func upgradeCommits(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, sharedAttemptsToken, Token)
+	if step == nil {
+		return err
+	}
+	for _, s := range []struct{ name, query string }{
+		{"create mqlite_commits", statement("CREATE TABLE mqlite_commits (")},
+		{"move the commit records", `INSERT INTO mqlite_commits (id, scope, idempotency_key, request, result, expires_at)
+			SELECT id, substr(queue, ` + fmt.Sprint(len(commitScopePrefix)+1) + `), attempt_id, request, result, expires_at
+			FROM mqlite_receive_attempts WHERE ` + commitRecords + ` ORDER BY id`},
+		{"delete the commit records from the attempts", `DELETE FROM mqlite_receive_attempts WHERE ` + commitRecords},
+		{"create mqlite_commits_expires", statement("CREATE INDEX mqlite_commits_expires ")},
+		{"create mqlite_commits_key", statement("CREATE UNIQUE INDEX mqlite_commits_key ")},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
+	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
 
 // statement returns the statement of layout.sql that begins with head, up
@@ -517,7 +578,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

@@ -6,16 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/broker"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/testdb"
+	"github.com/mqlite/mqlite/internal/wire"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/schema"
 )
@@ -54,7 +59,41 @@ var (
 	// index and handover trigger named their states in IN lists; its
 	// message sequence is the floor in mqlite_sequence.
 	inListFixture = fixture{dir: "testdata/v8", token: "mqlite-schema-8", version: 7, prefix: "mqlite_", tables: tables}
+	// sharedAttemptsFixture is the layout whose receive attempts' table
+	// kept the broker's commit records too, under the queue name
+	// "/commit/<access key id>".
+	sharedAttemptsFixture = fixture{dir: "testdata/v9", token: "mqlite-schema-9", version: 8, prefix: "mqlite_", tables: tables}
 )
+
+// commitPrefix begins the queue name of a commit record in the attempts'
+// table of the layouts before mqlite_commits.
+const commitPrefix = "/commit/"
+
+// commitColumns are the columns of mqlite_commits, and commitsOf reads
+// them from the attempts' table of a layout before it.
+var commitColumns = []string{"id", "scope", "idempotency_key", "request", "result", "expires_at"}
+
+// from returns what rowsOf reads as table in the fixture's layout: the
+// receive attempts without the broker's commit records, which leave them
+// for mqlite_commits.
+func (f fixture) from(table string) string {
+	if table == "receive_attempts" {
+		return `(SELECT * FROM ` + f.prefix + table + ` WHERE queue NOT LIKE '` + commitPrefix + `%')`
+	}
+	return f.prefix + table
+}
+
+// commitsOf reads the broker's commit records of the file of the fixture's
+// layout, as commitColumns.
+func (f fixture) commitsOf(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	if !slices.Contains(columnsOf(t, db, f.prefix+"receive_attempts"), "id") {
+		return nil // a layout before the broker, whose attempts had no id
+	}
+	return rowsOf(t, db, `(SELECT id, substr(queue, `+fmt.Sprint(len(commitPrefix)+1)+`) AS scope,
+		attempt_id AS idempotency_key, request, result, expires_at
+		FROM `+f.prefix+`receive_attempts WHERE queue LIKE '`+commitPrefix+`%')`, commitColumns)
+}
 
 // floored reports whether the fixture's layout keeps the message sequence
 // as a floor in mqlite_sequence, where older ones kept it in
@@ -68,6 +107,12 @@ type fixtureExpect struct {
 	AttemptID                               string
 	AttemptSeq, DeferredSeq                 int64
 	AdminKey, RevokedKey                    string
+	// Commits are the broker's commit requests made with AdminKey and
+	// their answers (from testdata/v9 on).
+	Commits []struct {
+		Key, Body string
+		Answer    json.RawMessage
+	}
 }
 
 // copyOf copies the fixture's file into a new folder and returns its path
@@ -115,9 +160,10 @@ func columnsOf(t *testing.T, db *sql.DB, table string) []string {
 // snapshot is every row of a fixture's tables and its message sequence,
 // read with plain database/sql.
 type snapshot struct {
-	cols map[string][]string
-	rows map[string][]string
-	seq  int64
+	cols    map[string][]string
+	rows    map[string][]string
+	commits []string // the broker's commit records, as commitColumns
+	seq     int64
 }
 
 func (f fixture) snapshot(t *testing.T, path string) snapshot {
@@ -130,11 +176,12 @@ func (f fixture) snapshot(t *testing.T, path string) snapshot {
 	s := snapshot{cols: map[string][]string{}, rows: map[string][]string{}}
 	for _, table := range f.tables {
 		s.cols[table] = columnsOf(t, db, f.prefix+table)
-		s.rows[table] = rowsOf(t, db, f.prefix+table, s.cols[table])
+		s.rows[table] = rowsOf(t, db, f.from(table), s.cols[table])
 		if len(s.rows[table]) == 0 {
 			t.Fatalf("the fixture's %s is empty: it must hold a row of every kind", table)
 		}
 	}
+	s.commits = f.commitsOf(t, db)
 	if f.floored() {
 		s.seq = testdb.Int(t, db, `SELECT floor FROM mqlite_sequence`)
 	} else {
@@ -210,6 +257,9 @@ func (f fixture) upgrade(t *testing.T) (string, fixtureExpect, snapshot) {
 		if !slices.Equal(got, before.rows[table]) {
 			t.Errorf("mqlite_%s:\n got  %q\n want %q", table, got, before.rows[table])
 		}
+	}
+	if got := rowsOf(t, db, "mqlite_commits", commitColumns); !slices.Equal(got, before.commits) {
+		t.Errorf("mqlite_commits:\n got  %q\n want %q", got, before.commits)
 	}
 	if !slices.Contains(before.cols["queues"], "paused_at") {
 		if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_queues WHERE paused_at <> 0`); n != 0 {
@@ -514,6 +564,66 @@ func TestUpgradeFromInLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 7)
+}
+
+// TestUpgradeFromSharedAttempts upgrades the fixture of the layout whose
+// receive attempts kept the broker's commit records: every record moves
+// to mqlite_commits (none stays among the attempts, checked by upgrade and
+// by keptPromises' count of attempts), the store keeps every promise, and
+// each commit request made before the upgrade, sent again through the
+// broker, replays its answer and commits nothing new.
+func TestUpgradeFromSharedAttempts(t *testing.T) {
+	t.Parallel()
+	path, exp, before := sharedAttemptsFixture.upgrade(t)
+	if len(before.commits) != 2 || len(exp.Commits) != 2 {
+		t.Fatalf("the fixture holds %d commit records for %d commits, want 2 of each", len(before.commits), len(exp.Commits))
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 8)
+	srv, err := broker.New(broker.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(srv.Handler())
+	defer web.Close()
+	messages := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_messages`)
+	for _, c := range exp.Commits {
+		req, err := http.NewRequest(http.MethodPost, web.URL+"/v1/commit", strings.NewReader(c.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+exp.AdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want wire.CommitResponse
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("commit %s again: %d (%v)", c.Key, resp.StatusCode, err)
+		}
+		if err := json.Unmarshal(c.Answer, &want); err != nil {
+			t.Fatal(err)
+		}
+		want.Replayed = true
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("commit %s again: %+v, want its answer replayed %+v", c.Key, got, want)
+		}
+	}
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_messages`); n != messages {
+		t.Errorf("%d messages after the replays, want %d: a replay commits nothing", n, messages)
+	}
+	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_commits`); n != 2 {
+		t.Errorf("%d commit records after the replays, want the 2 upgraded", n)
+	}
 }
 
 // atClock is a fixed clock.

@@ -8,18 +8,17 @@ import (
 )
 
 // The broker's commit requests (POST /v1/commit) keep what a request with
-// an idempotency key answered in mqlite_receive_attempts, beside the
-// receive attempts: the queue column holds CommitScope's name, which no
-// queue can have (a queue name starts with a letter or a digit), and the
-// attempt_id column the key. The row is written in the transaction that
-// commits the request, so it exists exactly when the request committed,
-// and it lasts as long as the settlement receipts (ReceiptTTLMS): a lookup
-// ignores it after, swept or not, and the sweep of receive attempts
-// removes it. TrimCommits bounds the records of one scope.
+// an idempotency key answered in mqlite_commits, keyed by the scope of
+// the access key that sent it (CommitScope) and the idempotency key. The
+// row is written in the transaction that commits the request, so it exists
+// exactly when the request committed, and it lasts as long as the
+// settlement receipts (ReceiptTTLMS): a lookup ignores it after, swept or
+// not, and the janitor removes it. TrimCommits bounds the records of one
+// scope.
 
-// CommitScope is the queue column of the commit records of the access key
-// keyID: one key's idempotency keys never meet another's.
-func CommitScope(keyID string) string { return "/commit/" + keyID }
+// CommitScope is the scope of the commit records of the access key keyID:
+// one key's idempotency keys never meet another's.
+func CommitScope(keyID string) string { return keyID }
 
 // CommitRecord is the record of a committed request: a digest of its items
 // and its answer.
@@ -32,8 +31,8 @@ type CommitRecord struct {
 // when there is none. It runs in the commit's transaction, before anything
 // is written.
 func LookupCommit(ctx context.Context, tx DBTX, scope, key string) (rec CommitRecord, found bool, err error) {
-	err = tx.QueryRowContext(ctx, `SELECT request, result FROM mqlite_receive_attempts
-		WHERE queue = ? AND attempt_id = ? AND expires_at > mqlite_now()`, scope, key).Scan(&rec.Request, &rec.Result)
+	err = tx.QueryRowContext(ctx, `SELECT request, result FROM mqlite_commits
+		WHERE scope = ? AND idempotency_key = ? AND expires_at > mqlite_now()`, scope, key).Scan(&rec.Request, &rec.Result)
 	if errors.Is(err, sql.ErrNoRows) {
 		return CommitRecord{}, false, nil
 	}
@@ -47,8 +46,8 @@ func LookupCommit(ctx context.Context, tx DBTX, scope, key string) (rec CommitRe
 // transaction, until the settlement receipts of the request expire. A
 // record left from before, already expired, is replaced.
 func RecordCommit(ctx context.Context, tx DBTX, scope, key string, rec CommitRecord) error {
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_receive_attempts
-		(queue, attempt_id, request, result, expires_at) VALUES (?, ?, ?, ?, mqlite_now() + ?)`,
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_commits
+		(scope, idempotency_key, request, result, expires_at) VALUES (?, ?, ?, ?, mqlite_now() + ?)`,
 		scope, key, rec.Request, rec.Result, ReceiptTTLMS); err != nil {
 		return fmt.Errorf("record commit %q: %w", key, err)
 	}
@@ -60,13 +59,13 @@ func RecordCommit(ctx context.Context, tx DBTX, scope, key string, rec CommitRec
 // how many records scope holds after. Expired records are gone as well:
 // a lookup never sees them, the count should not either.
 func TrimCommits(ctx context.Context, tx DBTX, scope string, keep int) (int, error) {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM mqlite_receive_attempts WHERE queue = ?1 AND (expires_at <= mqlite_now()
-		OR id IN (SELECT id FROM mqlite_receive_attempts WHERE queue = ?1 ORDER BY id DESC LIMIT -1 OFFSET ?2))`,
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mqlite_commits WHERE scope = ?1 AND (expires_at <= mqlite_now()
+		OR id IN (SELECT id FROM mqlite_commits WHERE scope = ?1 ORDER BY id DESC LIMIT -1 OFFSET ?2))`,
 		scope, keep); err != nil {
 		return 0, fmt.Errorf("trim commit records: %w", err)
 	}
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mqlite_receive_attempts WHERE queue = ?`, scope).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mqlite_commits WHERE scope = ?`, scope).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count commit records: %w", err)
 	}
 	return n, nil

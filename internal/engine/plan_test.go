@@ -160,6 +160,9 @@ func TestClaimPlanPinning(t *testing.T) {
 		{"janitor attempts", janitorSQL[1], []any{1, 10}, []string{
 			"SEARCH mqlite_receive_attempts USING INDEX mqlite_attempts_expires (expires_at<?)",
 		}},
+		{"janitor commit records", janitorSQL[2], []any{1, 10}, []string{
+			"SEARCH mqlite_commits USING INDEX mqlite_commits_expires (expires_at<?)",
+		}},
 		{"janitor dedup chunk", dedupChunkEndSQL, []any{"", 0, 10, 1000}, []string{
 			"SEARCH mqlite_dedup USING PRIMARY KEY ((queue,key)>(?,?))",
 		}},

@@ -107,7 +107,8 @@ var (
 )
 
 // janitorSQL deletes one batch of the rows whose replay window has passed
-// (?1 is now, ?2 the batch size): settlement receipts and receive attempts
+// (?1 is now, ?2 the batch size): settlement receipts, receive attempts
+// and the broker's commit records
 // (CompactTombstones does the completed messages, expireDedup the dedup keys). Replays check expiry at statement time, so these rows are dead
 // weight, never a behaviour. Each statement is its own short write, so the
 // janitor never holds the connection for long, however much expired at once.
@@ -122,6 +123,8 @@ var janitorSQL = []string{
 	   AND expires_at <= ?1`,
 	`DELETE FROM mqlite_receive_attempts WHERE id IN (
 		SELECT id FROM mqlite_receive_attempts WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
+	`DELETE FROM mqlite_commits WHERE id IN (
+		SELECT id FROM mqlite_commits WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)`,
 }
 
 // dedupChunkBytes bounds the bytes of the dedup rows one statement of the
@@ -255,8 +258,8 @@ func Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, e
 	return total, nil
 }
 
-// Janitor deletes expired settlement receipts, receive attempts and dedup
-// keys, SweepBatch rows per statement, each statement its own transaction,
+// Janitor deletes expired settlement receipts, receive attempts, the
+// broker's commit records and dedup keys, SweepBatch rows per statement, each statement its own transaction,
 // so that claims and sends interleave with it. stop (may be nil) is asked
 // between batches whether to give up early.
 func Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {

@@ -7,6 +7,12 @@ CREATE INDEX mqlite_attempts_expires ON mqlite_receive_attempts (expires_at);
 -- index mqlite_attempts_key
 CREATE UNIQUE INDEX mqlite_attempts_key ON mqlite_receive_attempts (queue, attempt_id);
 
+-- index mqlite_commits_expires
+CREATE INDEX mqlite_commits_expires ON mqlite_commits (expires_at);
+
+-- index mqlite_commits_key
+CREATE UNIQUE INDEX mqlite_commits_key ON mqlite_commits (scope, idempotency_key);
+
 -- index mqlite_msg_active
 CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
 
@@ -52,6 +58,16 @@ CREATE TABLE mqlite_access_keys (
     scopes      TEXT    NOT NULL,
     created_at  INTEGER NOT NULL,
     revoked_at  INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- table mqlite_commits
+CREATE TABLE mqlite_commits (
+    id              INTEGER PRIMARY KEY,
+    scope           TEXT    NOT NULL,
+    idempotency_key TEXT    NOT NULL,
+    request         TEXT    NOT NULL,
+    result          BLOB    NOT NULL,
+    expires_at      INTEGER NOT NULL
 ) STRICT;
 
 -- table mqlite_dedup
