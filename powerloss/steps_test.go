@@ -251,18 +251,43 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 // first prefixed one (mqlite-schema-4), the one in which a completion
 // wrote a receipt row (mqlite-schema-5), the one before scheduled
 // messages were indexed by id (mqlite-schema-6), the one before
-// settled_at (mqlite-schema-7), and the one whose states were IN lists
-// (mqlite-schema-8). The upgrades of mqlite-schema-4 and of
-// mqlite-schema-6 run two migrations each, each in its own transaction: a
-// cut between them leaves the layout of mqlite-schema-5, or of
-// mqlite-schema-7 (between).
-var migrationFixtures = []struct{ name, file, messages, between string }{
-	{"v3", "../schema/testdata/v3/store.db", "messages", ""},
-	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", "../schema/testdata/v5/store.db"},
-	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", ""},
-	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", "../schema/testdata/v7/store.db"},
-	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", ""},
-	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", ""},
+// settled_at (mqlite-schema-7), the one whose states were IN lists
+// (mqlite-schema-8), and the one whose receive attempts kept the broker's
+// commit records (mqlite-schema-9). Every upgrade but the unprefixed
+// layout's and mqlite-schema-9's runs two migrations or three, each in its
+// own transaction: a cut between them leaves the layout of
+// mqlite-schema-5, of mqlite-schema-7 or of mqlite-schema-9 (between).
+var migrationFixtures = []struct {
+	name, file, messages string
+	between              []string
+}{
+	{"v3", "../schema/testdata/v3/store.db", "messages", nil},
+	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", []string{"../schema/testdata/v5/store.db", sharedAttemptsFile}},
+	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", []string{sharedAttemptsFile}},
+	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", []string{"../schema/testdata/v7/store.db", sharedAttemptsFile}},
+	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", []string{sharedAttemptsFile}},
+	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", []string{sharedAttemptsFile}},
+	{"v9", sharedAttemptsFile, "mqlite_messages", nil},
+}
+
+// sharedAttemptsFile is the fixture of mqlite-schema-9, the layout before
+// mqlite_commits.
+const sharedAttemptsFile = "../schema/testdata/v9/store.db"
+
+// commitRecords counts the broker's commit records of the file at path,
+// whose tables' names begin with prefix: in the receive attempts, under a
+// queue name that begins with "/commit/" (the layouts before
+// mqlite_commits), and in mqlite_commits.
+func commitRecords(t *testing.T, path, prefix string) int {
+	t.Helper()
+	n := 0
+	if rawCount(t, path, `SELECT count(*) FROM pragma_table_info('`+prefix+`receive_attempts') WHERE name = 'queue'`) == 1 {
+		n = rawCount(t, path, `SELECT count(*) FROM `+prefix+`receive_attempts WHERE queue LIKE '/commit/%'`)
+	}
+	if rawCount(t, path, `SELECT count(*) FROM sqlite_schema WHERE name = 'mqlite_commits'`) == 1 {
+		n += rawCount(t, path, `SELECT count(*) FROM mqlite_commits`)
+	}
+	return n
 }
 
 // migrationTemplate is a folder holding a copy of a fixture, and the
@@ -306,7 +331,8 @@ func layout(t *testing.T, path string) string {
 // upgrades a file of each earlier layout (the schema package's fixtures):
 // after each, the file passes integrity_check and holds the old layout or
 // the new one, nothing in between; Open then finishes the upgrade with
-// every message.
+// every message and every commit record of the broker (moved out of the
+// receive attempts).
 func TestPowerLossMigration(t *testing.T) {
 	t.Parallel()
 	for _, f := range migrationFixtures {
@@ -317,14 +343,15 @@ func TestPowerLossMigration(t *testing.T) {
 	}
 }
 
-func powerLossMigration(t *testing.T, file, table, betweenFile string) {
-	between := "" // the layout a cut between two migrations leaves; none
-	if betweenFile != "" {
-		dir, _ := migrationTemplate(t, betweenFile, "mqlite_messages")
-		between = layout(t, filepath.Join(dir, plDB))
+func powerLossMigration(t *testing.T, file, table string, betweenFiles []string) {
+	between := map[string]bool{} // the layouts a cut between two migrations leaves
+	for _, f := range betweenFiles {
+		dir, _ := migrationTemplate(t, f, "mqlite_messages")
+		between[layout(t, filepath.Join(dir, plDB))] = true
 	}
 	syncModes(t, func(t *testing.T, name string, full bool) {
 		template, messages := migrationTemplate(t, file, table)
+		commits := commitRecords(t, filepath.Join(template, plDB), strings.TrimSuffix(table, "messages"))
 		old := layout(t, filepath.Join(template, plDB))
 		whole := runStep(t, template, "migrate", full, 0)
 		if !whole.done {
@@ -342,12 +369,12 @@ func powerLossMigration(t *testing.T, file, table, betweenFile string) {
 			if !integrity(t, path) {
 				t.Fatalf("step %d: the file is gone", step)
 			}
-			switch layout(t, path) {
-			case old:
+			switch got := layout(t, path); {
+			case got == old:
 				outcomes["old"]++
-			case upgraded:
+			case got == upgraded:
 				outcomes["new"]++
-			case between:
+			case between[got]:
 				outcomes["between"]++
 			default:
 				t.Fatalf("step %d: the file holds neither layout:\n%s", step, layout(t, path))
@@ -363,6 +390,9 @@ func powerLossMigration(t *testing.T, file, table, betweenFile string) {
 			}
 			if n != messages {
 				t.Fatalf("step %d: %d messages after the upgrade, want %d", step, n, messages)
+			}
+			if n := commitRecords(t, path, "mqlite_"); n != commits {
+				t.Fatalf("step %d: %d commit records after the upgrade, want %d", step, n, commits)
 			}
 			if layout(t, path) != upgraded {
 				t.Fatalf("step %d: Open after the cut left another layout", step)
