@@ -343,8 +343,14 @@ func chunkOf(k int) int {
 // goes through Settle, which answers it from a receipt or with
 // errs.ErrLockLost. Each delivery gets its own result.
 func CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) ([]error, error) {
+	return completeMany(ctx, tx, locks, now, len(locks) >= bulkComplete)
+}
+
+// completeMany is CompleteMany, keeping the rows completed or, when
+// deleting, deleting them and writing their receipts.
+func completeMany(ctx context.Context, tx DBTX, locks []Settlement, now int64, deleting bool) ([]error, error) {
 	bulk := 0
-	if len(locks) >= bulkComplete {
+	if deleting {
 		bulk = 1
 	}
 	completed := make(map[int64]bool, len(locks))

@@ -1,0 +1,16 @@
+package engine
+
+import "context"
+
+// CompleteManyAs is CompleteMany in the form the benchmark names: "mixed"
+// (CompleteMany's own choice), "keep" (the rows kept completed, whatever
+// their number) or "delete" (the rows deleted and receipts written).
+func CompleteManyAs(ctx context.Context, tx DBTX, locks []Settlement, now int64, form string) ([]error, error) {
+	switch form {
+	case "keep":
+		return completeMany(ctx, tx, locks, now, false)
+	case "delete":
+		return completeMany(ctx, tx, locks, now, true)
+	}
+	return CompleteMany(ctx, tx, locks, now)
+}
