@@ -43,7 +43,8 @@ const prefixedToken = "mqlite-schema-4"
 
 // receiptToken is the guard token of the layout in which a completion
 // deleted its message and wrote a receipt row, and a message's body_len
-// came after its strings; migration 5 upgrades it in place, to Token.
+// came after its strings; migration 5 upgrades it in place, to
+// sharedAttemptsToken.
 const receiptToken = "mqlite-schema-5"
 
 // tombstoneToken is the guard token of the layout in which a completion
@@ -54,7 +55,7 @@ const tombstoneToken = "mqlite-schema-6"
 // scheduledToken is the guard token of the layout in which a completed
 // message kept its completion moment in locked_until, seqs were numbered
 // by AUTOINCREMENT and a trigger wrote every message's dedup row;
-// migration 7 upgrades it in place, to Token.
+// migration 7 upgrades it in place, to sharedAttemptsToken.
 const scheduledToken = "mqlite-schema-7"
 
 // inListToken is the guard token of the layout in which the CHECK of a
@@ -193,7 +194,9 @@ var unprefixedTables = []string{"queues", "messages", "message_bodies", "dedup",
 // on where it was (its floor carried into mqlite_sequence). Every queue that existed keeps deduplicating bodies, as
 // it did, so an upgrade changes no behaviour under a running application.
 // On a file that migration 1 created, it finds the new token and does
-// nothing.
+// nothing. The unprefixed layout predates the broker, so its receive
+// attempts hold no commit records: it goes straight to Token, with
+// mqlite_commits empty.
 func upgradeUnprefixed(ctx context.Context, tx *sql.Tx) error {
 	step, err := upgradeFrom(ctx, tx, unprefixedToken, Token)
 	if step == nil {
