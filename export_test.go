@@ -16,36 +16,28 @@ func FireSchedules(ctx context.Context, s *Store) (int64, error) {
 
 // ReceiversKept returns how many receivers and held leases s's registry
 // keeps, without pruning it as Receivers does.
-func ReceiversKept(s *Store) (live, locks int) { return s.receivers.size() }
+func ReceiversKept(s *Store) (live, locks int) { return s.receivers.Size() }
 
 // WaitHandoff registers on s a Receive of queue that sleeps for a message,
 // as Receive does before it sleeps, without one: leave unregisters it and
 // returns what a commit claimed for it.
 func WaitHandoff(s *Store, queue string, opts ReceiveOptions) (leave func() []Message) {
-	h := s.handoffs.wait(queue, opts)
-	return func() []Message { return s.handoffs.leave(h) }
+	h := s.handoffs.Wait(queue, opts)
+	return func() []Message { return s.handoffs.Leave(h) }
 }
 
 // HandoffWaiters returns how many sleeping Receives s's commits may claim for.
-func HandoffWaiters(s *Store) int { return int(s.handoffs.n.Load()) }
+func HandoffWaiters(s *Store) int { return s.handoffs.Waiting() }
 
 // SetHandoff turns s's hand-off on or off; off, a commit only wakes the
 // sleeping Receives, which claim in transactions of their own.
-func SetHandoff(s *Store, on bool) { s.handoffs.off.Store(!on) }
+func SetHandoff(s *Store, on bool) { s.handoffs.SetOff(!on) }
 
 // GroupWaiting returns how many callers of s.Tx wait for their turn in a
 // group commit.
 func GroupWaiting(s *Store) int {
-	s.group.mu.Lock()
-	defer s.group.mu.Unlock()
-	n := 0
-	for _, m := range s.group.queue {
-		if m.state.Load() == memberWaiting {
-			n++
-		}
-	}
-	return n
+	return s.group.Waiting()
 }
 
 // GroupCommits returns how many group commits s has committed.
-func GroupCommits(s *Store) int64 { return s.group.commits.Load() }
+func GroupCommits(s *Store) int64 { return s.group.Commits() }

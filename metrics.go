@@ -3,9 +3,11 @@ package mqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/tally"
 )
 
 // QueueCounters counts the events of one queue since the store was opened.
@@ -43,17 +45,6 @@ type QueueCounters struct {
 	Redelivered int64
 }
 
-func (c *QueueCounters) add(d QueueCounters) {
-	c.Sent += d.Sent
-	c.Received += d.Received
-	c.Completed += d.Completed
-	c.Abandoned += d.Abandoned
-	c.Rejected += d.Rejected
-	c.DeadLettered += d.DeadLettered
-	c.LockLost += d.LockLost
-	c.Redelivered += d.Redelivered
-}
-
 // QueueMetrics is one queue's counts as Store.Metrics keeps them in
 // memory: its messages per state as of the last commit, its counters and
 // its claim and settle durations since Open.
@@ -83,20 +74,11 @@ type QueueMetrics struct {
 	Claim, Settle DurationHistogram
 }
 
-// durationBuckets are the upper bounds of every DurationHistogram.
-var durationBuckets = [...]time.Duration{
-	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
-}
-
 // DurationBuckets returns the upper bounds of the buckets of every
 // DurationHistogram, in increasing order: 100µs to 10s. The slice is a
 // copy.
 func DurationBuckets() []time.Duration {
-	b := durationBuckets
+	b := tally.Buckets
 	return b[:]
 }
 
@@ -109,33 +91,6 @@ type DurationHistogram struct {
 	// Count is the number of observations; Sum their total.
 	Count uint64
 	Sum   time.Duration
-}
-
-// histogram is the live form of a DurationHistogram: a count per bucket
-// (not cumulative) plus one for past the last bound.
-type histogram struct {
-	counts [len(durationBuckets) + 1]uint64
-	sum    time.Duration
-}
-
-func (h *histogram) observe(d time.Duration) {
-	i := 0
-	for i < len(durationBuckets) && d > durationBuckets[i] {
-		i++
-	}
-	h.counts[i]++
-	h.sum += d
-}
-
-func (h *histogram) export() DurationHistogram {
-	out := DurationHistogram{Buckets: make([]uint64, len(durationBuckets)), Sum: h.sum}
-	for i, n := range h.counts {
-		out.Count += n
-		if i < len(durationBuckets) {
-			out.Buckets[i] = out.Count
-		}
-	}
-	return out
 }
 
 // Metrics returns every queue's counts, sorted by queue name. They are
@@ -163,8 +118,8 @@ func (s *Store) Metrics(ctx context.Context) ([]QueueMetrics, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	out := s.tally.snapshot()
-	live := s.receivers.list()
+	out := queueMetrics(s.tally.Snapshot())
+	live := s.listReceivers()
 	for i := range out {
 		for _, r := range receiversOf(live, out[i].Queue) {
 			out[i].Consumers++
@@ -200,7 +155,7 @@ func (s *Store) Ages(ctx context.Context) ([]QueueAges, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	names := s.tally.names()
+	names := s.tally.Names()
 	out := make([]QueueAges, 0, len(names))
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
@@ -223,4 +178,59 @@ func (s *Store) Ages(ctx context.Context) ([]QueueAges, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// queueMetrics turns the tally's snapshot into QueueMetrics.
+func queueMetrics(qs []tally.Queue) []QueueMetrics {
+	out := make([]QueueMetrics, len(qs))
+	for i, q := range qs {
+		out[i] = QueueMetrics{
+			Queue: q.Name, Active: q.Active, Scheduled: q.Scheduled, Locked: q.Locked,
+			Deferred: q.Deferred, DeadLettered: q.DeadLettered, Bytes: q.Bytes, Paused: q.Paused,
+			Counters: QueueCounters(q.Counters), Claim: DurationHistogram(q.Claim), Settle: DurationHistogram(q.Settle),
+		}
+	}
+	return out
+}
+
+// causeOf maps a settlement to the tally's cause.
+func causeOf(op engine.Op) tally.Cause {
+	switch op {
+	case engine.OpComplete:
+		return tally.Complete
+	case engine.OpAbandon, engine.OpRelease:
+		return tally.Abandon
+	case engine.OpReject:
+		return tally.Reject
+	}
+	return tally.None
+}
+
+// exactOf sums engine.Stats' figures into the tally's counts.
+func exactOf(per map[string]engine.StateStats) tally.Exact {
+	var e tally.Exact
+	for state, v := range per {
+		e.Put(state, v.Count, v.Bytes)
+	}
+	return e
+}
+
+// seedTally counts the messages of every queue once, from the state
+// indexes (engine.Stats), and turns the tally on. It runs inside Open,
+// before any other statement can run on the connection.
+func (s *Store) seedTally(ctx context.Context, db engine.DBTX) error {
+	qs, err := engine.ListQueues(ctx, db)
+	if err != nil {
+		return fmt.Errorf("seed counts: %w", err)
+	}
+	seeds := make([]tally.Seed, 0, len(qs))
+	for _, q := range qs {
+		per, err := engine.Stats(ctx, db, q.Name)
+		if err != nil {
+			return fmt.Errorf("seed counts: %w", err)
+		}
+		seeds = append(seeds, tally.Seed{Queue: q.Name, Counts: exactOf(per), Paused: q.PausedAt != 0})
+	}
+	s.tally.Seed(seeds)
+	return nil
 }

@@ -250,7 +250,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 		var err error
 		per, err = engine.Stats(ctx, tx, queue)
 		if err == nil {
-			s.tally.correct(queue, per)
+			s.tally.Correct(queue, exactOf(per))
 		}
 		now = s.now()
 		return err
@@ -264,7 +264,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 		}
 		return time.Duration(now-ms) * time.Millisecond
 	}
-	st := QueueStats{Queue: queue, Counters: s.tally.counters(queue), Receivers: receiversOf(s.receivers.list(), queue)}
+	st := QueueStats{Queue: queue, Counters: QueueCounters(s.tally.Counters(queue)), Receivers: receiversOf(s.listReceivers(), queue)}
 	var oldest int64
 	for state, v := range per {
 		st.Bytes += v.Bytes

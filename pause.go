@@ -51,7 +51,7 @@ func (s *Store) setPaused(ctx context.Context, name string, pause bool) error {
 		return nil
 	})
 	if err == nil {
-		s.tally.paused(name, pause)
+		s.tally.Paused(name, pause)
 	}
 	return err
 }

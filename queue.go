@@ -280,7 +280,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 		return err
 	}
 	defer s.queues.forget(name)
-	defer s.receivers.dropQueue(name)
+	defer s.receivers.DropQueue(name)
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteQueue(ctx, tx, name) })
 }
 

@@ -10,7 +10,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/notify"
+	"github.com/mqlite/mqlite/internal/receivers"
+	"github.com/mqlite/mqlite/internal/tally"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
@@ -102,10 +105,10 @@ func (s *Store) Receive(ctx context.Context, queue string, opts ReceiveOptions) 
 	if err := validateReceive(queue, &opts); err != nil {
 		return nil, err
 	}
-	who := receiverID{queue: queue, tag: receiverOf(ctx)}
-	s.receivers.enter(who)
+	who := receivers.ID[ReceiverTag]{Queue: queue, Tag: receiverOf(ctx)}
+	s.receivers.Enter(who)
 	msgs, err := s.receive(ctx, queue, opts)
-	s.receivers.leave(who, msgs)
+	s.receivers.Leave(who, msgs)
 	return msgs, err
 }
 
@@ -140,17 +143,17 @@ func (s *Store) receive(ctx context.Context, queue string, opts ReceiveOptions) 
 			wait = min(wait, time.Duration(nextDue-now)*time.Millisecond)
 		}
 		w.Plan(now + wait.Milliseconds())
-		var h *handoff
+		var h *handoff.Waiter[Message, ReceiveOptions]
 		var got <-chan struct{}
 		if opts.Mode != ReceiveAndDelete {
-			h = s.handoffs.wait(queue, opts)
-			got = h.got
+			h = s.handoffs.Wait(queue, opts)
+			got = h.Got()
 		}
 		interrupted, err := s.sleep(ctx, w.C(), got, wait)
 		if h != nil {
 			// What a commit claimed for this Receive is its answer,
 			// whatever ended the sleep: it is locked for it.
-			if msgs := s.handoffs.leave(h); len(msgs) > 0 {
+			if msgs := s.handoffs.Leave(h); len(msgs) > 0 {
 				return msgs, nil
 			}
 		}
@@ -185,7 +188,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 	var claimed []engine.Row
 	var nextDue int64
 	start := time.Now()
-	defer s.tally.observe(queue, claimDuration, start)
+	defer s.tally.Observe(queue, tally.Claim, start)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var paused bool
 		var err error
@@ -216,13 +219,28 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts Rece
 	if q.PausedAt != 0 {
 		return nil, true, nil
 	}
-	s.tally.tag(causeReceive)
+	s.tally.Tag(tally.Receive)
 	claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 		Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 		AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
 	})
-	s.tally.redelivered(queue, redeliveries(claimed))
+	s.tally.Redelivered(queue, redeliveries(claimed))
 	return claimed, false, err
+}
+
+// claimHandoff claims in tx, the open transaction of a group commit about
+// to commit, for a Receive of queue that sleeps (handoff.ClaimFor): the
+// claim that Receive would make.
+func (s *Store) claimHandoff(ctx context.Context, tx *sql.Tx, queue string, opts ReceiveOptions) ([]Message, error) {
+	rows, _, err := s.claimIn(ctx, tx, queue, opts)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	msgs := make([]Message, len(rows))
+	for i, r := range rows {
+		msgs[i] = toMessage(queue, r)
+	}
+	return msgs, nil
 }
 
 // ReceiveDeferred locks the deferred message seq of queue, as Receive would
@@ -248,7 +266,7 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 		}
 		c, err = engine.ClaimDeferred(ctx, tx, q, seq, s.now())
 		if err == nil {
-			s.tally.redelivered(queue, redeliveries([]engine.Row{c}))
+			s.tally.Redelivered(queue, redeliveries([]engine.Row{c}))
 		}
 		if errors.Is(err, engine.ErrSpentDeferred) {
 			spent = true // commit the dead-lettering, then report
@@ -263,7 +281,7 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, engine.ErrSpentDeferred)
 	}
 	m := toMessage(queue, c)
-	s.receivers.received(receiverID{queue: queue, tag: receiverOf(ctx)}, m)
+	s.receivers.Received(receivers.ID[ReceiverTag]{Queue: queue, Tag: receiverOf(ctx)}, m)
 	return m, nil
 }
 
@@ -333,7 +351,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		}
 		now := s.now()
 		if len(sets) > 0 {
-			s.tally.tag(causeComplete)
+			s.tally.Tag(tally.Complete)
 			if results, err = engine.CompleteMany(ctx, tx, sets, now); err != nil {
 				return err
 			}
@@ -341,21 +359,21 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		if q.PausedAt != 0 {
 			return nil // paused: the completions commit, nothing is claimed
 		}
-		s.tally.tag(causeReceive)
+		s.tally.Tag(tally.Receive)
 		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: now, Bounds: s.bounds,
 		})
-		s.tally.redelivered(queue, redeliveries(claimed))
+		s.tally.Redelivered(queue, redeliveries(claimed))
 		return err
 	})
 	for i, l := range locks {
-		s.tally.observe(queue, settleDuration, start)
+		s.tally.Observe(queue, tally.Settle, start)
 		if err == nil && (results[i] == nil || errors.Is(results[i], ErrLockLost)) {
-			s.receivers.settled(l)
+			s.receivers.Settled(l.Queue, l.Seq, l.Token)
 		}
 	}
-	s.tally.observe(queue, claimDuration, start)
+	s.tally.Observe(queue, tally.Claim, start)
 	endSettle(span, err)
 	if err != nil {
 		return nil, nil, err
@@ -400,7 +418,7 @@ func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOpti
 	if err != nil || len(claimed) == 0 {
 		return nil, err
 	}
-	s.tally.observe(queue, claimDuration, start)
+	s.tally.Observe(queue, tally.Claim, start)
 	return s.messagesOfClaim(ctx, queue, start, claimed), nil
 }
 
@@ -412,9 +430,9 @@ func (s *Store) messagesOfClaim(ctx context.Context, queue string, start time.Ti
 	for i, c := range claimed {
 		out[i] = toMessage(queue, c)
 	}
-	who := receiverID{queue: queue, tag: receiverOf(ctx)}
-	s.receivers.enter(who)
-	s.receivers.leave(who, out)
+	who := receivers.ID[ReceiverTag]{Queue: queue, Tag: receiverOf(ctx)}
+	s.receivers.Enter(who)
+	s.receivers.Leave(who, out)
 	if tr := tracing.Tracer(s.opts.TracerProvider); tr != nil {
 		s.traceClaim(ctx, tr, queue, start, out, nil)
 	}
@@ -429,10 +447,10 @@ func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) ([]engine.
 	if _, err := tx.tx.ExecContext(tx.ctx, "SAVEPOINT mqlite_claim"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	mark := s.tally.mark()
+	mark := s.tally.Mark()
 	claimed, _, err := s.claimIn(tx.ctx, tx.tx, queue, opts)
 	if err != nil {
-		s.tally.undo(mark)
+		s.tally.Undo(mark)
 		claimed = nil
 		if _, err := tx.tx.ExecContext(tx.ctx, "ROLLBACK TO mqlite_claim"); err != nil {
 			return nil, fmt.Errorf("roll back to savepoint: %w", err)

@@ -3,8 +3,9 @@ package mqlite
 import (
 	"context"
 	"sort"
-	"sync"
 	"time"
+
+	"github.com/mqlite/mqlite/internal/receivers"
 )
 
 // ReceiverGrace is how long a receiver that neither waits in a Receive nor
@@ -56,190 +57,19 @@ type Receiver struct {
 	LastSeen time.Time
 }
 
-// receiverID is a receiver of one queue.
-type receiverID struct {
-	queue string
-	tag   ReceiverTag
+// leaseOf is the lease of a delivery, for the registry of Receivers.
+func leaseOf(m Message) receivers.Lease {
+	return receivers.Lease{Token: m.LockToken, Seq: m.Seq, Until: millis(m.LockedUntil)}
 }
 
-// receiverState is what the registry keeps of one receiver.
-type receiverState struct {
-	waiting  int
-	lastSeen int64 // epoch ms
-}
-
-// heldLock is a delivery a receiver holds, by its token. The seq is kept
-// so that a settlement naming the token with another message (refused with
-// ErrLockLost, the lease still running) does not forget it.
-type heldLock struct {
-	who   receiverID
-	seq   int64
-	until int64 // lease end, epoch ms
-}
-
-// receivers is the live registry of Store.Receivers: kept in memory, from
-// the store's Receive and settlement calls, never from the file. A
-// receiver leaves it once it waits in no Receive, holds no lease and was
-// not seen for ReceiverGrace. Safe for concurrent use.
-type receivers struct {
-	mu    sync.Mutex
-	now   func() int64
-	live  map[receiverID]*receiverState
-	locks map[string]heldLock // by token
-	// pruneAt is the size of locks past which enter drops the lapsed ones.
-	pruneAt int
-}
-
-func newReceivers(now func() int64) *receivers {
-	return &receivers{now: now, live: map[receiverID]*receiverState{}, locks: map[string]heldLock{}, pruneAt: 1024}
-}
-
-// enter records a Receive of who starting; leave must follow.
-func (r *receivers) enter(who receiverID) {
-	now := r.now()
-	r.mu.Lock()
-	st := r.live[who]
-	if st == nil {
-		st = &receiverState{}
-		r.live[who] = st
-	}
-	st.waiting++
-	st.lastSeen = now
-	r.mu.Unlock()
-}
-
-// leave records that Receive ending, with the deliveries it handed out.
-func (r *receivers) leave(who receiverID, msgs []Message) {
-	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if st := r.live[who]; st != nil {
-		st.waiting--
-		st.lastSeen = now
-	}
-	r.hold(who, msgs, now)
-}
-
-// hold records the peek-lock deliveries of msgs as held by who; r.mu is
-// held.
-func (r *receivers) hold(who receiverID, msgs []Message, now int64) {
-	for _, m := range msgs {
-		if m.LockToken != "" {
-			r.locks[m.LockToken] = heldLock{who: who, seq: m.Seq, until: millis(m.LockedUntil)}
-		}
-	}
-	if len(r.locks) > r.pruneAt {
-		for tok, l := range r.locks {
-			if l.until <= now {
-				delete(r.locks, tok)
-			}
-		}
-		r.pruneAt = max(1024, 2*len(r.locks))
-	}
-}
-
-// received records a delivery handed out outside Receive (ReceiveDeferred).
-func (r *receivers) received(who receiverID, m Message) {
-	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.live[who]
-	if st == nil {
-		st = &receiverState{}
-		r.live[who] = st
-	}
-	st.lastSeen = now
-	r.hold(who, []Message{m}, now)
-}
-
-// settled records that l's delivery no longer holds a lease (settled,
-// deferred, or found lost). Only the delivery l names is forgotten: a lock
-// whose token is held for another message (another seq or queue) released
-// nothing, so that lease still counts.
-func (r *receivers) settled(l Lock) {
-	r.mu.Lock()
-	if h, ok := r.locks[l.Token]; ok && h.is(l) {
-		delete(r.locks, l.Token)
-	}
-	r.mu.Unlock()
-}
-
-// renewed records l's lease renewed until until.
-func (r *receivers) renewed(l Lock, until time.Time) {
-	r.mu.Lock()
-	if h, ok := r.locks[l.Token]; ok && h.is(l) {
-		h.until = millis(until)
-		r.locks[l.Token] = h
-	}
-	r.mu.Unlock()
-}
-
-// is reports whether l names the delivery h (its token is the map's key).
-func (h heldLock) is(l Lock) bool { return h.seq == l.Seq && h.who.queue == l.Queue }
-
-// dropQueue forgets the receivers of a deleted queue.
-func (r *receivers) dropQueue(queue string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, st := range r.live {
-		if id.queue == queue && st.waiting == 0 {
-			delete(r.live, id)
-		}
-	}
-	for tok, l := range r.locks {
-		if l.who.queue == queue {
-			delete(r.locks, tok)
-		}
-	}
-}
-
-// prune forgets the receivers gone and the lapsed leases, and returns the
-// leases each receiver left holds; r.mu is held. The store's reaper runs it
-// as time passes (pruneReceivers), so that the registry does not grow
-// until something lists it.
-func (r *receivers) prune(now int64) map[receiverID]int {
-	held := map[receiverID]int{}
-	for tok, l := range r.locks {
-		if l.until <= now {
-			delete(r.locks, tok)
-			continue
-		}
-		held[l.who]++
-	}
-	grace := ReceiverGrace.Milliseconds()
-	for id, st := range r.live {
-		if st.waiting == 0 && held[id] == 0 && now-st.lastSeen >= grace {
-			delete(r.live, id)
-		}
-	}
-	return held
-}
-
-// pruneReceivers is prune under the registry's lock.
-func (r *receivers) pruneReceivers(now int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.prune(now)
-}
-
-// size is how many receivers and held leases the registry keeps.
-func (r *receivers) size() (live, locks int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.live), len(r.locks)
-}
-
-// list returns the live receivers, sorted by queue, key, address and name,
-// and forgets those gone (and the lapsed leases).
-func (r *receivers) list() []Receiver {
-	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	held := r.prune(now)
-	out := make([]Receiver, 0, len(r.live))
-	for id, st := range r.live {
-		out = append(out, Receiver{Queue: id.queue, ReceiverTag: id.tag, Waiting: st.waiting,
-			Locks: held[id], LastSeen: fromMillis(st.lastSeen)})
+// listReceivers returns the live receivers of the registry, sorted by
+// queue, key, address and name, and forgets those gone (and the lapsed
+// leases).
+func (s *Store) listReceivers() []Receiver {
+	entries := s.receivers.List()
+	out := make([]Receiver, len(entries))
+	for i, e := range entries {
+		out[i] = Receiver{Queue: e.Queue, ReceiverTag: e.Tag, Waiting: e.Waiting, Locks: e.Locks, LastSeen: fromMillis(e.LastSeen)}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -269,7 +99,7 @@ func (s *Store) Receivers(ctx context.Context) ([]Receiver, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	return s.receivers.list(), nil
+	return s.listReceivers(), nil
 }
 
 // receiversOf returns the receivers of queue among all.

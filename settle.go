@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/tally"
 )
 
 // Validate checks that l has the shape of a delivery's lock (a valid queue
@@ -41,16 +42,16 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 	}
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
 	start := time.Now()
-	defer s.tally.observe(l.Queue, settleDuration, start)
+	defer s.tally.Observe(l.Queue, tally.Settle, start)
 	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st.Now = s.now() // sampled once the connection is ours
-		s.tally.tag(causeOf(st.Op))
+		s.tally.Tag(causeOf(st.Op))
 		return s.eng.Settle(ctx, tx, st)
 	})
 	endSettle(span, err)
 	if err == nil || errors.Is(err, ErrLockLost) {
-		s.receivers.settled(l)
+		s.receivers.Settled(l.Queue, l.Seq, l.Token)
 	}
 	return err
 }
@@ -87,15 +88,15 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	var out []error
 	start := time.Now()
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		s.tally.tag(causeComplete)
+		s.tally.Tag(tally.Complete)
 		var err error
 		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
 	for i, l := range locks {
-		s.tally.observe(l.Queue, settleDuration, start)
+		s.tally.Observe(l.Queue, tally.Settle, start)
 		if err == nil && i < len(out) && (out[i] == nil || errors.Is(out[i], ErrLockLost)) {
-			s.receivers.settled(l)
+			s.receivers.Settled(l.Queue, l.Seq, l.Token)
 		}
 	}
 	endSettle(span, err)
@@ -231,9 +232,9 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 	}
 	for i, l := range locks {
 		if out[i].Err != nil {
-			s.receivers.settled(l)
+			s.receivers.Settled(l.Queue, l.Seq, l.Token)
 		} else {
-			s.receivers.renewed(l, out[i].LockedUntil)
+			s.receivers.Renewed(l.Queue, l.Seq, l.Token, millis(out[i].LockedUntil))
 		}
 	}
 	return out, nil

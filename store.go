@@ -15,7 +15,11 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/groupcommit"
+	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/notify"
+	"github.com/mqlite/mqlite/internal/receivers"
+	"github.com/mqlite/mqlite/internal/tally"
 	"github.com/mqlite/mqlite/schema"
 )
 
@@ -34,16 +38,14 @@ type Store struct {
 	bounds  *engine.DueBounds // until when nothing of a queue is due
 	queues  queueCache
 	loops   loops
-	tally   tally // the counts of Metrics
-	// receivers is the live registry of Receivers.
-	receivers *receivers
+	tally   tally.Tally // the counts of Metrics
+	// receivers is the live registry of Receivers, and of the settlements
+	// inside a caller's transaction that its commit applies.
+	receivers *receivers.Registry[ReceiverTag, Message]
 	// handoffs are the sleeping Receives a commit claims for.
-	handoffs handoffs
-	// txSettled is what settlements inside a caller's transaction leave for
-	// its commit.
-	txSettled settledInTx
+	handoffs handoff.Registry[Message, ReceiveOptions]
 	// group runs the callers of Tx in group commits.
-	group committer
+	group *groupcommit.Committer[func(tx *Tx) error, stepMark]
 
 	migration Migration // what open did to the file's layout
 
@@ -102,7 +104,8 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	}
 	s := &Store{id: storeIDs.Add(1), eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
 		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: engine.NewDueBounds()}
-	s.receivers = newReceivers(s.now)
+	s.receivers = receivers.New[ReceiverTag](s.now, ReceiverGrace, leaseOf)
+	s.group = groupcommit.New[func(tx *Tx) error, stepMark](txHooks{s})
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
 		_ = s.closeResources()
@@ -123,12 +126,12 @@ func (s *Store) open(ctx context.Context) error {
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
 		Due:             s.notify.Due,
-		Commit:          func() { s.tally.commit(); s.notify.Commit(); s.settledCommitted() },
-		Rollback:        func() { s.tally.rollback(); s.notify.Rollback(); s.settledRolledBack() },
+		Commit:          func() { s.tally.Commit(); s.notify.Commit(); s.receivers.Committed() },
+		Rollback:        func() { s.tally.Rollback(); s.notify.Rollback(); s.receivers.RolledBack() },
 		Settling:        s.settling,
 		Changed:         s.changed,
-		Created:         s.tally.create,
-		Dropped:         s.tally.drop,
+		Created:         s.tally.Create,
+		Dropped:         s.tally.Drop,
 		Closing:         s.isClosed,
 		Bounds:          s.bounds,
 		Opened:          func() { s.conns.Add(1) },
@@ -158,16 +161,29 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.recover(ctx); err != nil {
 		return err
 	}
-	return s.tally.seed(ctx, db)
+	return s.seedTally(ctx, db)
 }
+
+// storeIDs numbers the stores of the process, for mqlite_store_id().
+var storeIDs atomic.Int64
 
 // changed is the pre-update hook's report of a messages row: the tally
 // counts it, and the bytes it sends count toward the group commit's bound.
 func (s *Store) changed(c engine.RowChange) {
-	s.tally.change(c)
+	s.tally.Change(tally.Change(c))
 	if c.Old == "" {
-		s.group.written.Add(c.Bytes)
+		s.group.Wrote(c.Bytes)
 	}
+}
+
+// settling records a settlement op of the delivery (queue, seq, token)
+// inside the current transaction (engine.ConnConfig.Settling): the tally's
+// cause is set at once, like the store's own settlements set it (the tally
+// applies its counts on commit only), and the registry of Receivers forgets
+// the delivery when the transaction commits, never when it rolls back.
+func (s *Store) settling(op engine.Op, queue string, seq int64, token string) {
+	s.tally.Tag(causeOf(op))
+	s.receivers.SettledInTx(queue, seq, token)
 }
 
 // refuse returns the error of a file that Config.ExistingOnly does not let

@@ -26,7 +26,7 @@ func (s *Store) sweeps() []sweep {
 	o := s.opts
 	return []sweep{
 		{"reaper", o.ReaperInterval, func(ctx context.Context, now int64) (int64, error) {
-			s.receivers.pruneReceivers(now) // the registry's lapsed leases and gone receivers
+			s.receivers.Prune(now) // the registry's lapsed leases and gone receivers
 			return engine.Reap(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"scheduler", o.SchedulerInterval, func(ctx context.Context, now int64) (int64, error) {

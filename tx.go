@@ -5,6 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/mqlite/mqlite/internal/groupcommit"
+	"github.com/mqlite/mqlite/internal/handoff"
+	"github.com/mqlite/mqlite/internal/tally"
+	"github.com/mqlite/mqlite/internal/txmark"
 )
 
 // Tx is one callback's transaction of Store.Tx: its own savepoint inside
@@ -86,11 +91,83 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := s.join(ctx, fn).wait()
-	if o.panicked != nil {
-		panic(o.panicked) // fn's panic, raised again in its caller after the rollback
+	o := s.group.Do(ctx, fn)
+	if o.Panicked != nil {
+		panic(o.Panicked) // fn's panic, raised again in its caller after the rollback
 	}
-	return o.err
+	return o.Err
+}
+
+var _ groupcommit.Hooks[func(tx *Tx) error, stepMark] = txHooks{}
+
+// txHooks is what the group commit of Store.Tx asks of the store
+// (groupcommit.Hooks).
+type txHooks struct{ s *Store }
+
+// Begin begins a group's transaction on the store's connection. No ctx to
+// wait with: the group is no caller's. database/sql ends the wait with an
+// error when Close closes the handle.
+func (h txHooks) Begin() (*sql.Tx, error) { return h.s.db.BeginTx(context.Background(), nil) }
+
+// Run runs a caller's callback in tx, its ctx marked (ErrInsideTx) while it
+// runs.
+func (h txHooks) Run(ctx context.Context, tx *sql.Tx, fn func(tx *Tx) error) error {
+	txCtx, end := txmark.With(ctx, &txmark.Mark{Store: h.s})
+	defer end()
+	return fn(&Tx{tx: tx, ctx: txCtx})
+}
+
+// stepMark is what the hooks had recorded of the open transaction when a
+// step of a group commit began.
+type stepMark struct {
+	tally   tally.Mark
+	settled int
+}
+
+// MarkStep records where the open transaction's hook records stand, for
+// UndoStep.
+func (h txHooks) MarkStep() stepMark {
+	return stepMark{settled: h.s.receivers.MarkInTx(), tally: h.s.tally.Mark()}
+}
+
+// UndoStep drops what the hooks recorded since mark: the rows a step rolled
+// back to its savepoint are not counted, and its settlements not applied,
+// when the group commits. A wake-up it marked stays: waking a receiver for
+// nothing costs one look, and a due bound lowered too far one early probe.
+func (h txHooks) UndoStep(mark stepMark) {
+	h.s.tally.Undo(mark.tally)
+	h.s.receivers.UndoInTx(mark.settled)
+}
+
+// Commit commits a group's transaction. A Receive sleeps for a message the
+// group made claimable: claim it for that Receive before the commit, hand
+// it over after.
+func (h txHooks) Commit(tx *sql.Tx) error {
+	s := h.s
+	reserved := s.handoffs.Reserve(s.notify.Marked)
+	var claims []handoff.Claim[Message, ReceiveOptions]
+	if len(reserved) > 0 {
+		claims = handoff.ClaimFor(context.Background(), tx, reserved, s.claimHandoff)
+	}
+	err := tx.Commit()
+	s.handoffs.End(reserved, claims, err == nil)
+	return err
+}
+
+// Closed is ErrClosed once Close has begun.
+func (h txHooks) Closed() error { return h.s.checkOpen() }
+
+// ready is the preamble of every Store call that uses the connection:
+// ErrClosed once Close has begun, ErrInsideTx for a ctx of an open Store.Tx
+// or InTx transaction on this store's connection.
+func (s *Store) ready(ctx context.Context) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if txmark.Inside(ctx, s, s.id) {
+		return fmt.Errorf("%w: use the transaction's SQL(), or call the store after the transaction", ErrInsideTx)
+	}
+	return nil
 }
 
 // SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.
@@ -156,7 +233,7 @@ func InTx[T SQLTx](ctx context.Context, begin func(context.Context, *sql.TxOptio
 			_ = tx.Rollback()
 		}
 	}()
-	fnCtx, end := markTx(stmtCtx, &txMark{tx: tx})
+	fnCtx, end := txmark.With(stmtCtx, &txmark.Mark{Tx: tx})
 	defer end() // a panicking fn's transaction ends too
 	ferr := fn(fnCtx, tx)
 	end()

@@ -1,4 +1,14 @@
-package mqlite
+// Package groupcommit runs the callers of Store.Tx in group commits: the
+// callers that arrive while a transaction runs or commits wait for the
+// next one, which runs each caller's callback, one after the other, in a
+// savepoint of its own, and commits them all with one COMMIT. Under
+// SyncFull that is one fsync for the group instead of one per caller.
+//
+// The package knows the store through Hooks only: how to begin a
+// transaction on its connection, how to run a caller's callback, how to
+// mark and undo what the connection's hooks recorded of a step, how to
+// commit, and whether the store is closed.
+package groupcommit
 
 import (
 	"context"
@@ -10,19 +20,39 @@ import (
 	"sync/atomic"
 )
 
-// The bounds of one group commit: how many callers of Store.Tx run in one
-// transaction, and how many body bytes they may send in it before the
+// The bounds of one group commit: how many callers run in one transaction,
+// and how many body bytes they may send in it (Committer.Wrote) before the
 // group commits and the callers still waiting go to the next one.
 const (
-	groupMaxCallers = 64
-	groupMaxBytes   = 4 << 20
+	MaxCallers = 64
+	MaxBytes   = 4 << 20
 )
 
-// committer runs the callers of Store.Tx in group commits: the callers that
-// arrive while a transaction runs or commits wait for the next one, which
-// runs each caller's callback, one after the other, in a savepoint of its
-// own, and commits them all with one COMMIT. Under SyncFull that is one
-// fsync for the group instead of one per caller.
+// Hooks is what a Committer asks of the store. F is the type of a caller's
+// callback, M what MarkStep returns. The methods run on the goroutine that
+// drives the group, one at a time.
+type Hooks[F, M any] interface {
+	// Begin begins a transaction on the store's connection. No ctx: the
+	// group is no caller's; the store ends the wait when it closes.
+	Begin() (*sql.Tx, error)
+	// Run runs fn in tx, with ctx for its statements (the caller's values,
+	// never cancelled), and returns fn's error. A panic or a
+	// runtime.Goexit of fn goes through.
+	Run(ctx context.Context, tx *sql.Tx, fn F) error
+	// MarkStep records where what the connection's hooks recorded of the
+	// open transaction stands, as a step begins.
+	MarkStep() M
+	// UndoStep drops what the connection's hooks recorded since mark: the
+	// step rolled back.
+	UndoStep(mark M)
+	// Commit commits tx, which holds the work of at least one caller.
+	Commit(tx *sql.Tx) error
+	// Closed returns the store's closed error once its Close has begun,
+	// nil before.
+	Closed() error
+}
+
+// Committer runs the callers of Do in group commits.
 //
 // The transaction is driven by one goroutine, started when a caller finds
 // none running and ending when no caller waits: it begins, runs each
@@ -33,14 +63,20 @@ const (
 // recovered there and raised again in its caller, and a callback that ends
 // the driving goroutine (runtime.Goexit) has its step rolled back and a new
 // goroutine carry the group on. Safe for concurrent use.
-type committer struct {
+type Committer[F, M any] struct {
+	hooks   Hooks[F, M]
 	mu      sync.Mutex
-	queue   []*member // the callers waiting for their turn, oldest first
-	running bool      // a driving goroutine runs
+	queue   []*member[F] // the callers waiting for their turn, oldest first
+	running bool         // a driving goroutine runs
 	// written counts the body bytes the group in progress has sent (the
-	// pre-update hook): the group's byte bound.
+	// pre-update hook, Wrote): the group's byte bound.
 	written atomic.Int64
 	commits atomic.Int64 // the groups committed
+}
+
+// New returns a Committer over hooks.
+func New[F, M any](hooks Hooks[F, M]) *Committer[F, M] {
+	return &Committer[F, M]{hooks: hooks}
 }
 
 // The states of a member: waiting for its turn, taken by the committer
@@ -51,42 +87,71 @@ const (
 	memberGone
 )
 
-// member is one caller of Store.Tx in the committer's queue.
-type member struct {
+// member is one caller of Do in the committer's queue.
+type member[F any] struct {
 	ctx   context.Context
-	fn    func(tx *Tx) error
+	fn    F
 	state atomic.Int32
-	done  chan outcome // committer to caller, once
+	done  chan Outcome // committer to caller, once
 }
 
-// outcome is what a caller of Store.Tx gets: its error (fn's, ctx's, the
+// Outcome is what a caller of Do gets: its error (fn's, ctx's, the
 // commit's), or the value its callback panicked with.
-type outcome struct {
-	err      error
-	panicked any
+type Outcome struct {
+	Err      error
+	Panicked any
 }
 
 // errGoexit is the outcome of a callback that called runtime.Goexit.
 var errGoexit = errors.New("the callback called runtime.Goexit (t.FailNow?); its work is rolled back")
 
+// Do runs fn in the next group commit and returns its outcome. When ctx
+// ends before fn's turn, fn never runs and ctx's error is returned; once fn
+// runs, Do waits on: fn must not outlive its caller's call, and once it
+// returned nil its work is in the group's transaction, whose commit is the
+// outcome. A panic of fn is returned (Outcome.Panicked), for the caller to
+// raise again.
+func (c *Committer[F, M]) Do(ctx context.Context, fn F) Outcome {
+	return c.join(ctx, fn).wait()
+}
+
+// Wrote counts n body bytes sent by the group in progress toward its byte
+// bound (the pre-update hook).
+func (c *Committer[F, M]) Wrote(n int64) { c.written.Add(n) }
+
+// Commits returns how many groups were committed.
+func (c *Committer[F, M]) Commits() int64 { return c.commits.Load() }
+
+// Waiting returns how many callers wait for their turn.
+func (c *Committer[F, M]) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.queue {
+		if m.state.Load() == memberWaiting {
+			n++
+		}
+	}
+	return n
+}
+
 // join queues a new member, starting the driving goroutine when none runs.
-func (s *Store) join(ctx context.Context, fn func(tx *Tx) error) *member {
-	m := &member{ctx: ctx, fn: fn, done: make(chan outcome, 1)}
-	c := &s.group
+func (c *Committer[F, M]) join(ctx context.Context, fn F) *member[F] {
+	m := &member[F]{ctx: ctx, fn: fn, done: make(chan Outcome, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, m)
 	start := !c.running
 	c.running = true
 	c.mu.Unlock()
 	if start {
-		go s.drive(nil)
+		go c.drive(nil)
 	}
 	return m
 }
 
 // take returns the oldest member still waiting, now taken, or nil when none
 // waits.
-func (c *committer) take() *member {
+func (c *Committer[F, M]) take() *member[F] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
@@ -102,7 +167,7 @@ func (c *committer) take() *member {
 
 // idle reports whether no member waits, and then marks the driving
 // goroutine stopped, under the same lock join starts one with.
-func (c *committer) idle() bool {
+func (c *Committer[F, M]) idle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) > 0 {
@@ -113,12 +178,12 @@ func (c *committer) idle() bool {
 }
 
 // group is one group commit in progress.
-type group struct {
-	tx     *sql.Tx   // nil after a bare step rolled it back: the next step begins one
-	steps  int       // the members taken
-	kept   []*member // the members whose work is in tx, waiting for the commit
-	broken error     // tx failed in a step: the group rolls back
-	bare   bool      // the step running has no savepoint (kept is empty)
+type group[F any] struct {
+	tx     *sql.Tx      // nil after a bare step rolled it back: the next step begins one
+	steps  int          // the members taken
+	kept   []*member[F] // the members whose work is in tx, waiting for the commit
+	broken error        // tx failed in a step: the group rolls back
+	bare   bool         // the step running has no savepoint (kept is empty)
 }
 
 // drive runs group commits until no caller waits, first finishing g when
@@ -127,14 +192,14 @@ type group struct {
 // answered run and, when they call again at once (producers in a loop),
 // join the next group instead of each making a group of its own. A yield
 // is no timer: when no other goroutine is runnable it returns at once.
-func (s *Store) drive(g *group) {
+func (c *Committer[F, M]) drive(g *group[F]) {
 	if g != nil {
-		s.runGroup(g)
+		c.runGroup(g)
 		runtime.Gosched()
 	}
-	for !s.group.idle() {
-		if g := s.beginGroup(); g != nil {
-			s.runGroup(g)
+	for !c.idle() {
+		if g := c.beginGroup(); g != nil {
+			c.runGroup(g)
 		}
 		runtime.Gosched()
 	}
@@ -142,41 +207,38 @@ func (s *Store) drive(g *group) {
 
 // beginGroup begins a group's transaction. A begin that fails fails every
 // member waiting then, and returns nil.
-func (s *Store) beginGroup() *group {
-	// No ctx to wait with: the group is no caller's. database/sql ends the
-	// wait with an error when Close closes the handle.
-	tx, err := s.db.BeginTx(context.Background(), nil)
+func (c *Committer[F, M]) beginGroup() *group[F] {
+	tx, err := c.hooks.Begin()
 	if err != nil {
-		err = s.beginError(err)
-		for m := s.group.take(); m != nil; m = s.group.take() {
-			m.done <- outcome{err: err}
+		err = c.beginError(err)
+		for m := c.take(); m != nil; m = c.take() {
+			m.done <- Outcome{Err: err}
 		}
 		return nil
 	}
-	s.group.written.Store(0)
-	return &group{tx: tx}
+	c.written.Store(0)
+	return &group[F]{tx: tx}
 }
 
-// beginError is the error of a group's BEGIN that failed: ErrClosed once
-// Close has begun.
-func (s *Store) beginError(err error) error {
-	if s.isClosed() {
-		return ErrClosed
+// beginError is the error of a group's BEGIN that failed: the store's
+// closed error once Close has begun.
+func (c *Committer[F, M]) beginError(err error) error {
+	if cerr := c.hooks.Closed(); cerr != nil {
+		return cerr
 	}
 	return fmt.Errorf("begin: %w", err)
 }
 
 // runGroup runs the steps of the members waiting, up to the bounds, then
 // commits (or rolls back) g and tells every kept member the outcome.
-func (s *Store) runGroup(g *group) {
-	c := &s.group
-	for g.broken == nil && g.steps < groupMaxCallers && c.written.Load() < groupMaxBytes {
+func (c *Committer[F, M]) runGroup(g *group[F]) {
+	for g.broken == nil && g.steps < MaxCallers && c.written.Load() < MaxBytes {
 		m := c.take()
 		if m == nil {
 			break
 		}
 		g.steps++
-		s.step(g, m)
+		c.step(g, m)
 	}
 	var err error
 	switch {
@@ -189,26 +251,18 @@ func (s *Store) runGroup(g *group) {
 	case len(g.kept) == 0:
 		err = ignoreDone(g.tx.Rollback())
 	default:
-		// A Receive sleeps for a message the group made claimable:
-		// claim it for that Receive before the commit, hand it over after.
-		reserved := s.handoffs.reserve(s.notify.Marked)
-		var claims []handoffClaim
-		if len(reserved) > 0 {
-			claims = s.handOff(context.Background(), g.tx, reserved)
-		}
-		err = g.tx.Commit()
-		s.handoffs.end(reserved, claims, err == nil)
+		err = c.hooks.Commit(g.tx)
 		if err == nil {
 			c.commits.Add(1)
 		} else {
-			if s.isClosed() && !errors.Is(err, ErrClosed) {
-				err = errors.Join(ErrClosed, err)
+			if cerr := c.hooks.Closed(); cerr != nil && !errors.Is(err, cerr) {
+				err = errors.Join(cerr, err)
 			}
 			err = fmt.Errorf("commit: %w", err)
 		}
 	}
 	for _, m := range g.kept {
-		m.done <- outcome{err: err}
+		m.done <- Outcome{Err: err}
 	}
 }
 
@@ -216,13 +270,13 @@ func (s *Store) runGroup(g *group) {
 // queue and ctx's error is returned; once its callback runs, the wait goes
 // on: the callback must not outlive its caller's call, and once it returned
 // nil its work is in the group's transaction, whose commit is the outcome.
-func (m *member) wait() outcome {
+func (m *member[F]) wait() Outcome {
 	select {
 	case o := <-m.done:
 		return o
 	case <-m.ctx.Done():
 		if m.state.CompareAndSwap(memberWaiting, memberGone) {
-			return outcome{err: fmt.Errorf("begin: waiting for the connection: %w", m.ctx.Err())}
+			return Outcome{Err: fmt.Errorf("begin: waiting for the connection: %w", m.ctx.Err())}
 		}
 		return <-m.done
 	}
@@ -240,42 +294,40 @@ func (m *member) wait() outcome {
 // no other caller's work in it, undoing the step is rolling the whole
 // transaction back (the next step begins another). A lone caller, and the
 // first of every group, spares a SAVEPOINT and a RELEASE.
-func (s *Store) step(g *group, m *member) {
+func (c *Committer[F, M]) step(g *group[F], m *member[F]) {
 	if err := m.ctx.Err(); err != nil {
-		m.done <- outcome{err: err}
+		m.done <- Outcome{Err: err}
 		return
 	}
 	if g.tx == nil {
-		tx, err := s.db.BeginTx(context.Background(), nil)
+		tx, err := c.hooks.Begin()
 		if err != nil {
-			g.broken = s.beginError(err)
-			m.done <- outcome{err: g.broken}
+			g.broken = c.beginError(err)
+			m.done <- Outcome{Err: g.broken}
 			return
 		}
 		g.tx = tx
 	}
 	stmtCtx := context.WithoutCancel(m.ctx)
-	mark := s.markStep()
+	mark := c.hooks.MarkStep()
 	g.bare = len(g.kept) == 0
 	if !g.bare {
 		if _, err := g.tx.ExecContext(stmtCtx, "SAVEPOINT mqlite_step"); err != nil {
 			g.broken = fmt.Errorf("savepoint: %w", err)
-			m.done <- outcome{err: g.broken}
+			m.done <- Outcome{Err: g.broken}
 			return
 		}
 	}
-	txCtx, end := markTx(stmtCtx, &txMark{store: s})
 	var ferr error
 	var panicked any
 	exited := true // until fn returns or panics: runtime.Goexit ends this goroutine
 	defer func() {
 		if exited {
-			end()
-			if rb := s.rollbackStep(stmtCtx, g, mark); rb != nil {
+			if rb := c.rollbackStep(stmtCtx, g, mark); rb != nil {
 				g.broken = rb
 			}
-			m.done <- outcome{err: errGoexit}
-			go s.drive(g)
+			m.done <- Outcome{Err: errGoexit}
+			go c.drive(g)
 		}
 	}()
 	func() {
@@ -286,30 +338,29 @@ func (s *Store) step(g *group, m *member) {
 				}
 			}
 		}()
-		ferr = m.fn(&Tx{tx: g.tx, ctx: txCtx})
+		ferr = c.hooks.Run(stmtCtx, g.tx, m.fn)
 		exited = false
 	}()
-	end()
 	if panicked != nil {
-		if rb := s.rollbackStep(stmtCtx, g, mark); rb != nil {
+		if rb := c.rollbackStep(stmtCtx, g, mark); rb != nil {
 			g.broken = rb
 		}
-		m.done <- outcome{panicked: panicked}
+		m.done <- Outcome{Panicked: panicked}
 		return
 	}
 	if ferr == nil {
 		ferr = m.ctx.Err()
 	}
 	if ferr != nil {
-		rb := s.rollbackStep(stmtCtx, g, mark)
+		rb := c.rollbackStep(stmtCtx, g, mark)
 		g.broken = rb
-		m.done <- outcome{err: errors.Join(ferr, ignoreDone(rb))} // fn may have ended tx itself
+		m.done <- Outcome{Err: errors.Join(ferr, ignoreDone(rb))} // fn may have ended tx itself
 		return
 	}
 	if !g.bare {
 		if _, err := g.tx.ExecContext(stmtCtx, "RELEASE mqlite_step"); err != nil {
 			g.broken = fmt.Errorf("release savepoint: %w", err)
-			m.done <- outcome{err: g.broken}
+			m.done <- Outcome{Err: g.broken}
 			return
 		}
 	}
@@ -319,8 +370,8 @@ func (s *Store) step(g *group, m *member) {
 // rollbackStep undoes g's step: its rows (rolled back to its savepoint,
 // which is then released; a bare step's whole transaction, after which g
 // has none) and what the hooks recorded since mark.
-func (s *Store) rollbackStep(ctx context.Context, g *group, mark stepMark) error {
-	s.undoStep(mark)
+func (c *Committer[F, M]) rollbackStep(ctx context.Context, g *group[F], mark M) error {
+	c.hooks.UndoStep(mark)
 	if g.bare {
 		err := g.tx.Rollback() // the transaction is done, even when this fails
 		g.tx = nil
@@ -337,30 +388,11 @@ func (s *Store) rollbackStep(ctx context.Context, g *group, mark stepMark) error
 	return nil
 }
 
-// stepMark is what the hooks had recorded of the open transaction when a
-// step began.
-type stepMark struct {
-	tally   tallyMark
-	settled int
-}
-
-// markStep records where the open transaction's hook records stand, for
-// undoStep.
-func (s *Store) markStep() stepMark {
-	s.txSettled.mu.Lock()
-	n := len(s.txSettled.locks)
-	s.txSettled.mu.Unlock()
-	return stepMark{tally: s.tally.mark(), settled: n}
-}
-
-// undoStep drops what the hooks recorded since mark: the rows a step rolled
-// back to its savepoint are not counted, and its settlements not applied,
-// when the group commits. A wake-up it marked stays: waking a receiver for
-// nothing costs one look, and a due bound lowered too far one early probe.
-func (s *Store) undoStep(mark stepMark) {
-	s.tally.undo(mark.tally)
-	s.txSettled.mu.Lock()
-	clear(s.txSettled.locks[mark.settled:])
-	s.txSettled.locks = s.txSettled.locks[:mark.settled]
-	s.txSettled.mu.Unlock()
+// ignoreDone drops sql.ErrTxDone: a callback may have ended the transaction
+// itself.
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
 }
