@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -154,18 +153,17 @@ func (l *loop) gather(first *delivery) []*delivery {
 // callBatch runs the batch handler. A panic, or a result of the wrong
 // length, becomes the error of every message.
 func (l *loop) callBatch(ctx context.Context, msgs []mqlite.Message) (errs []error) {
+	var failed error // every message's error
 	defer func() {
-		if r := recover(); r != nil {
-			stack := debug.Stack()
-			l.log.Error("consumer: batch handler panicked", "messages", len(msgs), "panic", r, "stack", string(stack))
-			errs = fill(len(msgs), &PanicError{Value: r, Stack: stack})
+		if failed != nil {
+			errs = fill(len(msgs), failed)
 		}
 	}()
+	defer l.recovered("batch handler", &failed, "messages", len(msgs))
 	errs = l.batch(ctx, msgs)
 	if len(errs) != len(msgs) {
-		err := fmt.Errorf("%w: %d for %d messages", errBatchResults, len(errs), len(msgs))
-		l.log.Error("consumer: batch handler failed every message", "err", err)
-		errs = fill(len(msgs), err)
+		failed = fmt.Errorf("%w: %d for %d messages", errBatchResults, len(errs), len(msgs))
+		l.log.Error("consumer: batch handler failed every message", "err", failed)
 	}
 	return errs
 }
