@@ -40,23 +40,20 @@ type PanicError struct {
 // Error describes the panic.
 func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler panicked: %v", e.Value) }
 
-// recovered, deferred by a call of the application's code (what: handler,
-// step, batch handler), turns its panic into a *PanicError in *err and
-// logs the panic with its stack after attrs.
-func (l *loop) recovered(what string, err *error, attrs ...any) {
-	r := recover()
-	if r == nil {
-		return
-	}
+// panicked is the *PanicError of r, what a call of the application's code
+// (what: handler, step, batch handler) panicked with, which it logs with
+// its stack after attrs. The deferred function of the call recovers r
+// and calls it, so that a call that does not panic pays nothing.
+func (l *loop) panicked(what string, r any, attrs ...any) *PanicError {
 	stack := debug.Stack()
-	*err = &PanicError{Value: r, Stack: stack}
 	l.log.Error("consumer: "+what+" panicked", append(attrs, "panic", r, "stack", string(stack))...)
+	return &PanicError{Value: r, Stack: stack}
 }
 
-// run runs l, set up by Loop or LoopBatch, holding at most held messages:
-// it starts the completer, the renewer and the workers, claims until ctx
-// is cancelled, a claim fails for good or a handler fails with a
-// programming error (fail), then stops them in turn.
+// run runs l, set up by Loop, LoopTx or LoopBatch, holding at most held
+// messages: it starts the completer, the renewer and the workers, claims
+// until ctx is cancelled, a claim fails for good or a handler fails with
+// a programming error (fail), then stops them in turn.
 func run(ctx context.Context, l *loop, held int) error {
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)

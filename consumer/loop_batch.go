@@ -153,17 +153,16 @@ func (l *loop) gather(first *delivery) []*delivery {
 // callBatch runs the batch handler. A panic, or a result of the wrong
 // length, becomes the error of every message.
 func (l *loop) callBatch(ctx context.Context, msgs []mqlite.Message) (errs []error) {
-	var failed error // every message's error
 	defer func() {
-		if failed != nil {
-			errs = fill(len(msgs), failed)
+		if r := recover(); r != nil {
+			errs = fill(len(msgs), l.panicked("batch handler", r, "messages", len(msgs)))
 		}
 	}()
-	defer l.recovered("batch handler", &failed, "messages", len(msgs))
 	errs = l.batch(ctx, msgs)
 	if len(errs) != len(msgs) {
-		failed = fmt.Errorf("%w: %d for %d messages", errBatchResults, len(errs), len(msgs))
-		l.log.Error("consumer: batch handler failed every message", "err", failed)
+		err := fmt.Errorf("%w: %d for %d messages", errBatchResults, len(errs), len(msgs))
+		l.log.Error("consumer: batch handler failed every message", "err", err)
+		errs = fill(len(msgs), err)
 	}
 	return errs
 }

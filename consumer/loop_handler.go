@@ -121,7 +121,11 @@ func (l *loop) handleOne(d *delivery) (next *delivery) {
 
 // call runs the handler, turning a panic into a *PanicError.
 func (l *loop) call(ctx context.Context, d *delivery) (err error) {
-	defer l.recovered("handler", &err, msgAttrs(d.msg)...)
+	defer func() {
+		if r := recover(); r != nil {
+			err = l.panicked("handler", r, msgAttrs(d.msg)...)
+		}
+	}()
 	if l.txHandler != nil {
 		d.step, err = l.txHandler(ctx, d.msg)
 		return err

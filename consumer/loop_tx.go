@@ -172,7 +172,11 @@ func (l *loop) commitStep(ctx context.Context, d *delivery, took time.Duration) 
 // runStep runs d's step on tx, turning a panic into a *PanicError and a
 // transaction ended by the step into ErrTxEnded.
 func (l *loop) runStep(ctx context.Context, tx Tx, d *delivery) (err error) {
-	defer l.recovered("step", &err, msgAttrs(d.msg)...)
+	defer func() {
+		if r := recover(); r != nil {
+			err = l.panicked("step", r, msgAttrs(d.msg)...)
+		}
+	}()
 	err = d.step(ctx, tx)
 	if errors.Is(err, sql.ErrTxDone) {
 		err = fmt.Errorf("%w: %w", ErrTxEnded, err)
