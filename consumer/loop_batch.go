@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -156,9 +155,7 @@ func (l *loop) gather(first *delivery) []*delivery {
 func (l *loop) callBatch(ctx context.Context, msgs []mqlite.Message) (errs []error) {
 	defer func() {
 		if r := recover(); r != nil {
-			stack := debug.Stack()
-			l.log.Error("consumer: batch handler panicked", "messages", len(msgs), "panic", r, "stack", string(stack))
-			errs = fill(len(msgs), &PanicError{Value: r, Stack: stack})
+			errs = fill(len(msgs), l.panicked("batch handler", r, "messages", len(msgs)))
 		}
 	}()
 	errs = l.batch(ctx, msgs)
