@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"time"
-
-	"github.com/mqlite/mqlite/internal/engine"
 )
 
 // QueueCounters counts the events of one queue since the store was opened.
@@ -211,7 +209,7 @@ func (s *Store) Ages(ctx context.Context) ([]QueueAges, error) {
 			return time.Duration(now-ms) * time.Millisecond
 		}
 		for _, q := range names {
-			active, dead, err := engine.Oldest(ctx, tx, q)
+			active, dead, err := s.eng.Oldest(ctx, tx, q)
 			if err != nil {
 				return err
 			}
