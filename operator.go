@@ -43,18 +43,19 @@ func (o *PeekParams) validate() error {
 // entries in the states' partial indexes and the page's rows, never
 // another queue's.
 func (s *Store) Peek(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
-	return s.peek(ctx, queue, opts, s.eng.Peek)
+	return s.peek(ctx, queue, opts, driver.Executor.Peek)
 }
 
 // PeekDeadLetters returns the dead letters of queue in sequence order, with
 // why (DeadLetterReason, DeadLetterDescription), when (DeadLetteredAt) and
 // after how many deliveries (DeliveryCount) each was dead-lettered.
 func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
-	return s.peek(ctx, queue, opts, s.eng.PeekDeadLetters)
+	return s.peek(ctx, queue, opts, driver.Executor.PeekDeadLetters)
 }
 
-// peekFunc is the engine's Peek or PeekDeadLetters (driver.Executor).
-type peekFunc func(ctx context.Context, db driver.DBTX, r driver.PeekRequest) ([]driver.Row, error)
+// peekFunc is driver.Executor.Peek or driver.Executor.PeekDeadLetters: a
+// method expression, which peek calls on the store's engine.
+type peekFunc func(x driver.Executor, ctx context.Context, db driver.DBTX, r driver.PeekRequest) ([]driver.Row, error)
 
 func (s *Store) peek(ctx context.Context, queue string, opts PeekParams, read peekFunc) ([]Message, error) {
 	if err := validateQueueName(queue); err != nil {
@@ -69,7 +70,7 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekParams, read pe
 			return err
 		}
 		var err error
-		rows, err = read(ctx, tx, driver.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max, MaxBytes: opts.MaxBytes})
+		rows, err = read(s.eng, ctx, tx, driver.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max, MaxBytes: opts.MaxBytes})
 		return err
 	})
 	if err != nil {
