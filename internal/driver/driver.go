@@ -64,7 +64,8 @@ type Executor interface {
 	UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error
 	// SetPaused pauses the queue name at at, or resumes it (at 0).
 	SetPaused(ctx context.Context, db DBTX, name string, at int64) error
-	// DeleteQueue drops the queue name and its messages.
+	// DeleteQueue drops the queue name with its messages, dedup entries,
+	// receipts and receive attempts, and its subscription if it has one.
 	DeleteQueue(ctx context.Context, db DBTX, name string) error
 	// GetQueue reads the queue name; errs.ErrQueueNotFound when none.
 	GetQueue(ctx context.Context, db DBTX, name string) (Queue, error)
@@ -96,7 +97,8 @@ type Executor interface {
 	Enqueue(ctx context.Context, tx DBTX, name string, msgs []SendMessage) ([]SendResult, error)
 	// Claim runs one Receive inside tx: leases up to r.Max messages.
 	Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error)
-	// MakeClaimable makes q's due messages and lapsed leases claimable.
+	// MakeClaimable promotes q's due scheduled messages and reaps its
+	// lapsed leases; it writes nothing when nothing is due.
 	MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error
 	// NextDue returns the earliest moment a message of queue becomes
 	// claimable without another write; 0 when none.
@@ -110,8 +112,9 @@ type Executor interface {
 	Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error)
 	// Stats reads a queue's count, bytes and oldest message per state.
 	Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, error)
-	// Oldest reads the enqueue moment of queue's oldest active message and
-	// the dead-letter moment of its oldest dead letter (0 when none).
+	// Oldest reads the enqueue moment of queue's claimable message of lowest
+	// sequence number and the dead-letter moment of its dead letter of
+	// lowest sequence number (0 for none).
 	Oldest(ctx context.Context, db DBTX, queue string) (activeEnq, deadAt int64, err error)
 
 	// Leases and settlements.
@@ -137,12 +140,14 @@ type Executor interface {
 
 	// PeekDeadLetters reads a page of a queue's dead letters.
 	PeekDeadLetters(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error)
-	// Redrive moves the dead letters seqs of queue back to active.
+	// Redrive brings the dead letters seqs of queue (all of them when seqs
+	// is empty) back to active and returns how many came back.
 	Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error)
-	// DeliverNow makes the scheduled or deferred messages seqs of queue
-	// claimable at now.
+	// DeliverNow makes the scheduled messages seqs of queue (all of them
+	// when seqs is empty) due at now and returns how many it changed.
 	DeliverNow(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error)
-	// PurgeBatch deletes one batch of queue's messages in state.
+	// PurgeBatch deletes up to SweepBatch messages of queue in state and
+	// returns how many; the caller repeats it until it deletes fewer.
 	PurgeBatch(ctx context.Context, db DBTX, queue, state string) (int64, error)
 	// PurgeSeqs deletes the messages seqs of queue in state.
 	PurgeSeqs(ctx context.Context, db DBTX, queue, state string, seqs []int64) (int64, error)
@@ -151,13 +156,17 @@ type Executor interface {
 
 	// Sweeps.
 
-	// Reap gives back every lease lapsed by now.
+	// Reap releases every lease lapsed by now: back to active, or to the
+	// dead letters after the last allowed delivery. stop (may be nil) is
+	// asked between batches whether to give up early; so for every sweep.
 	Reap(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error)
 	// Promote makes every scheduled message due by now active.
 	Promote(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error)
-	// Expire dead-letters or drops every message whose time to live passed.
+	// Expire removes every message nobody holds whose time to live passed,
+	// or dead-letters it (ReasonTTL) on the queues that ask for it.
 	Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error)
-	// Janitor drops expired receipts, dedup entries and receive attempts.
+	// Janitor deletes expired settlement receipts, receive attempts and
+	// dedup entries.
 	Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error)
 	// CompactTombstones turns one batch (TombstoneBatch) of completed
 	// messages into receipts inside tx and returns how many.
@@ -173,15 +182,17 @@ type Executor interface {
 	DeleteSchedule(ctx context.Context, db DBTX, name string) error
 	// GetSchedule reads the schedule name.
 	GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error)
-	// ListSchedules reads a page of schedules after the name after.
+	// ListSchedules reads up to limit schedules named after after, in name
+	// order, stopping before their sizes pass maxBytes (when positive).
 	ListSchedules(ctx context.Context, db DBTX, after string, limit int, maxBytes int64) ([]Schedule, error)
-	// DueSchedules reads up to limit schedules with a period due by now.
+	// DueSchedules reads up to limit schedules whose next period has begun
+	// by now, earliest first.
 	DueSchedules(ctx context.Context, db DBTX, now int64, limit int) ([]Schedule, error)
 	// AdvanceSchedule records a firing of the schedule name, in the
 	// transaction that enqueued its messages.
 	AdvanceSchedule(ctx context.Context, db DBTX, name string, a Advance) error
-	// NextScheduleAt returns the earliest period start of any schedule; 0
-	// when none.
+	// NextScheduleAt returns the earliest next period of any schedule; 0
+	// when there is none.
 	NextScheduleAt(ctx context.Context, db DBTX) (int64, error)
 
 	// Commit records (the broker's idempotent commits).
@@ -207,7 +218,9 @@ type Executor interface {
 	ForgetDedup(ctx context.Context, db DBTX, queue, messageID string, seq int64) error
 	// Now reads the store's now through db.
 	Now(ctx context.Context, db DBTX) (int64, error)
-	// Busy counts the messages of queues that are not finished.
+	// Busy counts, in one snapshot, the messages of queues a consumer could
+	// take or holds now: active and not held by their group, locked, or
+	// scheduled and due.
 	Busy(ctx context.Context, db DBTX, queues []string) (int64, error)
 }
 
