@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"unicode/utf8"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // Bounds of FindParams.ScanMax.
@@ -97,13 +97,13 @@ func (s *Store) Find(ctx context.Context, queue string, opts FindParams) (FindRe
 	if err := opts.validate(); err != nil {
 		return FindResult{}, err
 	}
-	var res engine.FindResult
+	var res driver.FindResult
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.catchUp(ctx, tx, queue); err != nil {
 			return err
 		}
 		var err error
-		res, err = engine.Find(ctx, tx, engine.FindRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max,
+		res, err = s.eng.Find(ctx, tx, driver.FindRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max,
 			MaxBytes: opts.MaxBytes, State: string(opts.State), SubjectPrefix: opts.SubjectPrefix,
 			MessageID: opts.MessageID, PropertyKey: opts.PropertyKey, PropertyValue: opts.PropertyValue,
 			ScanMax: opts.ScanMax})

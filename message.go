@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // Limits on the fields of a message. A field over its limit, or text that
@@ -80,7 +80,7 @@ type Message struct {
 // Lock returns the message's lock, for settlement.
 func (m Message) Lock() Lock { return Lock{Queue: m.Queue, Seq: m.Seq, Token: m.LockToken} }
 
-func toMessage(queue string, c engine.Row) Message {
+func toMessage(queue string, c driver.Row) Message {
 	m := Message{
 		Queue: queue, Seq: c.Seq, Body: c.Body, MessageID: c.MessageID, Subject: c.Subject,
 		DeliveryCount: int(c.DeliveryCount), EnqueuedAt: fromMillis(c.EnqueuedAt),

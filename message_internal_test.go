@@ -3,7 +3,7 @@ package mqlite
 import (
 	"testing"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // TestEngineSpeaksTheRootNames: the engine writes the dead-letter reasons and
@@ -12,8 +12,8 @@ import (
 func TestEngineSpeaksTheRootNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ engine, root string }{
-		{engine.ReasonMaxDelivery, ReasonMaxDelivery},
-		{engine.ReasonTTL, ReasonTTL},
+		{driver.ReasonMaxDelivery, ReasonMaxDelivery},
+		{driver.ReasonTTL, ReasonTTL},
 	} {
 		if tc.engine != tc.root {
 			t.Errorf("engine writes reason %q, the root documents %q", tc.engine, tc.root)
@@ -23,12 +23,12 @@ func TestEngineSpeaksTheRootNames(t *testing.T) {
 		name         string
 		engine, root int64
 	}{
-		{"MaxMessageIDLen", engine.MaxMessageIDLen, MaxMessageIDLen},
-		{"MaxGroupIDLen", engine.MaxGroupIDLen, MaxGroupIDLen},
-		{"MaxSubjectLen", engine.MaxSubjectLen, MaxSubjectLen},
-		{"MaxPropertiesBytes", engine.MaxPropertiesBytes, MaxPropertiesBytes},
-		{"MaxTTL", int64(engine.MaxTTL), int64(MaxTTL)},
-		{"MaxDelay", int64(engine.MaxDelay), int64(MaxDelay)},
+		{"MaxMessageIDLen", driver.MaxMessageIDLen, MaxMessageIDLen},
+		{"MaxGroupIDLen", driver.MaxGroupIDLen, MaxGroupIDLen},
+		{"MaxSubjectLen", driver.MaxSubjectLen, MaxSubjectLen},
+		{"MaxPropertiesBytes", driver.MaxPropertiesBytes, MaxPropertiesBytes},
+		{"MaxTTL", int64(driver.MaxTTL), int64(MaxTTL)},
+		{"MaxDelay", int64(driver.MaxDelay), int64(MaxDelay)},
 	} {
 		if tc.engine != tc.root {
 			t.Errorf("%s: the engine enforces %d, the root exports %d", tc.name, tc.engine, tc.root)

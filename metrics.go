@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/tally"
 )
 
@@ -166,7 +166,7 @@ func (s *Store) Ages(ctx context.Context) ([]QueueAges, error) {
 			return time.Duration(now-ms) * time.Millisecond
 		}
 		for _, q := range names {
-			active, dead, err := engine.Oldest(ctx, tx, q)
+			active, dead, err := s.eng.Oldest(ctx, tx, q)
 			if err != nil {
 				return err
 			}
@@ -194,20 +194,20 @@ func queueMetrics(qs []tally.Queue) []QueueMetrics {
 }
 
 // causeOf maps a settlement to the tally's cause.
-func causeOf(op engine.Op) tally.Cause {
+func causeOf(op driver.Op) tally.Cause {
 	switch op {
-	case engine.OpComplete:
+	case driver.OpComplete:
 		return tally.Complete
-	case engine.OpAbandon, engine.OpRelease:
+	case driver.OpAbandon, driver.OpRelease:
 		return tally.Abandon
-	case engine.OpReject:
+	case driver.OpReject:
 		return tally.Reject
 	}
 	return tally.None
 }
 
-// exactOf sums engine.Stats' figures into the tally's counts.
-func exactOf(per map[string]engine.StateStats) tally.Exact {
+// exactOf sums the engine's Stats' figures into the tally's counts.
+func exactOf(per map[string]driver.StateStats) tally.Exact {
 	var e tally.Exact
 	for state, v := range per {
 		e.Put(state, v.Count, v.Bytes)
@@ -216,16 +216,16 @@ func exactOf(per map[string]engine.StateStats) tally.Exact {
 }
 
 // seedTally counts the messages of every queue once, from the state
-// indexes (engine.Stats), and turns the tally on. It runs inside Open,
+// indexes (Executor.Stats), and turns the tally on. It runs inside Open,
 // before any other statement can run on the connection.
-func (s *Store) seedTally(ctx context.Context, db engine.DBTX) error {
-	qs, err := engine.ListQueues(ctx, db)
+func (s *Store) seedTally(ctx context.Context, db driver.DBTX) error {
+	qs, err := s.eng.ListQueues(ctx, db)
 	if err != nil {
 		return fmt.Errorf("seed counts: %w", err)
 	}
 	seeds := make([]tally.Seed, 0, len(qs))
 	for _, q := range qs {
-		per, err := engine.Stats(ctx, db, q.Name)
+		per, err := s.eng.Stats(ctx, db, q.Name)
 		if err != nil {
 			return fmt.Errorf("seed counts: %w", err)
 		}

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // PeekParams configures Peek.
@@ -43,18 +43,19 @@ func (o *PeekParams) validate() error {
 // entries in the states' partial indexes and the page's rows, never
 // another queue's.
 func (s *Store) Peek(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
-	return s.peek(ctx, queue, opts, engine.Peek)
+	return s.peek(ctx, queue, opts, driver.Executor.Peek)
 }
 
 // PeekDeadLetters returns the dead letters of queue in sequence order, with
 // why (DeadLetterReason, DeadLetterDescription), when (DeadLetteredAt) and
 // after how many deliveries (DeliveryCount) each was dead-lettered.
 func (s *Store) PeekDeadLetters(ctx context.Context, queue string, opts PeekParams) ([]Message, error) {
-	return s.peek(ctx, queue, opts, engine.PeekDeadLetters)
+	return s.peek(ctx, queue, opts, driver.Executor.PeekDeadLetters)
 }
 
-// peekFunc is engine.Peek or engine.PeekDeadLetters.
-type peekFunc func(ctx context.Context, db engine.DBTX, r engine.PeekRequest) ([]engine.Row, error)
+// peekFunc is driver.Executor.Peek or driver.Executor.PeekDeadLetters: a
+// method expression, which peek calls on the store's engine.
+type peekFunc func(x driver.Executor, ctx context.Context, db driver.DBTX, r driver.PeekRequest) ([]driver.Row, error)
 
 func (s *Store) peek(ctx context.Context, queue string, opts PeekParams, read peekFunc) ([]Message, error) {
 	if err := validateQueueName(queue); err != nil {
@@ -63,13 +64,13 @@ func (s *Store) peek(ctx context.Context, queue string, opts PeekParams, read pe
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	var rows []engine.Row
+	var rows []driver.Row
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.catchUp(ctx, tx, queue); err != nil {
 			return err
 		}
 		var err error
-		rows, err = read(ctx, tx, engine.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max, MaxBytes: opts.MaxBytes})
+		rows, err = read(s.eng, ctx, tx, driver.PeekRequest{Queue: queue, FromSeq: opts.FromSeq, Max: opts.Max, MaxBytes: opts.MaxBytes})
 		return err
 	})
 	if err != nil {
@@ -112,7 +113,7 @@ func (s *Store) Redrive(ctx context.Context, queue string, opts RedriveOptions) 
 			return err
 		}
 		var err error
-		n, err = engine.Redrive(ctx, tx, queue, opts.Seqs, s.now())
+		n, err = s.eng.Redrive(ctx, tx, queue, opts.Seqs, s.now())
 		return err
 	})
 	return int(n), err
@@ -138,7 +139,7 @@ func (s *Store) DeliverNow(ctx context.Context, queue string, opts DeliverNowOpt
 	var n int64
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		n, err = engine.DeliverNow(ctx, tx, queue, opts.Seqs, s.now())
+		n, err = s.eng.DeliverNow(ctx, tx, queue, opts.Seqs, s.now())
 		return err
 	})
 	return int(n), err
@@ -179,7 +180,7 @@ func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int
 				return err
 			}
 			var err error
-			n, err = engine.PurgeSeqs(ctx, tx, queue, string(opts.State), opts.Seqs)
+			n, err = s.eng.PurgeSeqs(ctx, tx, queue, string(opts.State), opts.Seqs)
 			return err
 		})
 		return int(n), err
@@ -192,14 +193,14 @@ func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int
 				return err
 			}
 			var err error
-			n, err = engine.PurgeBatch(ctx, tx, queue, string(opts.State))
+			n, err = s.eng.PurgeBatch(ctx, tx, queue, string(opts.State))
 			return err
 		})
 		total += n
 		if err != nil {
 			return int(total), err
 		}
-		if n < engine.SweepBatch {
+		if n < driver.SweepBatch {
 			return int(total), nil
 		}
 	}
@@ -241,14 +242,14 @@ func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
 	if err := s.checkQueue(ctx, queue); err != nil {
 		return QueueStats{}, err
 	}
-	var per map[string]engine.StateStats
+	var per map[string]driver.StateStats
 	var now int64
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.catchUp(ctx, tx, queue); err != nil {
 			return err
 		}
 		var err error
-		per, err = engine.Stats(ctx, tx, queue)
+		per, err = s.eng.Stats(ctx, tx, queue)
 		if err == nil {
 			s.tally.Correct(queue, exactOf(per))
 		}
@@ -300,7 +301,7 @@ func (s *Store) catchUp(ctx context.Context, tx *sql.Tx, queue string) error {
 	if err != nil {
 		return err
 	}
-	return engine.MakeClaimable(ctx, tx, q, s.now())
+	return s.eng.MakeClaimable(ctx, tx, q, s.now())
 }
 
 // checkSeqs checks an operator call's queue (checkQueue) and its listed

@@ -3,8 +3,6 @@ package mqlite
 import (
 	"context"
 	"database/sql"
-
-	"github.com/mqlite/mqlite/internal/engine"
 )
 
 // PauseQueue pauses the queue name, in the file, so that it holds for
@@ -39,7 +37,7 @@ func (s *Store) setPaused(ctx context.Context, name string, pause bool) error {
 		if pause {
 			at = s.now()
 		}
-		if err := engine.SetPaused(ctx, tx, name, at); err != nil {
+		if err := s.eng.SetPaused(ctx, tx, name, at); err != nil {
 			return err
 		}
 		// Before the commit, which wakes the receives waiting: the first

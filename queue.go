@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/setting"
 )
 
@@ -120,11 +120,11 @@ func validateName(kind error, name string) error {
 }
 
 // resolveQueue validates o and fills in defaults, returning the row to store.
-func resolveQueue(name string, o QueueOptions) (engine.Queue, error) {
+func resolveQueue(name string, o QueueOptions) (driver.Queue, error) {
 	if err := validateQueueName(name); err != nil {
-		return engine.Queue{}, err
+		return driver.Queue{}, err
 	}
-	q := engine.Queue{Name: name, DeadLetterOnExpire: o.DeadLetterOnExpire, DedupByBody: o.DedupByBody}
+	q := driver.Queue{Name: name, DeadLetterOnExpire: o.DeadLetterOnExpire, DedupByBody: o.DedupByBody}
 	switch {
 	case o.MaxDeliveryCount == 0:
 		q.MaxDeliveryCount = DefaultMaxDeliveryCount
@@ -186,7 +186,7 @@ func bound(v, def int64, field string) (int64, error) {
 }
 
 // queueOptions turns a stored row back into the options that produce it.
-func queueOptions(q engine.Queue) QueueOptions {
+func queueOptions(q driver.Queue) QueueOptions {
 	o := QueueOptions{
 		MaxDeliveryCount:   int(q.MaxDeliveryCount),
 		LockDuration:       time.Duration(q.LockDurationMS) * time.Millisecond,
@@ -234,7 +234,7 @@ type QueueInfo struct {
 // Paused reports whether the queue is paused.
 func (q QueueInfo) Paused() bool { return !q.PausedAt.IsZero() }
 
-func queueInfo(q engine.Queue) QueueInfo {
+func queueInfo(q driver.Queue) QueueInfo {
 	return QueueInfo{Name: q.Name, Options: queueOptions(q),
 		CreatedAt: fromMillis(q.CreatedAt), UpdatedAt: fromMillis(q.UpdatedAt), PausedAt: fromMillis(q.PausedAt)}
 }
@@ -251,7 +251,7 @@ func (s *Store) CreateQueue(ctx context.Context, name string, opts QueueOptions)
 		return err
 	}
 	defer s.queues.forget(name)
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.CreateQueue(ctx, tx, q, s.now()) })
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.eng.CreateQueue(ctx, tx, q, s.now()) })
 }
 
 // UpdateQueue replaces the options of an existing queue; zero values mean
@@ -267,7 +267,7 @@ func (s *Store) UpdateQueue(ctx context.Context, name string, opts QueueOptions)
 		return err
 	}
 	defer s.queues.forget(name)
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.UpdateQueue(ctx, tx, q, s.now()) })
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.eng.UpdateQueue(ctx, tx, q, s.now()) })
 }
 
 // DeleteQueue removes a queue and everything in it: messages in every
@@ -281,7 +281,7 @@ func (s *Store) DeleteQueue(ctx context.Context, name string) error {
 	}
 	defer s.queues.forget(name)
 	defer s.receivers.DropQueue(name)
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteQueue(ctx, tx, name) })
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.eng.DeleteQueue(ctx, tx, name) })
 }
 
 // GetQueue returns one queue, or ErrQueueNotFound.
@@ -292,7 +292,7 @@ func (s *Store) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
 	if err := validateQueueName(name); err != nil {
 		return QueueInfo{}, err
 	}
-	q, err := engine.GetQueue(ctx, s.db, name)
+	q, err := s.eng.GetQueue(ctx, s.db, name)
 	if err != nil {
 		return QueueInfo{}, err
 	}
@@ -304,7 +304,7 @@ func (s *Store) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	qs, err := engine.ListQueues(ctx, s.db)
+	qs, err := s.eng.ListQueues(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/notify"
 	"github.com/mqlite/mqlite/internal/receivers"
@@ -185,7 +185,7 @@ func (s *Store) sleep(ctx context.Context, woken, handed <-chan struct{}, d time
 }
 
 func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptions) ([]Message, int64, error) {
-	var claimed []engine.Row
+	var claimed []driver.Row
 	var nextDue int64
 	start := time.Now()
 	defer s.tally.Observe(queue, tally.Claim, start)
@@ -196,7 +196,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 		if err != nil || paused || len(claimed) > 0 || opts.Wait <= 0 {
 			return err // paused: nothing to claim, nothing due; ResumeQueue wakes the wait
 		}
-		nextDue, err = engine.NextDue(ctx, tx, queue)
+		nextDue, err = s.eng.NextDue(ctx, tx, queue)
 		return err
 	})
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 
 // claimIn claims up to opts.Max messages of queue in tx: nothing while the
 // queue is paused (paused reports it).
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts ReceiveOptions) (claimed []engine.Row, paused bool, err error) {
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
 	q, err := s.queues.get(ctx, tx, queue)
 	if err != nil {
 		return nil, false, err
@@ -220,7 +220,7 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts Rece
 		return nil, true, nil
 	}
 	s.tally.Tag(tally.Receive)
-	claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
+	claimed, err = s.eng.Claim(ctx, tx, driver.ClaimRequest{
 		Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 		AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
 	})
@@ -257,18 +257,18 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 	if err := validateQueueName(queue); err != nil {
 		return Message{}, err
 	}
-	var c engine.Row
+	var c driver.Row
 	spent := false
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q, err := s.queues.get(ctx, tx, queue)
 		if err != nil {
 			return err
 		}
-		c, err = engine.ClaimDeferred(ctx, tx, q, seq, s.now())
+		c, err = s.eng.ClaimDeferred(ctx, tx, q, seq, s.now())
 		if err == nil {
-			s.tally.Redelivered(queue, redeliveries([]engine.Row{c}))
+			s.tally.Redelivered(queue, redeliveries([]driver.Row{c}))
 		}
-		if errors.Is(err, engine.ErrSpentDeferred) {
+		if errors.Is(err, driver.ErrSpentDeferred) {
 			spent = true // commit the dead-lettering, then report
 			return nil
 		}
@@ -278,7 +278,7 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 		return Message{}, err
 	}
 	if spent {
-		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, engine.ErrSpentDeferred)
+		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, driver.ErrSpentDeferred)
 	}
 	m := toMessage(queue, c)
 	s.receivers.Received(receivers.ID[ReceiverTag]{Queue: queue, Tag: receiverOf(ctx)}, m)
@@ -286,7 +286,7 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 }
 
 // redeliveries counts the claimed rows that were delivered before.
-func redeliveries(rows []engine.Row) int64 {
+func redeliveries(rows []driver.Row) int64 {
 	var n int64
 	for _, r := range rows {
 		if r.DeliveryCount > 1 {
@@ -327,7 +327,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 	if len(locks) > MaxReceiveBatch {
 		return nil, nil, invalidf(ErrInvalidArgument, "%d locks, at most %d", len(locks), MaxReceiveBatch)
 	}
-	sets := make([]engine.Settlement, len(locks))
+	sets := make([]driver.Settlement, len(locks))
 	for i, l := range locks {
 		if err := validateLock(l); err != nil {
 			return nil, nil, err
@@ -335,13 +335,13 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		if l.Queue != queue {
 			return nil, nil, invalidf(ErrInvalidArgument, "a lock of queue %q in a call on %q", l.Queue, queue)
 		}
-		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
+		sets[i] = driver.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
 	}
 	results := make([]error, len(locks))
-	var claimed []engine.Row
+	var claimed []driver.Row
 	var span trace.Span
 	if len(locks) > 0 {
-		span = s.startSettle(ctx, string(engine.OpComplete), queue, len(locks))
+		span = s.startSettle(ctx, string(driver.OpComplete), queue, len(locks))
 	}
 	start := time.Now()
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -352,7 +352,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 		now := s.now()
 		if len(sets) > 0 {
 			s.tally.Tag(tally.Complete)
-			if results, err = engine.CompleteMany(ctx, tx, sets, now); err != nil {
+			if results, err = s.eng.CompleteMany(ctx, tx, sets, now); err != nil {
 				return err
 			}
 		}
@@ -360,7 +360,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 			return nil // paused: the completions commit, nothing is claimed
 		}
 		s.tally.Tag(tally.Receive)
-		claimed, err = s.eng.Claim(ctx, tx, engine.ClaimRequest{
+		claimed, err = s.eng.Claim(ctx, tx, driver.ClaimRequest{
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: now, Bounds: s.bounds,
 		})
@@ -402,7 +402,7 @@ func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOpti
 	if err := validateReceive(queue, &opts); err != nil {
 		return nil, err
 	}
-	var claimed []engine.Row
+	var claimed []driver.Row
 	start := time.Now()
 	err := s.Tx(ctx, func(tx *Tx) (err error) {
 		claimed = nil
@@ -425,7 +425,7 @@ func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOpti
 // messagesOfClaim turns rows a settling call claimed (CompleteAndReceive,
 // TxAndReceive) into its messages, counting them to the caller's receiver
 // and tracing the claim, as a Receive of their own would.
-func (s *Store) messagesOfClaim(ctx context.Context, queue string, start time.Time, claimed []engine.Row) []Message {
+func (s *Store) messagesOfClaim(ctx context.Context, queue string, start time.Time, claimed []driver.Row) []Message {
 	out := make([]Message, len(claimed))
 	for i, c := range claimed {
 		out[i] = toMessage(queue, c)
@@ -443,7 +443,7 @@ func (s *Store) messagesOfClaim(ctx context.Context, queue string, start time.Ti
 // or nothing when the claim failed (rolled back alone, its counts dropped).
 // Its error is the savepoint's: a transaction it leaves in doubt fails
 // whole.
-func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) ([]engine.Row, error) {
+func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) ([]driver.Row, error) {
 	if _, err := tx.tx.ExecContext(tx.ctx, "SAVEPOINT mqlite_claim"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/parser"
+	"go/token"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -234,4 +238,29 @@ func importChain(pkgs map[string]listedPackage, from, to string) []string {
 		}
 	}
 	return nil
+}
+
+// TestRootNamesTheEngineOnce: in the root package, engine.go alone (which
+// registers the SQLite engine) names internal/engine; every other file
+// reaches the engine through the Store's driver.Driver.
+func TestRootNamesTheEngineOnce(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "engine.go" {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); path == enginePath {
+				t.Errorf("%s imports %s: call the engine through s.eng", name, enginePath)
+			}
+		}
+	}
 }

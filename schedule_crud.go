@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // CreateSchedule creates the schedule name (the rules of queue names apply;
@@ -29,7 +29,7 @@ func (s *Store) CreateSchedule(ctx context.Context, name string, opts ScheduleOp
 	if r.NextAt = p.next(now); r.NextAt == never {
 		return invalidf(ErrInvalidSchedule, "Cron %q has no activation after now", r.Cron)
 	}
-	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.CreateSchedule(ctx, tx, r, now) })
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.eng.CreateSchedule(ctx, tx, r, now) })
 	if err == nil {
 		s.wakeSchedules()
 	}
@@ -54,7 +54,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, name string, opts ScheduleOp
 		if err != nil {
 			return err
 		}
-		cur, err := engine.GetSchedule(ctx, tx, name)
+		cur, err := s.eng.GetSchedule(ctx, tx, name)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, name string, opts ScheduleOp
 		if r.NextAt = p.next(max(now, cur.LastAt)); r.NextAt == never {
 			return invalidf(ErrInvalidSchedule, "Cron %q has no activation after now", r.Cron)
 		}
-		return engine.UpdateSchedule(ctx, tx, r, now)
+		return s.eng.UpdateSchedule(ctx, tx, r, now)
 	})
 	if err == nil {
 		s.wakeSchedules()
@@ -87,7 +87,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 	if err := validateScheduleName(name); err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteSchedule(ctx, tx, name) })
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.eng.DeleteSchedule(ctx, tx, name) })
 }
 
 // GetSchedule returns one schedule, or ErrScheduleNotFound.
@@ -98,7 +98,7 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (ScheduleInfo, err
 	if err := validateScheduleName(name); err != nil {
 		return ScheduleInfo{}, err
 	}
-	r, err := engine.GetSchedule(ctx, s.db, name)
+	r, err := s.eng.GetSchedule(ctx, s.db, name)
 	if err != nil {
 		return ScheduleInfo{}, err
 	}
@@ -116,7 +116,7 @@ func (s *Store) ListSchedules(ctx context.Context, opts ListSchedulesParams) ([]
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	rs, err := engine.ListSchedules(ctx, s.db, opts.After, opts.Max, opts.MaxBytes)
+	rs, err := s.eng.ListSchedules(ctx, s.db, opts.After, opts.Max, opts.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (s *Store) ListSchedules(ctx context.Context, opts ListSchedulesParams) ([]
 	return out, nil
 }
 
-func scheduleInfo(r engine.Schedule) ScheduleInfo {
+func scheduleInfo(r driver.Schedule) ScheduleInfo {
 	o := ScheduleOptions{Target: r.Target, Cron: r.Cron, TimeZone: r.TimeZone,
 		Every: time.Duration(r.IntervalMS) * time.Millisecond, Start: fromMillis(r.AnchorAt),
 		CatchUp: int(r.CatchUp), Body: r.Body, GroupID: r.GroupID, Subject: r.Subject,

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // fire sends the periods of r that began by now and records the advance,
@@ -17,7 +17,7 @@ import (
 // deleted, the message grew too large for the store) skips the periods
 // and records why in last_error; any other error is returned, and the
 // caller rolls the whole firing back.
-func (s *Store) fire(ctx context.Context, tx *sql.Tx, r engine.Schedule, now int64) (int64, error) {
+func (s *Store) fire(ctx context.Context, tx *sql.Tx, r driver.Schedule, now int64) (int64, error) {
 	if r.NextAt > now {
 		return 0, nil
 	}
@@ -25,10 +25,10 @@ func (s *Store) fire(ctx context.Context, tx *sql.Tx, r engine.Schedule, now int
 	if err != nil {
 		// A row this binary cannot read (its time zone is unknown here):
 		// park it rather than fail every firing of every schedule.
-		return 0, engine.AdvanceSchedule(ctx, tx, r.Name, engine.Advance{NextAt: never, LastError: err.Error()})
+		return 0, s.eng.AdvanceSchedule(ctx, tx, r.Name, driver.Advance{NextAt: never, LastError: err.Error()})
 	}
 	fire, skipped, next := p.due(r.NextAt, now, int(r.CatchUp))
-	a := engine.Advance{NextAt: next, Skipped: skipped}
+	a := driver.Advance{NextAt: next, Skipped: skipped}
 	if len(fire) > 0 {
 		a.LastAt = fire[len(fire)-1]
 		if a.Fired, a.LastError, err = s.sendPeriods(ctx, tx, r, fire); err != nil {
@@ -40,7 +40,7 @@ func (s *Store) fire(ctx context.Context, tx *sql.Tx, r engine.Schedule, now int
 		s.opts.Logger.Warn("mqlite: schedule skipped periods", "schedule", r.Name, "path", s.path,
 			"skipped", a.Skipped, "next", fromMillis(a.NextAt), "err", a.LastError)
 	}
-	return a.Fired, engine.AdvanceSchedule(ctx, tx, r.Name, a)
+	return a.Fired, s.eng.AdvanceSchedule(ctx, tx, r.Name, a)
 }
 
 // sendPeriods sends r's message for each period of fire into r.Target and
@@ -48,14 +48,14 @@ func (s *Store) fire(ctx context.Context, tx *sql.Tx, r engine.Schedule, now int
 // its own period). A refusal that a retry would not cure (the target was
 // deleted, the store's MaxMessageBytes shrank, a period's MessageID taken
 // by another body) is reported as why, not as err.
-func (s *Store) sendPeriods(ctx context.Context, tx *sql.Tx, r engine.Schedule, fire []int64) (sent int64, why string, err error) {
+func (s *Store) sendPeriods(ctx context.Context, tx *sql.Tx, r driver.Schedule, fire []int64) (sent int64, why string, err error) {
 	var props map[string]string
 	if r.Properties != "" {
 		_ = json.Unmarshal([]byte(r.Properties), &props) // written by resolveSchedule
 	}
-	msgs := make([]engine.SendMessage, len(fire))
+	msgs := make([]driver.SendMessage, len(fire))
 	for i, at := range fire {
-		msgs[i] = engine.SendMessage{Body: r.Body, MessageID: periodID(r.Name, at), GroupID: r.GroupID,
+		msgs[i] = driver.SendMessage{Body: r.Body, MessageID: periodID(r.Name, at), GroupID: r.GroupID,
 			Subject: r.Subject, Properties: r.Properties, Props: props, TTLMS: r.TTLMS}
 	}
 	res, err := s.eng.Enqueue(ctx, tx, r.Target, msgs)
@@ -115,7 +115,7 @@ func (s *Store) fireRound(ctx context.Context, now int64) (sent, next int64, err
 			err = errors.Join(err, ignoreDone(tx.Rollback()))
 		}
 	}()
-	rs, err := engine.DueSchedules(ctx, tx, now, scheduleBatch)
+	rs, err := s.eng.DueSchedules(ctx, tx, now, scheduleBatch)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -126,7 +126,7 @@ func (s *Store) fireRound(ctx context.Context, now int64) (sent, next int64, err
 		}
 		sent += n
 	}
-	if next, err = engine.NextScheduleAt(ctx, tx); err != nil {
+	if next, err = s.eng.NextScheduleAt(ctx, tx); err != nil {
 		return 0, 0, err
 	}
 	if err := tx.Commit(); err != nil {

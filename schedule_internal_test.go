@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // TestPeriodsDue: the catch-up arithmetic, for intervals and cron, within
@@ -15,28 +15,28 @@ func TestPeriodsDue(t *testing.T) {
 	minute := time.Minute.Milliseconds()
 	for _, tc := range []struct {
 		name       string
-		row        engine.Schedule
+		row        driver.Schedule
 		from, now  int64
 		limit      int
 		fire       []int64
 		skip, next int64
 	}{
-		{name: "interval not due", row: engine.Schedule{IntervalMS: minute, AnchorAt: t0},
+		{name: "interval not due", row: driver.Schedule{IntervalMS: minute, AnchorAt: t0},
 			from: t0 + minute, now: t0 + minute - 1, limit: 5, next: t0 + minute},
-		{name: "interval one", row: engine.Schedule{IntervalMS: minute, AnchorAt: t0},
+		{name: "interval one", row: driver.Schedule{IntervalMS: minute, AnchorAt: t0},
 			from: t0 + minute, now: t0 + minute, limit: 5, fire: []int64{t0 + minute}, next: t0 + 2*minute},
-		{name: "interval three behind", row: engine.Schedule{IntervalMS: minute, AnchorAt: t0},
+		{name: "interval three behind", row: driver.Schedule{IntervalMS: minute, AnchorAt: t0},
 			from: t0 + minute, now: t0 + 3*minute + 7, limit: 5,
 			fire: []int64{t0 + minute, t0 + 2*minute, t0 + 3*minute}, next: t0 + 4*minute},
-		{name: "interval past the bound", row: engine.Schedule{IntervalMS: minute, AnchorAt: t0},
+		{name: "interval past the bound", row: driver.Schedule{IntervalMS: minute, AnchorAt: t0},
 			from: t0 + minute, now: t0 + 10*minute, limit: 2,
 			fire: []int64{t0 + 9*minute, t0 + 10*minute}, skip: 8, next: t0 + 11*minute},
-		{name: "cron three behind", row: engine.Schedule{Cron: "*/15 * * * *"},
+		{name: "cron three behind", row: driver.Schedule{Cron: "*/15 * * * *"},
 			from: t0, now: t0 + 30*minute + 1, limit: 5,
 			fire: []int64{t0, t0 + 15*minute, t0 + 30*minute}, next: t0 + 45*minute},
-		{name: "cron past the bound", row: engine.Schedule{Cron: "@hourly"},
+		{name: "cron past the bound", row: driver.Schedule{Cron: "@hourly"},
 			from: t0, now: t0 + 5*60*minute, limit: 1, fire: []int64{t0 + 5*60*minute}, skip: 5, next: t0 + 6*60*minute},
-		{name: "@every on its grid", row: engine.Schedule{Cron: "@every 1m", AnchorAt: t0},
+		{name: "@every on its grid", row: driver.Schedule{Cron: "@every 1m", AnchorAt: t0},
 			from: t0 + minute, now: t0 + 2*minute, limit: 5,
 			fire: []int64{t0 + minute, t0 + 2*minute}, next: t0 + 3*minute},
 	} {
@@ -62,7 +62,7 @@ func TestPeriodsDue(t *testing.T) {
 // bounded rounds; together they skip and fire every period exactly once.
 func TestPeriodsDueFarBehind(t *testing.T) {
 	t.Parallel()
-	p, err := compile(engine.Schedule{Cron: "* * * * *"})
+	p, err := compile(driver.Schedule{Cron: "* * * * *"})
 	if err != nil {
 		t.Fatal(err)
 	}

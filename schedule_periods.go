@@ -6,7 +6,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // never is the next_at of a schedule that has no period left.
@@ -22,7 +22,7 @@ type periods struct {
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // compile reads a stored schedule's timing.
-func compile(r engine.Schedule) (periods, error) {
+func compile(r driver.Schedule) (periods, error) {
 	p := periods{every: r.IntervalMS, anchor: r.AnchorAt}
 	if r.Cron == "" {
 		return p, nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // ScheduleNamespace returns the namespace of a schedule's name: for a name
@@ -43,19 +43,19 @@ func validateScheduleName(name string) error {
 
 // resolveSchedule validates opts and returns the row to store (NextAt not
 // set) with its periods; now is the store's clock.
-func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engine.Schedule, periods, error) {
+func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (driver.Schedule, periods, error) {
 	var p periods
 	if err := validateScheduleName(name); err != nil {
-		return engine.Schedule{}, p, err
+		return driver.Schedule{}, p, err
 	}
 	if err := validateQueueName(o.Target); err != nil {
-		return engine.Schedule{}, p, err
+		return driver.Schedule{}, p, err
 	}
 	if ns := ScheduleNamespace(name); ns != "" && ns != o.Target {
-		return engine.Schedule{}, p, invalidf(ErrInvalidSchedule, "schedule %q is in the namespace of %q: its target is %q, not %q",
+		return driver.Schedule{}, p, invalidf(ErrInvalidSchedule, "schedule %q is in the namespace of %q: its target is %q, not %q",
 			name, ns, ns, o.Target)
 	}
-	r := engine.Schedule{Name: name, Target: o.Target, Cron: strings.TrimSpace(o.Cron), TimeZone: o.TimeZone,
+	r := driver.Schedule{Name: name, Target: o.Target, Cron: strings.TrimSpace(o.Cron), TimeZone: o.TimeZone,
 		Body: o.Body, GroupID: o.GroupID, Subject: o.Subject, TTLMS: o.TTL.Milliseconds()}
 	if r.Body == nil {
 		r.Body = []byte{}
@@ -83,7 +83,7 @@ func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engi
 	default:
 		r.CatchUp = int64(o.CatchUp)
 	}
-	f := engine.Fields{MessageID: periodID(name, now), GroupID: o.GroupID, Subject: o.Subject,
+	f := driver.Fields{MessageID: periodID(name, now), GroupID: o.GroupID, Subject: o.Subject,
 		Properties: o.Properties, TTL: o.TTL}
 	if err := f.Validate(); err != nil {
 		return r, p, err
@@ -95,7 +95,7 @@ func (s *Store) resolveSchedule(name string, o ScheduleOptions, now int64) (engi
 		}
 		r.Properties = string(b)
 	}
-	om := engine.SendMessage{Body: r.Body, MessageID: f.MessageID, GroupID: r.GroupID, Subject: r.Subject,
+	om := driver.SendMessage{Body: r.Body, MessageID: f.MessageID, GroupID: r.GroupID, Subject: r.Subject,
 		Properties: r.Properties}
 	if size := om.Size(); size > int64(s.opts.MaxMessageBytes) {
 		return r, p, fmt.Errorf("%w: schedule message of %d bytes, at most %d", ErrMessageTooLarge, size, s.opts.MaxMessageBytes)

@@ -9,7 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/tally"
 )
 
@@ -33,7 +33,7 @@ func validateLock(l Lock) error {
 }
 
 // settle runs one fenced settlement in its own transaction.
-func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error {
+func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (s *Store) settle(ctx context.Context, st engine.Settlement, l Lock) error 
 // (body dropped) as the receipt until the janitor's next pass turns it
 // into a receipt row.
 func (s *Store) Complete(ctx context.Context, l Lock) error {
-	return s.settle(ctx, engine.Settlement{Op: engine.OpComplete}, l)
+	return s.settle(ctx, driver.Settlement{Op: driver.OpComplete}, l)
 }
 
 // CompleteBatch completes several deliveries in one transaction (one
@@ -74,23 +74,23 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	sets := make([]engine.Settlement, len(locks))
+	sets := make([]driver.Settlement, len(locks))
 	for i, l := range locks {
 		if err := validateLock(l); err != nil {
 			return nil, err
 		}
-		sets[i] = engine.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
+		sets[i] = driver.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
 	}
 	var span trace.Span
 	if len(locks) > 0 {
-		span = s.startSettle(ctx, string(engine.OpComplete), locks[0].Queue, len(locks))
+		span = s.startSettle(ctx, string(driver.OpComplete), locks[0].Queue, len(locks))
 	}
 	var out []error
 	start := time.Now()
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		s.tally.Tag(tally.Complete)
 		var err error
-		out, err = engine.CompleteMany(ctx, tx, sets, s.now())
+		out, err = s.eng.CompleteMany(ctx, tx, sets, s.now())
 		return err
 	})
 	for i, l := range locks {
@@ -115,7 +115,7 @@ func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error 
 	if delay < 0 || delay > MaxDelay {
 		return invalidf(ErrInvalidArgument, "delay %v, want 0 to %v", delay, MaxDelay)
 	}
-	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds()}, l)
+	return s.settle(ctx, driver.Settlement{Op: driver.OpAbandon, DelayMS: delay.Milliseconds()}, l)
 }
 
 // Release gives back a delivery its holder never started: the message is
@@ -128,7 +128,7 @@ func (s *Store) Abandon(ctx context.Context, l Lock, delay time.Duration) error 
 // while its receipt lives, like Complete. Only a delivery no code has
 // seen may be released: a handler that started and failed abandons.
 func (s *Store) Release(ctx context.Context, l Lock) error {
-	return s.settle(ctx, engine.Settlement{Op: engine.OpRelease}, l)
+	return s.settle(ctx, driver.Settlement{Op: driver.OpRelease}, l)
 }
 
 // MaxLastErrorLen bounds the reason of AbandonWithReason, in bytes.
@@ -146,7 +146,7 @@ func (s *Store) AbandonWithReason(ctx context.Context, l Lock, delay time.Durati
 	if len(reason) > MaxLastErrorLen || !utf8.ValidString(reason) {
 		return invalidf(ErrInvalidArgument, "abandon reason must be UTF-8 of at most %d bytes (%d given)", MaxLastErrorLen, len(reason))
 	}
-	return s.settle(ctx, engine.Settlement{Op: engine.OpAbandon, DelayMS: delay.Milliseconds(), LastError: reason}, l)
+	return s.settle(ctx, driver.Settlement{Op: driver.OpAbandon, DelayMS: delay.Milliseconds(), LastError: reason}, l)
 }
 
 // Limits on the text Reject keeps with a dead letter.
@@ -163,7 +163,7 @@ func (s *Store) Reject(ctx context.Context, l Lock, reason, description string) 
 	if err := ValidateReject(reason, description); err != nil {
 		return err
 	}
-	return s.settle(ctx, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description}, l)
+	return s.settle(ctx, driver.Settlement{Op: driver.OpReject, Reason: reason, Description: description}, l)
 }
 
 // ValidateReject checks the reason and description of a Reject: UTF-8, at
@@ -185,7 +185,7 @@ func ValidateReject(reason, description string) error {
 // Defer sets a delivered message aside: only ReceiveDeferred with its seq
 // claims it again. Fenced and replayable like Complete.
 func (s *Store) Defer(ctx context.Context, l Lock) error {
-	return s.settle(ctx, engine.Settlement{Op: engine.OpDefer}, l)
+	return s.settle(ctx, driver.Settlement{Op: driver.OpDefer}, l)
 }
 
 // Renew extends a running lease by the queue's LockDuration from now and
@@ -219,7 +219,7 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		for i, l := range locks {
-			until, err := engine.Renew(ctx, tx, engine.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
+			until, err := s.eng.Renew(ctx, tx, driver.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
 			if err != nil && !errors.Is(err, ErrLockLost) {
 				return err
 			}

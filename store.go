@@ -14,7 +14,7 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/groupcommit"
 	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/notify"
@@ -27,15 +27,15 @@ import (
 // connection every statement of the process goes through. A Store is safe
 // for concurrent use. Close it when done.
 type Store struct {
-	id      int64 // unique in the process: mqlite_store_id() on its connection
-	eng     engine.Engine
+	id      int64         // unique in the process: mqlite_store_id() on its connection
+	eng     driver.Driver // the engine: every statement of the store goes through it
 	db      *sql.DB
 	release func()
 	lock    fileLock
 	opts    Config
 	path    string
 	notify  *notify.Notifier
-	bounds  *engine.DueBounds // until when nothing of a queue is due
+	bounds  *driver.DueBounds // until when nothing of a queue is due
 	queues  queueCache
 	loops   loops
 	tally   tally.Tally // the counts of Metrics
@@ -102,8 +102,9 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{id: storeIDs.Add(1), eng: engine.Local, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
-		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: engine.NewDueBounds()}
+	s := &Store{id: storeIDs.Add(1), eng: sqlite, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
+		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: driver.NewDueBounds()}
+	s.queues.eng = s.eng
 	s.receivers = receivers.New[ReceiverTag](s.now, ReceiverGrace, leaseOf)
 	s.group = groupcommit.New[func(tx *Tx) error, stepMark](txHooks{s})
 	if err := s.open(ctx); err != nil {
@@ -117,7 +118,7 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 
 func (s *Store) open(ctx context.Context) error {
 	clock := s.opts.Clock
-	db, release, err := s.eng.Open(engine.ConnConfig{
+	db, release, err := s.eng.Open(driver.ConnConfig{
 		Path:            s.path,
 		StoreID:         s.id,
 		SyncFull:        s.opts.Sync == SyncFull,
@@ -169,7 +170,7 @@ var storeIDs atomic.Int64
 
 // changed is the pre-update hook's report of a messages row: the tally
 // counts it, and the bytes it sends count toward the group commit's bound.
-func (s *Store) changed(c engine.RowChange) {
+func (s *Store) changed(c driver.RowChange) {
 	s.tally.Change(tally.Change(c))
 	if c.Old == "" {
 		s.group.Wrote(c.Bytes)
@@ -177,11 +178,11 @@ func (s *Store) changed(c engine.RowChange) {
 }
 
 // settling records a settlement op of the delivery (queue, seq, token)
-// inside the current transaction (engine.ConnConfig.Settling): the tally's
+// inside the current transaction (driver.ConnConfig.Settling): the tally's
 // cause is set at once, like the store's own settlements set it (the tally
 // applies its counts on commit only), and the registry of Receivers forgets
 // the delivery when the transaction commits, never when it rolls back.
-func (s *Store) settling(op engine.Op, queue string, seq int64, token string) {
+func (s *Store) settling(op driver.Op, queue string, seq int64, token string) {
 	s.tally.Tag(causeOf(op))
 	s.receivers.SettledInTx(queue, seq, token)
 }
@@ -433,24 +434,25 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 // every call. The store is the only writer of the file, so the cache is
 // invalidated by the store's own queue administration.
 type queueCache struct {
-	mu sync.Mutex
-	m  map[string]engine.Queue
+	eng driver.Executor // reads a queue the cache does not hold
+	mu  sync.Mutex
+	m   map[string]driver.Queue
 }
 
-func (c *queueCache) get(ctx context.Context, db engine.DBTX, name string) (engine.Queue, error) {
+func (c *queueCache) get(ctx context.Context, db driver.DBTX, name string) (driver.Queue, error) {
 	c.mu.Lock()
 	q, ok := c.m[name]
 	c.mu.Unlock()
 	if ok {
 		return q, nil
 	}
-	q, err := engine.GetQueue(ctx, db, name)
+	q, err := c.eng.GetQueue(ctx, db, name)
 	if err != nil {
 		return q, err
 	}
 	c.mu.Lock()
 	if c.m == nil {
-		c.m = map[string]engine.Queue{}
+		c.m = map[string]driver.Queue{}
 	}
 	c.m[name] = q
 	c.mu.Unlock()

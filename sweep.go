@@ -2,12 +2,11 @@ package mqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"sync"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // A sweep is one kind of background upkeep. Its run reads "now" as an
@@ -27,13 +26,13 @@ func (s *Store) sweeps() []sweep {
 	return []sweep{
 		{"reaper", o.ReaperInterval, func(ctx context.Context, now int64) (int64, error) {
 			s.receivers.Prune(now) // the registry's lapsed leases and gone receivers
-			return engine.Reap(ctx, s.db, now, s.sweepStop(ctx))
+			return s.eng.Reap(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"scheduler", o.SchedulerInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Promote(ctx, s.db, now, s.sweepStop(ctx))
+			return s.eng.Promote(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"ttl", o.TTLInterval, func(ctx context.Context, now int64) (int64, error) {
-			return engine.Expire(ctx, s.db, now, s.sweepStop(ctx))
+			return s.eng.Expire(ctx, s.db, now, s.sweepStop(ctx))
 		}},
 		{"janitor", o.JanitorInterval, s.janitor},
 		{"retention", o.RetentionInterval, s.retain},
@@ -42,10 +41,10 @@ func (s *Store) sweeps() []sweep {
 
 // sweepStop is what a sweep asks between its batches: whether the store
 // is closing. Every few batches it first waits for the checkpointer
-// (engine.CheckpointEvery), so that a long pass never grows the WAL to the
-// backstop checkpoint, which would run inside one of its commits.
+// (driver.Driver.CheckpointEvery), so that a long pass never grows the WAL
+// to the backstop checkpoint, which would run inside one of its commits.
 func (s *Store) sweepStop(ctx context.Context) func() bool {
-	return engine.CheckpointEvery(ctx, s.db, engine.SweepCheckpointEvery, s.isClosed)
+	return s.eng.CheckpointEvery(ctx, s.db, driver.SweepCheckpointEvery, s.isClosed)
 }
 
 // janitor turns the tombstones of completed messages into receipt rows, a
@@ -56,30 +55,30 @@ func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 	stop := s.sweepStop(ctx)
 	var total int64
 	for !s.isClosed() {
-		n, err := compactTombstones(ctx, s.db, now)
+		n, err := s.compactTombstones(ctx, now)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if n < engine.TombstoneBatch || stop() {
+		if n < driver.TombstoneBatch || stop() {
 			break
 		}
 	}
-	n, err := engine.Janitor(ctx, s.db, now, stop)
+	n, err := s.eng.Janitor(ctx, s.db, now, stop)
 	return total + n, err
 }
 
-// compactTombstones runs engine.CompactTombstones in a transaction of its
-// own, begun under ctx itself: InTx and Store.Tx begin without ctx's
-// cancellation, and a janitor waiting there for the connection would keep
-// a Close called inside a caller's transaction waiting for it
+// compactTombstones runs the engine's CompactTombstones in a transaction
+// of its own, begun under ctx itself: InTx and Store.Tx begin without
+// ctx's cancellation, and a janitor waiting there for the connection would
+// keep a Close called inside a caller's transaction waiting for it
 // (TestCloseInsideTxWithLoopsWaiting).
-func compactTombstones(ctx context.Context, db *sql.DB, now int64) (int64, error) {
-	tx, err := db.BeginTx(ctx, nil)
+func (s *Store) compactTombstones(ctx context.Context, now int64) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
-	n, err := engine.CompactTombstones(ctx, tx, now)
+	n, err := s.eng.CompactTombstones(ctx, tx, now)
 	if err != nil {
 		_ = tx.Rollback()
 		return 0, err
@@ -89,7 +88,7 @@ func compactTombstones(ctx context.Context, db *sql.DB, now int64) (int64, error
 
 // retain applies every queue's dead-letter retention.
 func (s *Store) retain(ctx context.Context, now int64) (int64, error) {
-	qs, err := engine.ListQueues(ctx, s.db)
+	qs, err := s.eng.ListQueues(ctx, s.db)
 	if err != nil {
 		return 0, err
 	}
@@ -99,7 +98,7 @@ func (s *Store) retain(ctx context.Context, now int64) (int64, error) {
 		if s.isClosed() {
 			break
 		}
-		n, err := engine.Retain(ctx, s.db, q, now, stop)
+		n, err := s.eng.Retain(ctx, s.db, q, now, stop)
 		total += n
 		if err != nil {
 			return total, err
@@ -193,8 +192,8 @@ func (s *Store) loop(sw sweep) {
 }
 
 // recover releases the leases an earlier process left in the file (see
-// engine.Recover). Open runs it after the schema is in place and before the
-// store is handed out, so nothing can claim in between.
+// driver.Driver.Recover). Open runs it after the schema is in place and
+// before the store is handed out, so nothing can claim in between.
 func (s *Store) recover(ctx context.Context) error {
 	n, err := s.eng.Recover(ctx, s.db, s.now())
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"time"
 
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // Limits on a subscription Filter.
@@ -57,18 +57,18 @@ func (f Filter) validate() error {
 	return nil
 }
 
-func (f Filter) toEngine() engine.Filter {
-	out := engine.Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
+func (f Filter) toEngine() driver.Filter {
+	out := driver.Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
 	if len(f.Properties) > 0 {
-		out.Properties = make(map[string]engine.Match, len(f.Properties))
+		out.Properties = make(map[string]driver.Match, len(f.Properties))
 		for k, m := range f.Properties {
-			out.Properties[k] = engine.Match{In: m.In, Prefix: m.Prefix}
+			out.Properties[k] = driver.Match{In: m.In, Prefix: m.Prefix}
 		}
 	}
 	return out
 }
 
-func filterOf(f engine.Filter) Filter {
+func filterOf(f driver.Filter) Filter {
 	out := Filter{Subject: f.Subject, SubjectPrefix: f.SubjectPrefix}
 	if len(f.Properties) > 0 {
 		out.Properties = make(map[string]Match, len(f.Properties))
@@ -95,7 +95,7 @@ type SubscriptionInfo struct {
 	CreatedAt time.Time
 }
 
-func topicInfo(t engine.Topic) TopicInfo {
+func topicInfo(t driver.Topic) TopicInfo {
 	out := TopicInfo{Name: t.Name, CreatedAt: fromMillis(t.CreatedAt)}
 	for _, sub := range t.Subscriptions {
 		out.Subscriptions = append(out.Subscriptions, SubscriptionInfo{
@@ -114,7 +114,7 @@ func (s *Store) CreateTopic(ctx context.Context, name string) error {
 		return err
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return engine.CreateTopic(ctx, tx, name, s.now())
+		return s.eng.CreateTopic(ctx, tx, name, s.now())
 	})
 }
 
@@ -128,7 +128,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return engine.DeleteTopic(ctx, tx, name) })
+	err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.eng.DeleteTopic(ctx, tx, name) })
 	for _, sub := range t.Subscriptions {
 		s.queues.forget(sub.Queue)
 	}
@@ -140,10 +140,10 @@ func (s *Store) GetTopic(ctx context.Context, name string) (TopicInfo, error) {
 	if err := validateName(ErrInvalidTopicName, name); err != nil {
 		return TopicInfo{}, err
 	}
-	var t engine.Topic
+	var t driver.Topic
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		t, err = engine.GetTopic(ctx, tx, name)
+		t, err = s.eng.GetTopic(ctx, tx, name)
 		return err
 	})
 	return topicInfo(t), err
@@ -151,10 +151,10 @@ func (s *Store) GetTopic(ctx context.Context, name string) (TopicInfo, error) {
 
 // ListTopics returns every topic, with its subscriptions, in name order.
 func (s *Store) ListTopics(ctx context.Context) ([]TopicInfo, error) {
-	var ts []engine.Topic
+	var ts []driver.Topic
 	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		ts, err = engine.ListTopics(ctx, tx)
+		ts, err = s.eng.ListTopics(ctx, tx)
 		return err
 	})
 	out := make([]TopicInfo, len(ts))
@@ -192,7 +192,7 @@ func (s *Store) CreateSubscription(ctx context.Context, topic, queue string, opt
 	}
 	defer s.queues.forget(queue)
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return engine.CreateSubscription(ctx, tx, topic, q, opts.Filter.toEngine(), s.now())
+		return s.eng.CreateSubscription(ctx, tx, topic, q, opts.Filter.toEngine(), s.now())
 	})
 }
 
@@ -209,7 +209,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, topic, queue string, f F
 		return err
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return engine.UpdateSubscription(ctx, tx, topic, queue, f.toEngine())
+		return s.eng.UpdateSubscription(ctx, tx, topic, queue, f.toEngine())
 	})
 }
 
@@ -224,6 +224,6 @@ func (s *Store) DeleteSubscription(ctx context.Context, topic, queue string) err
 	}
 	defer s.queues.forget(queue)
 	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return engine.DeleteSubscription(ctx, tx, topic, queue)
+		return s.eng.DeleteSubscription(ctx, tx, topic, queue)
 	})
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/wire"
 	"github.com/mqlite/mqlite/outbox"
@@ -46,13 +46,14 @@ func (s *Server) commit(r *http.Request) (result, error) {
 		idem = derived
 	}
 	k := keyOf(r.Context())
-	scope := engine.CommitScope(k.ID)
+	x := driver.Of(s.st.DB()) // the engine of the store's transactions
+	scope := x.CommitScope(k.ID)
 	var out wire.CommitResponse
 	counted := false // the records' count moved in this transaction
 	err = s.st.Tx(r.Context(), func(tx *mqlite.Tx) error {
 		ctx, sqlTx := tx.Context(), tx.SQL()
 		if idem != "" {
-			rec, found, err := engine.LookupCommit(ctx, sqlTx, scope, idem)
+			rec, found, err := x.LookupCommit(ctx, sqlTx, scope, idem)
 			if err != nil {
 				return err
 			}
@@ -75,7 +76,7 @@ func (s *Server) commit(r *http.Request) (result, error) {
 		if err != nil {
 			return fmt.Errorf("record commit: %w", err)
 		}
-		if err := engine.RecordCommit(ctx, sqlTx, scope, idem, engine.CommitRecord{Request: digest, Result: blob}); err != nil {
+		if err := x.RecordCommit(ctx, sqlTx, scope, idem, driver.CommitRecord{Request: digest, Result: blob}); err != nil {
 			return err
 		}
 		counted = true
@@ -103,7 +104,7 @@ type commitRecords struct {
 // add counts one record more in scope, in the transaction that wrote it,
 // and past bound drops the oldest down to seven eighths of bound (a count
 // of the rows left, in the same transaction).
-func (c *commitRecords) add(ctx context.Context, tx engine.DBTX, scope string, bound int) error {
+func (c *commitRecords) add(ctx context.Context, tx driver.DBTX, scope string, bound int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, counted := c.n[scope]
@@ -115,7 +116,7 @@ func (c *commitRecords) add(ctx context.Context, tx engine.DBTX, scope string, b
 	if counted {
 		keep = bound - bound/8
 	}
-	n, err := engine.TrimCommits(ctx, tx, scope, keep)
+	n, err := driver.Of(tx).TrimCommits(ctx, tx, scope, keep)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func (c *commitRecords) forget(scope string) {
 // replayCommit fills out with the answer rec recorded, when digest is the
 // request rec recorded; another request under the same key is
 // mqlite.ErrAttemptConflict.
-func replayCommit(key string, rec engine.CommitRecord, digest string, out *wire.CommitResponse) error {
+func replayCommit(key string, rec driver.CommitRecord, digest string, out *wire.CommitResponse) error {
 	if rec.Request != digest {
 		return fmt.Errorf("%w: idempotency key %q was used by another commit request", mqlite.ErrAttemptConflict, key)
 	}

@@ -5,7 +5,7 @@ import (
 	"reflect"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -38,7 +38,7 @@ import (
 // mqlite.ErrInvalidArgument; either way nothing is written and tx stays
 // usable. CompleteTx never begins, commits or rolls back tx.
 func CompleteTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock) error {
-	return settleTx(ctx, tx, l, engine.Settlement{Op: engine.OpComplete})
+	return settleTx(ctx, tx, l, driver.Settlement{Op: driver.OpComplete})
 }
 
 // RejectTx dead-letters the delivery l inside tx with a reason and a
@@ -51,11 +51,11 @@ func RejectTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, reason, desc
 	if err := mqlite.ValidateReject(reason, description); err != nil {
 		return err
 	}
-	return settleTx(ctx, tx, l, engine.Settlement{Op: engine.OpReject, Reason: reason, Description: description})
+	return settleTx(ctx, tx, l, driver.Settlement{Op: driver.OpReject, Reason: reason, Description: description})
 }
 
 // settleTx runs the settlement s of l inside the caller's tx.
-func settleTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, s engine.Settlement) error {
+func settleTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, s driver.Settlement) error {
 	if tx == nil || reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil() {
 		return mqlite.ErrNilTx
 	}
@@ -63,5 +63,5 @@ func settleTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, s engine.Set
 		return err
 	}
 	s.Queue, s.Seq, s.Token = l.Queue, l.Seq, l.Token
-	return engine.Local.SettleTx(ctx, tx, s)
+	return driver.Of(tx).SettleTx(ctx, tx, s)
 }

@@ -45,7 +45,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -361,14 +361,15 @@ func insertUnique(ctx context.Context, tx outbox.Execer, p prepared) (InsertResu
 	if err != nil {
 		return InsertResult{}, err
 	}
+	x := driver.Of(tx)
 	if p.unique.ByPeriod > 0 {
-		now, err := engine.Now(ctx, tx)
+		now, err := x.Now(ctx, tx)
 		if err != nil {
 			return InsertResult{}, err
 		}
 		key += "/" + strconv.FormatInt(now/p.unique.ByPeriod.Milliseconds(), 10)
 	}
-	e, err := engine.LookupDedup(ctx, tx, p.queue, key)
+	e, err := x.LookupDedup(ctx, tx, p.queue, key)
 	if err != nil {
 		return InsertResult{}, err
 	}
@@ -381,7 +382,7 @@ func insertUnique(ctx context.Context, tx outbox.Execer, p prepared) (InsertResu
 	case e.Found && (e.Unfinished || p.unique.ByPeriod > 0):
 		return InsertResult{ID: jobID(e.Seq, e.Properties), Seq: e.Seq, Queue: p.queue, Kind: p.kind, Duplicate: true}, nil
 	case e.Found: // finished: the key is free again
-		if err := engine.ForgetDedup(ctx, tx, p.queue, key, e.Seq); err != nil {
+		if err := x.ForgetDedup(ctx, tx, p.queue, key, e.Seq); err != nil {
 			return InsertResult{}, err
 		}
 	}

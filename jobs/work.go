@@ -15,7 +15,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -283,7 +283,7 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 			if err != nil {
 				return fmt.Errorf("jobs: snoozing a unique job: %w", err)
 			}
-			if err := engine.ForgetDedup(ctx, sqlTx, msg.Queue, msg.MessageID, msg.Seq); err != nil {
+			if err := driver.Of(sqlTx).ForgetDedup(ctx, sqlTx, msg.Queue, msg.MessageID, msg.Seq); err != nil {
 				return err
 			}
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/fakeclock"
 	"github.com/mqlite/mqlite/jobs"
 	"github.com/mqlite/mqlite/outbox"
@@ -130,9 +130,9 @@ func RequireInserted(t testing.TB, db outbox.Execer, want jobs.JobArgs, opts *jo
 func live(t testing.TB, db outbox.Execer, queue string) []mqlite.Message {
 	t.Helper()
 	var out []mqlite.Message
-	req := engine.FindRequest{Queue: queue, Max: 1000, ScanMax: mqlite.MaxFindScan}
+	req := driver.FindRequest{Queue: queue, Max: 1000, ScanMax: mqlite.MaxFindScan}
 	for {
-		page, err := engine.Find(context.Background(), db, req)
+		page, err := driver.Of(db).Find(context.Background(), db, req)
 		if err != nil {
 			t.Fatalf("mqlitetest: reading queue %q: %v", queue, err)
 		}
@@ -305,7 +305,7 @@ func WorkUntilIdle(t testing.TB, st *mqlite.Store, w *jobs.Workers, cfg consumer
 	}
 	deadline := time.Now().Add(IdleTimeout)
 	for {
-		n, err := engine.Busy(context.Background(), st.DB(), queues)
+		n, err := driver.Of(st.DB()).Busy(context.Background(), st.DB(), queues)
 		if err != nil {
 			stop()
 			t.Fatalf("mqlitetest: reading the queues: %v", err)

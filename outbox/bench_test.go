@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/internal/engine"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -113,6 +112,7 @@ func benchStore(b *testing.B) (*sql.DB, string) {
 func runBatches(b *testing.B, db *sql.DB, path string, batch int, fn func(ctx context.Context, tx *sql.Tx, first int) error) {
 	ctx := context.Background()
 	wal := testdb.NewWALCounter(b, path)
+	pageSize := testdb.Int(b, db, `PRAGMA page_size`)
 	txs := max(b.N/batch, 1)
 	cpu := testdb.CPUTime()
 	b.ResetTimer()
@@ -132,6 +132,6 @@ func runBatches(b *testing.B, db *sql.DB, path string, batch int, fn func(ctx co
 	b.StopTimer()
 	n := float64(txs * batch)
 	b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(wal.Frames*(engine.PageSize+24))/n, "walB/msg")
+	b.ReportMetric(float64(wal.Frames*(pageSize+24))/n, "walB/msg")
 	b.ReportMetric(float64((testdb.CPUTime()-cpu).Microseconds())/n, "cpu-µs/msg")
 }

@@ -39,7 +39,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
-	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/tracing"
 )
@@ -163,7 +163,7 @@ func send(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Resul
 
 // enqueue is send after the span began.
 func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Result, error) {
-	out := make([]engine.SendMessage, len(msgs))
+	out := make([]driver.SendMessage, len(msgs))
 	for i, m := range msgs {
 		om, err := convert(m)
 		if err != nil {
@@ -177,7 +177,7 @@ func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Re
 	if len(out) == 0 {
 		return []Result{}, nil
 	}
-	sres, err := engine.Local.Enqueue(ctx, tx, queue, out)
+	sres, err := driver.Of(tx).Enqueue(ctx, tx, queue, out)
 	if err != nil {
 		return nil, err
 	}
@@ -191,11 +191,11 @@ func enqueue(ctx context.Context, tx Execer, queue string, msgs []Message) ([]Re
 	return res, nil
 }
 
-func convert(m Message) (engine.SendMessage, error) {
+func convert(m Message) (driver.SendMessage, error) {
 	if err := m.Validate(); err != nil {
-		return engine.SendMessage{}, err
+		return driver.SendMessage{}, err
 	}
-	om := engine.SendMessage{
+	om := driver.SendMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		TTLMS: m.TTL.Milliseconds(), Props: m.Properties,
 	}
@@ -205,7 +205,7 @@ func convert(m Message) (engine.SendMessage, error) {
 	if len(m.Properties) > 0 {
 		b, err := json.Marshal(m.Properties)
 		if err != nil {
-			return engine.SendMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
+			return driver.SendMessage{}, errs.Invalidf(errs.ErrInvalidMessage, "Properties: %v", err)
 		}
 		om.Properties = string(b)
 	}
@@ -221,6 +221,6 @@ func convert(m Message) (engine.SendMessage, error) {
 // bounds depend on the store. The broker's client checks each message with
 // it before a request leaves the process.
 func (m Message) Validate() error {
-	return engine.Fields{MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
+	return driver.Fields{MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
 		Properties: m.Properties, TTL: m.TTL}.Validate()
 }

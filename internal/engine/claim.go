@@ -15,37 +15,6 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// ReceiptTTLMS is how long a settlement receipt and a receive attempt can
-// replay: about 30 minutes, checked at statement time.
-const ReceiptTTLMS = 30 * 60 * 1000
-
-// ReasonMaxDelivery is the dead-letter reason of a message whose last
-// allowed delivery ended without a settlement.
-const ReasonMaxDelivery = "max delivery count exceeded"
-
-// Row is one message as the engine reads it: claimed, peeked or
-// dead-lettered. Times are epoch milliseconds. It is also the JSON of a
-// recorded receive attempt.
-type Row struct {
-	Seq                   int64   `json:"seq"`
-	State                 string  `json:"state,omitempty"`
-	DeliveryCount         int64   `json:"dc"`
-	EnqueuedAt            int64   `json:"enq"`
-	ExpiresAt             int64   `json:"exp,omitempty"`
-	VisibleAt             int64   `json:"vis,omitempty"`
-	MessageID             string  `json:"mid,omitempty"`
-	GroupID               *string `json:"gid,omitempty"`
-	Subject               string  `json:"sub,omitempty"`
-	Properties            string  `json:"props,omitempty"`
-	Body                  []byte  `json:"body"`
-	LockToken             string  `json:"tok,omitempty"`
-	LockedUntil           int64   `json:"until,omitempty"`
-	DeadLetterReason      string  `json:"dlr,omitempty"`
-	DeadLetterDescription string  `json:"dld,omitempty"`
-	DeadLetteredAt        int64   `json:"dla,omitempty"`
-	LastError             string  `json:"lerr,omitempty"`
-}
-
 // returning is the columns of a Row. A body kept out of the row is read
 // from message_bodies by its rowid.
 const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
@@ -182,23 +151,8 @@ var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_a
 var reapExpiredSQL = release{MaxDelivery: "?3", Now: "?2", Desc: descLeaseExpired, Back: "'active'",
 	Where: `queue = ?1 AND state = 'locked' AND locked_until <= ?2`}.sql()
 
-// ClaimRequest is one Receive.
-type ClaimRequest struct {
-	Queue     Queue
-	Max       int
-	Delete    bool   // receive-and-delete
-	AttemptID string // "" = none
-	// MaxBytes, when positive, bounds the sizes of the claimed messages
-	// (see budgetSQL); the first claimable message comes whatever its size.
-	MaxBytes int64
-	Now      int64
-	// Bounds, when not nil, lets the claim skip the due probe while
-	// nothing of the queue can be due (the store's ConnConfig.Bounds).
-	Bounds *DueBounds
-}
-
 // request names the options of a Receive that a replay must repeat.
-func (r ClaimRequest) request() string {
+func claimRequest(r ClaimRequest) string {
 	mode := "peek-lock"
 	if r.Delete {
 		mode = "receive-and-delete"
@@ -220,7 +174,7 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	// Due messages and lapsed leases of this queue become claimable first,
 	// so an expired group head is handed out again before its successors
 	// and no claim waits for a background sweep.
-	if !r.Bounds.quiet(q.Name, r.Now) {
+	if !r.Bounds.Quiet(q.Name, r.Now) {
 		if err := makeClaimable(ctx, tx, q, r.Now, r.Bounds); err != nil {
 			return nil, err
 		}
@@ -237,7 +191,7 @@ func Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_receive_attempts
 			(queue, attempt_id, request, result, expires_at) VALUES (?, ?, ?, ?, ?)`,
-			q.Name, r.AttemptID, r.request(), blob, r.Now+ReceiptTTLMS); err != nil {
+			q.Name, r.AttemptID, claimRequest(r), blob, r.Now+ReceiptTTLMS); err != nil {
 			return nil, fmt.Errorf("record attempt: %w", err)
 		}
 	}
@@ -262,9 +216,9 @@ func replay(ctx context.Context, tx DBTX, r ClaimRequest) (out []Row, found bool
 	if err != nil {
 		return nil, false, fmt.Errorf("replay attempt: %w", err)
 	}
-	if req != r.request() {
+	if req != claimRequest(r) {
 		return nil, true, fmt.Errorf("%w: attempt %q was %s, this Receive is %s",
-			errs.ErrAttemptConflict, r.AttemptID, req, r.request())
+			errs.ErrAttemptConflict, r.AttemptID, req, claimRequest(r))
 	}
 	if err := json.Unmarshal(blob, &out); err != nil {
 		return nil, true, fmt.Errorf("replay attempt: %w", err)
@@ -426,7 +380,7 @@ func makeClaimable(ctx context.Context, tx DBTX, q Queue, now int64, bounds *Due
 			next = min(next, locked.Int64)
 		}
 	}
-	bounds.set(q.Name, next)
+	bounds.Set(q.Name, next)
 	return nil
 }
 
@@ -465,11 +419,6 @@ func ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Row, 
 	return c, nil
 }
 
-// ErrSpentDeferred is returned by ClaimDeferred after it dead-lettered a
-// deferred message that had no delivery left. The caller commits that
-// change, then reports the message as not found.
-var ErrSpentDeferred = errors.New("deferred message had no delivery left and was dead-lettered")
-
 // spendDeferred dead-letters the deferred message seq when it was deferred
 // on its last allowed delivery: handing it out again would exceed the limit,
 // and nothing else would ever move it.
@@ -486,27 +435,6 @@ func spendDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) error 
 		return ErrSpentDeferred
 	}
 	return fmt.Errorf("%w: no deferred message %d on %q", errs.ErrMessageNotFound, seq, q.Name)
-}
-
-// PeekRequest is one page of Peek or PeekDeadLetters.
-type PeekRequest struct {
-	Queue   string
-	FromSeq int64 // the first sequence number to read
-	Max     int
-	// MaxBytes, when positive, ends the page before the sizes of its
-	// messages (Row.Size) add up past it; the first message comes whatever
-	// its size.
-	MaxBytes int64
-}
-
-// Size is the row's size as Config.MaxMessageBytes counts it
-// (SendMessage.Size): its body and its metadata.
-func (r Row) Size() int64 {
-	n := len(r.Body) + len(r.MessageID) + len(r.Subject) + len(r.Properties)
-	if r.GroupID != nil {
-		n += len(*r.GroupID)
-	}
-	return int64(n)
 }
 
 // Peek reads up to r.Max messages of the queue from r.FromSeq on, in any

@@ -1,8 +1,9 @@
 // Package engine is mqlite's SQL core: the connection setup, queue
 // administration, enqueue, claim, settlement, sweeps and recovery. Every
 // function takes "now" as epoch milliseconds from the store's clock; nothing
-// here reads the wall clock or CURRENT_TIMESTAMP. The Engine interface is
-// the store boundary: the SQLite-only mechanisms stay behind it.
+// here reads the wall clock or CURRENT_TIMESTAMP. SQLite implements
+// driver.Driver, the store boundary: the SQLite-only mechanisms stay
+// behind it, and the engine-neutral types it speaks are driver's.
 package engine
 
 import (
@@ -21,60 +22,6 @@ import (
 // PageSize is the page size of a new file. Small pages keep the WAL bytes of
 // one small commit low; see docs/benchmark.md for the measurement.
 const PageSize = 1024
-
-// DBTX is what the engine needs from a *sql.DB, *sql.Tx or *sql.Conn.
-type DBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// ConnConfig configures the store's connection.
-type ConnConfig struct {
-	Path            string
-	StoreID         int64 // what mqlite_store_id() answers: which store a transaction is on
-	SyncFull        bool
-	BusyTimeoutMS   int64
-	MaxMessageBytes int64
-	Now             func() int64 // epoch milliseconds from the store's clock
-	// Claimable is called, on the connection's goroutine, for each row of
-	// messages that an insert or update leaves active and not held; Due for
-	// each row it leaves scheduled or locked (and not held), with the moment
-	// the row becomes claimable without another write (its visible_at or
-	// locked_until); Commit and Rollback at the end of each transaction.
-	// Any may be nil.
-	Claimable func(queue string)
-	Due       func(queue string, at int64)
-	Commit    func()
-	Rollback  func()
-	// Settling is called, on the connection's goroutine, when a settlement
-	// runs inside a caller's bare transaction (SettleTx), before its
-	// statement: op and the delivery it names (queue, seq, token). Like
-	// Claimable it reports a write not yet committed: Commit and Rollback
-	// tell whether it stands. May be nil.
-	Settling func(op Op, queue string, seq int64, token string)
-	// Changed is called, on the connection's goroutine, for each row of
-	// messages inserted, deleted, or updated to another state: the raw
-	// material of the store's per-queue counts (see RowChange). Created and
-	// Dropped are called for each row of queues inserted or deleted, with
-	// the queue's name. Like Claimable they report writes not yet
-	// committed: Commit and Rollback tell which survive. Any may be nil.
-	Changed          func(RowChange)
-	Created, Dropped func(queue string)
-	// Closing reports that the store is closing: from then on every
-	// commit on the connection is refused (it rolls back, and the commit
-	// fails with errs.ErrClosed) and the SQL functions fail with
-	// errs.ErrClosed, so nothing commits once Close has begun. Required.
-	Closing func() bool
-	// Bounds, when not nil, is kept a lower bound of every queue's due
-	// moments (DueBounds): the pre-update hook lowers it, a rollback
-	// empties it. Pass the same value in every ClaimRequest.
-	Bounds *DueBounds
-	// Opened and Closed are called when the connection is opened and after
-	// it is closed (database/sql closes a connection in use only once its
-	// transaction has ended). Either may be nil.
-	Opened, Closed func()
-}
 
 // storeFuncs is what the SQL functions of one store read. Close swaps it for
 // a closed value so a retained driver does not keep the store alive.
@@ -209,18 +156,6 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 }
 func (c connector) Driver() driver.Driver { return c.d }
 
-// RowChange is one row of messages changing state, as the pre-update hook
-// sees it: Old is "" for an insert, New is "" for a delete, and an update
-// that leaves the state alone (a renewal, a group release) is not reported.
-// Bytes is the body length of an inserted or deleted row (0 for an update,
-// which never changes a body): what keeps a queue's bytes without reading
-// a table.
-type RowChange struct {
-	Queue    string
-	Old, New string
-	Bytes    int64
-}
-
 // bodyLenColumn is the position of body_len in a messages row, and
 // sizedColumns how many leading columns the hook reads to reach it.
 const (
@@ -266,7 +201,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 	if cfg.Rollback != nil || cfg.Bounds != nil {
 		h.RegisterRollbackHook(func() {
 			if cfg.Bounds != nil {
-				cfg.Bounds.forget()
+				cfg.Bounds.Forget()
 			}
 			if cfg.Rollback != nil {
 				cfg.Rollback()
@@ -296,7 +231,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 		row := m.row
 		if err := d.New(row...); err != nil {
 			if m.cfg.Bounds != nil {
-				m.cfg.Bounds.forget() // a row the bounds did not see
+				m.cfg.Bounds.Forget() // a row the bounds did not see
 			}
 			return
 		}
@@ -316,7 +251,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 				col = 5 // locked_until
 			}
 			if at, ok := row[col].(int64); ok && col > 0 {
-				m.cfg.Bounds.lower(ch.Queue, at)
+				m.cfg.Bounds.Lower(ch.Queue, at)
 			}
 		}
 		if ch.Queue != "" && row[3] == int64(0) {

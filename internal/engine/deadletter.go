@@ -156,14 +156,6 @@ func PurgeSeqs(ctx context.Context, db DBTX, queue, state string, seqs []int64) 
 	return n, nil
 }
 
-// StateStats is what Stats reports for one state of a queue.
-type StateStats struct {
-	Count      int64
-	Bytes      int64 // sum of the body lengths
-	OldestEnq  int64 // enqueued_at of the oldest message, epoch ms; 0 when none
-	OldestDead int64 // dead_lettered_at of the oldest dead letter (dead_lettered only)
-}
-
 // statsPart is one state's share of Stats: its count, body bytes and
 // lowest sequence number, read from the state's partial index alone (the
 // index holds body_len, and every index holds the rowid).

@@ -4,57 +4,104 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
-// Engine is the store boundary (docs/internals.md): what package
-// mqlite and the outbox need of a storage engine beyond portable SQL on a
-// DBTX. Open the file, ready it, enqueue inside a caller's transaction,
-// claim, settle, recover, back up. Everything SQLite-only (the connection's
-// SQL functions and hooks, PRAGMAs, result codes, VACUUM INTO) lives behind
-// it; the package's other functions (queue and topic administration,
-// renewals, sweeps, dead letters, stats) are plain SQL over DBTX in the
-// dialect SQLite and libSQL share. docs/internals.md lists the contract an
-// engine signs; the conformance kit judges it.
-type Engine interface {
-	// Open returns the engine's handle on the file cfg.Path, serialized on
-	// one connection, with cfg's callbacks wired. It does not read or write
-	// the file's contents. release drops the handle's hold on cfg's
-	// functions once the connection has closed.
-	Open(cfg ConnConfig) (db *sql.DB, release func(), err error)
-	// Prepare readies a file the schema check accepted, before the
-	// migrations: its journal and page settings. fresh is a file with no
-	// mqlite schema yet.
-	Prepare(ctx context.Context, db *sql.DB, fresh bool) error
-	// Enqueue is the in-transaction send: msgs into the queue or topic name
-	// inside tx, which may be a caller's bare transaction on the handle.
-	Enqueue(ctx context.Context, tx DBTX, name string, msgs []SendMessage) ([]SendResult, error)
-	// Claim runs one Receive inside tx.
-	Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error)
-	// Settle applies one fenced settlement inside tx, with its receipt.
-	Settle(ctx context.Context, tx DBTX, s Settlement) error
-	// SettleTx is the in-transaction settlement: s inside tx, which may be
-	// a caller's bare transaction on the handle, at the store's now (s.Now
-	// is ignored), told to the store (ConnConfig.Settling) so that what
-	// follows a settlement happens when tx commits. It never replays: a
-	// delivery already settled is errs.ErrAlreadySettled (a live receipt
-	// shows it) or errs.ErrLockLost, and the caller rolls tx back. A
-	// transaction on any other handle is errs.ErrNotAStore, with nothing
-	// written.
-	SettleTx(ctx context.Context, tx DBTX, s Settlement) error
-	// Recover releases every lease an earlier process left in the file.
-	Recover(ctx context.Context, db DBTX, now int64) (int64, error)
-	// Backup writes a consistent copy of the file to the new file path.
-	Backup(ctx context.Context, db DBTX, path string) error
-}
+// The engine-neutral types live in internal/driver, the seam every caller
+// goes through; these aliases keep the engine's own code in its words.
+type (
+	// DBTX is driver.DBTX.
+	DBTX = driver.DBTX
+	// ConnConfig is driver.ConnConfig.
+	ConnConfig = driver.ConnConfig
+	// RowChange is driver.RowChange.
+	RowChange = driver.RowChange
+	// DueBounds is driver.DueBounds.
+	DueBounds = driver.DueBounds
+	// Row is driver.Row.
+	Row = driver.Row
+	// ClaimRequest is driver.ClaimRequest.
+	ClaimRequest = driver.ClaimRequest
+	// PeekRequest is driver.PeekRequest.
+	PeekRequest = driver.PeekRequest
+	// FindRequest is driver.FindRequest.
+	FindRequest = driver.FindRequest
+	// FindResult is driver.FindResult.
+	FindResult = driver.FindResult
+	// StateStats is driver.StateStats.
+	StateStats = driver.StateStats
+	// DedupEntry is driver.DedupEntry.
+	DedupEntry = driver.DedupEntry
+	// Queue is driver.Queue.
+	Queue = driver.Queue
+	// Topic is driver.Topic.
+	Topic = driver.Topic
+	// Subscription is driver.Subscription.
+	Subscription = driver.Subscription
+	// Filter is driver.Filter.
+	Filter = driver.Filter
+	// Match is driver.Match.
+	Match = driver.Match
+	// Schedule is driver.Schedule.
+	Schedule = driver.Schedule
+	// Advance is driver.Advance.
+	Advance = driver.Advance
+	// SendMessage is driver.SendMessage.
+	SendMessage = driver.SendMessage
+	// SendResult is driver.SendResult.
+	SendResult = driver.SendResult
+	// Copy is driver.Copy.
+	Copy = driver.Copy
+	// Fields is driver.Fields.
+	Fields = driver.Fields
+	// Op is driver.Op.
+	Op = driver.Op
+	// Settlement is driver.Settlement.
+	Settlement = driver.Settlement
+	// RenewRequest is driver.RenewRequest.
+	RenewRequest = driver.RenewRequest
+)
 
-// SQLite is the engine on a local SQLite file, through modernc.org/sqlite.
+// The settlement operations (driver's).
+const (
+	OpComplete = driver.OpComplete
+	OpAbandon  = driver.OpAbandon
+	OpReject   = driver.OpReject
+	OpDefer    = driver.OpDefer
+	OpRelease  = driver.OpRelease
+)
+
+// The limits, reasons and batch sizes (driver's).
+const (
+	MaxMessageIDLen      = driver.MaxMessageIDLen
+	MaxGroupIDLen        = driver.MaxGroupIDLen
+	MaxSubjectLen        = driver.MaxSubjectLen
+	MaxPropertiesBytes   = driver.MaxPropertiesBytes
+	MaxTTL               = driver.MaxTTL
+	MaxDelay             = driver.MaxDelay
+	ReceiptTTLMS         = driver.ReceiptTTLMS
+	ReasonMaxDelivery    = driver.ReasonMaxDelivery
+	ReasonTTL            = driver.ReasonTTL
+	SweepBatch           = driver.SweepBatch
+	SweepCheckpointEvery = driver.SweepCheckpointEvery
+	TombstoneBatch       = driver.TombstoneBatch
+)
+
+// ErrSpentDeferred is driver.ErrSpentDeferred.
+var ErrSpentDeferred = driver.ErrSpentDeferred
+
+// NewDueBounds returns bounds that know nothing yet (driver.NewDueBounds).
+func NewDueBounds() *DueBounds { return driver.NewDueBounds() }
+
+// SQLite is the engine on a local SQLite file, through modernc.org/sqlite:
+// driver.Driver, a method per package function. Everything SQLite-only
+// (the connection's SQL functions and hooks, PRAGMAs, result codes, VACUUM
+// INTO) stays behind it; the statements are in the dialect SQLite and
+// libSQL share.
 type SQLite struct{}
 
-var _ Engine = SQLite{}
-
-// Local is the engine of every store; the outbox reaches it to enqueue on a
-// caller's bare transaction, which carries no store.
-var Local Engine = SQLite{}
+var _ driver.Driver = SQLite{}
 
 // Open opens the file on a private driver instance; see openDB.
 func (SQLite) Open(cfg ConnConfig) (*sql.DB, func(), error) { return openDB(cfg) }
@@ -78,6 +125,84 @@ func (SQLite) Prepare(ctx context.Context, db *sql.DB, fresh bool) error {
 	return nil
 }
 
+// Recover recovers; see the package function Recover.
+func (SQLite) Recover(ctx context.Context, db DBTX, now int64) (int64, error) {
+	return Recover(ctx, db, now)
+}
+
+// Backup runs VACUUM INTO path: a consistent, compacted copy of the last
+// commit, taken while the store stays in use.
+func (SQLite) Backup(ctx context.Context, db DBTX, path string) error {
+	_, err := db.ExecContext(ctx, `VACUUM INTO ?`, path)
+	return err
+}
+
+// CheckpointEvery waits for the checkpointer; see the package function.
+func (SQLite) CheckpointEvery(ctx context.Context, db *sql.DB, n int, stop func() bool) func() bool {
+	return CheckpointEvery(ctx, db, n, stop)
+}
+
+// CreateQueue: see the package function.
+func (SQLite) CreateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
+	return CreateQueue(ctx, db, q, now)
+}
+
+// UpdateQueue: see the package function.
+func (SQLite) UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
+	return UpdateQueue(ctx, db, q, now)
+}
+
+// SetPaused: see the package function.
+func (SQLite) SetPaused(ctx context.Context, db DBTX, name string, at int64) error {
+	return SetPaused(ctx, db, name, at)
+}
+
+// DeleteQueue: see the package function.
+func (SQLite) DeleteQueue(ctx context.Context, db DBTX, name string) error {
+	return DeleteQueue(ctx, db, name)
+}
+
+// GetQueue: see the package function.
+func (SQLite) GetQueue(ctx context.Context, db DBTX, name string) (Queue, error) {
+	return GetQueue(ctx, db, name)
+}
+
+// ListQueues: see the package function.
+func (SQLite) ListQueues(ctx context.Context, db DBTX) ([]Queue, error) { return ListQueues(ctx, db) }
+
+// CreateTopic: see the package function.
+func (SQLite) CreateTopic(ctx context.Context, db DBTX, name string, now int64) error {
+	return CreateTopic(ctx, db, name, now)
+}
+
+// DeleteTopic: see the package function.
+func (SQLite) DeleteTopic(ctx context.Context, db DBTX, name string) error {
+	return DeleteTopic(ctx, db, name)
+}
+
+// GetTopic: see the package function.
+func (SQLite) GetTopic(ctx context.Context, db DBTX, name string) (Topic, error) {
+	return GetTopic(ctx, db, name)
+}
+
+// ListTopics: see the package function.
+func (SQLite) ListTopics(ctx context.Context, db DBTX) ([]Topic, error) { return ListTopics(ctx, db) }
+
+// CreateSubscription: see the package function.
+func (SQLite) CreateSubscription(ctx context.Context, db DBTX, topic string, q Queue, f Filter, now int64) error {
+	return CreateSubscription(ctx, db, topic, q, f, now)
+}
+
+// UpdateSubscription: see the package function.
+func (SQLite) UpdateSubscription(ctx context.Context, db DBTX, topic, queue string, f Filter) error {
+	return UpdateSubscription(ctx, db, topic, queue, f)
+}
+
+// DeleteSubscription: see the package function.
+func (SQLite) DeleteSubscription(ctx context.Context, db DBTX, topic, queue string) error {
+	return DeleteSubscription(ctx, db, topic, queue)
+}
+
 // Enqueue sends; see Send.
 func (SQLite) Enqueue(ctx context.Context, tx DBTX, name string, msgs []SendMessage) ([]SendResult, error) {
 	return Send(ctx, tx, name, msgs)
@@ -86,6 +211,41 @@ func (SQLite) Enqueue(ctx context.Context, tx DBTX, name string, msgs []SendMess
 // Claim claims; see the package function Claim.
 func (SQLite) Claim(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	return Claim(ctx, tx, r)
+}
+
+// MakeClaimable: see the package function.
+func (SQLite) MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
+	return MakeClaimable(ctx, tx, q, now)
+}
+
+// NextDue: see the package function.
+func (SQLite) NextDue(ctx context.Context, db DBTX, queue string) (int64, error) {
+	return NextDue(ctx, db, queue)
+}
+
+// ClaimDeferred: see the package function.
+func (SQLite) ClaimDeferred(ctx context.Context, tx DBTX, q Queue, seq, now int64) (Row, error) {
+	return ClaimDeferred(ctx, tx, q, seq, now)
+}
+
+// Peek: see the package function.
+func (SQLite) Peek(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
+	return Peek(ctx, db, r)
+}
+
+// Find: see the package function.
+func (SQLite) Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error) {
+	return Find(ctx, db, r)
+}
+
+// Stats: see the package function.
+func (SQLite) Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, error) {
+	return Stats(ctx, db, queue)
+}
+
+// Oldest: see the package function.
+func (SQLite) Oldest(ctx context.Context, db DBTX, queue string) (int64, int64, error) {
+	return Oldest(ctx, db, queue)
 }
 
 // Settle settles; see the package function Settle.
@@ -105,14 +265,144 @@ func (SQLite) SettleTx(ctx context.Context, tx DBTX, s Settlement) error {
 	return settle(ctx, tx, s, alreadySettled)
 }
 
-// Recover recovers; see the package function Recover.
-func (SQLite) Recover(ctx context.Context, db DBTX, now int64) (int64, error) {
-	return Recover(ctx, db, now)
+// CompleteMany: see the package function.
+func (SQLite) CompleteMany(ctx context.Context, tx DBTX, locks []Settlement, now int64) ([]error, error) {
+	return CompleteMany(ctx, tx, locks, now)
 }
 
-// Backup runs VACUUM INTO path: a consistent, compacted copy of the last
-// commit, taken while the store stays in use.
-func (SQLite) Backup(ctx context.Context, db DBTX, path string) error {
-	_, err := db.ExecContext(ctx, `VACUUM INTO ?`, path)
-	return err
+// Renew: see the package function.
+func (SQLite) Renew(ctx context.Context, tx DBTX, r RenewRequest) (int64, error) {
+	return Renew(ctx, tx, r)
+}
+
+// PeekDeadLetters: see the package function.
+func (SQLite) PeekDeadLetters(ctx context.Context, db DBTX, r PeekRequest) ([]Row, error) {
+	return PeekDeadLetters(ctx, db, r)
+}
+
+// Redrive: see the package function.
+func (SQLite) Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error) {
+	return Redrive(ctx, db, queue, seqs, now)
+}
+
+// DeliverNow: see the package function.
+func (SQLite) DeliverNow(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error) {
+	return DeliverNow(ctx, db, queue, seqs, now)
+}
+
+// PurgeBatch: see the package function.
+func (SQLite) PurgeBatch(ctx context.Context, db DBTX, queue, state string) (int64, error) {
+	return PurgeBatch(ctx, db, queue, state)
+}
+
+// PurgeSeqs: see the package function.
+func (SQLite) PurgeSeqs(ctx context.Context, db DBTX, queue, state string, seqs []int64) (int64, error) {
+	return PurgeSeqs(ctx, db, queue, state, seqs)
+}
+
+// Retain: see the package function.
+func (SQLite) Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) (int64, error) {
+	return Retain(ctx, db, q, now, stop)
+}
+
+// Reap: see the package function.
+func (SQLite) Reap(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
+	return Reap(ctx, db, now, stop)
+}
+
+// Promote: see the package function.
+func (SQLite) Promote(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
+	return Promote(ctx, db, now, stop)
+}
+
+// Expire: see the package function.
+func (SQLite) Expire(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
+	return Expire(ctx, db, now, stop)
+}
+
+// Janitor: see the package function.
+func (SQLite) Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error) {
+	return Janitor(ctx, db, now, stop)
+}
+
+// CompactTombstones: see the package function.
+func (SQLite) CompactTombstones(ctx context.Context, tx DBTX, now int64) (int64, error) {
+	return CompactTombstones(ctx, tx, now)
+}
+
+// CreateSchedule: see the package function.
+func (SQLite) CreateSchedule(ctx context.Context, db DBTX, r Schedule, now int64) error {
+	return CreateSchedule(ctx, db, r, now)
+}
+
+// UpdateSchedule: see the package function.
+func (SQLite) UpdateSchedule(ctx context.Context, db DBTX, r Schedule, now int64) error {
+	return UpdateSchedule(ctx, db, r, now)
+}
+
+// DeleteSchedule: see the package function.
+func (SQLite) DeleteSchedule(ctx context.Context, db DBTX, name string) error {
+	return DeleteSchedule(ctx, db, name)
+}
+
+// GetSchedule: see the package function.
+func (SQLite) GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error) {
+	return GetSchedule(ctx, db, name)
+}
+
+// ListSchedules: see the package function.
+func (SQLite) ListSchedules(ctx context.Context, db DBTX, after string, limit int, maxBytes int64) ([]Schedule, error) {
+	return ListSchedules(ctx, db, after, limit, maxBytes)
+}
+
+// DueSchedules: see the package function.
+func (SQLite) DueSchedules(ctx context.Context, db DBTX, now int64, limit int) ([]Schedule, error) {
+	return DueSchedules(ctx, db, now, limit)
+}
+
+// AdvanceSchedule: see the package function.
+func (SQLite) AdvanceSchedule(ctx context.Context, db DBTX, name string, a Advance) error {
+	return AdvanceSchedule(ctx, db, name, a)
+}
+
+// NextScheduleAt: see the package function.
+func (SQLite) NextScheduleAt(ctx context.Context, db DBTX) (int64, error) {
+	return NextScheduleAt(ctx, db)
+}
+
+// CommitScope: see the package function.
+func (SQLite) CommitScope(keyID string) string { return CommitScope(keyID) }
+
+// LookupCommit: see the package function.
+func (SQLite) LookupCommit(ctx context.Context, tx DBTX, scope, key string) (driver.CommitRecord, bool, error) {
+	rec, found, err := LookupCommit(ctx, tx, scope, key)
+	return driver.CommitRecord(rec), found, err
+}
+
+// RecordCommit: see the package function.
+func (SQLite) RecordCommit(ctx context.Context, tx DBTX, scope, key string, rec driver.CommitRecord) error {
+	return RecordCommit(ctx, tx, scope, key, CommitRecord(rec))
+}
+
+// TrimCommits: see the package function.
+func (SQLite) TrimCommits(ctx context.Context, tx DBTX, scope string, keep int) (int, error) {
+	return TrimCommits(ctx, tx, scope, keep)
+}
+
+// LookupDedup: see the package function.
+func (SQLite) LookupDedup(ctx context.Context, db DBTX, queue, messageID string) (DedupEntry, error) {
+	return LookupDedup(ctx, db, queue, messageID)
+}
+
+// ForgetDedup: see the package function.
+func (SQLite) ForgetDedup(ctx context.Context, db DBTX, queue, messageID string, seq int64) error {
+	return ForgetDedup(ctx, db, queue, messageID, seq)
+}
+
+// Now: see the package function.
+func (SQLite) Now(ctx context.Context, db DBTX) (int64, error) { return Now(ctx, db) }
+
+// Busy: see the package function.
+func (SQLite) Busy(ctx context.Context, db DBTX, queues []string) (int64, error) {
+	return Busy(ctx, db, queues)
 }

@@ -7,39 +7,6 @@ import (
 	"strings"
 )
 
-// FindRequest is one page of Find: the messages of Queue from FromSeq on
-// that match every filter set, among at most ScanMax messages of the queue
-// examined.
-type FindRequest struct {
-	Queue    string
-	FromSeq  int64
-	Max      int
-	MaxBytes int64 // as PeekRequest's
-	// State is one state, or "" for every live state (all but
-	// dead_lettered and completed): it picks the partial indexes the page
-	// reads (windowSQL); an unknown one is an error.
-	State string
-	// SubjectPrefix, MessageID and Property filter when not empty.
-	SubjectPrefix string
-	MessageID     string
-	PropertyKey   string
-	PropertyValue string
-	// ScanMax bounds the messages of the queue (in State) the page
-	// examines: the filters on subject, MessageID and property have no
-	// index, so a page reads the rows of at most ScanMax messages, the
-	// first ScanMax of the queue's in State from FromSeq on, and returns
-	// where it stopped.
-	ScanMax int
-}
-
-// FindResult is a page of Find. NextSeq is where the next page starts, 0
-// when the queue has no more messages to examine.
-type FindResult struct {
-	Rows    []Row
-	NextSeq int64
-	Scanned int
-}
-
 // idsOf is one state's ids of the queue ?1 from id ?2 on, read from the
 // state's partial index: the index is named so that no plan can fall back
 // to the table's rowid order, which reads every queue's rows.

@@ -7,25 +7,6 @@ import (
 	"errors"
 )
 
-// DedupEntry is what LookupDedup finds of a MessageID in a queue.
-type DedupEntry struct {
-	// Found reports a live dedup row (inside its window) for the key.
-	Found bool
-	// Seq is the message the row points at; 0 when none was found.
-	Seq int64
-	// Unfinished reports that the message Seq is still waiting or running:
-	// active, scheduled, locked or deferred (not completed, dead-lettered
-	// or removed).
-	Unfinished bool
-	// Properties are the message's properties as stored (a JSON object,
-	// "" for none); "" when it is finished.
-	Properties string
-	// WindowMS is the queue's dedup window (0: off).
-	WindowMS int64
-	// NowMS is the store's now (its Clock), read in the same statement.
-	NowMS int64
-}
-
 // LookupDedup reads, on db (the caller's transaction), the live dedup row of
 // messageID in queue, whether its message is unfinished, the queue's dedup
 // window and the store's now. An unknown queue is errs.ErrQueueNotFound.

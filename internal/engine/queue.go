@@ -9,24 +9,6 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// Queue is one row of the queues table, durations in milliseconds.
-type Queue struct {
-	Name               string
-	FIFO               bool
-	MaxDeliveryCount   int64
-	LockDurationMS     int64
-	DedupWindowMS      int64
-	DefaultTTLMS       int64
-	DeadLetterOnExpire bool
-	DLQMaxAgeMS        int64 // 0 = unbounded
-	DLQMaxCount        int64 // 0 = unbounded
-	DLQMaxBytes        int64 // 0 = unbounded
-	DedupByBody        bool
-	CreatedAt          int64
-	UpdatedAt          int64
-	PausedAt           int64 // epoch ms; 0 while the queue runs
-}
-
 const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
 	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body,
 	created_at, updated_at, paused_at`

@@ -9,30 +9,6 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// Schedule is one row of the schedules table: what to send, where, and the
-// state of its periods. Times are epoch milliseconds.
-type Schedule struct {
-	Name       string
-	Target     string // a queue or a topic
-	Cron       string // "" for an interval schedule
-	TimeZone   string // the cron's time zone; "" is UTC
-	IntervalMS int64  // 0 for a cron schedule
-	AnchorAt   int64  // interval: the grid's origin; cron: no period before it (0: none)
-	CatchUp    int64  // at most this many periods fire in one go
-	Body       []byte
-	GroupID    string
-	Subject    string
-	Properties string // JSON object, "" = none
-	TTLMS      int64
-	NextAt     int64 // the start of the first period not fired yet
-	LastAt     int64 // the start of the last period fired; 0 for none
-	LastError  string
-	Fired      int64 // periods fired
-	Skipped    int64 // periods skipped by the catch-up bound
-	CreatedAt  int64
-	UpdatedAt  int64
-}
-
 const scheduleColumns = `name, target, cron, time_zone, interval_ms, anchor_at, catch_up, body, group_id,
 	subject, properties, ttl_ms, next_at, last_at, last_error, fired, skipped, created_at, updated_at`
 
@@ -124,13 +100,6 @@ func GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error) {
 	return r, nil
 }
 
-// Size is what a schedule weighs in a listing: its message's body and
-// metadata, its name and target. scheduleSizeSQL computes the same.
-func (r Schedule) Size() int64 {
-	return int64(len(r.Name) + len(r.Target) + len(r.Cron) + len(r.TimeZone) + len(r.Body) + len(r.GroupID) +
-		len(r.Subject) + len(r.Properties) + len(r.LastError))
-}
-
 // scheduleSizeSQL is Schedule.Size in SQL. length of a BLOB reads no
 // overflow page: SQLite takes it from the record's header.
 const scheduleSizeSQL = `octet_length(name) + octet_length(target) + octet_length(cron) + octet_length(time_zone) +
@@ -208,15 +177,6 @@ func querySchedules(ctx context.Context, db DBTX, maxBytes int64, query string, 
 		out = append(out, r)
 	}
 	return out, rows.Err()
-}
-
-// Advance is what one firing did to a schedule.
-type Advance struct {
-	NextAt    int64 // the new start of the first period not fired
-	LastAt    int64 // the last period fired; 0 keeps the current one
-	Fired     int64 // periods fired now
-	Skipped   int64 // periods skipped now
-	LastError string
 }
 
 // AdvanceSchedule records a firing of the schedule name. Call it in the

@@ -13,36 +13,10 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// SendMessage is one message to enqueue, already validated.
-type SendMessage struct {
-	Body       []byte
-	MessageID  string            // "" = none
-	GroupID    string            // "" = none
-	Subject    string            // "" = none
-	Properties string            // JSON object, "" = none
-	Props      map[string]string // the same, for subscription filters
-	DeliverAt  int64             // epoch ms; 0 = now
-	TTLMS      int64             // 0 = the queue's default
-}
-
-// Size is what the message counts against the store's MaxMessageBytes: its
-// body and its metadata.
-func (m SendMessage) Size() int64 {
-	return int64(len(m.Body) + len(m.MessageID) + len(m.GroupID) + len(m.Subject) + len(m.Properties))
-}
-
 // largeMessage is the size from which Send asks for the store's limit before
 // it hashes or binds a message: an oversize body is refused before it costs
 // anything, at the price of one more statement for large messages only.
 const largeMessage = 64 << 10
-
-// SendResult is the outcome of one message of a send.
-type SendResult struct {
-	Seq       int64
-	Duplicate bool // the message matched a dedup row; Seq is the original's
-	Err       error
-	Copies    []Copy // every queue's row: one for a queue, one per matching subscription
-}
 
 // InlineBodyMax is the largest body kept in its message's row. A larger one
 // goes to message_bodies, written once: every claim, renewal and settlement
@@ -114,15 +88,6 @@ func dedupKey(messageID string, hash []byte) any {
 		return messageID
 	}
 	return hash
-}
-
-// Copy is one row a send wrote (or found, for a duplicate) in one queue: a
-// send to a queue has one, a send to a topic one per matching subscription.
-type Copy struct {
-	Queue     string
-	Seq       int64
-	Duplicate bool
-	Err       error // this copy's own error (a dedup conflict)
 }
 
 // Send enqueues msgs on db, which is normally the caller's transaction,

@@ -11,37 +11,8 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// Op is a settlement operation.
-type Op string
-
-// The settlement operations.
-const (
-	OpComplete Op = "complete"
-	OpAbandon  Op = "abandon"
-	OpReject   Op = "reject"
-	OpDefer    Op = "defer"
-	// OpRelease gives back a delivery its holder never started: Abandon
-	// at once that takes back the delivery the claim counted, so it never
-	// dead-letters. A retry of the same release replays from its receipt.
-	OpRelease Op = "release"
-)
-
-// Settlement is one fenced settlement request. Everything in it is part of
-// the receipt key: a retry must repeat the request exactly to replay.
-type Settlement struct {
-	Op          Op
-	Queue       string
-	Seq         int64
-	Token       string
-	DelayMS     int64  // Abandon
-	LastError   string // Abandon: why the delivery came back; "" keeps the message's last one
-	Reason      string // Reject
-	Description string // Reject
-	Now         int64
-}
-
 // receiptArgs encodes the arguments that change what the settlement does.
-func (s Settlement) receiptArgs() string {
+func receiptArgs(s Settlement) string {
 	switch s.Op {
 	case OpAbandon:
 		if s.LastError != "" {
@@ -124,7 +95,7 @@ func settle(ctx context.Context, tx DBTX, s Settlement, unmatched func(context.C
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_settlement_receipts
 		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
-		s.Queue, s.Seq, s.Token, string(s.Op), s.receiptArgs(), s.Now+ReceiptTTLMS); err != nil {
+		s.Queue, s.Seq, s.Token, string(s.Op), receiptArgs(s), s.Now+ReceiptTTLMS); err != nil {
 		return fmt.Errorf("%s: write receipt: %w", s.Op, err)
 	}
 	return nil
@@ -142,7 +113,7 @@ func replayed(ctx context.Context, tx DBTX, s Settlement) error {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM mqlite_settlement_receipts
 		WHERE seq = ?2 AND lock_token = unhex(?3) AND operation = ?4 AND args = ?5 AND queue = ?1 AND expires_at > ?6`,
-		s.Queue, s.Seq, s.Token, string(s.Op), s.receiptArgs(), s.Now).Scan(&one)
+		s.Queue, s.Seq, s.Token, string(s.Op), receiptArgs(s), s.Now).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) && s.Op == OpComplete {
 		err = tx.QueryRowContext(ctx, completedReceipt, s.Queue, s.Seq, s.Token, s.Now).Scan(&one)
 	}
@@ -227,14 +198,6 @@ func isToken(t string) bool {
 		}
 	}
 	return true
-}
-
-// RenewRequest is one lease to extend.
-type RenewRequest struct {
-	Queue string
-	Seq   int64
-	Token string
-	Now   int64
 }
 
 // Renew extends a live lease by the queue's lock duration from now and

@@ -141,7 +141,7 @@ func TestSettlingOncePerCompletion(t *testing.T) {
 	// settle is the in-transaction settlement consumer.CompleteTx and
 	// RejectTx run.
 	settle := func(tx DBTX, op Op, seq, tok int) error {
-		return Local.SettleTx(ctx, tx, Settlement{Op: op, Queue: "q", Seq: int64(seq), Token: token(tok), Reason: "r"})
+		return SQLite{}.SettleTx(ctx, tx, Settlement{Op: op, Queue: "q", Seq: int64(seq), Token: token(tok), Reason: "r"})
 	}
 	// round settles seqs from in one transaction and wants one call per
 	// statement: the completions, two that complete nothing, a reject.

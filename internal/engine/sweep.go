@@ -7,24 +7,8 @@ import (
 	"fmt"
 )
 
-// SweepBatch is how many rows one sweep statement changes at most. A sweep
-// over a large backlog runs batch after batch, each its own short write, so
-// claims and sends interleave with it instead of waiting behind one long
-// statement.
-const SweepBatch = 500
-
-// SweepCheckpointEvery is how many sweep batches run between two waits for
-// the checkpointer (CheckpointEvery): a batch appends a few dozen WAL
-// frames, so a long sweep keeps the WAL far below walBackstopPages.
-const SweepCheckpointEvery = 16
-
 // Dead-letter reasons and descriptions written by the engine.
 const (
-	// ReasonTTL is the dead-letter reason of a message whose time to
-	// live passed before it was consumed, on a queue that dead-letters
-	// expired messages.
-	ReasonTTL = "ttl expired"
-
 	descLeaseExpired = "the lease of the last allowed delivery expired"
 	descRecovered    = "the process holding the last allowed delivery ended"
 	descTTL          = "the time to live passed before the message was consumed"
@@ -296,11 +280,6 @@ var compactSQL = [2]string{
 	  FROM mqlite_messages WHERE id IN (` + settled + `) AND settled_at + ` + receiptTTL + ` > ?1`,
 	`DELETE FROM mqlite_messages WHERE id IN (` + settled + `)`,
 }
-
-// TombstoneBatch is how many completed messages one CompactTombstones
-// turns: fewer than SweepBatch, since each costs two row writes and a
-// receipt (BenchmarkJanitorTombstones keeps each statement within a few ms).
-const TombstoneBatch = 200
 
 // CompactTombstones turns one batch (TombstoneBatch) of the messages that
 // completions left completed by now (tombstones) into receipt rows, inside
