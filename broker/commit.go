@@ -47,7 +47,7 @@ func (s *Server) commit(r *http.Request) (result, error) {
 	}
 	k := keyOf(r.Context())
 	x := driver.Of(s.st.DB()) // the engine of the store's transactions
-	scope := x.CommitScope(k.ID)
+	scope := k.ID
 	var out wire.CommitResponse
 	counted := false // the records' count moved in this transaction
 	err = s.st.Tx(r.Context(), func(tx *mqlite.Tx) error {

@@ -197,8 +197,6 @@ type Executor interface {
 
 	// Commit records (the broker's idempotent commits).
 
-	// CommitScope names the commit records of the access key keyID.
-	CommitScope(keyID string) string
 	// LookupCommit returns the live record of key in scope; found is false
 	// when there is none.
 	LookupCommit(ctx context.Context, tx DBTX, scope, key string) (rec CommitRecord, found bool, err error)

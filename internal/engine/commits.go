@@ -5,27 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // The broker's commit requests (POST /v1/commit) keep what a request with
-// an idempotency key answered in mqlite_commits, keyed by the scope of
-// the access key that sent it (CommitScope) and the idempotency key. The
+// an idempotency key answered in mqlite_commits, keyed by the id of
+// the access key that sent it and the idempotency key. The
 // row is written in the transaction that commits the request, so it exists
 // exactly when the request committed, and it lasts as long as the
 // settlement receipts (ReceiptTTLMS): a lookup ignores it after, swept or
 // not, and the janitor removes it. TrimCommits bounds the records of one
 // scope.
 
-// CommitScope is the scope of the commit records of the access key keyID:
-// one key's idempotency keys never meet another's.
-func CommitScope(keyID string) string { return keyID }
-
-// CommitRecord is the record of a committed request: a digest of its items
-// and its answer.
-type CommitRecord struct {
-	Request string
-	Result  []byte
-}
+// CommitRecord is driver.CommitRecord.
+type CommitRecord = driver.CommitRecord
 
 // LookupCommit returns the live record of key in scope; found is false
 // when there is none. It runs in the commit's transaction, before anything

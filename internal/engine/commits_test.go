@@ -17,7 +17,7 @@ func TestCommitRecordsInTheirOwnTable(t *testing.T) {
 	t.Parallel()
 	tb := testdb.Open(t, mqlite.Config{})
 	db := tb.Store.DB()
-	k1, k2 := engine.CommitScope("k1"), engine.CommitScope("k2")
+	k1, k2 := "k1", "k2"
 	tx := func(fn func(tx *mqlite.Tx) error) {
 		t.Helper()
 		if err := tb.Store.Tx(bctx, fn); err != nil {

@@ -370,18 +370,14 @@ func (SQLite) NextScheduleAt(ctx context.Context, db DBTX) (int64, error) {
 	return NextScheduleAt(ctx, db)
 }
 
-// CommitScope: see the package function.
-func (SQLite) CommitScope(keyID string) string { return CommitScope(keyID) }
-
 // LookupCommit: see the package function.
 func (SQLite) LookupCommit(ctx context.Context, tx DBTX, scope, key string) (driver.CommitRecord, bool, error) {
-	rec, found, err := LookupCommit(ctx, tx, scope, key)
-	return driver.CommitRecord(rec), found, err
+	return LookupCommit(ctx, tx, scope, key)
 }
 
 // RecordCommit: see the package function.
 func (SQLite) RecordCommit(ctx context.Context, tx DBTX, scope, key string, rec driver.CommitRecord) error {
-	return RecordCommit(ctx, tx, scope, key, CommitRecord(rec))
+	return RecordCommit(ctx, tx, scope, key, rec)
 }
 
 // TrimCommits: see the package function.
