@@ -3,7 +3,7 @@ package mqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -243,48 +243,6 @@ func (s *Store) claimHandoff(ctx context.Context, tx *sql.Tx, queue string, opts
 	return msgs, nil
 }
 
-// ReceiveDeferred locks the deferred message seq of queue, as Receive would
-// (a new token, a lease, one more delivery). A message that is not deferred
-// is ErrMessageNotFound. A message deferred on its last allowed delivery is
-// dead-lettered (reason "max delivery count exceeded") and reported as
-// ErrMessageNotFound: handing it out again would exceed MaxDeliveryCount.
-// Asking by sequence number bypasses the order of the message's group: the
-// message was already handed out in order once, before it was deferred.
-func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (Message, error) {
-	if err := s.ready(ctx); err != nil {
-		return Message{}, err
-	}
-	if err := validateQueueName(queue); err != nil {
-		return Message{}, err
-	}
-	var c driver.Row
-	spent := false
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q, err := s.queues.get(ctx, tx, queue)
-		if err != nil {
-			return err
-		}
-		c, err = s.eng.ClaimDeferred(ctx, tx, q, seq, s.now())
-		if err == nil {
-			s.tally.Redelivered(queue, redeliveries([]driver.Row{c}))
-		}
-		if errors.Is(err, driver.ErrSpentDeferred) {
-			spent = true // commit the dead-lettering, then report
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return Message{}, err
-	}
-	if spent {
-		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, driver.ErrSpentDeferred)
-	}
-	m := toMessage(queue, c)
-	s.receivers.Received(receivers.ID[ReceiverTag]{Queue: queue, Tag: receiverOf(ctx)}, m)
-	return m, nil
-}
-
 // redeliveries counts the claimed rows that were delivered before.
 func redeliveries(rows []driver.Row) int64 {
 	var n int64
@@ -306,83 +264,6 @@ func batchMax(v, def int) (int, error) {
 		return 0, invalidf(ErrInvalidArgument, "Max %d, want 1 to %d", v, MaxReceiveBatch)
 	}
 	return v, nil
-}
-
-// CompleteAndReceive completes locks, all of queue, and claims up to
-// opts.Max messages of queue, in one transaction (one commit): a consumer
-// that handles one message at a time acknowledges the last and takes the
-// next in one call. Each lock gets its own result, nil or ErrLockLost,
-// exactly as CompleteBatch gives it, and the claim is Receive's with the
-// same options (AttemptID replays it; the completions replay from their
-// receipts). When nothing is claimable and opts.Wait is positive, the
-// completions commit first and the call then waits as Receive does. A lock
-// of another queue is ErrInvalidArgument and nothing is done.
-func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lock, opts ReceiveOptions) ([]error, []Message, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, nil, err
-	}
-	if err := validateReceive(queue, &opts); err != nil {
-		return nil, nil, err
-	}
-	if len(locks) > MaxReceiveBatch {
-		return nil, nil, invalidf(ErrInvalidArgument, "%d locks, at most %d", len(locks), MaxReceiveBatch)
-	}
-	sets := make([]driver.Settlement, len(locks))
-	for i, l := range locks {
-		if err := validateLock(l); err != nil {
-			return nil, nil, err
-		}
-		if l.Queue != queue {
-			return nil, nil, invalidf(ErrInvalidArgument, "a lock of queue %q in a call on %q", l.Queue, queue)
-		}
-		sets[i] = driver.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
-	}
-	results := make([]error, len(locks))
-	var claimed []driver.Row
-	var span trace.Span
-	if len(locks) > 0 {
-		span = s.startSettle(ctx, string(driver.OpComplete), queue, len(locks))
-	}
-	start := time.Now()
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q, err := s.queues.get(ctx, tx, queue)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		if len(sets) > 0 {
-			s.tally.Tag(tally.Complete)
-			if results, err = s.eng.CompleteMany(ctx, tx, sets, now); err != nil {
-				return err
-			}
-		}
-		if q.PausedAt != 0 {
-			return nil // paused: the completions commit, nothing is claimed
-		}
-		s.tally.Tag(tally.Receive)
-		claimed, err = s.eng.Claim(ctx, tx, driver.ClaimRequest{
-			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
-			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: now, Bounds: s.bounds,
-		})
-		s.tally.Redelivered(queue, redeliveries(claimed))
-		return err
-	})
-	for i, l := range locks {
-		s.tally.Observe(queue, tally.Settle, start)
-		if err == nil && (results[i] == nil || errors.Is(results[i], ErrLockLost)) {
-			s.receivers.Settled(l.Queue, l.Seq, l.Token)
-		}
-	}
-	s.tally.Observe(queue, tally.Claim, start)
-	endSettle(span, err)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(claimed) == 0 && opts.Wait > 0 {
-		msgs, err := s.Receive(ctx, queue, opts)
-		return results, msgs, err
-	}
-	return results, s.messagesOfClaim(ctx, queue, start, claimed), nil
 }
 
 // TxAndReceive runs fn as Tx does and, in the same transaction once fn
@@ -460,4 +341,168 @@ func (s *Store) claimApart(tx *Tx, queue string, opts ReceiveOptions) ([]driver.
 		return nil, fmt.Errorf("release savepoint: %w", err)
 	}
 	return claimed, nil
+}
+
+// Limits on the fields of a message. A field over its limit, or text that
+// is not valid UTF-8, is ErrInvalidMessage; the whole message (body and
+// fields together) is also bounded by Config.MaxMessageBytes
+// (ErrMessageTooLarge).
+const (
+	MaxMessageIDLen = 256  // bytes of MessageID
+	MaxGroupIDLen   = 256  // bytes of GroupID
+	MaxSubjectLen   = 1024 // bytes of Subject
+	// MaxPropertiesBytes bounds the Properties of a message: the sum of
+	// the lengths of its keys and values.
+	MaxPropertiesBytes = 64 << 10
+)
+
+// MaxDelay bounds how far ahead of the store's now a message may be made
+// due: a send's DeliverAt (ErrInvalidMessage past it) and Abandon's delay
+// (ErrInvalidArgument past it) are at most 365 days away, and the broker
+// answers 400 past the same bound. A message parked until then is made due
+// at once by Store.DeliverNow.
+const MaxDelay = 365 * 24 * time.Hour
+
+// Lock identifies one delivery of one message: what every settlement and
+// renewal presents.
+type Lock struct {
+	Queue string
+	Seq   int64
+	// Token is the delivery's fencing token: 128 random bits, hex.
+	Token string
+}
+
+// Message is a message as received or peeked.
+type Message struct {
+	// Queue is the queue the message is in.
+	Queue string
+	// Seq is the message's sequence number: strictly increasing within the
+	// file, never reused.
+	Seq int64
+	// Body is the payload; never nil.
+	Body []byte
+	// MessageID, GroupID, Subject and Properties are as sent.
+	MessageID  string
+	GroupID    string
+	Subject    string
+	Properties map[string]string
+	// DeliveryCount is how many times the message has been handed out,
+	// this delivery included.
+	DeliveryCount int
+	// EnqueuedAt is when the message was sent, by the store's Clock.
+	EnqueuedAt time.Time
+	// ExpiresAt is the end of the message's time to live; zero for none.
+	ExpiresAt time.Time
+	// LockToken and LockedUntil are the delivery's fencing token and lease;
+	// empty and zero for ReceiveAndDelete and Peek.
+	LockToken   string
+	LockedUntil time.Time
+	// State is the message's state; set by Peek and PeekDeadLetters.
+	State State
+	// VisibleAt is when a scheduled message falls due (Peek only).
+	VisibleAt time.Time
+	// DeadLetterReason, DeadLetterDescription and DeadLetteredAt say why
+	// and when the message was dead-lettered (PeekDeadLetters only).
+	DeadLetterReason      string
+	DeadLetterDescription string
+	DeadLetteredAt        time.Time
+	// LastError is the last reason a delivery of the message came back:
+	// the reason of AbandonWithReason (consumer.Loop's handler error, the
+	// relay's sink error); empty when none was given. Kept with the
+	// message (Receive, Peek, PeekDeadLetters), gone with it.
+	LastError string
+}
+
+// Lock returns the message's lock, for settlement.
+func (m Message) Lock() Lock { return Lock{Queue: m.Queue, Seq: m.Seq, Token: m.LockToken} }
+
+func toMessage(queue string, c driver.Row) Message {
+	m := Message{
+		Queue: queue, Seq: c.Seq, Body: c.Body, MessageID: c.MessageID, Subject: c.Subject,
+		DeliveryCount: int(c.DeliveryCount), EnqueuedAt: fromMillis(c.EnqueuedAt),
+		ExpiresAt: fromMillis(c.ExpiresAt), LockToken: c.LockToken, LockedUntil: fromMillis(c.LockedUntil),
+		DeadLetterReason: c.DeadLetterReason, DeadLetterDescription: c.DeadLetterDescription,
+		DeadLetteredAt: fromMillis(c.DeadLetteredAt), LastError: c.LastError,
+	}
+	if c.GroupID != nil {
+		m.GroupID = *c.GroupID
+	}
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	if c.Properties != "" {
+		_ = json.Unmarshal([]byte(c.Properties), &m.Properties) // written by the outbox as a JSON object
+	}
+	return m
+}
+
+// State is where a message stands, as Message.State reports it and
+// PurgeOptions.State takes it. docs/concepts.md draws the transitions.
+type State string
+
+// The states of a message. A completed message has none of them: no read
+// returns it, and its row stays, without its body, as the completion's
+// receipt until the janitor deletes it (keeping a receipt of its own for
+// the rest of the replay window).
+const (
+	// StateActive: claimable now (or as soon as its group lets it).
+	StateActive State = "active"
+	// StateScheduled: claimable from its VisibleAt (DeliverAt, or Abandon
+	// with a delay).
+	StateScheduled State = "scheduled"
+	// StateLocked: handed out; its lease runs until LockedUntil.
+	StateLocked State = "locked"
+	// StateDeferred: set aside by Defer; only ReceiveDeferred claims it.
+	StateDeferred State = "deferred"
+	// StateDeadLettered: out of the flow until Redrive or Purge.
+	StateDeadLettered State = "dead_lettered"
+)
+
+// Dead-letter reasons written by mqlite itself (Reject writes the caller's).
+const (
+	// ReasonMaxDelivery: the last allowed delivery ended without a
+	// settlement (its lease expired, the process died) or was abandoned.
+	ReasonMaxDelivery = "max delivery count exceeded"
+	// ReasonTTL: the message's time to live passed on a queue with
+	// DeadLetterOnExpire.
+	ReasonTTL = "ttl expired"
+)
+
+// Validate checks that l has the shape of a delivery's lock (a valid queue
+// name, a positive seq, a token), with an error matching
+// ErrInvalidArgument: what every settlement refuses before it writes
+// anything. A lock that passes may still be stale (ErrLockLost).
+func (l Lock) Validate() error { return validateLock(l) }
+
+func validateLock(l Lock) error {
+	if err := validateQueueName(l.Queue); err != nil {
+		return err
+	}
+	if l.Seq <= 0 {
+		return invalidf(ErrInvalidArgument, "seq %d", l.Seq)
+	}
+	if l.Token == "" {
+		return invalidf(ErrInvalidArgument, "empty lock token")
+	}
+	return nil
+}
+
+// traceClaim records, when tracing is on, the claim of msgs from queue that
+// began at start: a receive span, child of ctx's span, with a link to the
+// context each message was sent in. A claim that found nothing, or was
+// cancelled, leaves no span: an idle or stopping consumer does not fill the
+// traces with empty receives.
+func (s *Store) traceClaim(ctx context.Context, tr trace.Tracer, queue string, start time.Time, msgs []Message, err error) {
+	if len(msgs) == 0 && (err == nil || ctx.Err() != nil) {
+		return
+	}
+	links := make([]trace.Link, 0, len(msgs))
+	for _, m := range msgs {
+		if sc := tracing.Extract(m.Properties); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc, Attributes: tracing.MessageAttrs(m.Seq, m.MessageID, m.DeliveryCount)})
+		}
+	}
+	_, span := tracing.Start(ctx, tr, trace.SpanKindClient, tracing.OpReceive, "receive", queue,
+		trace.WithTimestamp(start), trace.WithLinks(links...), trace.WithAttributes(tracing.BatchAttrs(len(msgs))...))
+	tracing.End(span, err)
 }

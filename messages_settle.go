@@ -4,33 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite/internal/driver"
+	"github.com/mqlite/mqlite/internal/receivers"
 	"github.com/mqlite/mqlite/internal/tally"
+	"github.com/mqlite/mqlite/internal/tracing"
 )
-
-// Validate checks that l has the shape of a delivery's lock (a valid queue
-// name, a positive seq, a token), with an error matching
-// ErrInvalidArgument: what every settlement refuses before it writes
-// anything. A lock that passes may still be stale (ErrLockLost).
-func (l Lock) Validate() error { return validateLock(l) }
-
-func validateLock(l Lock) error {
-	if err := validateQueueName(l.Queue); err != nil {
-		return err
-	}
-	if l.Seq <= 0 {
-		return invalidf(ErrInvalidArgument, "seq %d", l.Seq)
-	}
-	if l.Token == "" {
-		return invalidf(ErrInvalidArgument, "empty lock token")
-	}
-	return nil
-}
 
 // settle runs one fenced settlement in its own transaction.
 func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error {
@@ -238,4 +222,144 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 		}
 	}
 	return out, nil
+}
+
+// ReceiveDeferred locks the deferred message seq of queue, as Receive would
+// (a new token, a lease, one more delivery). A message that is not deferred
+// is ErrMessageNotFound. A message deferred on its last allowed delivery is
+// dead-lettered (reason "max delivery count exceeded") and reported as
+// ErrMessageNotFound: handing it out again would exceed MaxDeliveryCount.
+// Asking by sequence number bypasses the order of the message's group: the
+// message was already handed out in order once, before it was deferred.
+func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (Message, error) {
+	if err := s.ready(ctx); err != nil {
+		return Message{}, err
+	}
+	if err := validateQueueName(queue); err != nil {
+		return Message{}, err
+	}
+	var c driver.Row
+	spent := false
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		q, err := s.queues.get(ctx, tx, queue)
+		if err != nil {
+			return err
+		}
+		c, err = s.eng.ClaimDeferred(ctx, tx, q, seq, s.now())
+		if err == nil {
+			s.tally.Redelivered(queue, redeliveries([]driver.Row{c}))
+		}
+		if errors.Is(err, driver.ErrSpentDeferred) {
+			spent = true // commit the dead-lettering, then report
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return Message{}, err
+	}
+	if spent {
+		return Message{}, fmt.Errorf("%w: %d on %q: %v", ErrMessageNotFound, seq, queue, driver.ErrSpentDeferred)
+	}
+	m := toMessage(queue, c)
+	s.receivers.Received(receivers.ID[ReceiverTag]{Queue: queue, Tag: receiverOf(ctx)}, m)
+	return m, nil
+}
+
+// CompleteAndReceive completes locks, all of queue, and claims up to
+// opts.Max messages of queue, in one transaction (one commit): a consumer
+// that handles one message at a time acknowledges the last and takes the
+// next in one call. Each lock gets its own result, nil or ErrLockLost,
+// exactly as CompleteBatch gives it, and the claim is Receive's with the
+// same options (AttemptID replays it; the completions replay from their
+// receipts). When nothing is claimable and opts.Wait is positive, the
+// completions commit first and the call then waits as Receive does. A lock
+// of another queue is ErrInvalidArgument and nothing is done.
+func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lock, opts ReceiveOptions) ([]error, []Message, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := validateReceive(queue, &opts); err != nil {
+		return nil, nil, err
+	}
+	if len(locks) > MaxReceiveBatch {
+		return nil, nil, invalidf(ErrInvalidArgument, "%d locks, at most %d", len(locks), MaxReceiveBatch)
+	}
+	sets := make([]driver.Settlement, len(locks))
+	for i, l := range locks {
+		if err := validateLock(l); err != nil {
+			return nil, nil, err
+		}
+		if l.Queue != queue {
+			return nil, nil, invalidf(ErrInvalidArgument, "a lock of queue %q in a call on %q", l.Queue, queue)
+		}
+		sets[i] = driver.Settlement{Queue: l.Queue, Seq: l.Seq, Token: l.Token}
+	}
+	results := make([]error, len(locks))
+	var claimed []driver.Row
+	var span trace.Span
+	if len(locks) > 0 {
+		span = s.startSettle(ctx, string(driver.OpComplete), queue, len(locks))
+	}
+	start := time.Now()
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		q, err := s.queues.get(ctx, tx, queue)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if len(sets) > 0 {
+			s.tally.Tag(tally.Complete)
+			if results, err = s.eng.CompleteMany(ctx, tx, sets, now); err != nil {
+				return err
+			}
+		}
+		if q.PausedAt != 0 {
+			return nil // paused: the completions commit, nothing is claimed
+		}
+		s.tally.Tag(tally.Receive)
+		claimed, err = s.eng.Claim(ctx, tx, driver.ClaimRequest{
+			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
+			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: now, Bounds: s.bounds,
+		})
+		s.tally.Redelivered(queue, redeliveries(claimed))
+		return err
+	})
+	for i, l := range locks {
+		s.tally.Observe(queue, tally.Settle, start)
+		if err == nil && (results[i] == nil || errors.Is(results[i], ErrLockLost)) {
+			s.receivers.Settled(l.Queue, l.Seq, l.Token)
+		}
+	}
+	s.tally.Observe(queue, tally.Claim, start)
+	endSettle(span, err)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(claimed) == 0 && opts.Wait > 0 {
+		msgs, err := s.Receive(ctx, queue, opts)
+		return results, msgs, err
+	}
+	return results, s.messagesOfClaim(ctx, queue, start, claimed), nil
+}
+
+// startSettle starts the span of a settlement named op ("complete",
+// "abandon", ...) of n locks of queue, as a child of ctx's span, linked to
+// the spans ctx names (tracing.WithLinks); it returns a nil span when
+// tracing is off.
+func (s *Store) startSettle(ctx context.Context, op, queue string, n int) trace.Span {
+	tr := tracing.Tracer(s.opts.TracerProvider)
+	if tr == nil {
+		return nil
+	}
+	_, span := tracing.Start(ctx, tr, trace.SpanKindClient, tracing.OpSettle, op, queue,
+		trace.WithAttributes(tracing.BatchAttrs(n)...), trace.WithLinks(tracing.Links(ctx)...))
+	return span
+}
+
+// endSettle ends a span of startSettle (nil: tracing was off).
+func endSettle(span trace.Span, err error) {
+	if span != nil {
+		tracing.End(span, err)
+	}
 }

@@ -193,19 +193,6 @@ func queueMetrics(qs []tally.Queue) []QueueMetrics {
 	return out
 }
 
-// causeOf maps a settlement to the tally's cause.
-func causeOf(op driver.Op) tally.Cause {
-	switch op {
-	case driver.OpComplete:
-		return tally.Complete
-	case driver.OpAbandon, driver.OpRelease:
-		return tally.Abandon
-	case driver.OpReject:
-		return tally.Reject
-	}
-	return tally.None
-}
-
 // exactOf sums the engine's Stats' figures into the tally's counts.
 func exactOf(per map[string]driver.StateStats) tally.Exact {
 	var e tally.Exact

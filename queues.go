@@ -314,3 +314,237 @@ func (s *Store) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 	}
 	return out, nil
 }
+
+// PurgeOptions configures Purge.
+type PurgeOptions struct {
+	// State is the state of the messages to remove: StateActive,
+	// StateScheduled, StateDeferred, StateDeadLettered or StateLocked.
+	// Purging locked messages takes them from under their consumers, whose
+	// settlements then fail with ErrLockLost. Required.
+	State State
+	// Seqs, when set, are the messages to remove: only those of them in
+	// State go (the others are skipped), in one transaction; an operator
+	// purges the dead letters it selected this way. Empty means every
+	// message of the queue in State.
+	Seqs []int64
+}
+
+// Purge removes every message of queue in opts.State and returns how many it
+// removed. It deletes in batches of a few hundred, each its own transaction,
+// so sends and receives go on between them; cancelling ctx stops it between
+// batches (the count so far is returned with ctx's error). An unknown state
+// is ErrInvalidArgument, an unknown queue ErrQueueNotFound.
+func (s *Store) Purge(ctx context.Context, queue string, opts PurgeOptions) (int, error) {
+	switch opts.State {
+	case StateActive, StateScheduled, StateLocked, StateDeferred, StateDeadLettered:
+	default:
+		return 0, invalidf(ErrInvalidArgument, "purge state %q, want one of active, scheduled, locked, deferred, dead_lettered", opts.State)
+	}
+	if err := s.checkSeqs(ctx, queue, opts.Seqs); err != nil {
+		return 0, err
+	}
+	if len(opts.Seqs) > 0 {
+		var n int64
+		err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.catchUp(ctx, tx, queue); err != nil {
+				return err
+			}
+			var err error
+			n, err = s.eng.PurgeSeqs(ctx, tx, queue, string(opts.State), opts.Seqs)
+			return err
+		})
+		return int(n), err
+	}
+	var total int64
+	for {
+		var n int64
+		err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			if err := s.catchUp(ctx, tx, queue); err != nil {
+				return err
+			}
+			var err error
+			n, err = s.eng.PurgeBatch(ctx, tx, queue, string(opts.State))
+			return err
+		})
+		total += n
+		if err != nil {
+			return int(total), err
+		}
+		if n < driver.SweepBatch {
+			return int(total), nil
+		}
+	}
+}
+
+// QueueStats is a snapshot of one queue.
+type QueueStats struct {
+	Queue string
+	// Messages per state.
+	Active, Scheduled, Locked, Deferred, DeadLettered int64
+	// Bytes is the sum of the body lengths of every message, dead letters
+	// included; DeadLetterBytes is the dead letters' share.
+	Bytes, DeadLetterBytes int64
+	// OldestAge is how long ago (by the store's Clock) the oldest message
+	// that is not dead-lettered was sent; 0 when there is none.
+	OldestAge time.Duration
+	// OldestDeadLetterAge is how long ago the oldest dead letter was
+	// dead-lettered; 0 when there is none.
+	OldestDeadLetterAge time.Duration
+	// Counters are the queue's events since the store was opened; see
+	// Store.Metrics. They are kept in memory, not read from the file.
+	Counters QueueCounters
+	// Receivers are the queue's live receivers (Store.Receivers), kept in
+	// memory.
+	Receivers []Receiver
+}
+
+// Total is the number of messages in the queue, dead letters included.
+func (q QueueStats) Total() int64 {
+	return q.Active + q.Scheduled + q.Locked + q.Deferred + q.DeadLettered
+}
+
+// Stats counts the messages of queue per state, with their bytes and the
+// age of the oldest. It reads the queue's entries of the state indexes (no
+// other queue's, no body), so its cost grows with the queue asked about, not
+// with the file; on a large queue it still holds the store's connection for
+// a while: it is for operators and dashboards, not for every request.
+func (s *Store) Stats(ctx context.Context, queue string) (QueueStats, error) {
+	if err := s.checkQueue(ctx, queue); err != nil {
+		return QueueStats{}, err
+	}
+	var per map[string]driver.StateStats
+	var now int64
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.catchUp(ctx, tx, queue); err != nil {
+			return err
+		}
+		var err error
+		per, err = s.eng.Stats(ctx, tx, queue)
+		if err == nil {
+			s.tally.Correct(queue, exactOf(per))
+		}
+		now = s.now()
+		return err
+	})
+	if err != nil {
+		return QueueStats{}, err
+	}
+	age := func(ms int64) time.Duration {
+		if ms == 0 || ms > now {
+			return 0
+		}
+		return time.Duration(now-ms) * time.Millisecond
+	}
+	st := QueueStats{Queue: queue, Counters: QueueCounters(s.tally.Counters(queue)), Receivers: receiversOf(s.listReceivers(), queue)}
+	var oldest int64
+	for state, v := range per {
+		st.Bytes += v.Bytes
+		switch State(state) {
+		case StateActive:
+			st.Active = v.Count
+		case StateScheduled:
+			st.Scheduled = v.Count
+		case StateLocked:
+			st.Locked = v.Count
+		case StateDeferred:
+			st.Deferred = v.Count
+		case StateDeadLettered:
+			st.DeadLettered, st.DeadLetterBytes = v.Count, v.Bytes
+			st.OldestDeadLetterAge = age(v.OldestDead)
+			continue
+		}
+		if oldest == 0 || (v.OldestEnq > 0 && v.OldestEnq < oldest) {
+			oldest = v.OldestEnq
+		}
+	}
+	st.OldestAge = age(oldest)
+	return st, nil
+}
+
+// PauseQueue pauses the queue name, in the file, so that it holds for
+// every consumer and across restarts: while it is paused, Receive claims
+// nothing (a Receive with a Wait waits, as on an empty queue; a
+// consumer.Loop and a relay idle without an error), while sends are still
+// accepted and deliveries already out can still be settled and renewed.
+// ReceiveDeferred, which asks for one message by its seq, is not paused.
+// Pausing a paused queue changes nothing (QueueInfo.PausedAt keeps the
+// first pause). An unknown queue is ErrQueueNotFound.
+func (s *Store) PauseQueue(ctx context.Context, name string) error {
+	return s.setPaused(ctx, name, true)
+}
+
+// ResumeQueue resumes a paused queue: the receives waiting on it claim at
+// once. Resuming a running queue changes nothing. An unknown queue is
+// ErrQueueNotFound.
+func (s *Store) ResumeQueue(ctx context.Context, name string) error {
+	return s.setPaused(ctx, name, false)
+}
+
+func (s *Store) setPaused(ctx context.Context, name string, pause bool) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if err := validateQueueName(name); err != nil {
+		return err
+	}
+	defer s.queues.forget(name)
+	var at int64
+	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if pause {
+			at = s.now()
+		}
+		if err := s.eng.SetPaused(ctx, tx, name, at); err != nil {
+			return err
+		}
+		// Before the commit, which wakes the receives waiting: the first
+		// one woken must read the queue anew.
+		s.queues.forget(name)
+		if !pause {
+			s.notify.Mark(name)
+		}
+		return nil
+	})
+	if err == nil {
+		s.tally.Paused(name, pause)
+	}
+	return err
+}
+
+// catchUp brings the queue's rows to the store's "now" inside tx: due
+// scheduled messages become active, lapsed leases end (dead-lettered on the
+// last allowed delivery), exactly as the next claim would. The operator
+// calls (Peek, Stats, Redrive, Purge) see and act on that state, not on one
+// that waits for the next Receive or sweep.
+func (s *Store) catchUp(ctx context.Context, tx *sql.Tx, queue string) error {
+	q, err := s.queues.get(ctx, tx, queue)
+	if err != nil {
+		return err
+	}
+	return s.eng.MakeClaimable(ctx, tx, q, s.now())
+}
+
+// checkSeqs checks an operator call's queue (checkQueue) and its listed
+// sequence numbers.
+func (s *Store) checkSeqs(ctx context.Context, queue string, seqs []int64) error {
+	if err := s.checkQueue(ctx, queue); err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		if seq <= 0 {
+			return invalidf(ErrInvalidArgument, "seq %d", seq)
+		}
+	}
+	return nil
+}
+
+// checkQueue validates queue and checks that it exists.
+func (s *Store) checkQueue(ctx context.Context, queue string) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if err := validateQueueName(queue); err != nil {
+		return err
+	}
+	_, err := s.queues.get(ctx, s.db, queue)
+	return err
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/groupcommit"
@@ -167,25 +169,6 @@ func (s *Store) open(ctx context.Context) error {
 
 // storeIDs numbers the stores of the process, for mqlite_store_id().
 var storeIDs atomic.Int64
-
-// changed is the pre-update hook's report of a messages row: the tally
-// counts it, and the bytes it sends count toward the group commit's bound.
-func (s *Store) changed(c driver.RowChange) {
-	s.tally.Change(tally.Change(c))
-	if c.Old == "" {
-		s.group.Wrote(c.Bytes)
-	}
-}
-
-// settling records a settlement op of the delivery (queue, seq, token)
-// inside the current transaction (driver.ConnConfig.Settling): the tally's
-// cause is set at once, like the store's own settlements set it (the tally
-// applies its counts on commit only), and the registry of Receivers forgets
-// the delivery when the transaction commits, never when it rolls back.
-func (s *Store) settling(op driver.Op, queue string, seq int64, token string) {
-	s.tally.Tag(causeOf(op))
-	s.receivers.SettledInTx(queue, seq, token)
-}
 
 // refuse returns the error of a file that Config.ExistingOnly does not let
 // Open create or migrate.
@@ -464,3 +447,43 @@ func (c *queueCache) forget(name string) {
 	delete(c.m, name)
 	c.mu.Unlock()
 }
+
+// TracerProvider returns the provider of the store's spans:
+// Config.TracerProvider, or otel.GetTracerProvider() (read at each call)
+// when that is nil. consumer.Loop and the relay ask for it
+// (consumer.Source.TracerProvider), so one setting traces a whole process.
+func (s *Store) TracerProvider() trace.TracerProvider {
+	if s.opts.TracerProvider != nil {
+		return s.opts.TracerProvider
+	}
+	return otel.GetTracerProvider()
+}
+
+// millis is how mqlite stores time: epoch milliseconds.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMillis turns stored epoch milliseconds back into a time.Time; 0 is the
+// zero time.
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// isClosed reports whether Close has begun.
+func (s *Store) isClosed() bool { return s.checkOpen() != nil }
+
+// Clock is the source of "now" for every timestamp mqlite writes: leases,
+// schedules, TTLs, dedup windows and receipts. Tests inject a fake clock and
+// move it instead of sleeping. Implementations must be safe for concurrent
+// use.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock; it is the default Clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }

@@ -204,6 +204,3 @@ func (s *Store) recover(ctx context.Context) error {
 	}
 	return nil
 }
-
-// isClosed reports whether Close has begun.
-func (s *Store) isClosed() bool { return s.checkOpen() != nil }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/groupcommit"
 	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/tally"
@@ -257,4 +258,36 @@ func ignoreDone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// changed is the pre-update hook's report of a messages row: the tally
+// counts it, and the bytes it sends count toward the group commit's bound.
+func (s *Store) changed(c driver.RowChange) {
+	s.tally.Change(tally.Change(c))
+	if c.Old == "" {
+		s.group.Wrote(c.Bytes)
+	}
+}
+
+// settling records a settlement op of the delivery (queue, seq, token)
+// inside the current transaction (driver.ConnConfig.Settling): the tally's
+// cause is set at once, like the store's own settlements set it (the tally
+// applies its counts on commit only), and the registry of Receivers forgets
+// the delivery when the transaction commits, never when it rolls back.
+func (s *Store) settling(op driver.Op, queue string, seq int64, token string) {
+	s.tally.Tag(causeOf(op))
+	s.receivers.SettledInTx(queue, seq, token)
+}
+
+// causeOf maps a settlement to the tally's cause.
+func causeOf(op driver.Op) tally.Cause {
+	switch op {
+	case driver.OpComplete:
+		return tally.Complete
+	case driver.OpAbandon, driver.OpRelease:
+		return tally.Abandon
+	case driver.OpReject:
+		return tally.Reject
+	}
+	return tally.None
 }
