@@ -42,7 +42,7 @@ func TestLoopTxPath(t *testing.T) {
 	profile := func(commits string) map[string]int64 {
 		prof := filepath.Join(dir, "commits"+commits+".txt")
 		cmd := exec.Command(gobin, "test", "-count=1", "-run", "^TestLoopTxPathProbe$",
-			"-covermode=count", "-coverpkg=github.com/mqlite/mqlite", "-coverprofile="+prof, ".")
+			"-covermode=atomic", "-coverpkg=github.com/mqlite/mqlite", "-coverprofile="+prof, ".")
 		cmd.Env = append(os.Environ(), "MQLITE_LOOPTX_PROBE="+commits)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("the probe: %v\n%s", err, out)
