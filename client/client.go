@@ -1,7 +1,7 @@
 // Package client is the Go SDK of the mqlite broker (package broker, `mqlite
 // serve`): the same calls as the embedded *mqlite.Store, over HTTP.
 //
-// A *Client satisfies consumer.Source (batched completions, a clock and
+// A *Client satisfies consumer.Store (batched completions, a clock and
 // all) and consumer.Streamer, so consumer.Loop and the relay run unchanged
 // over the network:
 //
@@ -58,10 +58,10 @@ import (
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
-// Compile-time checks: the client is a consumer Source, and a Releaser
+// Compile-time checks: the client is a consumer Store, and a Releaser
 // (Loop gives its unstarted messages back uncounted).
 var (
-	_ consumer.Source   = (*Client)(nil)
+	_ consumer.Store    = (*Client)(nil)
 	_ consumer.Releaser = (*Client)(nil)
 )
 

@@ -181,11 +181,11 @@ type Topics interface {
 	DeleteSubscription(ctx context.Context, topic, queue string) error
 }
 
-// Store is what the kit tests: the consumer side (consumer.Source), queue
+// Store is what the kit tests: the consumer side (consumer.Store), queue
 // creation and the operator calls. A Store that is also a Topics has the
 // Topics area tested too.
 type Store interface {
-	consumer.Source
+	consumer.Store
 	Queues
 	Operator
 }
