@@ -162,15 +162,15 @@ type Config struct {
 	MaxInboundBytes int64
 }
 
-// ErrConfig matches every error of New about its Config, as does
+// ErrInvalidConfig matches every error of New about its Config, as does
 // mqlite.ErrInvalidArgument (errors.As gives an *mqlite.InvalidArgumentError
-// whose Kind is ErrConfig).
-var ErrConfig = errors.New("broker: invalid config")
+// whose Kind is ErrInvalidConfig).
+var ErrInvalidConfig = errors.New("broker: invalid config")
 
-// configErr returns the error of a bad Config: ErrConfig and
+// configErr returns the error of a bad Config: ErrInvalidConfig and
 // mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
 func configErr(format string, args ...any) error {
-	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
 func (c *Config) fill() error {

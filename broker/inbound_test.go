@@ -111,7 +111,7 @@ func TestInboundConfig(t *testing.T) {
 	} {
 		srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Sender{{
 			Name: "acme", Queue: tc.queue, RetryHorizon: tc.horizon, Secrets: []string{inboundSecret}}}})
-		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) ||
+		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) ||
 			strings.Count(err.Error(), "invalid config") != 1) {
 			t.Errorf("queue %s, horizon %v: %v", tc.queue, tc.horizon, err)
 		}

@@ -98,10 +98,10 @@ var (
 	// same lock with the same step) is safe: it replays the answer of the
 	// commit that went through, or commits now, never twice.
 	ErrOutcomeUnknown = errors.New("client: commit outcome unknown")
-	// ErrConfig matches every error of New about its Config, as does
+	// ErrInvalidConfig matches every error of New about its Config, as does
 	// mqlite.ErrInvalidArgument (errors.As gives an
-	// *mqlite.InvalidArgumentError whose Kind is ErrConfig).
-	ErrConfig = errors.New("client: invalid config")
+	// *mqlite.InvalidArgumentError whose Kind is ErrInvalidConfig).
+	ErrInvalidConfig = errors.New("client: invalid config")
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -144,10 +144,10 @@ type Client struct {
 	ownHTTP bool
 }
 
-// configErr returns the error of a bad Config: ErrConfig and
+// configErr returns the error of a bad Config: ErrInvalidConfig and
 // mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
 func configErr(format string, args ...any) error {
-	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
 // New returns a client for cfg. It does not connect.

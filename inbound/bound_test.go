@@ -341,8 +341,8 @@ func TestDefaultRetryHorizon(t *testing.T) {
 	b.Queue(t, "short", mqlite.QueueOptions{})
 	b.Queue(t, "days", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
 	_, err := inbound.New(context.Background(), b.Store, inbound.Config{Senders: []inbound.Sender{{Name: "acme", Queue: "short", Secrets: []string{oldSecret}}}})
-	if !errors.Is(err, inbound.ErrConfig) || !strings.Contains(err.Error(), "72h") || !strings.Contains(err.Error(), "DedupWindow") {
-		t.Fatalf("a 10m window without a horizon: %v, want ErrConfig naming 72h", err)
+	if !errors.Is(err, inbound.ErrInvalidConfig) || !strings.Contains(err.Error(), "72h") || !strings.Contains(err.Error(), "DedupWindow") {
+		t.Fatalf("a 10m window without a horizon: %v, want ErrInvalidConfig naming 72h", err)
 	}
 	t.Logf("refused: %v", err)
 	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{Senders: []inbound.Sender{{Name: "acme", Queue: "days", Secrets: []string{oldSecret}}}}); err != nil {

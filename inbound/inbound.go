@@ -118,9 +118,9 @@ var (
 // signature does; the metrics tell them apart.
 var errUnknownSender = fmt.Errorf("%w", ErrBadSignature)
 
-// ErrConfig matches every error of New about its Config, as does
+// ErrInvalidConfig matches every error of New about its Config, as does
 // mqlite.ErrInvalidArgument.
-var ErrConfig = errors.New("inbound: invalid config")
+var ErrInvalidConfig = errors.New("inbound: invalid config")
 
 // Sender is one sender of webhooks and the queue its requests go to.
 type Sender struct {
@@ -196,13 +196,13 @@ type sender struct {
 var senderName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func configErr(format string, args ...any) error {
-	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
 // New returns a Handler for cfg's senders on st. It checks cfg and reads
 // each sender's queue: one that does not exist, or whose DedupWindow is
 // off or shorter than the sender needs, is refused (the error matches
-// ErrConfig and mqlite.ErrInvalidArgument). ctx bounds the reads.
+// ErrInvalidConfig and mqlite.ErrInvalidArgument). ctx bounds the reads.
 func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 	if st == nil {
 		return nil, configErr("no store")
@@ -405,7 +405,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, src *sender) (o
 	// The window may have changed since New (PUT /v1/queues/{queue}):
 	// refuse rather than take a message whose retry would be a second one.
 	if err := src.checkQueue(r.Context(), h.st); err != nil {
-		if errors.Is(err, ErrConfig) {
+		if errors.Is(err, ErrInvalidConfig) {
 			return outbox.Result{}, &wireError{wire.CodeUnavailable, wire.ReasonNoDedupWindow, err.Error()}
 		}
 		return outbox.Result{}, err

@@ -350,7 +350,7 @@ func TestWindowLost(t *testing.T) {
 // TestConfig: New refuses a sender it could not take exactly once by id
 // (no queue, no window, a window shorter than twice the tolerance or than
 // the retry horizon) and every malformed field, with an error that
-// matches ErrConfig and mqlite.ErrInvalidArgument and never quotes a
+// matches ErrInvalidConfig and mqlite.ErrInvalidArgument and never quotes a
 // secret.
 func TestConfig(t *testing.T) {
 	t.Parallel()
@@ -402,8 +402,8 @@ func TestConfig(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, inbound.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want ErrConfig with %q", err, tc.want)
+			if !errors.Is(err, inbound.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want ErrInvalidConfig with %q", err, tc.want)
 			}
 			for _, s := range tc.sources {
 				for _, sec := range s.Secrets {
@@ -417,7 +417,7 @@ func TestConfig(t *testing.T) {
 	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{MaxHeldBytes: 1 << 10}); err != nil {
 		t.Errorf("no sender, a small bound: %v", err)
 	}
-	if _, err := inbound.New(context.Background(), nil, inbound.Config{}); !errors.Is(err, inbound.ErrConfig) {
+	if _, err := inbound.New(context.Background(), nil, inbound.Config{}); !errors.Is(err, inbound.ErrInvalidConfig) {
 		t.Errorf("no store: %v", err)
 	}
 }

@@ -73,16 +73,16 @@ func TestOutsideRetryHorizonDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := inbound.New(t.Context(), st, inbound.Config{Senders: []inbound.Sender{{Name: "a", Queue: name, Secrets: []string{outsideSecret}}}})
-		if !errors.Is(err, inbound.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
-			t.Errorf("a queue with a %v window and no horizon: %v, want ErrConfig", w, err)
+		if !errors.Is(err, inbound.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("a queue with a %v window and no horizon: %v, want ErrInvalidConfig", w, err)
 		}
 	}
 	// No window at all (-1), whatever the horizon.
 	if err := st.CreateQueue(t.Context(), "none", mqlite.QueueOptions{DedupWindow: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inbound.New(t.Context(), st, inbound.Config{Senders: []inbound.Sender{{Name: "a", Queue: "none", Secrets: []string{outsideSecret}, RetryHorizon: time.Minute}}}); !errors.Is(err, inbound.ErrConfig) {
-		t.Errorf("a queue without a window: %v, want ErrConfig", err)
+	if _, err := inbound.New(t.Context(), st, inbound.Config{Senders: []inbound.Sender{{Name: "a", Queue: "none", Secrets: []string{outsideSecret}, RetryHorizon: time.Minute}}}); !errors.Is(err, inbound.ErrInvalidConfig) {
+		t.Errorf("a queue without a window: %v, want ErrInvalidConfig", err)
 	}
 }
 
