@@ -56,11 +56,11 @@ func TestBadConfigIsInvalidArgument(t *testing.T) {
 		{"broker.New", func() error {
 			_, err := broker.New(broker.Config{})
 			return err
-		}, broker.ErrConfig},
+		}, broker.ErrInvalidConfig},
 		{"client.New", func() error {
 			_, err := client.New(client.Config{URL: "ftp://example.invalid"})
 			return err
-		}, client.ErrConfig},
+		}, client.ErrInvalidConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.err()

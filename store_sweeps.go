@@ -60,7 +60,7 @@ func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 		if err != nil {
 			return total, err
 		}
-		if n < driver.TombstoneBatch || stop() {
+		if n < driver.ReceiptBatch || stop() {
 			break
 		}
 	}
@@ -78,7 +78,7 @@ func (s *Store) compactTombstones(ctx context.Context, now int64) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.eng.CompactTombstones(ctx, tx, now)
+	n, err := s.eng.CompactReceipts(ctx, tx, now)
 	if err != nil {
 		_ = tx.Rollback()
 		return 0, err

@@ -82,11 +82,11 @@ func TestLoopTxClaimsInItsCommits(t *testing.T) {
 	const n = 20
 	for _, tc := range []struct {
 		name  string
-		src   func(*mqlite.Store) consumer.TxSource
+		src   func(*mqlite.Store) consumer.TxStore
 		apart bool // the control: claims outside the step's commit
 	}{
-		{"claims in the commit", func(st *mqlite.Store) consumer.TxSource { return st }, false},
-		{"control: claims apart", func(st *mqlite.Store) consumer.TxSource { return claimsApart{st} }, true},
+		{"claims in the commit", func(st *mqlite.Store) consumer.TxStore { return st }, false},
+		{"control: claims apart", func(st *mqlite.Store) consumer.TxStore { return claimsApart{st} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := openQueue(t)
@@ -97,7 +97,7 @@ func TestLoopTxClaimsInItsCommits(t *testing.T) {
 			defer cancel()
 			done := make(chan struct{})
 			obs := &countCompleted{n: n, done: done}
-			src := &countReceives{TxSource: tc.src(b.Store)}
+			src := &countReceives{TxStore: tc.src(b.Store)}
 			loopErr := make(chan error, 1)
 			go func() {
 				loopErr <- consumer.LoopTx(ctx, src, "q", func(context.Context, mqlite.Message) (consumer.TxStep, error) {
@@ -127,13 +127,13 @@ func (s claimsApart) TxAndReceive(ctx context.Context, _ string, _ mqlite.Receiv
 
 // countReceives counts the Receives of a TxSource.
 type countReceives struct {
-	consumer.TxSource
+	consumer.TxStore
 	n atomic.Int64
 }
 
 func (s *countReceives) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
 	s.n.Add(1)
-	return s.TxSource.Receive(ctx, q, o)
+	return s.TxStore.Receive(ctx, q, o)
 }
 
 // countCompleted closes done at the n-th completion.

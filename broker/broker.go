@@ -146,31 +146,31 @@ type Config struct {
 	// 403 (backup_disabled). Backups are written 0600; they hold every
 	// body and key hash.
 	BackupDir string
-	// Inbound lists the sources whose Standard Webhooks POST
+	// Inbound lists the senders whose Standard Webhooks POST
 	// /v1/inbound/{source} takes into their queues, exactly once by
 	// webhook-id (package inbound): no access key, the signature is the
-	// authentication. New reads each source's queue and refuses one whose
-	// DedupWindow is off or shorter than twice the source's Tolerance or
+	// authentication. New reads each sender's queue and refuses one whose
+	// DedupWindow is off or shorter than twice the sender's Tolerance or
 	// its RetryHorizon (inbound.DefaultRetryHorizon, 3 days, unless the
-	// source says). Defaults to none: every request there is refused as
-	// from an unknown source.
-	Inbound []inbound.Source
+	// sender says). Defaults to none: every request there is refused as
+	// from an unknown sender.
+	Inbound []inbound.Sender
 	// MaxInboundBytes bounds the bytes of the inbound webhook bodies held
 	// at once (inbound.Config.MaxHeldBytes): past it a request is 503
-	// (inbound_busy) with Retry-After, its body unread. Each source's
+	// (inbound_busy) with Retry-After, its body unread. Each sender's
 	// share is its MaxHeldBytes. Defaults to 64 MiB.
 	MaxInboundBytes int64
 }
 
-// ErrConfig matches every error of New about its Config, as does
+// ErrInvalidConfig matches every error of New about its Config, as does
 // mqlite.ErrInvalidArgument (errors.As gives an *mqlite.InvalidArgumentError
-// whose Kind is ErrConfig).
-var ErrConfig = errors.New("broker: invalid config")
+// whose Kind is ErrInvalidConfig).
+var ErrInvalidConfig = errors.New("broker: invalid config")
 
-// configErr returns the error of a bad Config: ErrConfig and
+// configErr returns the error of a bad Config: ErrInvalidConfig and
 // mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
 func configErr(format string, args ...any) error {
-	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
 func (c *Config) fill() error {

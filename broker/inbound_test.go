@@ -22,13 +22,13 @@ import (
 const inboundSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // TestInboundRoute: POST /v1/inbound/{source} takes a signed webhook into
-// the source's queue without an access key (the signature is the
+// the sender's queue without an access key (the signature is the
 // authentication) and answers 200 once it is committed; a refusal is 401
 // with nothing stored and one debug log line that names neither the body
 // nor a secret; /metrics counts both.
 func TestInboundRoute(t *testing.T) {
 	// The provider retries for a minute: q's window (10m) covers it.
-	f := start(t, broker.Config{Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}, RetryHorizon: time.Minute}}})
+	f := start(t, broker.Config{Inbound: []inbound.Sender{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}, RetryHorizon: time.Minute}}})
 	wh, err := standardwebhooks.NewWebhook(inboundSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestInboundRoute(t *testing.T) {
 	}
 }
 
-// TestInboundConfig: New refuses a source whose queue has no dedup window
+// TestInboundConfig: New refuses a sender whose queue has no dedup window
 // (a provider's retry would be a second message), as a bad Config.
 func TestInboundConfig(t *testing.T) {
 	t.Parallel()
@@ -109,9 +109,9 @@ func TestInboundConfig(t *testing.T) {
 		{"week", 8 * 24 * time.Hour, false},
 		{"missing", 0, false},
 	} {
-		srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{
+		srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Sender{{
 			Name: "acme", Queue: tc.queue, RetryHorizon: tc.horizon, Secrets: []string{inboundSecret}}}})
-		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) ||
+		if tc.ok != (err == nil) || !tc.ok && (!errors.Is(err, broker.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) ||
 			strings.Count(err.Error(), "invalid config") != 1) {
 			t.Errorf("queue %s, horizon %v: %v", tc.queue, tc.horizon, err)
 		}
@@ -121,7 +121,7 @@ func TestInboundConfig(t *testing.T) {
 
 // FuzzInboundRoute sends arbitrary paths, headers and bodies to the
 // broker's inbound route, with no key: it never panics, answers 200 only
-// to a request signed by the source's secret, and stores nothing else.
+// to a request signed by the sender's secret, and stores nothing else.
 func FuzzInboundRoute(f *testing.F) {
 	f.Add("acme", "evt_1", "{}", true)
 	f.Add("acme", "evt_1", "{}", false)
@@ -130,7 +130,7 @@ func FuzzInboundRoute(f *testing.F) {
 	f.Add("%2e%2e", "evt\r\n", "\xff", true)
 	tb := testdb.Open(f, mqlite.Config{})
 	tb.Queue(f, "q", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
-	srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
+	srv, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Sender{{Name: "acme", Queue: "q", Secrets: []string{inboundSecret}}}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func FuzzInboundRoute(f *testing.F) {
 // /metrics shows the bytes held. Once the slow body ends it is stored.
 func TestInboundHeldBytesOverHTTP(t *testing.T) {
 	const size = 4 << 10
-	f := start(t, broker.Config{MaxInboundBytes: size, Inbound: []inbound.Source{{Name: "acme", Queue: "q",
+	f := start(t, broker.Config{MaxInboundBytes: size, Inbound: []inbound.Sender{{Name: "acme", Queue: "q",
 		Secrets: []string{inboundSecret}, RetryHorizon: time.Minute, MaxBodyBytes: size}}})
 	wh, err := standardwebhooks.NewWebhook(inboundSecret)
 	if err != nil {

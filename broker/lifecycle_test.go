@@ -44,7 +44,7 @@ func TestConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := broker.New(tc.cfg)
 			// Every bad Config is both the broker's and the family's.
-			if (err == nil) != tc.ok || (err != nil && (!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument))) {
+			if (err == nil) != tc.ok || (err != nil && (!errors.Is(err, broker.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument))) {
 				t.Fatalf("New: %v, want ok=%v", err, tc.ok)
 			}
 		})

@@ -16,7 +16,7 @@ import (
 // webhooks, mqlite_build_info and the broker process's Go and process
 // collectors. A scrape reads no table: the store keeps the counts in
 // memory.
-func metricsHandler(src metrics.Source, in prometheus.Collector) http.Handler {
+func metricsHandler(src metrics.Store, in prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "mqlite_build_info",

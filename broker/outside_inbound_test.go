@@ -18,7 +18,7 @@ import (
 	"github.com/mqlite/mqlite/internal/testdb"
 )
 
-// An outsider's view of the broker's inbound door: an unknown source name
+// An outsider's view of the broker's inbound door: an unknown sender name
 // answers like a known one, whatever else the request carries (a bogus
 // access key, an odd name), and the answer gives nothing away.
 func TestOutsideInboundUnknownLooksKnown(t *testing.T) {
@@ -27,7 +27,7 @@ func TestOutsideInboundUnknownLooksKnown(t *testing.T) {
 	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "in", mqlite.QueueOptions{DedupWindow: 72 * time.Hour})
 	url := serve(t, broker.Config{Store: tb.Store, Logger: quiet(),
-		Inbound: []inbound.Source{{Name: "acme", Queue: "in", Secrets: []string{secret}}}}, nil)
+		Inbound: []inbound.Sender{{Name: "acme", Queue: "in", Secrets: []string{secret}}}}, nil)
 	now := tb.Clock.Now().Unix()
 	ts := strconv.FormatInt(now, 10)
 	sign := func(id, ts string, body []byte) string {

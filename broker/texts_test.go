@@ -38,15 +38,15 @@ func TestTooLargeNamesTheFlag(t *testing.T) {
 	}
 }
 
-// TestInboundConfigErrorSaysItOnce: a bad inbound source is a broker
+// TestInboundConfigErrorSaysItOnce: a bad inbound sender is a broker
 // config error that says "invalid config" once.
 func TestInboundConfigErrorSaysItOnce(t *testing.T) {
 	t.Parallel()
 	tb := testdb.Open(t, mqlite.Config{})
-	_, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Source{{Name: "acme", Queue: "q"}}})
+	_, err := broker.New(broker.Config{Store: tb.Store, Inbound: []inbound.Sender{{Name: "acme", Queue: "q"}}})
 	if err == nil || strings.Count(err.Error(), "invalid config") != 1 ||
-		!errors.Is(err, broker.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
-		t.Errorf("New: %v, want one \"invalid config\", matching broker.ErrConfig and ErrInvalidArgument", err)
+		!errors.Is(err, broker.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Errorf("New: %v, want one \"invalid config\", matching broker.ErrInvalidConfig and ErrInvalidArgument", err)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestAbandonReasonOverTheBroker(t *testing.T) {
 	b := setup(t, mqlite.QueueOptions{})
 	for _, src := range []struct {
 		name string
-		c    consumer.Source
+		c    consumer.Store
 	}{{"store", b.Store}, {"client", b.src}} {
 		t.Run(src.name, func(t *testing.T) {
 			ctx := context.Background()

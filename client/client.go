@@ -1,7 +1,7 @@
 // Package client is the Go SDK of the mqlite broker (package broker, `mqlite
 // serve`): the same calls as the embedded *mqlite.Store, over HTTP.
 //
-// A *Client satisfies consumer.Source (batched completions, a clock and
+// A *Client satisfies consumer.Store (batched completions, a clock and
 // all) and consumer.Streamer, so consumer.Loop and the relay run unchanged
 // over the network:
 //
@@ -58,10 +58,10 @@ import (
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
-// Compile-time checks: the client is a consumer Source, and a Releaser
+// Compile-time checks: the client is a consumer Store, and a Releaser
 // (Loop gives its unstarted messages back uncounted).
 var (
-	_ consumer.Source   = (*Client)(nil)
+	_ consumer.Store    = (*Client)(nil)
 	_ consumer.Releaser = (*Client)(nil)
 )
 
@@ -98,10 +98,10 @@ var (
 	// same lock with the same step) is safe: it replays the answer of the
 	// commit that went through, or commits now, never twice.
 	ErrOutcomeUnknown = errors.New("client: commit outcome unknown")
-	// ErrConfig matches every error of New about its Config, as does
+	// ErrInvalidConfig matches every error of New about its Config, as does
 	// mqlite.ErrInvalidArgument (errors.As gives an
-	// *mqlite.InvalidArgumentError whose Kind is ErrConfig).
-	ErrConfig = errors.New("client: invalid config")
+	// *mqlite.InvalidArgumentError whose Kind is ErrInvalidConfig).
+	ErrInvalidConfig = errors.New("client: invalid config")
 )
 
 // Config configures New. Zero values mean the defaults.
@@ -144,10 +144,10 @@ type Client struct {
 	ownHTTP bool
 }
 
-// configErr returns the error of a bad Config: ErrConfig and
+// configErr returns the error of a bad Config: ErrInvalidConfig and
 // mqlite.ErrInvalidArgument, the detail formatted as by fmt.Sprintf.
 func configErr(format string, args ...any) error {
-	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
 // New returns a client for cfg. It does not connect.

@@ -90,12 +90,12 @@ func TestLoopOverClientRequests(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name   string
-		src    func(*client.Client) consumer.Source
+		src    func(*client.Client) consumer.Store
 		most   int // consume requests, for n messages
 		stream bool
 	}{
-		{"stream", func(c *client.Client) consumer.Source { return c }, 5, true},
-		{"complete-receive", func(c *client.Client) consumer.Source { return noStream{c} }, n + 10, false},
+		{"stream", func(c *client.Client) consumer.Store { return c }, 5, true},
+		{"complete-receive", func(c *client.Client) consumer.Store { return noStream{c} }, n + 10, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -112,7 +112,7 @@ const n = 60
 
 // loopRequests runs Loop over src (Concurrency 1, no prefetch) until it
 // handled n messages and counts the requests by their last path segment.
-func loopRequests(t *testing.T, src func(*client.Client) consumer.Source) map[string]int {
+func loopRequests(t *testing.T, src func(*client.Client) consumer.Store) map[string]int {
 	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "q", mqlite.QueueOptions{LockDuration: lease})
 	url, key := serve(t, tb, broker.Config{})

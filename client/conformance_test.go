@@ -64,7 +64,7 @@ func clientHarness(fx func(c *client.Client) effects) conformance.Harness {
 			in.EffectsTx, in.EffectsRetry = fx(c)()
 			// The broker's inbound route, on a broker over the same store
 			// with the sources in its Config (they are read at its start).
-			in.Inbound = func(t *testing.T, sources []inbound.Source) (http.Handler, error) {
+			in.Inbound = func(t *testing.T, sources []inbound.Sender) (http.Handler, error) {
 				srv, err := broker.New(broker.Config{Store: st, Inbound: sources})
 				if err != nil {
 					return nil, err

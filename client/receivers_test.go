@@ -27,7 +27,7 @@ func TestRemoteReceiversInStats(t *testing.T) {
 		return nil
 	}
 	var stops []func()
-	for _, src := range []consumer.Source{b.src, other} {
+	for _, src := range []consumer.Store{b.src, other} {
 		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- consumer.Loop(lctx, src, "q", hold, consumer.LoopConfig{Prefetch: -1}) }()

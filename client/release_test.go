@@ -23,15 +23,15 @@ import (
 func TestReleaseLoopStopOverClient(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := consumer.LoopConfig{Concurrency: 1, Prefetch: 4, DrainTimeout: -1, Logger: quiet}
-	type loopFunc func(ctx context.Context, src consumer.Source, h func(mqlite.Message)) error
-	loop := func(ctx context.Context, src consumer.Source, h func(mqlite.Message)) error {
+	type loopFunc func(ctx context.Context, src consumer.Store, h func(mqlite.Message)) error
+	loop := func(ctx context.Context, src consumer.Store, h func(mqlite.Message)) error {
 		return consumer.Loop(ctx, src, "q", func(ctx context.Context, m mqlite.Message) error {
 			h(m)
 			<-ctx.Done()
 			return nil
 		}, cfg)
 	}
-	batch := func(ctx context.Context, src consumer.Source, h func(mqlite.Message)) error {
+	batch := func(ctx context.Context, src consumer.Store, h func(mqlite.Message)) error {
 		return consumer.LoopBatch(ctx, src, "q", func(ctx context.Context, msgs []mqlite.Message) []error {
 			for _, m := range msgs {
 				h(m)
@@ -51,11 +51,11 @@ func TestReleaseLoopStopOverClient(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t, mqlite.QueueOptions{MaxDeliveryCount: 1})
-			var src consumer.Source = b.src
+			var src consumer.Store = b.src
 			if !c.releaser {
 				// Streams as the client does, with no Release.
 				src = struct {
-					consumer.Source
+					consumer.Store
 					consumer.Streamer
 				}{b.src, b.src}
 			}

@@ -98,13 +98,13 @@ type Instance struct {
 	// new committed. Nil where a commit has no reply to lose (the embedded
 	// store); its subtest is then skipped.
 	EffectsRetry func(ctx context.Context) error
-	// Inbound returns the handler of the signed webhooks of sources into
+	// Inbound returns the handler of the signed webhooks of senders into
 	// Store's queues, which the kit calls with POST
 	// /v1/inbound/{source}: package inbound's Handler on a mux, or the
 	// broker's route. Its error is New's (a queue whose DedupWindow does
-	// not cover a source's retry horizon matches mqlite.ErrInvalidArgument).
+	// not cover a sender's retry horizon matches mqlite.ErrInvalidArgument).
 	// Nil under Features.WithoutInbound.
-	Inbound func(t *testing.T, sources []inbound.Source) (http.Handler, error)
+	Inbound func(t *testing.T, senders []inbound.Sender) (http.Handler, error)
 }
 
 // EffectsOps is what fn of Instance.EffectsTx does inside the transaction.
@@ -181,11 +181,11 @@ type Topics interface {
 	DeleteSubscription(ctx context.Context, topic, queue string) error
 }
 
-// Store is what the kit tests: the consumer side (consumer.Source), queue
+// Store is what the kit tests: the consumer side (consumer.Store), queue
 // creation and the operator calls. A Store that is also a Topics has the
 // Topics area tested too.
 type Store interface {
-	consumer.Source
+	consumer.Store
 	Queues
 	Operator
 }

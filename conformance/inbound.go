@@ -17,13 +17,13 @@ import (
 	"github.com/mqlite/mqlite/internal/wire"
 )
 
-// The inbound area's secrets: the source's, and one it does not hold.
+// The inbound area's secrets: the sender's, and one it does not hold.
 const (
 	inboundSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	foreignSecret = "whsec_dGhpcyBpcyBub3QgdGhlIHNvdXJjZSdzIGtleQ=="
 )
 
-// webhooks is a subtest's inbound handler for source "acme" into queue
+// webhooks is a subtest's inbound handler for sender "acme" into queue
 // "in" (a window of inbound.DefaultRetryHorizon, the default horizon).
 type webhooks struct {
 	k *kit
@@ -40,7 +40,7 @@ func openInbound(t *testing.T, h Harness) webhooks {
 		t.Fatal("conformance: Instance.Inbound is nil without Features.WithoutInbound")
 	}
 	k.queue("in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
-	hd, err := k.in.Inbound(t, []inbound.Source{{Name: "acme", Queue: "in", Secrets: []string{inboundSecret}}})
+	hd, err := k.in.Inbound(t, []inbound.Sender{{Name: "acme", Queue: "in", Secrets: []string{inboundSecret}}})
 	k.must(err, "inbound handler")
 	return webhooks{k, hd}
 }
@@ -53,7 +53,7 @@ type delivery struct {
 	sent     string // the body sent, when not body (tampered after signing)
 }
 
-// post sends d to source "acme" and returns the status and the answer.
+// post sends d to sender "acme" and returns the status and the answer.
 func (w webhooks) post(d delivery) (int, wire.SendResult, string) {
 	w.k.t.Helper()
 	sent := d.body
@@ -166,11 +166,11 @@ var inboundTests = []subtest{
 		skipWithout(t, h.Features.WithoutInbound)
 		k := open(t, h)
 		k.queue("short", mqlite.QueueOptions{}) // the default window, 10m
-		_, err := k.in.Inbound(t, []inbound.Source{{Name: "acme", Queue: "short", Secrets: []string{inboundSecret}}})
+		_, err := k.in.Inbound(t, []inbound.Sender{{Name: "acme", Queue: "short", Secrets: []string{inboundSecret}}})
 		if !errors.Is(err, mqlite.ErrInvalidArgument) {
 			t.Fatalf("a 10m window under the default horizon: %v, want ErrInvalidArgument", err)
 		}
-		if _, err := k.in.Inbound(t, []inbound.Source{{Name: "acme", Queue: "short", Secrets: []string{inboundSecret},
+		if _, err := k.in.Inbound(t, []inbound.Sender{{Name: "acme", Queue: "short", Secrets: []string{inboundSecret},
 			RetryHorizon: 10 * time.Minute}}); err != nil {
 			t.Fatalf("a 10m window over a 10m horizon: %v", err)
 		}

@@ -47,7 +47,7 @@ func TestConformanceInboundMutant(t *testing.T) {
 		in := open(t, cfg)
 		real := in.Inbound
 		st := in.Store.(*mqlite.Store)
-		in.Inbound = func(t *testing.T, sources []inbound.Source) (http.Handler, error) {
+		in.Inbound = func(t *testing.T, sources []inbound.Sender) (http.Handler, error) {
 			hd, err := real(t, sources)
 			if err != nil {
 				return nil, err

@@ -61,8 +61,8 @@ func embedded(tx func(st *mqlite.Store) txFunc, fx func(st *mqlite.Store) effect
 			EffectsTx: func(ctx context.Context, fn func(conformance.EffectsOps) error) error {
 				return fx(st)(ctx, fn)
 			},
-			Inbound: func(t *testing.T, sources []inbound.Source) (http.Handler, error) {
-				h, err := inbound.New(context.Background(), st, inbound.Config{Sources: sources})
+			Inbound: func(t *testing.T, sources []inbound.Sender) (http.Handler, error) {
+				h, err := inbound.New(context.Background(), st, inbound.Config{Senders: sources})
 				if err != nil {
 					return nil, err
 				}

@@ -201,7 +201,7 @@ func TestLoopBatchBadArguments(t *testing.T) {
 		{"negative Concurrency", byBody(nil), consumer.BatchConfig{LoopConfig: consumer.LoopConfig{Concurrency: -2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := consumer.LoopBatch(ctx, nopSource{}, "q", tc.h, tc.opts)
+			err := consumer.LoopBatch(ctx, nopStore{}, "q", tc.h, tc.opts)
 			if !errors.Is(err, mqlite.ErrInvalidArgument) {
 				t.Fatalf("err %v, want ErrInvalidArgument", err)
 			}
@@ -209,8 +209,8 @@ func TestLoopBatchBadArguments(t *testing.T) {
 	}
 }
 
-// nopSource is a Source LoopBatch never reaches: its arguments are refused first.
-type nopSource struct{ consumer.Source }
+// nopStore is a Store LoopBatch never reaches: its arguments are refused first.
+type nopStore struct{ consumer.Store }
 
 func TestDeadLetterIsCutToWhatTheStoreTakes(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {

@@ -25,7 +25,7 @@ type completion struct {
 // complete is the completer goroutine: it completes what the workers hand
 // over, in batches of whatever has gathered, until l.completions is closed
 // and drained. It frees each message's slot once the message is settled.
-func (l *loop) complete(bc Source) {
+func (l *loop) complete(bc Store) {
 	batch := make([]completion, 0, cap(l.completions))
 	locks := make([]mqlite.Lock, 0, cap(l.completions))
 	for c := range l.completions {
@@ -58,7 +58,7 @@ func (l *loop) complete(bc Source) {
 // to the workers, the rest are freed. When the call fails as a whole it
 // falls back to completeBatch, then takes back what its claim may have
 // taken (reclaim).
-func (l *loop) completeAndReceive(cr Source, batch []completion, locks []mqlite.Lock) {
+func (l *loop) completeAndReceive(cr Store, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
 	sctx = settleParent(sctx, batch)
@@ -97,7 +97,7 @@ func (l *loop) completeAndReceive(cr Source, batch []completion, locks []mqlite.
 // completeBatch settles one batch and reports each message's outcome. When
 // the whole call fails, it completes the messages one by one, so each gets
 // its own outcome.
-func (l *loop) completeBatch(bc Source, batch []completion, locks []mqlite.Lock) {
+func (l *loop) completeBatch(bc Store, batch []completion, locks []mqlite.Lock) {
 	sctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)
 	defer cancel()
 	sctx = settleParent(sctx, batch)
@@ -130,7 +130,7 @@ func (l *loop) completeBatch(bc Source, batch []completion, locks []mqlite.Lock)
 // delivery spent each). When the call claimed nothing, it is a plain
 // claim. What it gets keeps its slots and goes to the workers; the other
 // slots of the batch (opts.Max) are freed.
-func (l *loop) reclaim(src Source, opts mqlite.ReceiveOptions) {
+func (l *loop) reclaim(src Store, opts mqlite.ReceiveOptions) {
 	var msgs []mqlite.Message
 	if opts.AttemptID != "" {
 		rctx, cancel := context.WithTimeout(l.sctx, l.o.SettleTimeout)

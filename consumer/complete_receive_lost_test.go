@@ -13,17 +13,17 @@ import (
 	"github.com/mqlite/mqlite/consumer"
 )
 
-// lostAnswer is a Source whose first CompleteAndReceive commits (the
+// lostAnswer is a Store whose first CompleteAndReceive commits (the
 // completions and the claim) and then loses its answer, as a broker's
 // reply lost past the client's retries.
 type lostAnswer struct {
-	consumer.Source
+	consumer.Store
 	mu   sync.Mutex
 	lost int
 }
 
 func (s *lostAnswer) CompleteAndReceive(ctx context.Context, q string, locks []mqlite.Lock, o mqlite.ReceiveOptions) ([]error, []mqlite.Message, error) {
-	res, msgs, err := s.Source.CompleteAndReceive(ctx, q, locks, o)
+	res, msgs, err := s.Store.CompleteAndReceive(ctx, q, locks, o)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.lost == 0 && len(msgs) > 0 {
@@ -39,7 +39,7 @@ func (s *lostAnswer) CompleteAndReceive(ctx context.Context, q string, locks []m
 // its first delivery, not held by nobody until its lease ends.
 func TestLoopTakesBackALostClaim(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
-		src := &lostAnswer{Source: e.src}
+		src := &lostAnswer{Store: e.src}
 		seqs := e.send("a", "b", "c", "d")
 		opts := e.options(consumer.LoopConfig{Concurrency: 1, Prefetch: -1})
 		stop := e.launch(func(lctx context.Context) error {

@@ -45,12 +45,12 @@ func SQL(tx Tx) (*sql.Tx, error) {
 // values of the handler's, no cancellation: see mqlite.Store.Tx).
 type TxStep func(ctx context.Context, tx Tx) error
 
-// TxSource is a Source that runs a transaction on its store, for LoopTx.
+// TxStore is a Store that runs a transaction on its store, for LoopTx.
 // *mqlite.Store is one. LoopTx commits through TxAndReceive while it claims
 // with Receive and through Tx otherwise, so a wrapper that changes one
 // changes both.
-type TxSource interface {
-	Source
+type TxStore interface {
+	Store
 	// Tx runs fn in one transaction; see mqlite.Store.Tx.
 	Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error
 	// TxAndReceive runs fn in one transaction that also claims up to
@@ -60,12 +60,12 @@ type TxSource interface {
 	TxAndReceive(ctx context.Context, queue string, opts mqlite.ReceiveOptions, fn func(tx *mqlite.Tx) error) ([]mqlite.Message, error)
 }
 
-var _ TxSource = (*mqlite.Store)(nil)
+var _ TxStore = (*mqlite.Store)(nil)
 
-// Committer is a Source that commits a step's sends and a completion in
+// Committer is a Store that commits a step's sends and a completion in
 // one request of its own, for LoopTx: the broker's client is one.
 type Committer interface {
-	Source
+	Store
 	// CommitTx runs step with a Tx that stages its sends, then, unless
 	// step failed (its error is CommitTx's, nothing sent), commits them
 	// and the completion of l together: nil, or the commit's error
@@ -82,7 +82,7 @@ var ErrTxEnded = errors.New("consumer: the step committed or rolled back the tra
 
 // CompleteWith completes the delivery l together with what step writes,
 // in one commit on src, as LoopTx does for each message: on a
-// *mqlite.Store (a TxSource) step runs in the transaction that completes l
+// *mqlite.Store (a TxStore) step runs in the transaction that completes l
 // (consumer.SQL gives its *sql.Tx); on the broker's client (a Committer)
 // step stages its sends in the batch of one commit request. Either way the
 // result is nil with everything committed, or an error with nothing: step's
@@ -96,7 +96,7 @@ var ErrTxEnded = errors.New("consumer: the step committed or rolled back the tra
 // from the commit that went through (nil), or commits now; never twice. A
 // src that is neither is mqlite.ErrInvalidArgument. It blocks until the
 // commit ends or ctx does.
-func CompleteWith(ctx context.Context, src Source, l mqlite.Lock, step TxStep) error {
+func CompleteWith(ctx context.Context, src Store, l mqlite.Lock, step TxStep) error {
 	if step == nil {
 		return invalid("nil TxStep")
 	}
@@ -108,16 +108,16 @@ func CompleteWith(ctx context.Context, src Source, l mqlite.Lock, step TxStep) e
 	return err
 }
 
-// committerOf is the commitFunc of src: a TxSource's transaction or a
+// committerOf is the commitFunc of src: a TxStore's transaction or a
 // Committer's request.
-func committerOf(src Source) (commitFunc, error) {
+func committerOf(src Store) (commitFunc, error) {
 	switch s := src.(type) {
-	case TxSource:
+	case TxStore:
 		return storeCommit(s), nil
 	case Committer:
 		return committerCommit(s), nil
 	}
-	return nil, invalid("exactly-once effects need a TxSource (*mqlite.Store) or a Committer (the broker's client), not %T", src)
+	return nil, invalid("exactly-once effects need a TxStore (*mqlite.Store) or a Committer (the broker's client), not %T", src)
 }
 
 // commitFunc commits step's writes and the completion of l together:
@@ -130,7 +130,7 @@ type commitFunc func(ctx context.Context, l mqlite.Lock, step TxStep, claim int)
 // in one transaction (TxAndReceive, whose claim a failed step or
 // completion never reaches). A completion that finds the transaction
 // ended is the step's doing: ErrTxEnded.
-func storeCommit(ts TxSource) commitFunc {
+func storeCommit(ts TxStore) commitFunc {
 	return func(ctx context.Context, l mqlite.Lock, step TxStep, claim int) ([]mqlite.Message, error) {
 		fn := func(tx *mqlite.Tx) error {
 			if err := step(tx.Context(), storeTx{tx}); err != nil {

@@ -1,4 +1,4 @@
-// Package consumer is the receiving side of mqlite: the Source interface that
+// Package consumer is the receiving side of mqlite: the Store interface that
 // the embedded store and the broker's client (package client) implement, and
 // Loop, which runs handlers over a queue.
 //
@@ -21,19 +21,19 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// Source is the consumer side of a queue store. *mqlite.Store implements it,
+// Store is the consumer side of a queue store. *mqlite.Store implements it,
 // and so does the broker's Go client (*client.Client), so that the same
 // consumer code, Loop and relay run embedded or over the network. Implementations must be safe for
 // concurrent use.
 //
-// Everything Loop and the relay use of a Source is a method here, none
-// found by type assertion: a wrapper that embeds a Source forwards them all,
+// Everything Loop and the relay use of a Store is a method here, none
+// found by type assertion: a wrapper that embeds a Store forwards them all,
 // and one that does not must write each (a compile error otherwise), so it
 // cannot lose batched completions, the clock or the tracer silently. The
-// extras a Source may lack are interfaces that Loop or LoopTx names in its
-// contract: Streamer (Loop claims with Receive without it) and TxSource or
-// Committer (LoopTx refuses a Source that is neither).
-type Source interface {
+// extras a Store may lack are interfaces that Loop or LoopTx names in its
+// contract: Streamer (Loop claims with Receive without it) and TxStore or
+// Committer (LoopTx refuses a Store that is neither).
+type Store interface {
 	// Receive claims up to opts.Max messages; see mqlite.Store.Receive.
 	Receive(ctx context.Context, queue string, opts mqlite.ReceiveOptions) ([]mqlite.Message, error)
 	// Complete settles a delivered message as handled: it leaves the
@@ -70,26 +70,26 @@ type Source interface {
 	RenewBatch(ctx context.Context, locks []mqlite.Lock) ([]mqlite.RenewResult, error)
 	// Peek reads messages without locking them.
 	Peek(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)
-	// Clock returns the clock the Source's leases are measured by
+	// Clock returns the clock the Store's leases are measured by
 	// (mqlite.Config.Clock for a store); Loop reads "now" for lease
 	// arithmetic from it. nil is the wall clock (mqlite.SystemClock).
 	Clock() mqlite.Clock
-	// TracerProvider returns the provider of the Source's spans
+	// TracerProvider returns the provider of the Store's spans
 	// (mqlite.Config.TracerProvider for a store); Loop and the relay record
 	// their spans there too. nil is otel.GetTracerProvider().
 	TracerProvider() trace.TracerProvider
 }
 
-var _ Source = (*mqlite.Store)(nil)
+var _ Store = (*mqlite.Store)(nil)
 
-// Releaser is a Source that can give back a delivery its holder never
+// Releaser is a Store that can give back a delivery its holder never
 // started without counting it, as mqlite.Store.Release does. When Loop,
 // LoopTx or LoopBatch stop, they release through it the messages they had
 // claimed ahead but never handed to a handler, so those keep their
 // delivery count and a queue with a low MaxDeliveryCount does not
-// dead-letter them (while Loop streams, too: through the Source's own
-// Release). A Source that is not a Releaser (a wrapper that embeds a
-// Source) gets Abandon with no delay instead, which spends a delivery of
+// dead-letter them (while Loop streams, too: through the Store's own
+// Release). A Store that is not a Releaser (a wrapper that embeds a
+// Store) gets Abandon with no delay instead, which spends a delivery of
 // each. mqlite.Store and the broker's client are Releasers.
 type Releaser interface {
 	// Release gives back a delivery no code has seen: ready again at once,
@@ -100,19 +100,19 @@ type Releaser interface {
 var _ Releaser = (*mqlite.Store)(nil)
 
 // clockOf returns src's clock, or the wall clock.
-func clockOf(src Source) mqlite.Clock {
+func clockOf(src Store) mqlite.Clock {
 	if c := src.Clock(); c != nil {
 		return c
 	}
 	return mqlite.SystemClock{}
 }
 
-// Streamer is a Source that can open a stream of a queue's messages with a
+// Streamer is a Store that can open a stream of a queue's messages with a
 // prefetch window, as the broker's client can: the broker keeps up to the
 // window handed out and unsettled, and settlements flow back on the same
 // stream while messages flow out. Loop over a Streamer receives and
 // settles on a stream of Concurrency+Prefetch messages; when the stream
-// breaks it settles what the stream handed out through the Source's own
+// breaks it settles what the stream handed out through the Store's own
 // calls and opens another. While the Streamer refuses to open a stream (a
 // broker whose long-poll slots are taken), Loop claims with Receive, logs
 // the refusal once, and tries a stream again after a growing delay.

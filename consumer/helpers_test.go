@@ -22,7 +22,7 @@ var ctx = context.Background()
 
 type bundle struct {
 	*testdb.Bundle
-	src consumer.Source
+	src consumer.Store
 }
 
 // setup opens a store with queue "q" for a parallel test; its leases

@@ -65,7 +65,7 @@ func run(ctx context.Context, l *loop, held int) error {
 	sr, streaming := l.src.(Streamer)
 	// LoopTx completes through commitTx, outside a stream's window.
 	if streaming && l.batch == nil && l.txHandler == nil {
-		l.streamed = &streamed{Source: l.src}
+		l.streamed = &streamed{Store: l.src}
 		l.set = l.streamed
 	}
 	stopCompleter := l.startCompleter()
@@ -204,10 +204,10 @@ var loopNames atomic.Int64
 
 // loop is the state of one Loop call.
 type loop struct {
-	src Source
+	src Store
 	// set is what Loop settles through: src, or streamed while it
 	// streams (then streamed is not nil).
-	set      Source
+	set      Store
 	streamed *streamed
 	// claimOnComplete is set while fetch claims with Receive: the
 	// completer then claims in its calls too.
@@ -226,7 +226,7 @@ type loop struct {
 	batch    BatchHandler
 	maxBatch int
 	o        LoopConfig
-	clock    mqlite.Clock // the Source's, for lease arithmetic
+	clock    mqlite.Clock // the Store's, for lease arithmetic
 	log      *slog.Logger
 
 	hctx context.Context // parent of handler contexts: cancelled at the drain timeout

@@ -52,9 +52,9 @@ var errBatchResults = errors.New("consumer: batch handler returned the wrong num
 // each handler call runs in one "process <queue>" span, carried by its ctx
 // and linked to every message's sender (a batch of one is its sender's
 // child).
-func LoopBatch(ctx context.Context, src Source, queue string, handler BatchHandler, opts BatchConfig) error {
+func LoopBatch(ctx context.Context, src Store, queue string, handler BatchHandler, opts BatchConfig) error {
 	if src == nil {
-		return invalid("nil Source")
+		return invalid("nil Store")
 	}
 	if handler == nil {
 		return invalid("nil BatchHandler")

@@ -41,7 +41,7 @@ func benchLoopStore(b *testing.B) *mqlite.Store {
 }
 
 // runBenchLoop runs Loop in the background until the benchmark ends.
-func runBenchLoop(b *testing.B, st consumer.Source, h consumer.Handler, opts consumer.LoopConfig) {
+func runBenchLoop(b *testing.B, st consumer.Store, h consumer.Handler, opts consumer.LoopConfig) {
 	b.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	lctx, cancel := context.WithCancel(context.Background())
@@ -145,7 +145,7 @@ func BenchmarkLoopThroughput(b *testing.B) {
 	})
 }
 
-func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Source) {
+func benchThroughput(b *testing.B, st *mqlite.Store, src consumer.Store) {
 	const perTx = 10
 	ctx := context.Background()
 	body := make([]byte, 256)

@@ -137,7 +137,7 @@ func (l *loop) releaseWaiting() {
 }
 
 // release gives back a message whose handler never started: through
-// Release when the Source is a Releaser (the delivery does not count),
+// Release when the Store is a Releaser (the delivery does not count),
 // else by Abandon with no delay.
 func (l *loop) release(d *delivery) {
 	defer func() { l.slots <- struct{}{} }()
@@ -151,7 +151,7 @@ func (l *loop) release(d *delivery) {
 	defer cancel()
 	if r, ok := l.src.(Releaser); ok {
 		// No handler saw d: its delivery does not count. Through the
-		// Source's own call (a stream carries no release of a
+		// Store's own call (a stream carries no release of a
 		// delivery), then d's place in an open stream's window is freed.
 		err := r.Release(sctx, d.msg.Lock())
 		l.forget(d)

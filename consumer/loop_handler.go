@@ -61,17 +61,17 @@ type Handler func(ctx context.Context, msg mqlite.Message) error
 // however wrapped), is never retried: Loop dead-letters the message at once
 // with the error as its reason, logs why, stops claiming, and returns the
 // error after the same drain. The completions of concurrent handlers share
-// commits (Source.CompleteBatch). Loop is safe to run several times at
+// commits (Store.CompleteBatch). Loop is safe to run several times at
 // once, on one queue or many.
 //
-// When tracing is on (Source.TracerProvider),
+// When tracing is on (Store.TracerProvider),
 // each handler runs inside a "process <queue>" span of kind consumer,
 // child of the context the message was sent in (its traceparent property)
 // and carried by the handler's ctx; the settlement's span is its child. A
 // handler error sets the span's status to Error.
-func Loop(ctx context.Context, src Source, queue string, handler Handler, opts LoopConfig) error {
+func Loop(ctx context.Context, src Store, queue string, handler Handler, opts LoopConfig) error {
 	if src == nil {
-		return invalid("nil Source")
+		return invalid("nil Store")
 	}
 	if handler == nil {
 		return invalid("nil Handler")

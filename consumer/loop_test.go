@@ -31,7 +31,7 @@ import (
 type loopEnv struct {
 	t   *testing.T
 	st  *mqlite.Store
-	src *countingSource
+	src *countingStore
 	obs *recorder
 	log *bytes.Buffer
 }
@@ -54,7 +54,7 @@ func bubble(t *testing.T, qopts mqlite.QueueOptions, f func(t *testing.T, e *loo
 			qopts.LockDuration = lease
 		}
 		must(t, st.CreateQueue(ctx, "q", qopts))
-		f(t, &loopEnv{t: t, st: st, src: &countingSource{Source: st}, obs: &recorder{}, log: &bytes.Buffer{}})
+		f(t, &loopEnv{t: t, st: st, src: &countingStore{Store: st}, obs: &recorder{}, log: &bytes.Buffer{}})
 	})
 }
 
@@ -123,38 +123,38 @@ func (e *loopEnv) peek() map[int64]mqlite.Message {
 	return out
 }
 
-// countingSource counts the calls Loop makes.
-type countingSource struct {
-	consumer.Source
+// countingStore counts the calls Loop makes.
+type countingStore struct {
+	consumer.Store
 	receives, settles atomic.Int64
 }
 
-func (s *countingSource) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
+func (s *countingStore) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
 	s.receives.Add(1)
-	return s.Source.Receive(ctx, q, o)
+	return s.Store.Receive(ctx, q, o)
 }
 
-func (s *countingSource) Complete(ctx context.Context, l mqlite.Lock) error {
+func (s *countingStore) Complete(ctx context.Context, l mqlite.Lock) error {
 	s.settles.Add(1)
-	return s.Source.Complete(ctx, l)
+	return s.Store.Complete(ctx, l)
 }
 
 // CompleteBatch counts each lock as a settlement.
-func (s *countingSource) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
+func (s *countingStore) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	s.settles.Add(int64(len(locks)))
-	return s.Source.CompleteBatch(ctx, locks)
+	return s.Store.CompleteBatch(ctx, locks)
 }
 
 // CompleteAndReceive counts each lock as a settlement (receives counts
 // calls of Receive alone).
-func (s *countingSource) CompleteAndReceive(ctx context.Context, q string, locks []mqlite.Lock, o mqlite.ReceiveOptions) ([]error, []mqlite.Message, error) {
+func (s *countingStore) CompleteAndReceive(ctx context.Context, q string, locks []mqlite.Lock, o mqlite.ReceiveOptions) ([]error, []mqlite.Message, error) {
 	s.settles.Add(int64(len(locks)))
-	return s.Source.CompleteAndReceive(ctx, q, locks, o)
+	return s.Store.CompleteAndReceive(ctx, q, locks, o)
 }
 
 // oneByOne completes each message in a commit of its own, and claims
-// apart from completing: a Source without batched completions.
-type oneByOne struct{ consumer.Source }
+// apart from completing: a Store without batched completions.
+type oneByOne struct{ consumer.Store }
 
 func (s oneByOne) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	out := make([]error, len(locks))
@@ -170,14 +170,14 @@ func (s oneByOne) CompleteAndReceive(ctx context.Context, q string, locks []mqli
 	return res, msgs, err
 }
 
-func (s *countingSource) Abandon(ctx context.Context, l mqlite.Lock, d time.Duration) error {
+func (s *countingStore) Abandon(ctx context.Context, l mqlite.Lock, d time.Duration) error {
 	s.settles.Add(1)
-	return s.Source.Abandon(ctx, l, d)
+	return s.Store.Abandon(ctx, l, d)
 }
 
-func (s *countingSource) Reject(ctx context.Context, l mqlite.Lock, r, d string) error {
+func (s *countingStore) Reject(ctx context.Context, l mqlite.Lock, r, d string) error {
 	s.settles.Add(1)
-	return s.Source.Reject(ctx, l, r, d)
+	return s.Store.Reject(ctx, l, r, d)
 }
 
 // recorder is an Observer that keeps every event.
@@ -456,8 +456,8 @@ func TestLoopExpiredLeaseIsNotSettledTwice(t *testing.T) {
 		// another consumer claims the message again: the stale handler's
 		// outcome must not touch the new delivery.
 		var calls atomic.Int64
-		src := &failingRenewals{Source: e.src}
-		e.src = &countingSource{Source: src}
+		src := &failingRenewals{Store: e.src}
+		e.src = &countingStore{Store: src}
 		release := make(chan struct{})
 		var cause guarded[error]
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
@@ -500,7 +500,7 @@ func TestLoopExpiredLeaseIsNotSettledTwice(t *testing.T) {
 // failingRenewals fails every RenewBatch while fail is set, as a broker
 // that cannot be reached would.
 type failingRenewals struct {
-	consumer.Source
+	consumer.Store
 	fail atomic.Bool
 }
 
@@ -508,7 +508,7 @@ func (f *failingRenewals) RenewBatch(ctx context.Context, locks []mqlite.Lock) (
 	if f.fail.Load() {
 		return nil, errors.New("renew: connection refused")
 	}
-	return f.Source.RenewBatch(ctx, locks)
+	return f.Store.RenewBatch(ctx, locks)
 }
 
 func TestLoopBacksOffWithGrowingDelays(t *testing.T) {
@@ -681,7 +681,7 @@ func TestLoopRunsConcurrentlyAndPrefetches(t *testing.T) {
 func testLoopConcurrency(t *testing.T, batched bool) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
 		if !batched {
-			e.src = &countingSource{Source: oneByOne{e.st}}
+			e.src = &countingStore{Store: oneByOne{e.st}}
 		}
 		release := make(chan struct{})
 		var running, most atomic.Int64
@@ -755,13 +755,13 @@ func TestLoopBadArguments(t *testing.T) {
 	nop := func(context.Context, mqlite.Message) error { return nil }
 	for _, tc := range []struct {
 		name    string
-		src     consumer.Source
+		src     consumer.Store
 		queue   string
 		handler consumer.Handler
 		opts    consumer.LoopConfig
 		want    error
 	}{
-		{"nil source", nil, "q", nop, consumer.LoopConfig{}, mqlite.ErrInvalidArgument},
+		{"nil store", nil, "q", nop, consumer.LoopConfig{}, mqlite.ErrInvalidArgument},
 		{"nil handler", b.src, "q", nil, consumer.LoopConfig{}, mqlite.ErrInvalidArgument},
 		{"negative concurrency", b.src, "q", nop, consumer.LoopConfig{Concurrency: -1}, mqlite.ErrInvalidArgument},
 		{"bad prefetch", b.src, "q", nop, consumer.LoopConfig{Prefetch: -2}, mqlite.ErrInvalidArgument},
@@ -854,7 +854,7 @@ func TestLoopOnTheStoresFakeClock(t *testing.T) {
 
 // flakyReceives fails the first n Receives, as a broker that restarts would.
 type flakyReceives struct {
-	consumer.Source
+	consumer.Store
 	n atomic.Int64
 }
 
@@ -862,14 +862,14 @@ func (f *flakyReceives) Receive(ctx context.Context, q string, o mqlite.ReceiveO
 	if f.n.Add(-1) >= 0 {
 		return nil, errors.New("receive: connection reset")
 	}
-	return f.Source.Receive(ctx, q, o)
+	return f.Store.Receive(ctx, q, o)
 }
 
 func TestLoopRetriesFailedReceives(t *testing.T) {
 	bubble(t, mqlite.QueueOptions{}, func(t *testing.T, e *loopEnv) {
-		flaky := &flakyReceives{Source: e.st}
+		flaky := &flakyReceives{Store: e.st}
 		flaky.n.Store(3)
-		e.src = &countingSource{Source: flaky}
+		e.src = &countingStore{Store: flaky}
 		seq := e.send("x")[0]
 		stop := e.start(func(context.Context, mqlite.Message) error { return nil }, consumer.LoopConfig{})
 		// Retried after 100ms, 200ms and 400ms (±20% jitter): 560ms to 840ms.
@@ -966,9 +966,9 @@ func TestLoopReportsLockLostAtSettlement(t *testing.T) {
 		// Renewals fail (the broker is unreachable) until the lease is
 		// over; the handler then succeeds, and the Complete finds the
 		// lock lost: reported, not retried, the message redelivered.
-		src := &failingRenewals{Source: e.st}
+		src := &failingRenewals{Store: e.st}
 		src.fail.Store(true)
-		e.src = &countingSource{Source: src}
+		e.src = &countingStore{Store: src}
 		release := make(chan struct{})
 		stop := e.start(func(ctx context.Context, m mqlite.Message) error {
 			if m.DeliveryCount == 1 {
@@ -1004,7 +1004,7 @@ func TestLoopRetriesAtTheBackoff(t *testing.T) {
 		must(t, err)
 		defer st.Close()
 		must(t, st.CreateQueue(ctx, "q", mqlite.QueueOptions{}))
-		e := &loopEnv{t: t, st: st, src: &countingSource{Source: st}, obs: &recorder{}, log: &bytes.Buffer{}}
+		e := &loopEnv{t: t, st: st, src: &countingStore{Store: st}, obs: &recorder{}, log: &bytes.Buffer{}}
 		var at []time.Duration
 		start := time.Now()
 		done := make(chan struct{})

@@ -49,8 +49,8 @@ type TxHandler func(ctx context.Context, msg mqlite.Message) (TxStep, error)
 // claiming, drains as on a cancelled ctx (the handlers already running
 // finish, and their messages settle by the same rules) and returns the
 // error. What it can know before the first message it refuses at once
-// (mqlite.ErrInvalidArgument): no Source, no handler, bad options, a Source
-// that is neither a TxSource nor a Committer; whether a step needs SQL only
+// (mqlite.ErrInvalidArgument): no Store, no handler, bad options, a Store
+// that is neither a TxStore nor a Committer; whether a step needs SQL only
 // the step knows. A write of the step that the store or the broker refuses
 // as invalid (mqlite.ErrInvalidArgument, mqlite.ErrMessageTooLarge), which
 // the same step would write again, dead-letters that message at once too,
@@ -80,12 +80,12 @@ type TxHandler func(ctx context.Context, msg mqlite.Message) (TxStep, error)
 // loop claims with receives, not a stream.
 //
 // Everything else is Loop's (claims, renewals, draining, Observer).
-// src must be a TxSource (*mqlite.Store) or a Committer; another is
+// src must be a TxStore (*mqlite.Store) or a Committer; another is
 // mqlite.ErrInvalidArgument. LoopTx returns nil once ctx is cancelled and
 // it drained, or Loop's errors, or a programming error (above).
-func LoopTx(ctx context.Context, src Source, queue string, handler TxHandler, opts LoopConfig) error {
+func LoopTx(ctx context.Context, src Store, queue string, handler TxHandler, opts LoopConfig) error {
 	if src == nil {
-		return invalid("nil Source")
+		return invalid("nil Store")
 	}
 	if handler == nil {
 		return invalid("nil TxHandler")

@@ -229,13 +229,13 @@ func TestLoopTxBadArguments(t *testing.T) {
 	h := func(context.Context, mqlite.Message) (consumer.TxStep, error) { return nil, nil }
 	tests := []struct {
 		name string
-		src  consumer.Source
+		src  consumer.Store
 		h    consumer.TxHandler
 		opts consumer.LoopConfig
 	}{
-		{"nil source", nil, h, consumer.LoopConfig{}},
+		{"nil store", nil, h, consumer.LoopConfig{}},
 		{"nil handler", b.Store, nil, consumer.LoopConfig{}},
-		{"source without transactions", oneByOne{b.Store}, h, consumer.LoopConfig{}},
+		{"store without transactions", oneByOne{b.Store}, h, consumer.LoopConfig{}},
 		{"bad config", b.Store, h, consumer.LoopConfig{Concurrency: -2}},
 	}
 	for _, tc := range tests {

@@ -320,7 +320,7 @@ func TestOutsideSettleTxOddOrders(t *testing.T) {
 
 // CompleteWith on the store: the step's rows and the completion commit
 // together; run again, it is already settled and its rows roll back; a
-// Source that is neither a TxSource nor a Committer is refused.
+// Store that is neither a TxStore nor a Committer is refused.
 func TestOutsideCompleteWithStore(t *testing.T) {
 	ctx := context.Background()
 	st, _, l := outsideOne(t)
@@ -341,10 +341,10 @@ func TestOutsideCompleteWithStore(t *testing.T) {
 	if n := outsideEffects(t, st); n != 1 {
 		t.Fatalf("%d effect rows, want 1", n)
 	}
-	if err := consumer.CompleteWith(ctx, onlySource{st}, l, step); !errors.Is(err, mqlite.ErrInvalidArgument) {
-		t.Fatalf("CompleteWith on a plain Source: %v, want ErrInvalidArgument", err)
+	if err := consumer.CompleteWith(ctx, onlyStore{st}, l, step); !errors.Is(err, mqlite.ErrInvalidArgument) {
+		t.Fatalf("CompleteWith on a plain Store: %v, want ErrInvalidArgument", err)
 	}
 }
 
-// onlySource hides every method of the store but Source's.
-type onlySource struct{ consumer.Source }
+// onlyStore hides every method of the store but Store's.
+type onlyStore struct{ consumer.Store }

@@ -15,19 +15,19 @@ import (
 // When Loop or LoopBatch stop, the messages they claimed ahead and never
 // handed to a handler go back through the store's Release: ready at once,
 // their delivery not counted, so a queue with one delivery each keeps
-// them. The control runs the same over a Source that is not a Releaser
+// them. The control runs the same over a Store that is not a Releaser
 // (Abandon spends the delivery): it shows the test can fail.
 func TestLoopStopReleasesUnstartedUncounted(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	loops := map[string]func(ctx context.Context, src consumer.Source, h func(mqlite.Message)) error{
-		"Loop": func(ctx context.Context, src consumer.Source, h func(mqlite.Message)) error {
+	loops := map[string]func(ctx context.Context, src consumer.Store, h func(mqlite.Message)) error{
+		"Loop": func(ctx context.Context, src consumer.Store, h func(mqlite.Message)) error {
 			return consumer.Loop(ctx, src, "q", func(ctx context.Context, m mqlite.Message) error {
 				h(m)
 				<-ctx.Done()
 				return nil
 			}, consumer.LoopConfig{Concurrency: 1, Prefetch: 4, DrainTimeout: -1, Logger: quiet})
 		},
-		"LoopBatch": func(ctx context.Context, src consumer.Source, h func(mqlite.Message)) error {
+		"LoopBatch": func(ctx context.Context, src consumer.Store, h func(mqlite.Message)) error {
 			return consumer.LoopBatch(ctx, src, "q", func(ctx context.Context, msgs []mqlite.Message) []error {
 				for _, m := range msgs {
 					h(m)
@@ -39,9 +39,9 @@ func TestLoopStopReleasesUnstartedUncounted(t *testing.T) {
 	}
 	for name, loop := range loops {
 		for _, releaser := range []bool{true, false} {
-			t.Run(name+map[bool]string{true: " over the store", false: " over a Source without Release (control)"}[releaser], func(t *testing.T) {
+			t.Run(name+map[bool]string{true: " over the store", false: " over a Store without Release (control)"}[releaser], func(t *testing.T) {
 				bubble(t, mqlite.QueueOptions{MaxDeliveryCount: 1}, func(t *testing.T, e *loopEnv) {
-					var src consumer.Source = e.src // not a Releaser
+					var src consumer.Store = e.src // not a Releaser
 					if releaser {
 						src = e.st
 					}

@@ -16,7 +16,7 @@ const minRenewRetry = 10 * time.Millisecond
 
 // minRenewEvery is the shortest wait between two renewals of a lease. Half
 // the shortest lease (mqlite.MinLockDuration) is well above it; it only
-// keeps a Source whose clock runs ahead of its leases (every lease looks
+// keeps a Store whose clock runs ahead of its leases (every lease looks
 // over already) from renewing in a tight loop.
 const minRenewEvery = 40 * time.Millisecond
 

@@ -15,18 +15,18 @@ import (
 // claims with Receive instead.
 var ErrNoStream = errors.New("consumer: streaming receive not supported")
 
-// streamed is the Source Loop settles through while it streams: its
+// streamed is the Store Loop settles through while it streams: its
 // settlements go on the open stream, with the others that reach the
-// broker meanwhile in one commit, and through the Source's own calls when
+// broker meanwhile in one commit, and through the Store's own calls when
 // no stream is open or the stream's call failed (a settlement retried
 // after it took effect answers from its receipt).
 type streamed struct {
-	Source
+	Store
 	mu sync.Mutex
 	st Stream
 }
 
-var _ Source = (*streamed)(nil)
+var _ Store = (*streamed)(nil)
 
 func (s *streamed) set(st Stream) {
 	s.mu.Lock()
@@ -40,7 +40,7 @@ func (s *streamed) stream() Stream {
 	return s.st
 }
 
-// CompleteBatch completes on the stream, or through the Source.
+// CompleteBatch completes on the stream, or through the Store.
 func (s *streamed) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error) {
 	if st := s.stream(); st != nil {
 		res, err := st.CompleteBatch(ctx, locks)
@@ -48,10 +48,10 @@ func (s *streamed) CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]er
 			return res, err
 		}
 	}
-	return s.Source.CompleteBatch(ctx, locks)
+	return s.Store.CompleteBatch(ctx, locks)
 }
 
-// Complete completes one delivery on the stream, or through the Source.
+// Complete completes one delivery on the stream, or through the Store.
 func (s *streamed) Complete(ctx context.Context, l mqlite.Lock) error {
 	res, err := s.CompleteBatch(ctx, []mqlite.Lock{l})
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *streamed) Complete(ctx context.Context, l mqlite.Lock) error {
 	return res[0]
 }
 
-// Abandon gives a delivery back on the stream, or through the Source.
+// Abandon gives a delivery back on the stream, or through the Store.
 func (s *streamed) Abandon(ctx context.Context, l mqlite.Lock, delay time.Duration) error {
 	if st := s.stream(); st != nil {
 		err := st.Abandon(ctx, l, delay)
@@ -68,24 +68,24 @@ func (s *streamed) Abandon(ctx context.Context, l mqlite.Lock, delay time.Durati
 			return err
 		}
 	}
-	return s.Source.Abandon(ctx, l, delay)
+	return s.Store.Abandon(ctx, l, delay)
 }
 
 // AbandonWithReason gives a delivery back with reason as its last error,
-// through the Source's own call (the stream's abandon carries no reason),
+// through the Store's own call (the stream's abandon carries no reason),
 // then frees the delivery's place in the open stream's window. Without the
 // release the broker counts the delivery as unsettled for as long as the
 // stream lives: once a window of them failed, it would hand out nothing
 // more and Loop would wait for ever.
 func (s *streamed) AbandonWithReason(ctx context.Context, l mqlite.Lock, delay time.Duration, reason string) error {
-	err := s.Source.AbandonWithReason(ctx, l, delay, reason)
+	err := s.Store.AbandonWithReason(ctx, l, delay, reason)
 	// Released whatever the outcome: Loop gives the delivery up either
 	// way (a failed abandon lets the lease run out).
 	s.release(ctx, l)
 	return err
 }
 
-// Reject dead-letters a delivery on the stream, or through the Source.
+// Reject dead-letters a delivery on the stream, or through the Store.
 func (s *streamed) Reject(ctx context.Context, l mqlite.Lock, reason, description string) error {
 	if st := s.stream(); st != nil {
 		err := st.Reject(ctx, l, reason, description)
@@ -93,7 +93,7 @@ func (s *streamed) Reject(ctx context.Context, l mqlite.Lock, reason, descriptio
 			return err
 		}
 	}
-	return s.Source.Reject(ctx, l, reason, description)
+	return s.Store.Reject(ctx, l, reason, description)
 }
 
 // release frees the place of a delivery Loop gives up on (its lease was
@@ -104,17 +104,17 @@ func (s *streamed) release(ctx context.Context, l mqlite.Lock) {
 	}
 }
 
-// streamRetry spaces the attempts to open a stream while the Source
+// streamRetry spaces the attempts to open a stream while the Store
 // refuses them: Loop claims with Receive in between, for a delay that grows
 // with each refusal in a row.
 var streamRetry = Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.2}
 
 // fetchStream claims through streams of window messages until ctx is
 // cancelled (nil) or the queue cannot be read (the error). A stream that
-// ends is reopened after a backoff. While the Source refuses to open one
+// ends is reopened after a backoff. While the Store refuses to open one
 // (a broker whose long-poll slots are all taken answers 503, and a refusal
 // can last), Loop claims with Receive for streamRetry's delay, then tries
-// a stream again; the first refusal of a run is logged, with why. A Source
+// a stream again; the first refusal of a run is logged, with why. A Store
 // that cannot stream falls back to fetch for good.
 func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
 	failures := 0 // streams that ended
@@ -137,7 +137,7 @@ func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, ErrNoStream) || errors.Is(err, mqlite.ErrInvalidArgument):
-			l.log.Info("consumer: the source cannot stream; claiming with Receive", "err", err)
+			l.log.Info("consumer: the store cannot stream; claiming with Receive", "err", err)
 			return l.fetch(ctx)
 		case errors.Is(err, mqlite.ErrClosed) || errors.Is(err, mqlite.ErrQueueNotFound):
 			return fmt.Errorf("consumer: stream of %s: %w", l.queue, err)
@@ -165,10 +165,10 @@ func (l *loop) fetchStream(ctx context.Context, sr Streamer, window int) error {
 func (l *loop) fetchRefused(ctx context.Context, err error, refusals int) error {
 	fallback := streamRetry.delay(refusals)
 	if refusals == 1 {
-		l.log.Warn("consumer: the source refused a stream; claiming with Receive meanwhile",
+		l.log.Warn("consumer: the store refused a stream; claiming with Receive meanwhile",
 			"err", err, "stream_again_in", fallback)
 	} else {
-		l.log.Debug("consumer: the source refused a stream again", "err", err, "refusals", refusals, "stream_again_in", fallback)
+		l.log.Debug("consumer: the store refused a stream again", "err", err, "refusals", refusals, "stream_again_in", fallback)
 	}
 	return l.fetchUntil(ctx, time.Now().Add(fallback))
 }

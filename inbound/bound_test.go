@@ -45,7 +45,7 @@ func (g *gate) Read(p []byte) (int, error) {
 	return g.r.Read(p)
 }
 
-// signed is a request to source whose body, of the given content, is read
+// signed is a request to sender whose body, of the given content, is read
 // through body; signed by oldSecret at now with id.
 func signed(t testing.TB, source, id, content string, now time.Time, body io.Reader) *http.Request {
 	t.Helper()
@@ -67,14 +67,14 @@ func signed(t testing.TB, source, id, content string, now time.Time, body io.Rea
 }
 
 // boundSetup is a store with queues "a" and "b" (a 3-day window) and a
-// handler of sources "a" and "b" over them, under cfg's bounds, each
-// source's share perSource and its body limit maxBody.
-func boundSetup(t *testing.T, cfg inbound.Config, perSource, maxBody int64) (*testdb.Bundle, *http.ServeMux, *inbound.Handler) {
+// handler of senders "a" and "b" over them, under cfg's bounds, each
+// sender's share perSender and its body limit maxBody.
+func boundSetup(t *testing.T, cfg inbound.Config, perSender, maxBody int64) (*testdb.Bundle, *http.ServeMux, *inbound.Handler) {
 	t.Helper()
 	b := testdb.Open(t, mqlite.Config{})
 	for _, name := range []string{"a", "b"} {
 		b.Queue(t, name, mqlite.QueueOptions{DedupWindow: 72 * time.Hour})
-		cfg.Sources = append(cfg.Sources, inbound.Source{Name: name, Queue: name, Secrets: []string{oldSecret}, MaxHeldBytes: perSource, MaxBodyBytes: maxBody})
+		cfg.Senders = append(cfg.Senders, inbound.Sender{Name: name, Queue: name, Secrets: []string{oldSecret}, MaxHeldBytes: perSender, MaxBodyBytes: maxBody})
 	}
 	h, err := inbound.New(context.Background(), b.Store, cfg)
 	if err != nil {
@@ -86,7 +86,7 @@ func boundSetup(t *testing.T, cfg inbound.Config, perSource, maxBody int64) (*te
 }
 
 // TestHeldBytesBound: many slow senders at once hold no more body bytes
-// than MaxHeldBytes (over all sources) and a source's MaxHeldBytes (its
+// than MaxHeldBytes (over all senders) and a sender's MaxHeldBytes (its
 // share): a request past either is answered 503 with Retry-After at once,
 // its body never read, while the requests that fit are read and stored
 // once their senders finish. The gauge shows the bytes held.
@@ -132,15 +132,15 @@ func TestHeldBytesBound(t *testing.T) {
 		}
 	}
 	held := gauge(t, h, "mqlite_inbound_held_bytes")
-	perSource := map[byte]int{}
+	perSender := map[byte]int{}
 	for name := range reading {
-		perSource[name[0]]++
+		perSender[name[0]]++
 	}
-	t.Logf("%d of %d senders read at once (%v by source), %v bytes held, bound %d", len(reading), senders, perSource, held, fit*size)
-	if len(reading) > fit || held > fit*size || perSource['a'] > 6 || perSource['b'] > 6 {
+	t.Logf("%d of %d senders read at once (%v by source), %v bytes held, bound %d", len(reading), senders, perSender, held, fit*size)
+	if len(reading) > fit || held > fit*size || perSender['a'] > 6 || perSender['b'] > 6 {
 		close(release)
 		wg.Wait()
-		t.Fatalf("%d bodies read at once (%v by source), %v bytes held: want at most %d (6 a source)", len(reading), perSource, held, fit)
+		t.Fatalf("%d bodies read at once (%v by source), %v bytes held: want at most %d (6 a source)", len(reading), perSender, held, fit)
 	}
 	if held != float64(len(reading)*size) {
 		t.Errorf("gauge %v, want %d", held, len(reading)*size)
@@ -175,8 +175,8 @@ func TestHeldBytesBound(t *testing.T) {
 	}
 }
 
-// TestHeldBytesShare: a source that holds its share leaves room to the
-// others: source a's slow senders get 503 past their share while source b
+// TestHeldBytesShare: a sender that holds its share leaves room to the
+// others: sender a's slow senders get 503 past their share while sender b
 // is still taken.
 func TestHeldBytesShare(t *testing.T) {
 	t.Parallel()
@@ -219,14 +219,14 @@ func gauge(t *testing.T, h *inbound.Handler, name string) float64 {
 	return sum
 }
 
-// TestUnknownSourceAlike: a request to a source nobody configured is
+// TestUnknownSenderAlike: a request to a sender nobody configured is
 // answered as the same request to a configured one whose secret does not
 // verify it: the same status, text and headers, and its body read or not
 // alike; a request refused on its headers (none, malformed, stale, a body
 // over the limit) has its body left unread for both.
-func TestUnknownSourceAlike(t *testing.T) {
+func TestUnknownSenderAlike(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	for _, tc := range []struct {
 		name     string
 		edit     func(r *http.Request)
@@ -245,7 +245,7 @@ func TestUnknownSourceAlike(t *testing.T) {
 			var got [2]*httptest.ResponseRecorder
 			var read [2]bool
 			for i, source := range []string{"acme", "nobody"} {
-				// The known source gets a request signed by a key it does
+				// The known sender gets a request signed by a key it does
 				// not hold, so that both are refused.
 				content := `{"n":1}`
 				g := &gate{r: strings.NewReader(content)}
@@ -297,7 +297,7 @@ func TestUnknownSourceAlike(t *testing.T) {
 // long) is a 4xx refused on its headers, its body unread, nothing stored.
 func TestBodyLimitIsTheBody(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	content := strings.Repeat("z", inbound.DefaultMaxBodyBytes)
 	longID := strings.Repeat("i", mqlite.MaxMessageIDLen)
 	req := signed(t, "acme", longID, content, testdb.Start, strings.NewReader(content))
@@ -331,7 +331,7 @@ func TestBodyLimitIsTheBody(t *testing.T) {
 	}
 }
 
-// TestDefaultRetryHorizon: a source that states no RetryHorizon is taken
+// TestDefaultRetryHorizon: a sender that states no RetryHorizon is taken
 // to be retried for DefaultRetryHorizon (days, as the common providers
 // do): a queue with the default 10-minute window is refused at New with an
 // error that says what to do, one of 3 days is taken.
@@ -340,12 +340,12 @@ func TestDefaultRetryHorizon(t *testing.T) {
 	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "short", mqlite.QueueOptions{})
 	b.Queue(t, "days", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
-	_, err := inbound.New(context.Background(), b.Store, inbound.Config{Sources: []inbound.Source{{Name: "acme", Queue: "short", Secrets: []string{oldSecret}}}})
-	if !errors.Is(err, inbound.ErrConfig) || !strings.Contains(err.Error(), "72h") || !strings.Contains(err.Error(), "DedupWindow") {
-		t.Fatalf("a 10m window without a horizon: %v, want ErrConfig naming 72h", err)
+	_, err := inbound.New(context.Background(), b.Store, inbound.Config{Senders: []inbound.Sender{{Name: "acme", Queue: "short", Secrets: []string{oldSecret}}}})
+	if !errors.Is(err, inbound.ErrInvalidConfig) || !strings.Contains(err.Error(), "72h") || !strings.Contains(err.Error(), "DedupWindow") {
+		t.Fatalf("a 10m window without a horizon: %v, want ErrInvalidConfig naming 72h", err)
 	}
 	t.Logf("refused: %v", err)
-	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{Sources: []inbound.Source{{Name: "acme", Queue: "days", Secrets: []string{oldSecret}}}}); err != nil {
+	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{Senders: []inbound.Sender{{Name: "acme", Queue: "days", Secrets: []string{oldSecret}}}}); err != nil {
 		t.Fatalf("a 3-day window: %v", err)
 	}
 }
@@ -367,7 +367,7 @@ func signAt(t *testing.T, id, ts, body string) string {
 // which way, and a timestamp in milliseconds does not overflow the text.
 func TestSkewMessage(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	for _, tc := range []struct {
 		ts        string
 		want, not string

@@ -1,32 +1,33 @@
 // Package inbound takes signed webhooks from outside into a queue, exactly
 // once by id: an http.Handler that verifies each request's Standard Webhooks
 // signature with the library relay/webhook signs with, sends its body to the
-// source's queue with webhook-id as the MessageID, and answers 2xx only
+// sender's queue with webhook-id as the MessageID, and answers 2xx only
 // after the message committed.
 //
-// Each Source is a path of its own (the {source} wildcard of the pattern the
-// handler is mounted on, POST /v1/inbound/{source} in the broker) with its
-// secrets. The signature is the authentication: no access key is asked
-// for, so the handler checks everything that needs no body first, and
-// holds few bodies at once:
+// Each Sender is a path of its own (the {source} wildcard of the pattern the
+// handler is mounted on, POST /v1/inbound/{source} in the broker: the
+// wildcard keeps the name every mount already gives it) with its secrets.
+// The signature is the authentication: no access key is asked for, so the
+// handler checks everything that needs no body first, and holds few
+// bodies at once:
 //
 //   - the headers: a missing webhook-id, webhook-timestamp or
 //     webhook-signature, or a timestamp that is not a number, is 401; a
-//     timestamp further than Source.Tolerance from the store's clock (a
+//     timestamp further than Sender.Tolerance from the store's clock (a
 //     replay outside the tolerance, or a skewed clock) is 401; a webhook-id
 //     or Content-Type the queue could not store (too long, not UTF-8) is
-//     400; a Content-Length over Source.MaxBodyBytes is 413;
+//     400; a Content-Length over Sender.MaxBodyBytes is 413;
 //   - room for the body: the bytes of the bodies held at once are bounded
-//     over all sources (Config.MaxHeldBytes) and for each source
-//     (Source.MaxHeldBytes); a request past either is 503 with Retry-After
+//     over all senders (Config.MaxHeldBytes) and for each sender
+//     (Sender.MaxHeldBytes); a request past either is 503 with Retry-After
 //     before any of its body is read;
-//   - then the body (413 past Source.MaxBodyBytes) and its signature: no
-//     secret of the source verifies it, 401.
+//   - then the body (413 past Sender.MaxBodyBytes) and its signature: no
+//     secret of the sender verifies it, 401.
 //
-// A request to a source name that is not configured goes the same way, as
-// to a source with the largest limits of the configured ones and a secret
+// A request to a sender name that is not configured goes the same way, as
+// to a sender with the largest limits of the configured ones and a secret
 // nobody has: the same status, text and headers, its body read or not
-// alike, the same work; a caller learns no source name. Each refusal writes
+// alike, the same work; a caller learns no sender name. Each refusal writes
 // one debug log line and counts in mqlite_inbound_refused_total.
 //
 // A provider's retry carries the same webhook-id: inside the queue's
@@ -34,7 +35,7 @@
 // stores nothing. The same id with another body is refused with 409
 // (duplicate_conflict); the original stays. Past the window a retry is a
 // second message: the window must exceed the provider's retry horizon
-// (Source.RetryHorizon states it, DefaultRetryHorizon when it does not, and
+// (Sender.RetryHorizon states it, DefaultRetryHorizon when it does not, and
 // New checks it). The request's Content-Type travels as the message's
 // property "content-type".
 //
@@ -69,12 +70,12 @@ import (
 	"github.com/mqlite/mqlite/outbox"
 )
 
-// Limits and defaults of Config's and Source's zero-valued fields.
+// Limits and defaults of Config's and Sender's zero-valued fields.
 const (
 	// DefaultTolerance is the Standard Webhooks libraries' own.
 	DefaultTolerance = 5 * time.Minute
-	// DefaultRetryHorizon is how long a source's provider is taken to
-	// retry one webhook when its Source does not say: the common providers
+	// DefaultRetryHorizon is how long a sender's provider is taken to
+	// retry one webhook when its Sender does not say: the common providers
 	// retry for days (three, for the longest-known of them), so its queue
 	// needs a DedupWindow of three days or more.
 	DefaultRetryHorizon = 72 * time.Hour
@@ -83,10 +84,10 @@ const (
 	MaxContentTypeLen = 256
 	// MetadataRoom is the room a message stored by the handler needs
 	// besides its body: the longest webhook-id and Content-Type property
-	// (as JSON, where a character takes up to 6 bytes). A source's
+	// (as JSON, where a character takes up to 6 bytes). A sender's
 	// MaxBodyBytes and this room fit in the store's MaxMessageBytes.
 	MetadataRoom = 2 << 10
-	// DefaultMaxBodyBytes is a source's MaxBodyBytes on a store of the
+	// DefaultMaxBodyBytes is a sender's MaxBodyBytes on a store of the
 	// default MaxMessageBytes (1 MiB): that limit less MetadataRoom. On
 	// another store the default is its MaxMessageBytes less MetadataRoom.
 	DefaultMaxBodyBytes = mqlite.DefaultMaxMessageBytes - MetadataRoom
@@ -105,27 +106,27 @@ var (
 	// ErrUnsigned: the webhook-id, webhook-timestamp or webhook-signature
 	// header is missing, or the timestamp is not a number.
 	ErrUnsigned = errors.New("inbound: missing or malformed webhook-id, webhook-timestamp or webhook-signature")
-	// ErrBadSignature: no secret of the source verifies the signature, or
-	// the source is unknown.
+	// ErrBadSignature: no secret of the sender verifies the signature, or
+	// the sender is unknown.
 	ErrBadSignature = errors.New("inbound: no secret of this source verifies the signature")
-	// ErrStale: the timestamp is further than the source's tolerance from
+	// ErrStale: the timestamp is further than the sender's tolerance from
 	// now (checked before the signature, which needs the body).
 	ErrStale = errors.New("inbound: webhook-timestamp outside the tolerance")
 )
 
-// errUnknownSource answers a source name that is not configured as a bad
+// errUnknownSender answers a sender name that is not configured as a bad
 // signature does; the metrics tell them apart.
-var errUnknownSource = fmt.Errorf("%w", ErrBadSignature)
+var errUnknownSender = fmt.Errorf("%w", ErrBadSignature)
 
-// ErrConfig matches every error of New about its Config, as does
+// ErrInvalidConfig matches every error of New about its Config, as does
 // mqlite.ErrInvalidArgument.
-var ErrConfig = errors.New("inbound: invalid config")
+var ErrInvalidConfig = errors.New("inbound: invalid config")
 
-// Source is one sender of webhooks and the queue its requests go to.
-type Source struct {
-	// Name is the source's path segment: 1 to 64 of [A-Za-z0-9._-].
+// Sender is one sender of webhooks and the queue its requests go to.
+type Sender struct {
+	// Name is the sender's path segment: 1 to 64 of [A-Za-z0-9._-].
 	Name string
-	// Queue receives the source's messages. It must exist and have a
+	// Queue receives the sender's messages. It must exist and have a
 	// DedupWindow of at least twice Tolerance and at least RetryHorizon.
 	Queue string
 	// Secrets verify the signatures: whsec_ followed by base64, as the
@@ -149,7 +150,7 @@ type Source struct {
 	// store's MaxMessageBytes less MetadataRoom (DefaultMaxBodyBytes on a
 	// store of the default limit).
 	MaxBodyBytes int64
-	// MaxHeldBytes bounds the bytes of this source's bodies held at once
+	// MaxHeldBytes bounds the bytes of this sender's bodies held at once
 	// (its share of Config.MaxHeldBytes): past it a request is 503 with
 	// Retry-After, its body unread. Defaults to a quarter of
 	// Config.MaxHeldBytes, and at least MaxBodyBytes; -1: no share (the
@@ -159,49 +160,49 @@ type Source struct {
 
 // Config configures New. Zero values mean the defaults.
 type Config struct {
-	// Sources are the senders taken; their names are distinct.
-	Sources []Source
+	// Senders are the senders taken; their names are distinct.
+	Senders []Sender
 	// Logger receives one debug line per refusal (never a body or a
 	// secret) and the errors of the store. Defaults to slog.Default().
 	Logger *slog.Logger
 	// MaxHeldBytes bounds the bytes of the request bodies held at once,
-	// over every source and unknown names: a body counts from before it is
-	// read (its Content-Length, or its source's MaxBodyBytes when it has
+	// over every sender and unknown names: a body counts from before it is
+	// read (its Content-Length, or its sender's MaxBodyBytes when it has
 	// none) until its answer, and a request past the bound is 503 with
 	// Retry-After, its body unread. Defaults to 64 MiB; at least the
 	// largest MaxBodyBytes.
 	MaxHeldBytes int64
 }
 
-// Handler takes the webhooks of its sources. It is safe for concurrent use
+// Handler takes the webhooks of its senders. It is safe for concurrent use
 // and starts no goroutine.
 type Handler struct {
 	st      *mqlite.Store
 	log     *slog.Logger
-	sources map[string]*source
-	unknown *source // the stand-in of every name not in sources
-	held    *room   // the bytes of the bodies held, over all sources
+	senders map[string]*sender
+	unknown *sender // the stand-in of every name not in senders
+	held    *room   // the bytes of the bodies held, over all senders
 	counts  *counters
 }
 
-// source is a Source with its verifiers.
-type source struct {
-	Source
+// sender is a Sender with its verifiers.
+type sender struct {
+	Sender
 	verifiers []*standardwebhooks.Webhook
 	window    time.Duration // the least DedupWindow its queue needs
 	held      *room         // its share; nil: none
 }
 
-var sourceName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var senderName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func configErr(format string, args ...any) error {
-	return &mqlite.InvalidArgumentError{Kind: ErrConfig, Detail: fmt.Sprintf(format, args...)}
+	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
-// New returns a Handler for cfg's sources on st. It checks cfg and reads
-// each source's queue: one that does not exist, or whose DedupWindow is
-// off or shorter than the source needs, is refused (the error matches
-// ErrConfig and mqlite.ErrInvalidArgument). ctx bounds the reads.
+// New returns a Handler for cfg's senders on st. It checks cfg and reads
+// each sender's queue: one that does not exist, or whose DedupWindow is
+// off or shorter than the sender needs, is refused (the error matches
+// ErrInvalidConfig and mqlite.ErrInvalidArgument). ctx bounds the reads.
 func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 	if st == nil {
 		return nil, configErr("no store")
@@ -217,44 +218,44 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 	if err := st.DB().QueryRowContext(ctx, `SELECT mqlite_max_message_bytes()`).Scan(&storeMax); err != nil {
 		return nil, fmt.Errorf("inbound: reading the store's MaxMessageBytes: %w", err)
 	}
-	h := &Handler{st: st, log: cfg.Logger, sources: make(map[string]*source, len(cfg.Sources)), held: newRoom(cfg.MaxHeldBytes)}
-	// The stand-in of unknown names: the largest limits of the sources (the
+	h := &Handler{st: st, log: cfg.Logger, senders: make(map[string]*sender, len(cfg.Senders)), held: newRoom(cfg.MaxHeldBytes)}
+	// The stand-in of unknown names: the largest limits of the senders (the
 	// defaults when there are none), secrets nobody has.
-	stand := Source{Name: "unknown", MaxHeldBytes: -1}
-	most := 0 // secrets of a source
-	for _, s := range cfg.Sources {
-		src, err := newSource(s, storeMax, cfg.MaxHeldBytes)
+	stand := Sender{Name: "unknown", MaxHeldBytes: -1}
+	most := 0 // secrets of a sender
+	for _, s := range cfg.Senders {
+		src, err := newSender(s, storeMax, cfg.MaxHeldBytes)
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := h.sources[s.Name]; dup {
+		if _, dup := h.senders[s.Name]; dup {
 			return nil, configErr("source %q given twice", s.Name)
 		}
 		if err := src.checkQueue(ctx, st); err != nil {
 			return nil, err
 		}
-		h.sources[s.Name] = src
+		h.senders[s.Name] = src
 		stand.Tolerance, stand.MaxBodyBytes = max(stand.Tolerance, src.Tolerance), max(stand.MaxBodyBytes, src.MaxBodyBytes)
 		most = max(most, len(s.Secrets))
 	}
-	if stand.MaxBodyBytes == 0 { // no source: the default limit, within the bound
+	if stand.MaxBodyBytes == 0 { // no sender: the default limit, within the bound
 		stand.MaxBodyBytes = min(storeMax-MetadataRoom, cfg.MaxHeldBytes)
 	}
-	// As many secrets as the source with the most: as much work to refuse.
+	// As many secrets as the sender with the most: as much work to refuse.
 	for range max(1, most) {
 		var key [24]byte
 		_, _ = rand.Read(key[:]) // never fails
 		stand.Secrets = append(stand.Secrets, "whsec_"+base64.StdEncoding.EncodeToString(key[:]))
 	}
-	if h.unknown, err = newSource(stand, storeMax, cfg.MaxHeldBytes); err != nil {
+	if h.unknown, err = newSender(stand, storeMax, cfg.MaxHeldBytes); err != nil {
 		return nil, err
 	}
-	h.counts = newCounters(h.sources, h.held)
+	h.counts = newCounters(h.senders, h.held)
 	return h, nil
 }
 
-func newSource(s Source, storeMax, maxHeld int64) (*source, error) {
-	if !sourceName.MatchString(s.Name) {
+func newSender(s Sender, storeMax, maxHeld int64) (*sender, error) {
+	if !senderName.MatchString(s.Name) {
 		return nil, configErr("source name %q: want 1 to 64 of [A-Za-z0-9._-]", s.Name)
 	}
 	if len(s.Secrets) == 0 {
@@ -283,7 +284,7 @@ func newSource(s Source, storeMax, maxHeld int64) (*source, error) {
 	if s.RetryHorizon, err = setting.Default("RetryHorizon", s.RetryHorizon, DefaultRetryHorizon); err != nil {
 		return nil, configErr("source %q: %v", s.Name, err)
 	}
-	src := &source{Source: s, window: max(2*s.Tolerance, s.RetryHorizon)}
+	src := &sender{Sender: s, window: max(2*s.Tolerance, s.RetryHorizon)}
 	if s.MaxHeldBytes > 0 {
 		src.held = newRoom(s.MaxHeldBytes)
 	}
@@ -301,9 +302,9 @@ func newSource(s Source, storeMax, maxHeld int64) (*source, error) {
 	return src, nil
 }
 
-// checkQueue refuses a queue that cannot make the source's retries
+// checkQueue refuses a queue that cannot make the sender's retries
 // duplicates: missing, or a DedupWindow off or shorter than s.window.
-func (s *source) checkQueue(ctx context.Context, st *mqlite.Store) error {
+func (s *sender) checkQueue(ctx context.Context, st *mqlite.Store) error {
 	q, err := st.GetQueue(ctx, s.Queue)
 	if errors.Is(err, mqlite.ErrQueueNotFound) || errors.Is(err, mqlite.ErrInvalidQueueName) {
 		return configErr("source %q: queue %q: %v", s.Name, s.Queue, err)
@@ -335,7 +336,7 @@ func short(d time.Duration) string {
 	return s
 }
 
-// ServeHTTP takes one webhook for the source the request's {source} path
+// ServeHTTP takes one webhook for the sender the request's {source} path
 // wildcard names. It answers 200 with the message's seq (wire.SendResult)
 // once the message committed, or once a duplicate is found; the refusals
 // are described in the package comment.
@@ -343,14 +344,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	name := r.PathValue("source")
-	src, known := h.sources[name]
+	src, known := h.senders[name]
 	if !known {
 		src, name = h.unknown, "" // an unknown name is the caller's text: never a label
 	}
 	res, err := h.accept(w, r, src)
 	if err != nil {
 		if !known && errors.Is(err, ErrBadSignature) {
-			err = errUnknownSource
+			err = errUnknownSender
 		}
 		e := errorOf(err)
 		h.counts.refused(name, err)
@@ -372,7 +373,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // accept checks the request's headers, takes room for its body, reads and
 // verifies it, and sends it.
-func (h *Handler) accept(w http.ResponseWriter, r *http.Request, src *source) (outbox.Result, error) {
+func (h *Handler) accept(w http.ResponseWriter, r *http.Request, src *sender) (outbox.Result, error) {
 	id, err := src.checkHeaders(r, h.st.Clock().Now())
 	if err != nil {
 		return outbox.Result{}, err
@@ -404,7 +405,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, src *source) (o
 	// The window may have changed since New (PUT /v1/queues/{queue}):
 	// refuse rather than take a message whose retry would be a second one.
 	if err := src.checkQueue(r.Context(), h.st); err != nil {
-		if errors.Is(err, ErrConfig) {
+		if errors.Is(err, ErrInvalidConfig) {
 			return outbox.Result{}, &wireError{wire.CodeUnavailable, wire.ReasonNoDedupWindow, err.Error()}
 		}
 		return outbox.Result{}, err
@@ -426,7 +427,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, src *source) (o
 // checkHeaders checks what needs no body: the three headers, the id and
 // Content-Type the queue must be able to store, and the timestamp against
 // now. It returns the webhook-id.
-func (s *source) checkHeaders(r *http.Request, now time.Time) (string, error) {
+func (s *sender) checkHeaders(r *http.Request, now time.Time) (string, error) {
 	id := r.Header.Get(standardwebhooks.HeaderWebhookID)
 	tsText := r.Header.Get(standardwebhooks.HeaderWebhookTimestamp)
 	ts, err := strconv.ParseInt(tsText, 10, 64)
@@ -440,7 +441,7 @@ func (s *source) checkHeaders(r *http.Request, now time.Time) (string, error) {
 		return "", errs.Invalidf(mqlite.ErrInvalidMessage, "Content-Type of %d bytes: want UTF-8 of at most %d bytes", len(ct), MaxContentTypeLen)
 	}
 	// The library checks the timestamp against the wall clock with its
-	// own fixed tolerance: the store's clock and the source's are used.
+	// own fixed tolerance: the store's clock and the sender's are used.
 	if skew, ok := skewOf(ts, now); !ok || skew > s.Tolerance || skew < -s.Tolerance {
 		return "", fmt.Errorf("%w: %s is %s, the tolerance is %v", ErrStale, tsText, skewText(ts, now), s.Tolerance)
 	}
@@ -511,7 +512,7 @@ func readBody(w http.ResponseWriter, r *http.Request, n, limit int64) ([]byte, e
 
 // verified reports whether a secret of s verifies the request's signature
 // of body (its timestamp was checked by checkHeaders).
-func (s *source) verified(body []byte, header http.Header) bool {
+func (s *sender) verified(body []byte, header http.Header) bool {
 	for _, v := range s.verifiers {
 		if v.VerifyIgnoringTimestamp(body, header) == nil {
 			return true

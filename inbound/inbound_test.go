@@ -27,7 +27,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The secrets of the tests: old and new (a rotation), and one the source
+// The secrets of the tests: old and new (a rotation), and one the sender
 // does not know.
 const (
 	oldSecret   = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -37,21 +37,21 @@ const (
 
 // bundle is a store with queue "in" (a window of 3 days, the default
 // retry horizon) and a
-// handler for source "acme" on it, mounted as the broker mounts it.
+// handler for sender "acme" on it, mounted as the broker mounts it.
 type bundle struct {
 	*testdb.Bundle
 	h   *inbound.Handler
 	mux *http.ServeMux
 }
 
-func setup(t testing.TB, src inbound.Source) bundle {
+func setup(t testing.TB, src inbound.Sender) bundle {
 	t.Helper()
 	b := testdb.Open(t, mqlite.Config{})
 	b.Queue(t, "in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon})
 	if src.Name == "" {
-		src = inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret, newSecret}}
+		src = inbound.Sender{Name: "acme", Queue: "in", Secrets: []string{oldSecret, newSecret}}
 	}
-	h, err := inbound.New(context.Background(), b.Store, inbound.Config{Sources: []inbound.Source{src}})
+	h, err := inbound.New(context.Background(), b.Store, inbound.Config{Senders: []inbound.Sender{src}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func (b bundle) values(t *testing.T) map[string]float64 {
 	return out
 }
 
-// TestSignature: a request is stored only when a secret of its source
+// TestSignature: a request is stored only when a secret of its sender
 // verifies its signature and its timestamp is within the tolerance (5m)
 // of the store's clock; every refusal is 401 (413 for a body over the
 // limit), stores nothing and counts under its reason. Either secret of a
@@ -178,12 +178,12 @@ func TestSignature(t *testing.T) {
 		{"no timestamp", request{secrets: []string{oldSecret}, ts: time.Unix(0, 0)}, 401, inbound.RefusedUnsigned},
 		{"stale: a replay a second past the tolerance", request{secrets: []string{oldSecret}, ts: testdb.Start.Add(-5*time.Minute - time.Second)}, 401, inbound.RefusedStale},
 		{"from the future", request{secrets: []string{oldSecret}, ts: testdb.Start.Add(5*time.Minute + time.Second)}, 401, inbound.RefusedStale},
-		{"unknown source", request{source: "nobody", secrets: []string{oldSecret}}, 401, inbound.RefusedUnknownSource},
+		{"unknown sender", request{source: "nobody", secrets: []string{oldSecret}}, 401, inbound.RefusedUnknownSender},
 		{"oversized body", request{secrets: []string{oldSecret}, body: long}, 413, inbound.RefusedTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, inbound.Source{})
+			b := setup(t, inbound.Sender{})
 			r := tc.req
 			if r.source == "" {
 				r.source = "acme"
@@ -247,7 +247,7 @@ func TestSignature(t *testing.T) {
 // that covers the provider's retry horizon.
 func TestProviderRetries(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	first := request{source: "acme", id: "evt_7", ts: testdb.Start, body: `{"n":7}`, secrets: []string{oldSecret}}
 	status, orig, _ := b.post(t, first)
 	if status != 200 || orig.Duplicate {
@@ -297,7 +297,7 @@ func TestProviderRetries(t *testing.T) {
 // refused once it is not; nothing is stored twice either way.
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	r := request{source: "acme", id: "evt_9", ts: testdb.Start, body: `{}`, secrets: []string{newSecret}}
 	if status, res, _ := b.post(t, r); status != 200 || res.Duplicate {
 		t.Fatalf("first: %d %+v", status, res)
@@ -318,7 +318,7 @@ func TestReplay(t *testing.T) {
 // TestContentType: the request's Content-Type is the message's property.
 func TestContentType(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	b.post(t, request{source: "acme", id: "evt_1", ts: testdb.Start, body: `{}`, secrets: []string{oldSecret}})
 	msgs := b.messages(t)
 	if len(msgs) != 1 || msgs[0].Properties[inbound.ContentTypeProperty] != "application/json" {
@@ -327,11 +327,11 @@ func TestContentType(t *testing.T) {
 }
 
 // TestWindowLost: a queue whose dedup window was turned off after New
-// refuses the source's requests with 503 (the provider retries; nothing
+// refuses the sender's requests with 503 (the provider retries; nothing
 // is stored that a retry would double).
 func TestWindowLost(t *testing.T) {
 	t.Parallel()
-	b := setup(t, inbound.Source{})
+	b := setup(t, inbound.Sender{})
 	if err := b.Store.UpdateQueue(context.Background(), "in", mqlite.QueueOptions{DedupWindow: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -347,10 +347,10 @@ func TestWindowLost(t *testing.T) {
 	}
 }
 
-// TestConfig: New refuses a source it could not take exactly once by id
+// TestConfig: New refuses a sender it could not take exactly once by id
 // (no queue, no window, a window shorter than twice the tolerance or than
 // the retry horizon) and every malformed field, with an error that
-// matches ErrConfig and mqlite.ErrInvalidArgument and never quotes a
+// matches ErrInvalidConfig and mqlite.ErrInvalidArgument and never quotes a
 // secret.
 func TestConfig(t *testing.T) {
 	t.Parallel()
@@ -360,50 +360,50 @@ func TestConfig(t *testing.T) {
 	b.Queue(t, "short", mqlite.QueueOptions{DedupWindow: 9 * time.Minute}) // under 2 x 5m
 	b.Queue(t, "days", mqlite.QueueOptions{DedupWindow: 72 * time.Hour})   // a provider's three days
 	// good's provider retries for a minute: the tolerance sets the window.
-	good := inbound.Source{Name: "acme", Queue: "in", Secrets: []string{oldSecret}, RetryHorizon: time.Minute}
-	with := func(f func(s *inbound.Source)) []inbound.Source {
+	good := inbound.Sender{Name: "acme", Queue: "in", Secrets: []string{oldSecret}, RetryHorizon: time.Minute}
+	with := func(f func(s *inbound.Sender)) []inbound.Sender {
 		s := good
 		f(&s)
-		return []inbound.Source{s}
+		return []inbound.Sender{s}
 	}
 	for _, tc := range []struct {
 		name    string
-		sources []inbound.Source
+		sources []inbound.Sender
 		want    string // in the error; "" for none
 	}{
-		{"good", []inbound.Source{good}, ""},
-		{"no sources", nil, ""},
-		{"three days of retries", with(func(s *inbound.Source) { s.Queue, s.RetryHorizon = "days", 72*time.Hour }), ""},
-		{"no queue", with(func(s *inbound.Source) { s.Queue = "nope" }), "nope"},
-		{"no window", with(func(s *inbound.Source) { s.Queue = "off" }), "DedupWindow"},
-		{"window under twice the tolerance", with(func(s *inbound.Source) { s.Queue = "short" }), "needs 10m"},
-		{"window under the retry horizon", with(func(s *inbound.Source) { s.RetryHorizon = 24 * time.Hour }), "needs 24h"},
-		{"shorter tolerance, shorter window", with(func(s *inbound.Source) { s.Queue, s.Tolerance = "short", time.Minute }), ""},
-		{"no secrets", with(func(s *inbound.Source) { s.Secrets = nil }), "no Secrets"},
-		{"not whsec_", with(func(s *inbound.Source) { s.Secrets = []string{"hunter2hunter2hunter2hunter2"} }), "secret 1"},
-		{"not base64", with(func(s *inbound.Source) { s.Secrets = []string{oldSecret, "whsec_!!!!!!!!!!!!!!!!!!!!!!!!!!!!"} }), "secret 2"},
-		{"too short", with(func(s *inbound.Source) { s.Secrets = []string{"whsec_c2hvcnQ="} }), "secret 1"},
-		{"bad name", with(func(s *inbound.Source) { s.Name = "a/b" }), "source name"},
-		{"empty name", with(func(s *inbound.Source) { s.Name = "" }), "source name"},
-		{"negative tolerance", with(func(s *inbound.Source) { s.Tolerance = -time.Second }), "Tolerance"},
-		{"negative body limit", with(func(s *inbound.Source) { s.MaxBodyBytes = -1 }), "MaxBodyBytes"},
-		{"negative horizon", with(func(s *inbound.Source) { s.RetryHorizon = -time.Second }), "RetryHorizon"},
-		{"twice the same name", []inbound.Source{good, good}, "twice"},
-		{"the default horizon over a 10m window", with(func(s *inbound.Source) { s.RetryHorizon = 0 }), "needs 72h"},
-		{"a body limit with no room for the id", with(func(s *inbound.Source) { s.MaxBodyBytes = mqlite.DefaultMaxMessageBytes }), "MaxBodyBytes"},
-		{"a share under the body limit", with(func(s *inbound.Source) { s.MaxHeldBytes = 1 << 10 }), "MaxHeldBytes"},
+		{"good", []inbound.Sender{good}, ""},
+		{"no senders", nil, ""},
+		{"three days of retries", with(func(s *inbound.Sender) { s.Queue, s.RetryHorizon = "days", 72*time.Hour }), ""},
+		{"no queue", with(func(s *inbound.Sender) { s.Queue = "nope" }), "nope"},
+		{"no window", with(func(s *inbound.Sender) { s.Queue = "off" }), "DedupWindow"},
+		{"window under twice the tolerance", with(func(s *inbound.Sender) { s.Queue = "short" }), "needs 10m"},
+		{"window under the retry horizon", with(func(s *inbound.Sender) { s.RetryHorizon = 24 * time.Hour }), "needs 24h"},
+		{"shorter tolerance, shorter window", with(func(s *inbound.Sender) { s.Queue, s.Tolerance = "short", time.Minute }), ""},
+		{"no secrets", with(func(s *inbound.Sender) { s.Secrets = nil }), "no Secrets"},
+		{"not whsec_", with(func(s *inbound.Sender) { s.Secrets = []string{"hunter2hunter2hunter2hunter2"} }), "secret 1"},
+		{"not base64", with(func(s *inbound.Sender) { s.Secrets = []string{oldSecret, "whsec_!!!!!!!!!!!!!!!!!!!!!!!!!!!!"} }), "secret 2"},
+		{"too short", with(func(s *inbound.Sender) { s.Secrets = []string{"whsec_c2hvcnQ="} }), "secret 1"},
+		{"bad name", with(func(s *inbound.Sender) { s.Name = "a/b" }), "source name"},
+		{"empty name", with(func(s *inbound.Sender) { s.Name = "" }), "source name"},
+		{"negative tolerance", with(func(s *inbound.Sender) { s.Tolerance = -time.Second }), "Tolerance"},
+		{"negative body limit", with(func(s *inbound.Sender) { s.MaxBodyBytes = -1 }), "MaxBodyBytes"},
+		{"negative horizon", with(func(s *inbound.Sender) { s.RetryHorizon = -time.Second }), "RetryHorizon"},
+		{"twice the same name", []inbound.Sender{good, good}, "twice"},
+		{"the default horizon over a 10m window", with(func(s *inbound.Sender) { s.RetryHorizon = 0 }), "needs 72h"},
+		{"a body limit with no room for the id", with(func(s *inbound.Sender) { s.MaxBodyBytes = mqlite.DefaultMaxMessageBytes }), "MaxBodyBytes"},
+		{"a share under the body limit", with(func(s *inbound.Sender) { s.MaxHeldBytes = 1 << 10 }), "MaxHeldBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h, err := inbound.New(context.Background(), b.Store, inbound.Config{Sources: tc.sources})
+			h, err := inbound.New(context.Background(), b.Store, inbound.Config{Senders: tc.sources})
 			if tc.want == "" {
 				if err != nil || h == nil {
 					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
-			if !errors.Is(err, inbound.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want ErrConfig with %q", err, tc.want)
+			if !errors.Is(err, inbound.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want ErrInvalidConfig with %q", err, tc.want)
 			}
 			for _, s := range tc.sources {
 				for _, sec := range s.Secrets {
@@ -415,15 +415,15 @@ func TestConfig(t *testing.T) {
 		})
 	}
 	if _, err := inbound.New(context.Background(), b.Store, inbound.Config{MaxHeldBytes: 1 << 10}); err != nil {
-		t.Errorf("no source, a small bound: %v", err)
+		t.Errorf("no sender, a small bound: %v", err)
 	}
-	if _, err := inbound.New(context.Background(), nil, inbound.Config{}); !errors.Is(err, inbound.ErrConfig) {
+	if _, err := inbound.New(context.Background(), nil, inbound.Config{}); !errors.Is(err, inbound.ErrInvalidConfig) {
 		t.Errorf("no store: %v", err)
 	}
 }
 
 // FuzzInbound sends arbitrary headers and bodies to the handler: it never
-// panics, answers 200 only for a request signed by the source's secret
+// panics, answers 200 only for a request signed by the sender's secret
 // within the tolerance whose id and Content-Type the queue can store (400
 // for those it cannot), and stores exactly the messages it answered 200
 // for (none for a duplicate).
@@ -433,7 +433,7 @@ func FuzzInbound(f *testing.F) {
 	f.Add("", int64(0), "v1,AAAA", "x", "text/plain", false)
 	f.Add("evt\x00", int64(0), "v1,", "\xff", "", true)
 	f.Add(strings.Repeat("i", 300), int64(3), "v2,x v1,y", "", "a\r\nb", true)
-	b := setup(f, inbound.Source{})
+	b := setup(f, inbound.Sender{})
 	wh, _ := standardwebhooks.NewWebhook(oldSecret)
 	stored := 0
 	f.Fuzz(func(t *testing.T, id string, skew int64, sig, body, ct string, sign bool) {
@@ -476,7 +476,7 @@ func FuzzInbound(f *testing.F) {
 	})
 }
 
-// ExampleNew takes the signed webhooks of one source into queue
+// ExampleNew takes the signed webhooks of one sender into queue
 // "payments" and serves them on a mux of the application's.
 func ExampleNew() {
 	ctx := context.Background()
@@ -496,7 +496,7 @@ func ExampleNew() {
 	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 		panic(err)
 	}
-	h, err := inbound.New(ctx, st, inbound.Config{Sources: []inbound.Source{{
+	h, err := inbound.New(ctx, st, inbound.Config{Senders: []inbound.Sender{{
 		Name: "payments-provider", Queue: "payments", RetryHorizon: 72 * time.Hour,
 		Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 	}}})
@@ -521,7 +521,7 @@ func TestNoCommitNoSuccess(t *testing.T) {
 	if err := st.CreateQueue(context.Background(), "in", mqlite.QueueOptions{DedupWindow: inbound.DefaultRetryHorizon}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := inbound.New(context.Background(), st, inbound.Config{Sources: []inbound.Source{{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}}})
+	h, err := inbound.New(context.Background(), st, inbound.Config{Senders: []inbound.Sender{{Name: "acme", Queue: "in", Secrets: []string{oldSecret}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

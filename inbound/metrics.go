@@ -13,24 +13,25 @@ import (
 const (
 	RefusedUnsigned      = "unsigned"        // ErrUnsigned
 	RefusedBadSignature  = "bad_signature"   // ErrBadSignature
-	RefusedUnknownSource = "unknown_source"  // no such source (answered as a bad signature)
+	RefusedUnknownSender = "unknown_source"  // no such sender (answered as a bad signature; the value keeps its word: dashboards and alerts hold it)
 	RefusedStale         = "stale"           // ErrStale
 	RefusedTooLarge      = "too_large"       // a body over MaxBodyBytes, or a message over the store's limit
 	RefusedConflict      = "conflict"        // the same webhook-id with another body
 	RefusedInvalid       = "invalid"         // a webhook-id or body the store refuses
-	RefusedNoDedupWindow = "no_dedup_window" // the queue lost the window the source needs
+	RefusedNoDedupWindow = "no_dedup_window" // the queue lost the window the sender needs
 	RefusedBusy          = "busy"            // past the bytes of bodies held at once (503, Retry-After)
 	RefusedError         = "error"           // the store failed (5xx: the provider retries)
 )
 
-// counters are the handler's Prometheus counters, by source; refusals by
-// source and reason. An unknown source counts under source "".
+// counters are the handler's Prometheus counters, by sender; refusals by
+// sender and reason, under the label "source" (the name dashboards and
+// alert rules already hold). An unknown sender counts under source "".
 type counters struct {
 	accepted, duplicates, refusals *prometheus.CounterVec
 	held                           prometheus.GaugeFunc
 }
 
-func newCounters(sources map[string]*source, held *room) *counters {
+func newCounters(sources map[string]*sender, held *room) *counters {
 	c := &counters{
 		held: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mqlite_inbound_held_bytes",
 			Help: "Bytes of inbound webhook bodies held at once (counted from before each is read until its answer)."},
@@ -42,7 +43,7 @@ func newCounters(sources map[string]*source, held *room) *counters {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mqlite_inbound_refused_total",
 			Help: "Inbound webhooks refused with nothing stored, by source and reason."}, []string{"source", "reason"}),
 	}
-	for name := range sources { // every source shows from the first scrape, at 0
+	for name := range sources { // every sender shows from the first scrape, at 0
 		c.accepted.WithLabelValues(name)
 		c.duplicates.WithLabelValues(name)
 	}
@@ -65,8 +66,8 @@ func (c *counters) refused(source string, err error) {
 func refusedReason(err error) string {
 	var we *wireError
 	switch {
-	case errors.Is(err, errUnknownSource):
-		return RefusedUnknownSource
+	case errors.Is(err, errUnknownSender):
+		return RefusedUnknownSender
 	case errors.Is(err, ErrUnsigned):
 		return RefusedUnsigned
 	case errors.Is(err, ErrBadSignature):

@@ -23,7 +23,7 @@ import (
 )
 
 // An outsider's view of package inbound, from its documentation: the
-// default retry horizon, unknown source names that answer like known ones,
+// default retry horizon, unknown sender names that answer like known ones,
 // the bound on bodies held at once, and the text of a skewed timestamp.
 
 const outsideSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -41,15 +41,15 @@ func outsideSign(t *testing.T, secret, id, ts string, body []byte) string {
 }
 
 // outsideMux is a store with queue "in" (a dedup window of 3 days) and a
-// handler for source "acme" mounted as the broker mounts it.
-func outsideMux(t *testing.T, cfg inbound.Config, src inbound.Source) (*mqlitetest.Clock, http.Handler) {
+// handler for sender "acme" mounted as the broker mounts it.
+func outsideMux(t *testing.T, cfg inbound.Config, src inbound.Sender) (*mqlitetest.Clock, http.Handler) {
 	t.Helper()
 	st, clock := mqlitetest.NewStore(t, mqlite.Config{})
 	if err := st.CreateQueue(t.Context(), "in", mqlite.QueueOptions{DedupWindow: 72 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	src.Name, src.Queue, src.Secrets = "acme", "in", []string{outsideSecret}
-	cfg.Sources = []inbound.Source{src}
+	cfg.Senders = []inbound.Sender{src}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	h, err := inbound.New(t.Context(), st, cfg)
 	if err != nil {
@@ -72,24 +72,24 @@ func TestOutsideRetryHorizonDefault(t *testing.T) {
 		if err := st.CreateQueue(t.Context(), name, mqlite.QueueOptions{DedupWindow: w}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := inbound.New(t.Context(), st, inbound.Config{Sources: []inbound.Source{{Name: "a", Queue: name, Secrets: []string{outsideSecret}}}})
-		if !errors.Is(err, inbound.ErrConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
-			t.Errorf("a queue with a %v window and no horizon: %v, want ErrConfig", w, err)
+		_, err := inbound.New(t.Context(), st, inbound.Config{Senders: []inbound.Sender{{Name: "a", Queue: name, Secrets: []string{outsideSecret}}}})
+		if !errors.Is(err, inbound.ErrInvalidConfig) || !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("a queue with a %v window and no horizon: %v, want ErrInvalidConfig", w, err)
 		}
 	}
 	// No window at all (-1), whatever the horizon.
 	if err := st.CreateQueue(t.Context(), "none", mqlite.QueueOptions{DedupWindow: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inbound.New(t.Context(), st, inbound.Config{Sources: []inbound.Source{{Name: "a", Queue: "none", Secrets: []string{outsideSecret}, RetryHorizon: time.Minute}}}); !errors.Is(err, inbound.ErrConfig) {
-		t.Errorf("a queue without a window: %v, want ErrConfig", err)
+	if _, err := inbound.New(t.Context(), st, inbound.Config{Senders: []inbound.Sender{{Name: "a", Queue: "none", Secrets: []string{outsideSecret}, RetryHorizon: time.Minute}}}); !errors.Is(err, inbound.ErrInvalidConfig) {
+		t.Errorf("a queue without a window: %v, want ErrInvalidConfig", err)
 	}
 }
 
 // A name nobody configured answers exactly like "acme" for every refusal an
 // outsider can provoke without the secret.
-func TestOutsideUnknownSourceLooksKnown(t *testing.T) {
-	clock, mux := outsideMux(t, inbound.Config{}, inbound.Source{})
+func TestOutsideUnknownSenderLooksKnown(t *testing.T) {
+	clock, mux := outsideMux(t, inbound.Config{}, inbound.Sender{})
 	now := clock.Now().Unix()
 	body := []byte(`{"type":"payment"}`)
 	type req struct {
@@ -139,7 +139,7 @@ func TestOutsideUnknownSourceLooksKnown(t *testing.T) {
 // The skew of a stale timestamp says which way it is, and a millisecond
 // timestamp (a common mistake) reads sensibly rather than overflowing.
 func TestOutsideSkewText(t *testing.T) {
-	clock, mux := outsideMux(t, inbound.Config{}, inbound.Source{})
+	clock, mux := outsideMux(t, inbound.Config{}, inbound.Sender{})
 	now := clock.Now().Unix()
 	for _, c := range []struct {
 		ts   int64
@@ -187,7 +187,7 @@ func (g *gateBody) Read(p []byte) (int, error) {
 // Past the bytes of bodies held at once, a request is 503 with Retry-After
 // and its body is never read; once the held body is answered, room is back.
 func TestOutsideHeldBytesBound(t *testing.T) {
-	clock, mux := outsideMux(t, inbound.Config{MaxHeldBytes: 4096}, inbound.Source{MaxBodyBytes: 4096, MaxHeldBytes: -1})
+	clock, mux := outsideMux(t, inbound.Config{MaxHeldBytes: 4096}, inbound.Sender{MaxBodyBytes: 4096, MaxHeldBytes: -1})
 	ts := strconv.FormatInt(clock.Now().Unix(), 10)
 	body := bytes.Repeat([]byte("x"), 3000)
 	newReq := func(id string, rd io.Reader, n int64) *http.Request {
@@ -234,13 +234,13 @@ func TestOutsideHeldBytesBound(t *testing.T) {
 	}
 }
 
-// A signed body of exactly the source's limit, with the longest id and
+// A signed body of exactly the sender's limit, with the longest id and
 // Content-Type the handler takes (escaped when stored), is taken: the
 // limit is the body's. A provider's retry is a duplicate with the same seq;
 // the same id with another body is 409; a signed request the queue could
 // not store is a 4xx, never a 5xx the provider would retry.
 func TestOutsideSignedEdges(t *testing.T) {
-	clock, mux := outsideMux(t, inbound.Config{}, inbound.Source{})
+	clock, mux := outsideMux(t, inbound.Config{}, inbound.Sender{})
 	ts := strconv.FormatInt(clock.Now().Unix(), 10)
 	post := func(id, ctype string, body []byte) *httptest.ResponseRecorder {
 		r := httptest.NewRequest("POST", "/v1/inbound/acme", bytes.NewReader(body))
@@ -291,10 +291,10 @@ func TestOutsideSignedEdges(t *testing.T) {
 	}
 }
 
-// Each source has its share of the held bytes: one source past its share
+// Each sender has its share of the held bytes: one sender past its share
 // is 503 while another is still taken. A body without a Content-Length
-// counts as the source's MaxBodyBytes.
-func TestOutsideHeldBytesPerSource(t *testing.T) {
+// counts as the sender's MaxBodyBytes.
+func TestOutsideHeldBytesPerSender(t *testing.T) {
 	st, clock := mqlitetest.NewStore(t, mqlite.Config{})
 	for _, q := range []string{"a", "b"} {
 		if err := st.CreateQueue(t.Context(), q, mqlite.QueueOptions{DedupWindow: 72 * time.Hour}); err != nil {
@@ -302,7 +302,7 @@ func TestOutsideHeldBytesPerSource(t *testing.T) {
 		}
 	}
 	h, err := inbound.New(t.Context(), st, inbound.Config{MaxHeldBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Sources: []inbound.Source{
+		Senders: []inbound.Sender{
 			{Name: "a", Queue: "a", Secrets: []string{outsideSecret}, MaxBodyBytes: 1000, MaxHeldBytes: 1000},
 			{Name: "b", Queue: "b", Secrets: []string{outsideSecret}, MaxBodyBytes: 1000, MaxHeldBytes: 1000},
 		}})

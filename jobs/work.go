@@ -170,7 +170,7 @@ func (w *Workers) Kinds() []string {
 // see LoopTx for claims, leases, concurrency and draining (opts is its
 // configuration). src is the store (or the broker's client, which commits
 // a worker's step as a batch of sends and has no SQL).
-func (w *Workers) Run(ctx context.Context, src consumer.Source, queue string, opts consumer.LoopConfig) error {
+func (w *Workers) Run(ctx context.Context, src consumer.Store, queue string, opts consumer.LoopConfig) error {
 	return consumer.LoopTx(ctx, src, queue, w.Handler(src), opts)
 }
 
@@ -184,7 +184,7 @@ func (w *Workers) Run(ctx context.Context, src consumer.Source, queue string, op
 // kind without a worker (ErrUnknownKind) or arguments that do not decode
 // (ErrInvalidArgs) is dead-lettered on its first delivery. src gives the
 // clock that snoozes are measured by.
-func (w *Workers) Handler(src consumer.Source) consumer.TxHandler {
+func (w *Workers) Handler(src consumer.Store) consumer.TxHandler {
 	return func(ctx context.Context, msg mqlite.Message) (consumer.TxStep, error) {
 		kind := msg.Properties[PropKind]
 		w.mu.RLock()
@@ -233,7 +233,7 @@ func (w *Workers) Handler(src consumer.Source) consumer.TxHandler {
 	}
 }
 
-func clockOf(src consumer.Source) mqlite.Clock {
+func clockOf(src consumer.Store) mqlite.Clock {
 	if c := src.Clock(); c != nil {
 		return c
 	}
@@ -298,7 +298,7 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 var running = runningJobs{m: map[runKey]context.CancelCauseFunc{}}
 
 type runKey struct {
-	src   any // the Source the job runs on: a job of another store is another
+	src   any // the Store the job runs on: a job of another store is another
 	queue string
 	seq   int64
 }
@@ -309,7 +309,7 @@ type runningJobs struct {
 }
 
 // start registers a job that starts running; done unregisters it.
-func (r *runningJobs) start(ctx context.Context, src consumer.Source, queue string, seq int64) (context.Context, func()) {
+func (r *runningJobs) start(ctx context.Context, src consumer.Store, queue string, seq int64) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if !reflect.TypeOf(src).Comparable() { // no key: Cancel reaches it at its next renewal
 		return ctx, func() { cancel(context.Canceled) }
@@ -327,7 +327,7 @@ func (r *runningJobs) start(ctx context.Context, src consumer.Source, queue stri
 }
 
 // cancel cancels the job's ctx if it runs here.
-func (r *runningJobs) cancel(src consumer.Source, queue string, seq int64) {
+func (r *runningJobs) cancel(src consumer.Store, queue string, seq int64) {
 	r.mu.Lock()
 	c := r.m[runKey{src: src, queue: queue, seq: seq}]
 	r.mu.Unlock()
@@ -339,7 +339,7 @@ func (r *runningJobs) cancel(src consumer.Source, queue string, seq int64) {
 // Cancel cancels the job id of queue: a waiting job (scheduled, retrying,
 // snoozed) is removed; a running one is removed from under its worker,
 // whose ctx is cancelled (at once in this process, the cause
-// ErrCancelled; in another, or on a Source Run could not key, at its next
+// ErrCancelled; in another, or on a Store Run could not key, at its next
 // lease renewal, the cause mqlite.ErrLockLost) and whose completion is refused
 // (mqlite.ErrLockLost: its step's rows roll back). A cancelled job is
 // finished, not dead: it is not dead-lettered, and frees its unique key.

@@ -9,22 +9,22 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// Source is what NewCollector reads: *mqlite.Store satisfies it.
-type Source interface {
+// Store is what NewCollector reads: *mqlite.Store satisfies it.
+type Store interface {
 	// Metrics returns every queue's counts; see mqlite.Store.Metrics.
 	Metrics(ctx context.Context) ([]mqlite.QueueMetrics, error)
 }
 
-var _ Source = (*mqlite.Store)(nil)
+var _ Store = (*mqlite.Store)(nil)
 
-// AgeSource is what a Source may add for the age gauges: *mqlite.Store
-// satisfies it. A Source without it has no age gauges.
-type AgeSource interface {
+// AgeStore is what a Store may add for the age gauges: *mqlite.Store
+// satisfies it. A Store without it has no age gauges.
+type AgeStore interface {
 	// Ages returns every queue's oldest ages; see mqlite.Store.Ages.
 	Ages(ctx context.Context) ([]mqlite.QueueAges, error)
 }
 
-var _ AgeSource = (*mqlite.Store)(nil)
+var _ AgeStore = (*mqlite.Store)(nil)
 
 // ageTimeout bounds the wait of a scrape's Ages for the store's
 // connection.
@@ -69,10 +69,10 @@ func counterValues(c mqlite.QueueCounters) [len(counterNames)]int64 {
 }
 
 // Collector is a prometheus.Collector over a store's per-queue counts. It
-// is safe for concurrent use; a scrape calls Source.Metrics once and never
+// is safe for concurrent use; a scrape calls Store.Metrics once and never
 // blocks on the store's connection.
 type Collector struct {
-	src                   Source
+	src                   Store
 	messages, deadLetters *prometheus.Desc
 	bytes                 *prometheus.Desc
 	oldest, oldestDead    *prometheus.Desc
@@ -87,7 +87,7 @@ var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector returns a Collector of src's counts. Register it:
 // prometheus.MustRegister(metrics.NewCollector(store, nil)).
-func NewCollector(src Source, opts *CollectorConfig) *Collector {
+func NewCollector(src Store, opts *CollectorConfig) *Collector {
 	if opts == nil {
 		opts = &CollectorConfig{}
 	}
@@ -124,7 +124,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.consumers
 	ch <- c.waiting
 	ch <- c.paused
-	if _, ok := c.src.(AgeSource); ok {
+	if _, ok := c.src.(AgeStore); ok {
 		ch <- c.oldest
 		ch <- c.oldestDead
 	}
@@ -171,10 +171,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectAges(ch)
 }
 
-// collectAges sends the age gauges of an AgeSource: two index seeks per
+// collectAges sends the age gauges of an AgeStore: two index seeks per
 // queue on the store's connection, waited for at most ageTimeout.
 func (c *Collector) collectAges(ch chan<- prometheus.Metric) {
-	as, ok := c.src.(AgeSource)
+	as, ok := c.src.(AgeStore)
 	if !ok {
 		return
 	}

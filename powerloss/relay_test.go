@@ -157,7 +157,7 @@ func TestPowerLossRelay(t *testing.T) {
 			}
 			high := int64(rawCount(t, path, `SELECT max(coalesce((SELECT max(id) FROM `+tableMessages+`), 0), coalesce((SELECT floor FROM mqlite_sequence), 0))`))
 			// Present: in the file and not completed (a completion leaves a
-			// tombstone until the janitor turns it into a receipt).
+			// completed row until the janitor turns it into a receipt row).
 			present := func(seq int64) bool {
 				return rawCount(t, path, fmt.Sprintf(`SELECT count(*) FROM %s WHERE id = %d AND state <> 'completed'`, tableMessages, seq)) == 1
 			}

@@ -219,7 +219,7 @@ type Gate interface {
 // A Relay is safe for concurrent use; Run may be called more than once,
 // also at the same time.
 type Relay struct {
-	src   consumer.Source
+	src   consumer.Store
 	queue string
 	sink  Sink
 	opts  consumer.BatchConfig
@@ -238,10 +238,10 @@ type Relay struct {
 
 // New returns a Relay that forwards queue of src to sink. It validates its
 // arguments (errors match mqlite.ErrInvalidArgument) and does not touch src.
-func New(src consumer.Source, queue string, sink Sink, opts Config) (*Relay, error) {
+func New(src consumer.Store, queue string, sink Sink, opts Config) (*Relay, error) {
 	switch {
 	case src == nil:
-		return nil, invalid("nil Source")
+		return nil, invalid("nil store")
 	case sink == nil:
 		return nil, invalid("nil Sink")
 	case queue == "":

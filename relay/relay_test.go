@@ -24,7 +24,7 @@ func (f sinkFunc) Send(ctx context.Context, msgs []mqlite.Message) []relay.Outco
 	return f(ctx, msgs)
 }
 
-func start(t *testing.T, src consumer.Source, sink relay.Sink, opts relay.Config) *relaytest.Observer {
+func start(t *testing.T, src consumer.Store, sink relay.Sink, opts relay.Config) *relaytest.Observer {
 	t.Helper()
 	return relaytest.Relay(t, src, sink, opts)
 }
@@ -108,10 +108,10 @@ func TestWrongNumberOfOutcomesRetries(t *testing.T) {
 
 // twoOfAGroup hands out two messages of one group at once, as a store that
 // broke its group promise (a redrive) would.
-type twoOfAGroup struct{ consumer.Source }
+type twoOfAGroup struct{ consumer.Store }
 
 func (s twoOfAGroup) Receive(ctx context.Context, q string, o mqlite.ReceiveOptions) ([]mqlite.Message, error) {
-	msgs, err := s.Source.Receive(ctx, q, o)
+	msgs, err := s.Store.Receive(ctx, q, o)
 	for i := range msgs {
 		msgs[i].GroupID = "g"
 	}
@@ -255,12 +255,12 @@ func TestNewValidates(t *testing.T) {
 	sink := sinkFunc(nil)
 	for _, tc := range []struct {
 		name  string
-		src   consumer.Source
+		src   consumer.Store
 		queue string
 		sink  relay.Sink
 		opts  relay.Config
 	}{
-		{"nil source", nil, "q", sink, relay.Config{}},
+		{"nil store", nil, "q", sink, relay.Config{}},
 		{"nil sink", b.Store, "q", nil, relay.Config{}},
 		{"no queue", b.Store, "", sink, relay.Config{}},
 		{"negative concurrency", b.Store, "q", sink, relay.Config{Concurrency: -1}},

@@ -157,7 +157,7 @@ func copyFile(t *testing.T, src, dst string) {
 // one every time, then an upgrade that loses nothing.
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
-	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, tombstoneFixture, settledFixture, inListFixture,
+	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, completedRowFixture, settledFixture, inListFixture,
 		sharedAttemptsFixture}
 	for i, f := range fixtures {
 		randomKills := migrationRandomKills / len(fixtures)

@@ -48,8 +48,9 @@ const prefixedToken = "mqlite-schema-4"
 const receiptToken = "mqlite-schema-5"
 
 // tombstoneToken is the guard token of the layout in which a completion
-// left a tombstone, before scheduled messages were indexed by id as well as
-// by due time; migration 6 upgrades it in place, to scheduledToken.
+// first left its row completed as its receipt (the layout's own word for
+// that row named the token), before scheduled messages were indexed by id
+// as well as by due time; migration 6 upgrades it in place, to scheduledToken.
 const tombstoneToken = "mqlite-schema-6"
 
 // scheduledToken is the guard token of the layout in which a completed
@@ -146,7 +147,7 @@ func SQL() string {
 // Open takes on from there); a file of the layout with receipts runs the
 // fifth, which makes the messages' table and all its indexes of the
 // layout with shared attempts, so that the sixth to the eighth find
-// nothing to do; a file of the layout with tombstones runs the sixth and
+// nothing to do; a file of the layout mqlite-schema-6 runs the sixth and
 // the seventh, each in its own transaction, and a file of the layout
 // before settled_at the seventh, each of which makes the layout with
 // shared attempts so that the eighth finds nothing to do; a file of the
@@ -318,8 +319,9 @@ const messageColumns = `id, queue, state, held, visible_at, locked_until, body_l
 // connection's hook reads, and the rows come back with their seqs, states,
 // leases and tokens; the sequence of seqs goes on where it was (its floor
 // read from sqlite_sequence before the table goes). Then the messages' indexes
-// and triggers are made: a completion now leaves a tombstone, and one index
-// probes a group's members in flight where three did. The receipts the file
+// and triggers are made: a completion now leaves its row completed (the
+// receipt of the completion), and one index probes a group's members in
+// flight where three did. The receipts the file
 // holds stay and replay as before. The file then holds the layout with
 // shared attempts, which migration 9 takes on.
 func upgradeReceipts(ctx context.Context, tx *sql.Tx) error {
@@ -367,9 +369,9 @@ func rebuildMessages(step stepFunc, into, from, to string) error {
 	return step("write the guard "+to, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, to)
 }
 
-// upgradeTombstones moves a file of the layout with tombstones to the
-// layout before settled_at (scheduledToken), in the migration's one
-// transaction: it adds the index of scheduled messages by id
+// upgradeTombstones moves a file of the layout mqlite-schema-6
+// (tombstoneToken) to the layout before settled_at (scheduledToken), in
+// the migration's one transaction: it adds the index of scheduled messages by id
 // (mqlite_msg_scheduled_id), which peek and find seek for a page of the
 // scheduled state. No row changes; building the index reads the queue's
 // scheduled messages once.
@@ -388,7 +390,7 @@ func upgradeTombstones(ctx context.Context, tx *sql.Tx) error {
 
 // settledFrom are the expressions that copy a message of the layout before
 // settled_at into messageColumns and settled_at: a completed message
-// (a tombstone) kept the moment of its completion in locked_until, which
+// (its row, the receipt) kept the moment of its completion in locked_until, which
 // now holds only a lease's end.
 var settledFrom = strings.Replace(messageColumns, "locked_until",
 	`CASE WHEN state = 'completed' THEN 0 ELSE locked_until END`, 1) +
@@ -401,7 +403,7 @@ var settledFrom = strings.Replace(messageColumns, "locked_until",
 // settled_at, which a CHECK ties to the state; seqs are given by the send
 // from the newest message and mqlite_sequence's floor, where AUTOINCREMENT
 // wrote sqlite_sequence in every send; the trigger that wrote a dedup row
-// per message goes (the send writes them); the tombstones' index
+// per message goes (the send writes them); the completed rows' index
 // mqlite_msg_completed becomes mqlite_msg_settled.
 func upgradeSettled(ctx context.Context, tx *sql.Tx) error {
 	step, err := upgradeFrom(ctx, tx, scheduledToken, sharedAttemptsToken)

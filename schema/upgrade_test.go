@@ -48,9 +48,10 @@ var (
 	// receiptFixture is the layout in which a completion deleted its
 	// message and wrote a receipt row.
 	receiptFixture = fixture{dir: "testdata/v5", token: "mqlite-schema-5", version: 4, prefix: "mqlite_", tables: tables}
-	// tombstoneFixture is the layout in which a completion left a
-	// tombstone, before scheduled messages were indexed by id.
-	tombstoneFixture = fixture{dir: "testdata/v6", token: "mqlite-schema-6", version: 5, prefix: "mqlite_", tables: tables}
+	// completedRowFixture is the layout in which a completion left its
+	// row completed as its receipt, before scheduled messages were indexed
+	// by id.
+	completedRowFixture = fixture{dir: "testdata/v6", token: "mqlite-schema-6", version: 5, prefix: "mqlite_", tables: tables}
 	// settledFixture is the layout before settled_at: a completed message
 	// kept its completion moment in locked_until, AUTOINCREMENT numbered
 	// the messages and a trigger wrote their dedup rows.
@@ -443,7 +444,7 @@ func TestUpgradeFromPrefixed(t *testing.T) {
 // receipt rows: the messages' table is made again with every row, seq,
 // lease and token, the paused queue stays paused and the last error kept;
 // the store keeps every promise (the receipt of a completion made before
-// the upgrade replays, and one made after it replays from its tombstone).
+// the upgrade replays, and one made after it replays from its completed row).
 func TestUpgradeFromReceipts(t *testing.T) {
 	t.Parallel()
 	path, exp, before := receiptFixture.upgrade(t)
@@ -471,18 +472,18 @@ func TestUpgradeFromReceipts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := st.Complete(ctx, got[0].Lock()); err != nil {
-		t.Errorf("a completion replayed from its tombstone: %v", err)
+		t.Errorf("a completion replayed from its completed row: %v", err)
 	}
 }
 
-// TestUpgradeFromTombstones upgrades the committed file of the layout with
-// tombstones: every row stays, the scheduled messages are in the new index
+// TestUpgradeFromCompletedRows upgrades the committed file of the layout in
+// which a completion first left its row completed: every row stays, the scheduled messages are in the new index
 // by id (a peek of the scheduled state reads them from it), and the store
 // keeps every promise, the completion made before the upgrade replaying
-// from its tombstone.
-func TestUpgradeFromTombstones(t *testing.T) {
+// from its completed row.
+func TestUpgradeFromCompletedRows(t *testing.T) {
 	t.Parallel()
-	path, exp, before := tombstoneFixture.upgrade(t)
+	path, exp, before := completedRowFixture.upgrade(t)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -521,7 +522,7 @@ func TestUpgradeFromSettled(t *testing.T) {
 	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
 	settled := testdb.Strings(t, db, `SELECT id || ' ' || settled_at || ' ' || locked_until FROM mqlite_messages WHERE settled_at IS NOT NULL`)
 	if want := fmt.Sprintf("%d %d 0", exp.CompletedOrder.Seq, exp.T0.UnixMilli()); !slices.Equal(settled, []string{want}) {
-		t.Errorf("settled messages %q, want [%s]", settled, want)
+		t.Errorf("completed messages %q, want [%s]", settled, want)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

@@ -78,15 +78,15 @@ func TestConsumerGroupsFanOutAndCompete(t *testing.T) {
 	}
 }
 
-// queueOnly is a Source that can create queues and not topics.
+// queueOnly is a Store that can create queues and not topics.
 type queueOnly struct {
-	consumer.Source
+	consumer.Store
 	mqwatermill.QueueCreator
 }
 
 // TestConsumerGroupErrors: a group over a name that is a queue, over a
 // queue that is not the topic's subscription, without auto-creation, or on
-// a Source that cannot create topics, is a typed error that takes nothing
+// a Store that cannot create topics, is a typed error that takes nothing
 // over.
 func TestConsumerGroupErrors(t *testing.T) {
 	t.Parallel()
@@ -98,7 +98,7 @@ func TestConsumerGroupErrors(t *testing.T) {
 	if err := b.st.CreateQueue(ctx, "orders:squatter", mqlite.QueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	newSub := func(src consumer.Source, group string, auto bool) (*mqwatermill.Subscriber, error) {
+	newSub := func(src consumer.Store, group string, auto bool) (*mqwatermill.Subscriber, error) {
 		return mqwatermill.NewSubscriber(src, mqwatermill.SubscriberConfig{ConsumerGroup: group, AutoCreateQueues: auto, Logger: quiet})
 	}
 	for _, tc := range []struct {
@@ -126,9 +126,9 @@ func TestConsumerGroupErrors(t *testing.T) {
 		t.Fatalf("the refused subscribes left %+v %v, want no subscription", info, err)
 	}
 
-	src := queueOnly{Source: b.st, QueueCreator: b.st}
+	src := queueOnly{Store: b.st, QueueCreator: b.st}
 	if _, err := newSub(src, "g", true); !errors.Is(err, mqlite.ErrInvalidArgument) {
-		t.Errorf("AutoCreateQueues with a group on a Source without topics: %v, want ErrInvalidArgument", err)
+		t.Errorf("AutoCreateQueues with a group on a Store without topics: %v, want ErrInvalidArgument", err)
 	}
 	sub, err := newSub(src, "g", false)
 	if err != nil {
@@ -136,6 +136,6 @@ func TestConsumerGroupErrors(t *testing.T) {
 	}
 	defer sub.Close()
 	if err := sub.SubscribeInitialize("orders"); !errors.Is(err, mqlite.ErrInvalidArgument) {
-		t.Errorf("SubscribeInitialize with a group on a Source without topics: %v, want ErrInvalidArgument", err)
+		t.Errorf("SubscribeInitialize with a group on a Store without topics: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -177,7 +177,7 @@ func firstSlotError(res []outbox.Result, msgs []outbox.Message) error {
 	return nil
 }
 
-// QueueCreator is a Source that can create queues: *mqlite.Store is one.
+// QueueCreator is a Store that can create queues: *mqlite.Store is one.
 // A Subscriber needs it for SubscribeInitialize and AutoCreateQueues.
 type QueueCreator interface {
 	// CreateQueue creates the queue name; an existing one is
@@ -195,7 +195,7 @@ func createQueue(ctx context.Context, qc QueueCreator, name string, opts mqlite.
 	return nil
 }
 
-// TopicCreator is a Source that can create mqlite topics and their
+// TopicCreator is a Store that can create mqlite topics and their
 // subscriptions: *mqlite.Store and *client.Client are. A Subscriber with a
 // ConsumerGroup needs it for SubscribeInitialize and AutoCreateQueues.
 type TopicCreator interface {

@@ -36,7 +36,7 @@ type SubscriberConfig struct {
 	// queue's MaxDeliveryCount; the last one dead-letters the message.
 	NackBackoff consumer.Backoff
 	// AutoCreateQueues makes Subscribe create a missing queue, with
-	// QueueOptions, as SubscribeInitialize does. It needs a Source that is a
+	// QueueOptions, as SubscribeInitialize does. It needs a Store that is a
 	// QueueCreator. Defaults to false: Subscribe to a missing queue fails
 	// with an error matching mqlite.ErrQueueNotFound.
 	AutoCreateQueues bool
@@ -52,7 +52,7 @@ type SubscriberConfig struct {
 	// message published to the topic is then copied once into each group's
 	// subscription, and the subscribers of one group compete for their
 	// copy. SubscribeInitialize and AutoCreateQueues create the topic and
-	// the group's subscription (with QueueOptions); they need a Source that
+	// the group's subscription (with QueueOptions); they need a Store that
 	// is a TopicCreator. A group gets what is published after its
 	// subscription exists, not before. Defaults to "": the topic is a queue
 	// and every subscriber competes for each message.
@@ -69,7 +69,7 @@ type SubscriberConfig struct {
 // (which completes it) or Nack (which abandons it for a redelivery). A
 // Subscriber is safe for concurrent use.
 type Subscriber struct {
-	src  consumer.Source
+	src  consumer.Store
 	cfg  SubscriberConfig
 	loop consumer.LoopConfig
 
@@ -87,21 +87,21 @@ var (
 )
 
 // NewSubscriber returns a Subscriber over src (an *mqlite.Store, or any
-// consumer.Source). Closing the Subscriber does not close src: close the
+// consumer.Store). Closing the Subscriber does not close src: close the
 // Subscriber first, so that it gives back what it holds while src is still
 // open (a message held when the Store closes stays locked until its lease
 // ends or the file is opened again). Bad options are errors matching
 // mqlite.ErrInvalidArgument.
-func NewSubscriber(src consumer.Source, cfg SubscriberConfig) (*Subscriber, error) {
+func NewSubscriber(src consumer.Store, cfg SubscriberConfig) (*Subscriber, error) {
 	if src == nil {
-		return nil, invalid("nil Source")
+		return nil, invalid("nil Store")
 	}
 	if cfg.AutoCreateQueues {
 		if _, ok := src.(QueueCreator); !ok {
-			return nil, invalid("AutoCreateQueues with a Source that cannot create queues")
+			return nil, invalid("AutoCreateQueues with a Store that cannot create queues")
 		}
 		if _, ok := src.(TopicCreator); !ok && cfg.ConsumerGroup != "" {
-			return nil, invalid("AutoCreateQueues with a ConsumerGroup and a Source that cannot create topics")
+			return nil, invalid("AutoCreateQueues with a ConsumerGroup and a Store that cannot create topics")
 		}
 	}
 	backoff := cfg.NackBackoff
@@ -129,7 +129,7 @@ func NewSubscriber(src consumer.Source, cfg SubscriberConfig) (*Subscriber, erro
 // already cancelled so that the Loop returns at once having claimed nothing
 // (a call on a done ctx changes nothing): NewSubscriber refuses what every
 // Subscribe would, with Loop's words, and keeps no second copy of its rules.
-func validate(src consumer.Source, lo consumer.LoopConfig) error {
+func validate(src consumer.Store, lo consumer.LoopConfig) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	nop := func(context.Context, mqlite.Message) error { return nil }
@@ -149,7 +149,7 @@ func validate(src consumer.Source, lo consumer.LoopConfig) error {
 //
 // The subscription stops, and the channel is closed, when ctx is cancelled
 // or the Subscriber is closed: messages claimed but not yet acked are given
-// back at once. It also stops when the queue is deleted or the Source
+// back at once. It also stops when the queue is deleted or the Store
 // closes. A missing queue is an error matching mqlite.ErrQueueNotFound unless
 // AutoCreateQueues is set; after Close, Subscribe returns
 // ErrSubscriberClosed.
@@ -227,16 +227,16 @@ func deliver(hctx context.Context, out chan<- *message.Message, m mqlite.Message
 }
 
 // SubscribeInitialize creates the queue named topic with
-// SubscriberConfig.QueueOptions, unless it exists. The Source must be a
+// SubscriberConfig.QueueOptions, unless it exists. The Store must be a
 // QueueCreator (*mqlite.Store is one). With a ConsumerGroup it creates the
 // mqlite topic and the group's subscription instead, unless they exist; the
-// Source must then be a TopicCreator (*mqlite.Store and *client.Client are).
+// Store must then be a TopicCreator (*mqlite.Store and *client.Client are).
 func (s *Subscriber) SubscribeInitialize(topic string) error {
 	if _, ok := s.src.(QueueCreator); !ok {
-		return invalid("SubscribeInitialize with a Source that cannot create queues")
+		return invalid("SubscribeInitialize with a Store that cannot create queues")
 	}
 	if _, ok := s.src.(TopicCreator); !ok && s.cfg.ConsumerGroup != "" {
-		return invalid("SubscribeInitialize with a ConsumerGroup and a Source that cannot create topics")
+		return invalid("SubscribeInitialize with a ConsumerGroup and a Store that cannot create topics")
 	}
 	if err := s.initialize(context.Background(), topic); err != nil {
 		return fmt.Errorf("mqlite/watermill: subscribe initialize: %w", err)
@@ -255,7 +255,7 @@ func (s *Subscriber) queueOf(topic string) string {
 
 // initialize creates what Subscribe(topic) reads unless it exists: the
 // queue, or the topic and the group's subscription. NewSubscriber and
-// SubscribeInitialize checked that the Source can.
+// SubscribeInitialize checked that the Store can.
 func (s *Subscriber) initialize(ctx context.Context, topic string) error {
 	if s.cfg.ConsumerGroup == "" {
 		return createQueue(ctx, s.src.(QueueCreator), topic, s.cfg.QueueOptions)
@@ -267,7 +267,7 @@ func (s *Subscriber) initialize(ctx context.Context, topic string) error {
 // yet acked (abandoned with no delay, so they are claimable at once), closes
 // their channels and waits for all of their goroutines. An Ack that comes
 // after Close has no effect: the message is delivered again. Close does not
-// close the Source. It is safe to call more than once.
+// close the Store. It is safe to call more than once.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	s.closed = true

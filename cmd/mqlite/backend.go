@@ -72,7 +72,7 @@ func (g *globals) newClient() (*client.Client, error) {
 // backend is what the commands need of a store: *client.Client has it all;
 // local wraps a *mqlite.Store.
 type backend interface {
-	consumer.Source
+	consumer.Store
 	CompleteBatch(ctx context.Context, locks []mqlite.Lock) ([]error, error)
 	SendBatch(ctx context.Context, queue string, msgs []outbox.Message) ([]outbox.Result, error)
 	PeekDeadLetters(ctx context.Context, queue string, opts mqlite.PeekParams) ([]mqlite.Message, error)

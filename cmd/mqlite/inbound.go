@@ -11,34 +11,34 @@ import (
 )
 
 // envInboundSecretPrefix starts the environment variable of an inbound
-// source's secrets when no --inbound-secret-file names them: the source's
-// name in capitals, '.' and '-' as '_' (source stripe-live:
+// sender's secrets when no --inbound-secret-file names them: the sender's
+// name in capitals, '.' and '-' as '_' (sender stripe-live:
 // MQLITE_INBOUND_SECRET_STRIPE_LIVE). Several secrets (a rotation) are
 // separated by spaces.
 const envInboundSecretPrefix = "MQLITE_INBOUND_SECRET_"
 
 // inboundFlags are serve's flags of the signed webhooks it takes in.
 type inboundFlags struct {
-	sources, secretFiles []string
+	senders, secretFiles []string
 	tolerance, horizon   time.Duration
 	maxBody, maxHeld     int64 // maxBody 0: the store's limit less inbound.MetadataRoom
 	maxHeldSource        int64 // 0: a quarter of maxHeld
 }
 
 func (f *inboundFlags) add(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&f.sources, "inbound", nil, "take the signed webhooks of POST /v1/inbound/`NAME=QUEUE` into QUEUE (repeatable); secrets from --inbound-secret-file or "+envInboundSecretPrefix+"NAME")
-	fs.StringArrayVar(&f.secretFiles, "inbound-secret-file", nil, "the whsec_ secrets of an inbound source, one per line: `NAME=FILE` (repeatable)")
+	fs.StringArrayVar(&f.senders, "inbound", nil, "take the signed webhooks of POST /v1/inbound/`NAME=QUEUE` into QUEUE (repeatable); secrets from --inbound-secret-file or "+envInboundSecretPrefix+"NAME")
+	fs.StringArrayVar(&f.secretFiles, "inbound-secret-file", nil, "the whsec_ secrets of an inbound sender, one per line: `NAME=FILE` (repeatable)")
 	fs.DurationVar(&f.tolerance, "inbound-tolerance", inbound.DefaultTolerance, "how far an inbound webhook's timestamp may be from now")
-	fs.DurationVar(&f.horizon, "inbound-retry-horizon", inbound.DefaultRetryHorizon, "how long the inbound sources' providers retry a webhook (the common ones: days): their queues' dedup window must cover it")
+	fs.DurationVar(&f.horizon, "inbound-retry-horizon", inbound.DefaultRetryHorizon, "how long the inbound senders' providers retry a webhook (the common ones: days): their queues' dedup window must cover it")
 	fs.Int64Var(&f.maxBody, "inbound-max-body", 0, fmt.Sprintf("the largest inbound webhook body, in bytes (default --max-message-bytes less %d, the room of its id and Content-Type)", inbound.MetadataRoom))
 	fs.Int64Var(&f.maxHeld, "inbound-max-held", inbound.DefaultMaxHeldBytes, "the bytes of inbound webhook bodies held at once; past it a webhook is 503 with Retry-After, its body unread")
-	fs.Int64Var(&f.maxHeldSource, "inbound-max-held-per-source", 0, "the bytes of one inbound source's bodies held at once (default a quarter of --inbound-max-held, at least --inbound-max-body)")
+	fs.Int64Var(&f.maxHeldSource, "inbound-max-held-per-source", 0, "the bytes of one inbound sender's bodies held at once (default a quarter of --inbound-max-held, at least --inbound-max-body)")
 }
 
-// resolve returns the sources the flags name, each with its secrets: from
+// resolve returns the senders the flags name, each with its secrets: from
 // its --inbound-secret-file, or else from its environment variable. A
 // secret is never taken from the command line, where ps shows it.
-func (f *inboundFlags) resolve(getenv func(string) string) ([]inbound.Source, error) {
+func (f *inboundFlags) resolve(getenv func(string) string) ([]inbound.Sender, error) {
 	files := map[string]string{}
 	for _, spec := range f.secretFiles {
 		name, path, ok := strings.Cut(spec, "=")
@@ -47,13 +47,13 @@ func (f *inboundFlags) resolve(getenv func(string) string) ([]inbound.Source, er
 		}
 		files[name] = path
 	}
-	var out []inbound.Source
-	for _, spec := range f.sources {
+	var out []inbound.Sender
+	for _, spec := range f.senders {
 		name, queue, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || queue == "" {
 			return nil, usagef("--inbound %q: want NAME=QUEUE", spec)
 		}
-		src := inbound.Source{Name: name, Queue: queue, Tolerance: f.tolerance, RetryHorizon: f.horizon, MaxBodyBytes: f.maxBody, MaxHeldBytes: f.maxHeldSource}
+		src := inbound.Sender{Name: name, Queue: queue, Tolerance: f.tolerance, RetryHorizon: f.horizon, MaxBodyBytes: f.maxBody, MaxHeldBytes: f.maxHeldSource}
 		if path, ok := files[name]; ok {
 			words, err := secretFile("--inbound-secret-file", path)
 			if err != nil {

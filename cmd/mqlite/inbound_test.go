@@ -14,11 +14,11 @@ import (
 	"github.com/mqlite/mqlite"
 )
 
-// TestInboundSources: --inbound names a source and its queue; its secrets
+// TestInboundSenders: --inbound names a sender and its queue; its secrets
 // come from its --inbound-secret-file or else its environment variable,
-// never the command line; a source without secrets, a file without its
-// source and a malformed NAME=VALUE are usage errors.
-func TestInboundSources(t *testing.T) {
+// never the command line; a sender without secrets, a file without its
+// sender and a malformed NAME=VALUE are usage errors.
+func TestInboundSenders(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "secrets")
 	if err := os.WriteFile(file, []byte("whsec_old\n\nwhsec_new\n"), 0o600); err != nil {
@@ -69,7 +69,7 @@ func TestInboundSources(t *testing.T) {
 	}
 }
 
-// TestServeInboundNeedsItsQueue: serve refuses an inbound source whose
+// TestServeInboundNeedsItsQueue: serve refuses an inbound sender whose
 // queue does not exist (or has no dedup window), before it serves.
 func TestServeInboundNeedsItsQueue(t *testing.T) {
 	t.Parallel()

@@ -110,7 +110,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) (e
 
 	var payments *inbound.Handler
 	if len(cfg.paymentSecrets) > 0 {
-		payments, err = inbound.New(ctx, st, inbound.Config{Logger: log, Sources: []inbound.Source{{
+		payments, err = inbound.New(ctx, st, inbound.Config{Logger: log, Senders: []inbound.Sender{{
 			Name: "payments", Queue: paymentsQueue, Secrets: cfg.paymentSecrets, RetryHorizon: paymentsRetryHorizon,
 		}}})
 		if err != nil {

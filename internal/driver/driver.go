@@ -168,9 +168,9 @@ type Executor interface {
 	// Janitor deletes expired settlement receipts, receive attempts and
 	// dedup entries.
 	Janitor(ctx context.Context, db DBTX, now int64, stop func() bool) (int64, error)
-	// CompactTombstones turns one batch (TombstoneBatch) of completed
+	// CompactReceipts turns one batch (ReceiptBatch) of completed
 	// messages into receipts inside tx and returns how many.
-	CompactTombstones(ctx context.Context, tx DBTX, now int64) (int64, error)
+	CompactReceipts(ctx context.Context, tx DBTX, now int64) (int64, error)
 
 	// Schedules.
 

@@ -48,7 +48,7 @@ const SweepBatch = 500
 // log frames, so a long sweep keeps the log small.
 const SweepCheckpointEvery = 16
 
-// TombstoneBatch is how many completed messages one CompactTombstones
+// ReceiptBatch is how many completed messages one CompactReceipts
 // turns: fewer than SweepBatch, since each costs two row writes and a
-// receipt (BenchmarkJanitorTombstones keeps each statement within a few ms).
-const TombstoneBatch = 200
+// receipt (BenchmarkJanitorReceipts keeps each statement within a few ms).
+const ReceiptBatch = 200

@@ -84,6 +84,6 @@ func TestBrowsePlans(t *testing.T) {
 		t.Errorf("find rows plan:\n%s", got)
 	}
 	if _, err := windowSQL("completed"); err == nil {
-		t.Error("a window of tombstones")
+		t.Error("a window of completed rows")
 	}
 }

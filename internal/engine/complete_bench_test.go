@@ -22,7 +22,7 @@ const completeBacklog = 3840
 // deleted, receipt rows written). It reports the completions' CPU and WAL
 // per message (the claims are not counted) and, as compact-cpu-µs/msg and
 // compact-walB/msg, the janitor's later pass that turns the completed rows
-// into receipt rows (CompactTombstones), which the rows kept completed owe.
+// into receipt rows (CompactReceipts), which the rows kept completed owe.
 func BenchmarkCompleteForms(b *testing.B) {
 	for _, n := range []int{1, 4, 12, 32, 128} {
 		for _, form := range []string{"mixed", "keep", "delete"} {
@@ -91,12 +91,12 @@ func completeForm(b *testing.B, n int, form string) {
 	now := testdb.Int(b, db, `SELECT coalesce(max(settled_at), 0) FROM mqlite_messages`)
 	c0, f0 := testdb.CPUTime(), wal.Frames
 	for {
-		k, err := engine.CompactTombstones(bctx, db, now)
+		k, err := engine.CompactReceipts(bctx, db, now)
 		if err != nil {
 			b.Fatal(err)
 		}
 		wal.Step()
-		if k < engine.TombstoneBatch {
+		if k < engine.ReceiptBatch {
 			break
 		}
 	}

@@ -221,7 +221,7 @@ type messageHook struct {
 
 // write reports one write of a messages row: the wake-ups of a row left
 // claimable or due (insert and update), and its state change. A completed
-// message (a tombstone) has left its queue: its completion is reported as
+// message (its row kept as the receipt) has left its queue: its completion is reported as
 // the row leaving, with its bytes, and its deletion not at all.
 func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 	var ch RowChange

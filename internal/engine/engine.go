@@ -85,7 +85,7 @@ const (
 	ReasonTTL            = driver.ReasonTTL
 	SweepBatch           = driver.SweepBatch
 	SweepCheckpointEvery = driver.SweepCheckpointEvery
-	TombstoneBatch       = driver.TombstoneBatch
+	ReceiptBatch         = driver.ReceiptBatch
 )
 
 // ErrSpentDeferred is driver.ErrSpentDeferred.
@@ -325,9 +325,9 @@ func (SQLite) Janitor(ctx context.Context, db DBTX, now int64, stop func() bool)
 	return Janitor(ctx, db, now, stop)
 }
 
-// CompactTombstones: see the package function.
-func (SQLite) CompactTombstones(ctx context.Context, tx DBTX, now int64) (int64, error) {
-	return CompactTombstones(ctx, tx, now)
+// CompactReceipts: see the package function.
+func (SQLite) CompactReceipts(ctx context.Context, tx DBTX, now int64) (int64, error) {
+	return CompactReceipts(ctx, tx, now)
 }
 
 // CreateSchedule: see the package function.

@@ -156,7 +156,7 @@ func TestHotStatementsOpenNoTemporaryTables(t *testing.T) {
 		{"promote all", promoteAllSQL, ephInSelect + ephManyRows + ephRejoin},
 		{"expire delete", expireDeleteSQL, ephInSelect},
 		{"expire dead-letter", expireDeadLetterSQL, ephInSelect + ephManyRows + ephRejoin},
-		{"janitor tombstones", compactSQL[1], ephInSelect},
+		{"janitor completed rows", compactSQL[1], ephInSelect},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ephemeralOpens(t, db, tc.query); got != tc.want {

@@ -148,10 +148,10 @@ func TestClaimPlanPinning(t *testing.T) {
 		}},
 		// The janitor deletes in short batches found by index (receipts: the
 		// first rows of the table in key order, a bounded read).
-		{"janitor tombstone receipts", compactSQL[0], []any{1, 10}, []string{
+		{"janitor receipts of completed rows", compactSQL[0], []any{1, 10}, []string{
 			"SEARCH mqlite_messages USING INDEX mqlite_msg_settled (settled_at>? AND settled_at<?)",
 		}},
-		{"janitor tombstones", compactSQL[1], []any{1, 10}, []string{
+		{"janitor completed rows", compactSQL[1], []any{1, 10}, []string{
 			"SEARCH mqlite_messages USING INDEX mqlite_msg_settled (settled_at>? AND settled_at<?)",
 		}},
 		{"complete replay", completedReceipt, []any{"q", 1, "t", 1}, []string{

@@ -93,7 +93,7 @@ var (
 // janitorSQL deletes one batch of the rows whose replay window has passed
 // (?1 is now, ?2 the batch size): settlement receipts, receive attempts
 // and the broker's commit records
-// (CompactTombstones does the completed messages, expireDedup the dedup keys). Replays check expiry at statement time, so these rows are dead
+// (CompactReceipts does the completed messages, expireDedup the dedup keys). Replays check expiry at statement time, so these rows are dead
 // weight, never a behaviour. Each statement is its own short write, so the
 // janitor never holds the connection for long, however much expired at once.
 var janitorSQL = []string{
@@ -281,20 +281,21 @@ var compactSQL = [2]string{
 	`DELETE FROM mqlite_messages WHERE id IN (` + settled + `)`,
 }
 
-// CompactTombstones turns one batch (TombstoneBatch) of the messages that
-// completions left completed by now (tombstones) into receipt rows, inside
+// CompactReceipts turns one batch (ReceiptBatch) of the messages that
+// completions left completed by now (each row its completion's receipt)
+// into receipt rows, inside
 // tx, and returns how many it turned. A completed row is cheap to write
 // (rewritten in its page) but keeps its page, where receipts pack about
 // twenty to a page and deleting neighbouring rows frees theirs: the
 // janitor turns them, oldest first, at each pass. One past its replay
 // window goes without a receipt.
-func CompactTombstones(ctx context.Context, tx DBTX, now int64) (int64, error) {
-	if _, err := tx.ExecContext(ctx, compactSQL[0], now, TombstoneBatch); err != nil {
-		return 0, fmt.Errorf("janitor: tombstones: %w", err)
+func CompactReceipts(ctx context.Context, tx DBTX, now int64) (int64, error) {
+	if _, err := tx.ExecContext(ctx, compactSQL[0], now, ReceiptBatch); err != nil {
+		return 0, fmt.Errorf("janitor: completed rows: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, compactSQL[1], now, TombstoneBatch)
+	res, err := tx.ExecContext(ctx, compactSQL[1], now, ReceiptBatch)
 	if err != nil {
-		return 0, fmt.Errorf("janitor: tombstones: %w", err)
+		return 0, fmt.Errorf("janitor: completed rows: %w", err)
 	}
 	n, _ := res.RowsAffected()
 	return n, nil

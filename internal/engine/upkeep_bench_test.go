@@ -221,11 +221,11 @@ func (s *stepDB) ExecContext(ctx context.Context, query string, args ...any) (sq
 	return res, err
 }
 
-// BenchmarkJanitorTombstones turns the tombstones of 50,000 completions
+// BenchmarkJanitorReceipts turns the completed rows of 50,000 completions
 // (each Complete of its own) into receipt rows, as the janitor's pass does
 // after them, and reports its longest statement (on the wall and in CPU)
 // and the WAL it appended.
-func BenchmarkJanitorTombstones(b *testing.B) {
+func BenchmarkJanitorReceipts(b *testing.B) {
 	const completions = 50_000
 	for range b.N {
 		b.StopTimer()
@@ -245,7 +245,7 @@ func BenchmarkJanitorTombstones(b *testing.B) {
 			done += len(msgs)
 		}
 		// The moment of the last completion, on the store's clock: every
-		// tombstone is turned, and gets its receipt.
+		// completed row is turned, and gets its receipt row.
 		now := testdb.Int(b, tb.Store.DB(), `SELECT max(settled_at) FROM mqlite_messages`)
 		wal := testdb.NewWALCounter(b, tb.Path)
 		db := &timedDB{DB: tb.Store.DB()}
@@ -255,18 +255,18 @@ func BenchmarkJanitorTombstones(b *testing.B) {
 		var total int64
 		stop := engine.CheckpointEvery(bctx, tb.Store.DB(), engine.SweepCheckpointEvery, nil) // as the store runs it
 		for {
-			n, err := engine.CompactTombstones(bctx, &stepDB{timedDB: db, wal: wal}, now)
+			n, err := engine.CompactReceipts(bctx, &stepDB{timedDB: db, wal: wal}, now)
 			if err != nil {
 				b.Fatal(err)
 			}
 			total += n
-			if n < engine.TombstoneBatch || stop() {
+			if n < engine.ReceiptBatch || stop() {
 				break
 			}
 		}
 		runtime.UnlockOSThread()
 		if receipts := testdb.Int(b, tb.Store.DB(), `SELECT count(*) FROM mqlite_settlement_receipts`); total != completions || receipts != completions {
-			b.Fatalf("turned %d tombstones into %d receipts", total, receipts)
+			b.Fatalf("turned %d completed rows into %d receipts", total, receipts)
 		}
 		b.ReportMetric(float64(db.longest.Microseconds())/1000, "max-ms/stmt")
 		b.ReportMetric(time.Since(start).Seconds(), "s/total")

@@ -49,16 +49,16 @@ func TestStateChangeKeepsLargeBody(t *testing.T) {
 		t.Fatalf("receive again: %d messages, %v", len(msgs), err)
 	}
 	check("complete", tb.Store.Complete(bctx, msgs[0].Lock()))
-	// The tombstone keeps the body until the janitor turns it: then both go.
+	// The completed row keeps the body until the janitor turns it: then both go.
 	bodies := func() int64 { return testdb.Int(t, tb.Store.DB(), `SELECT count(*) FROM mqlite_message_bodies`) }
 	if n := bodies(); n != 1 {
-		t.Fatalf("%d bodies with the tombstone, want its 1", n)
+		t.Fatalf("%d bodies with the completed row, want its 1", n)
 	}
-	if _, err := engine.CompactTombstones(bctx, tb.Store.DB(), msgs[0].LockedUntil.UnixMilli()); err != nil {
+	if _, err := engine.CompactReceipts(bctx, tb.Store.DB(), msgs[0].LockedUntil.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	if n := bodies(); n != 0 {
-		t.Fatalf("%d bodies left after the janitor turned the tombstone", n)
+		t.Fatalf("%d bodies left after the janitor turned the completed row", n)
 	}
 }
 

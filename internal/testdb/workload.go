@@ -27,7 +27,7 @@ type Workload struct {
 // allowed delivery (dead-lettered); a reject; a lease lost (its late
 // Complete refused) and the message redelivered and completed. It returns
 // the counters and the states that must follow, exactly.
-func MetricsWorkload(t testing.TB, c consumer.Source, queue string, send func(body string), clock *Clock) Workload {
+func MetricsWorkload(t testing.TB, c consumer.Store, queue string, send func(body string), clock *Clock) Workload {
 	t.Helper()
 	ctx := context.Background()
 	for _, b := range []string{"m1", "m2", "m3", "m4", "m5", "m1"} {

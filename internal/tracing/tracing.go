@@ -65,7 +65,7 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 }
 
 // Of returns the tracer of src's spans: of its TracerProvider() when it has
-// that method (consumer.Source has it), of the global
+// that method (consumer.Store has it), of the global
 // provider otherwise; nil when tracing is off. It is cheap enough to ask
 // per message, so that a provider set later is picked up.
 func Of(src any) trace.Tracer {

@@ -210,7 +210,7 @@ func Start(t testing.TB, r *relay.Relay) (stop func()) {
 // Relay starts a relay of Queue from src to sink with opts, its logs
 // discarded unless opts has a Logger, and a new Observer, which it
 // returns. The test's cleanup stops it.
-func Relay(t testing.TB, src consumer.Source, sink relay.Sink, opts relay.Config) *Observer {
+func Relay(t testing.TB, src consumer.Store, sink relay.Sink, opts relay.Config) *Observer {
 	t.Helper()
 	obs := NewObserver()
 	opts.Observer = obs
