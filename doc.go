@@ -64,8 +64,8 @@
 // moment that is due, is read from the wall clock or SQLite's
 // CURRENT_TIMESTAMP: all come from the Clock. The wall clock only measures
 // how long a call waits or runs: Receive's Wait, Config.BusyTimeout, and
-// the durations of spans and metrics. consumer.Loop asks its Source for the
-// clock (consumer.Source.Clock), so a Loop over a store with a fake clock needs
+// the durations of spans and metrics. consumer.Loop asks its store for the
+// clock (consumer.Store.Clock), so a Loop over a store with a fake clock needs
 // no second one. Tests inject a fake clock and move it instead of sleeping.
 //
 // # Errors

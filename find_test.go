@@ -87,7 +87,7 @@ func TestFind(t *testing.T) {
 }
 
 // TestFindPromises pins what Find promises beyond the happy path: without a
-// state it shows live messages only (no tombstone of a completed message,
+// state it shows live messages only (no completed row of a completed message,
 // no dead letter); the subject filter is a prefix, not a substring; the
 // property filter is that key's value, not any key's; MaxBytes cuts a page
 // and NextSeq goes on after it.
@@ -115,7 +115,7 @@ func TestFindPromises(t *testing.T) {
 	}
 	var state string
 	if err := st.DB().QueryRowContext(ctx, `SELECT state FROM mqlite_messages WHERE id = ?`, completed).Scan(&state); err != nil || state != "completed" {
-		t.Fatalf("the completed message is %q (%v), want its tombstone", state, err)
+		t.Fatalf("the completed message is %q (%v), want its completed row", state, err)
 	}
 	placed := send(outbox.Message{Body: []byte("0123456789"), Subject: "order.placed", Properties: map[string]string{"tenant": "a"}})
 	inner := send(outbox.Message{Body: []byte("0123456789"), Subject: "x.order.placed", Properties: map[string]string{"owner": "a"}})

@@ -16,7 +16,7 @@ import (
 // TestCompleteBatchGivesEachLockItsOwnResult: one slot's failure (a stale
 // token) fails that slot only; a slot already completed, in an earlier
 // call or earlier in the batch, replays by its receipt; a lapsed lease
-// settles nothing. A small batch leaves tombstones and a large one deletes
+// settles nothing. A small batch leaves completed rows and a large one deletes
 // its rows and writes receipts: both replay the same way, to a batch and
 // to Complete.
 func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
@@ -51,14 +51,14 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 					t.Errorf("slot %d: %v, want %v", i, r, want)
 				}
 			}
-			// A small batch leaves tombstones (with msgs[1]'s, completed
+			// A small batch leaves completed rows (with msgs[1]'s, completed
 			// alone: 3); a batch of 12 or more deletes its rows (1 left).
-			wantTombstones := int64(3)
+			wantCompleted := int64(3)
 			if len(batch) >= 12 {
-				wantTombstones = 1
+				wantCompleted = 1
 			}
-			if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`); n != wantTombstones {
-				t.Errorf("%d tombstones after a batch of %d, want %d", n, len(batch), wantTombstones)
+			if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`); n != wantCompleted {
+				t.Errorf("%d completed rows after a batch of %d, want %d", n, len(batch), wantCompleted)
 			}
 			// Every completed slot left a receipt: the same batch replays,
 			// and so does each of its completions alone.
@@ -93,7 +93,7 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 // TestCompleteReplayEndsWithItsWindow: a plain Complete retried after it
 // succeeded replays from its receipt up to 30 minutes after the
 // completion, not a millisecond more, wherever the receipt is: the
-// completed row (a tombstone), the receipt row the janitor turned it into
+// completed row (a completed row), the receipt row the janitor turned it into
 // (its window still counted from the completion, not from the janitor's
 // pass), or the receipt of a large CompleteBatch, which deletes its rows.
 // Inside a transaction (consumer.CompleteTx) the same receipt never
@@ -101,7 +101,7 @@ func TestCompleteBatchGivesEachLockItsOwnResult(t *testing.T) {
 func TestCompleteReplayEndsWithItsWindow(t *testing.T) {
 	const window = 30 * time.Minute
 	ctx := context.Background()
-	for _, path := range []string{"tombstone", "janitor", "batch"} {
+	for _, path := range []string{"completed-row", "janitor", "batch"} {
 		t.Run(path, func(t *testing.T) {
 			b := openQueue(t)
 			b.Send(t, "q", make([]outbox.Message, 12)...)
@@ -130,10 +130,10 @@ func TestCompleteReplayEndsWithItsWindow(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			tombstones := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`)
+			completed := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`)
 			receipts := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_settlement_receipts WHERE seq = ?`, m.Seq)
-			if wantTomb := path == "tombstone"; (tombstones == 1) != wantTomb || (receipts == 1) == wantTomb {
-				t.Fatalf("%d tombstones and %d receipt rows of seq %d, want the receipt in the %s", tombstones, receipts, m.Seq, path)
+			if wantRow := path == "completed-row"; (completed == 1) != wantRow || (receipts == 1) == wantRow {
+				t.Fatalf("%d completed rows and %d receipt rows of seq %d, want the receipt in the %s", completed, receipts, m.Seq, path)
 			}
 			inTx := func() error {
 				return b.Store.Tx(ctx, func(tx *mqlite.Tx) error { return consumer.CompleteTx(tx.Context(), tx.SQL(), m.Lock()) })

@@ -32,7 +32,7 @@ func TestCompleteAndReceiveClaimsNothingOnAPausedQueue(t *testing.T) {
 			}
 		}
 	}
-	if tombs, _ := tombstoneCounts(t, b); tombs != 2 {
+	if tombs, _ := completedRowCounts(t, b); tombs != 2 {
 		t.Fatalf("%d completions committed, want 2", tombs)
 	}
 	for _, seq := range seqs {

@@ -391,7 +391,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Path() string { return s.path }
 
 // Clock returns the store's clock, Config.Clock: every timestamp of the
-// store is read from it. consumer.Loop asks for it (consumer.Source.Clock) so
+// store is read from it. consumer.Loop asks for it (consumer.Store.Clock) so
 // that its lease arithmetic agrees with the store's.
 func (s *Store) Clock() Clock { return s.opts.Clock }
 
@@ -451,7 +451,7 @@ func (c *queueCache) forget(name string) {
 // TracerProvider returns the provider of the store's spans:
 // Config.TracerProvider, or otel.GetTracerProvider() (read at each call)
 // when that is nil. consumer.Loop and the relay ask for it
-// (consumer.Source.TracerProvider), so one setting traces a whole process.
+// (consumer.Store.TracerProvider), so one setting traces a whole process.
 func (s *Store) TracerProvider() trace.TracerProvider {
 	if s.opts.TracerProvider != nil {
 		return s.opts.TracerProvider

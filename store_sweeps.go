@@ -47,7 +47,7 @@ func (s *Store) sweepStop(ctx context.Context) func() bool {
 	return s.eng.CheckpointEvery(ctx, s.db, driver.SweepCheckpointEvery, s.isClosed)
 }
 
-// janitor turns the tombstones of completed messages into receipt rows, a
+// janitor turns the completed rows of completed messages into receipt rows, a
 // batch per transaction, then deletes what has outlived its replay window.
 // Its transactions are plain ones on the connection, as the other sweeps'
 // statements are, so that a Close waits for none of them.
@@ -55,7 +55,7 @@ func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 	stop := s.sweepStop(ctx)
 	var total int64
 	for !s.isClosed() {
-		n, err := s.compactTombstones(ctx, now)
+		n, err := s.compactReceipts(ctx, now)
 		total += n
 		if err != nil {
 			return total, err
@@ -68,12 +68,12 @@ func (s *Store) janitor(ctx context.Context, now int64) (int64, error) {
 	return total + n, err
 }
 
-// compactTombstones runs the engine's CompactTombstones in a transaction
+// compactReceipts runs the engine's CompactReceipts in a transaction
 // of its own, begun under ctx itself: InTx and Store.Tx begin without
 // ctx's cancellation, and a janitor waiting there for the connection would
 // keep a Close called inside a caller's transaction waiting for it
 // (TestCloseInsideTxWithLoopsWaiting).
-func (s *Store) compactTombstones(ctx context.Context, now int64) (int64, error) {
+func (s *Store) compactReceipts(ctx context.Context, now int64) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err

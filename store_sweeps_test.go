@@ -225,8 +225,8 @@ func TestSweepTTL(t *testing.T) {
 	b.wantState("keep", seqs["keep"]["locked"], mqlite.StateDeadLettered)
 }
 
-// TestSweepJanitor: a completion's tombstone becomes a receipt at the
-// janitor's next pass, which replays as the tombstone did; receipts,
+// TestSweepJanitor: a completion's completed row becomes a receipt at the
+// janitor's next pass, which replays as the completed row did; receipts,
 // attempts and dedup keys go when their window has passed, not before.
 func TestSweepJanitor(t *testing.T) {
 	b := sweepSetup(t)
@@ -234,7 +234,7 @@ func TestSweepJanitor(t *testing.T) {
 	db := b.Store.DB()
 	ctx := context.Background()
 	count := func(table string) int64 { return testdb.Int(t, db, `SELECT count(*) FROM mqlite_`+table) }
-	tombstones := func() int64 {
+	completedRows := func() int64 {
 		return testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`)
 	}
 	b.send("q", body("1"), body("2"))
@@ -245,16 +245,16 @@ func TestSweepJanitor(t *testing.T) {
 	if err := b.Store.Complete(ctx, msgs[0].Lock()); err != nil {
 		t.Fatal(err)
 	}
-	if tombstones() != 1 || count("settlement_receipts") != 0 || count("receive_attempts") != 1 || count("dedup") != 2 {
-		t.Fatalf("setup: %d tombstones, %d receipts, %d attempts, %d dedup", tombstones(),
+	if completedRows() != 1 || count("settlement_receipts") != 0 || count("receive_attempts") != 1 || count("dedup") != 2 {
+		t.Fatalf("setup: %d completed rows, %d receipts, %d attempts, %d dedup", completedRows(),
 			count("settlement_receipts"), count("receive_attempts"), count("dedup"))
 	}
-	if n := b.sweepNow(); n["janitor"] != 1 || tombstones() != 0 || count("messages") != 1 || count("settlement_receipts") != 1 {
-		t.Fatalf("janitor changed %d rows: %d tombstones, %d messages, %d receipts; want the tombstone turned into a receipt",
-			n["janitor"], tombstones(), count("messages"), count("settlement_receipts"))
+	if n := b.sweepNow(); n["janitor"] != 1 || completedRows() != 0 || count("messages") != 1 || count("settlement_receipts") != 1 {
+		t.Fatalf("janitor changed %d rows: %d completed rows, %d messages, %d receipts; want the completed row turned into a receipt",
+			n["janitor"], completedRows(), count("messages"), count("settlement_receipts"))
 	}
 	if err := b.Store.Complete(ctx, msgs[0].Lock()); err != nil {
-		t.Fatalf("replay from the receipt the tombstone became: %v", err)
+		t.Fatalf("replay from the receipt the completed row became: %v", err)
 	}
 	b.atDeadline(30*time.Minute, "janitor", 2)
 	if count("settlement_receipts") != 0 || count("receive_attempts") != 0 || count("dedup") != 2 {
@@ -295,9 +295,9 @@ func TestSweepJanitorKeepsTheWALShort(t *testing.T) {
 	}
 }
 
-// TestSweepJanitorTombstonePastItsWindow: a tombstone the janitor first
+// TestSweepJanitorCompletedRowPastItsWindow: a completed row the janitor first
 // meets after its replay window goes without a receipt.
-func TestSweepJanitorTombstonePastItsWindow(t *testing.T) {
+func TestSweepJanitorCompletedRowPastItsWindow(t *testing.T) {
 	b := sweepSetup(t)
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	ctx := context.Background()
@@ -308,7 +308,7 @@ func TestSweepJanitorTombstonePastItsWindow(t *testing.T) {
 	}
 	b.Clock.Advance(30 * time.Minute)
 	if n := b.sweepNow(); n["janitor"] != 1 {
-		t.Fatalf("janitor changed %d rows, want the tombstone", n["janitor"])
+		t.Fatalf("janitor changed %d rows, want the completed row", n["janitor"])
 	}
 	db := b.Store.DB()
 	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages`) + testdb.Int(t, db, `SELECT count(*) FROM mqlite_settlement_receipts`); n != 0 {

@@ -16,9 +16,9 @@ import (
 // the moment it completed (Store.Complete).
 const receiptWindow = 30 * time.Minute
 
-// tombstoneCounts returns the tombstones (completed rows) and the
+// completedRowCounts returns the completed rows (completed rows) and the
 // settlement receipts in b's file.
-func tombstoneCounts(t *testing.T, b *testdb.Bundle) (tombstones, receipts int64) {
+func completedRowCounts(t *testing.T, b *testdb.Bundle) (completed, receipts int64) {
 	t.Helper()
 	db := b.Store.DB()
 	return testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE state = 'completed'`),
@@ -57,13 +57,13 @@ func completeAllInBatch(t *testing.T, st *mqlite.Store, locks []mqlite.Lock) err
 }
 
 // TestCompleteBatchDeletesItsRowsFromTwelve pins the boundary of the bulk
-// completion: a batch of 11 leaves 11 tombstones, a batch of 12 or 13
+// completion: a batch of 11 leaves 11 completed rows, a batch of 12 or 13
 // deletes its rows and writes as many receipts.
 func TestCompleteBatchDeletesItsRowsFromTwelve(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		n                    int
-		tombstones, receipts int64
+		n                   int
+		completed, receipts int64
 	}{
 		{11, 11, 0},
 		{12, 0, 12},
@@ -75,13 +75,13 @@ func TestCompleteBatchDeletesItsRowsFromTwelve(t *testing.T) {
 			if err := completeAllInBatch(t, b.Store, locks); err != nil {
 				t.Fatal(err)
 			}
-			tombs, receipts := tombstoneCounts(t, b)
-			if tombs != tc.tombstones || receipts != tc.receipts {
-				t.Fatalf("a batch of %d left %d tombstones and %d receipts, want %d and %d",
-					tc.n, tombs, receipts, tc.tombstones, tc.receipts)
+			tombs, receipts := completedRowCounts(t, b)
+			if tombs != tc.completed || receipts != tc.receipts {
+				t.Fatalf("a batch of %d left %d completed rows and %d receipts, want %d and %d",
+					tc.n, tombs, receipts, tc.completed, tc.receipts)
 			}
-			if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages`); n != tc.tombstones {
-				t.Fatalf("%d rows left, want only the %d tombstones", n, tc.tombstones)
+			if n := testdb.Int(t, b.Store.DB(), `SELECT count(*) FROM mqlite_messages`); n != tc.completed {
+				t.Fatalf("%d rows left, want only the %d completed rows", n, tc.completed)
 			}
 		})
 	}
@@ -89,7 +89,7 @@ func TestCompleteBatchDeletesItsRowsFromTwelve(t *testing.T) {
 
 // TestCompletionReplaysForItsWindowFromTheCompletion: a completion replays
 // until receiptWindow after the moment it completed, not after its lease
-// would have ended, whether it left a tombstone (Complete, a small batch)
+// would have ended, whether it left a completed row (Complete, a small batch)
 // or a receipt (a batch of 12). The lease here is 10 minutes and the
 // completion comes 5 minutes into it.
 func TestCompletionReplaysForItsWindowFromTheCompletion(t *testing.T) {
@@ -126,10 +126,10 @@ func TestCompletionReplaysForItsWindowFromTheCompletion(t *testing.T) {
 	}
 }
 
-// TestJanitorKeepsTheReplayWindowOfATombstone: the receipt the janitor
-// turns a tombstone into replays until receiptWindow after the completion,
+// TestJanitorKeepsTheReplayWindowOfACompletedRow: the receipt the janitor
+// turns a completed row into replays until receiptWindow after the completion,
 // not after the janitor's pass.
-func TestJanitorKeepsTheReplayWindowOfATombstone(t *testing.T) {
+func TestJanitorKeepsTheReplayWindowOfACompletedRow(t *testing.T) {
 	b := sweepSetup(t)
 	b.Queue(t, "q", mqlite.QueueOptions{})
 	ctx := context.Background()
@@ -139,8 +139,8 @@ func TestJanitorKeepsTheReplayWindowOfATombstone(t *testing.T) {
 	}
 	b.Clock.Advance(20 * time.Minute)
 	b.sweepNow()
-	if tombs, receipts := tombstoneCounts(t, b.Bundle); tombs != 0 || receipts != 1 {
-		t.Fatalf("after the janitor: %d tombstones, %d receipts; want the tombstone turned into a receipt", tombs, receipts)
+	if tombs, receipts := completedRowCounts(t, b.Bundle); tombs != 0 || receipts != 1 {
+		t.Fatalf("after the janitor: %d completed rows, %d receipts; want the completed row turned into a receipt", tombs, receipts)
 	}
 	b.Clock.Advance(receiptWindow - 20*time.Minute - time.Millisecond)
 	if err := b.Store.Complete(ctx, locks[0]); err != nil {
@@ -152,10 +152,10 @@ func TestJanitorKeepsTheReplayWindowOfATombstone(t *testing.T) {
 	}
 }
 
-// TestTombstonesDoNotBlockAnOrderingChange: a queue whose only rows are
+// TestCompletedRowsDoNotBlockAnOrderingChange: a queue whose only rows are
 // completed ones holds no messages, so its ordering may change; a message
 // still held refuses the change (the control).
-func TestTombstonesDoNotBlockAnOrderingChange(t *testing.T) {
+func TestCompletedRowsDoNotBlockAnOrderingChange(t *testing.T) {
 	b := openQueue(t)
 	ctx := context.Background()
 	locks := sendAndReceive(t, b, 3)
@@ -165,11 +165,11 @@ func TestTombstonesDoNotBlockAnOrderingChange(t *testing.T) {
 	if err := completeAllInBatch(t, b.Store, locks[1:]); err != nil {
 		t.Fatal(err)
 	}
-	if tombs, _ := tombstoneCounts(t, b); tombs != 3 {
-		t.Fatalf("%d tombstones, want 3", tombs)
+	if tombs, _ := completedRowCounts(t, b); tombs != 3 {
+		t.Fatalf("%d completed rows, want 3", tombs)
 	}
 	if err := b.Store.UpdateQueue(ctx, "q", mqlite.QueueOptions{Ordering: mqlite.FIFO}); err != nil {
-		t.Fatalf("FIFO on a queue of tombstones: %v", err)
+		t.Fatalf("FIFO on a queue of completed rows: %v", err)
 	}
 	if got := getQueue(t, b.Store, "q").Options.Ordering; got != mqlite.FIFO {
 		t.Fatalf("ordering %v, want fifo", got)
