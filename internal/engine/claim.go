@@ -96,7 +96,7 @@ const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lowe
 // its front: every later member is held, so one statement can never hand
 // out two messages of a group.
 const claimSQL = `UPDATE mqlite_messages ` + lockSet + `
-	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
 	RETURNING ` + returning
 
 // claimOneSQL is claimSQL for a single message, the most common call: the
@@ -105,13 +105,13 @@ const claimSQL = `UPDATE mqlite_messages ` + lockSet + `
 // that the statement returns only claimedColumns.
 const claimOneSQL = `UPDATE mqlite_messages SET state = 'locked', locked_until = ?2 + ?4, lock_token = ?6,
 	    delivery_count = delivery_count + 1
-	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
 	RETURNING ` + claimedColumns
 
 // claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
 const claimDeleteSQL = `DELETE FROM mqlite_messages
-	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
 	RETURNING ` + returning
 
 // sizeSQL is the size of message m as Config.MaxMessageBytes counts it
@@ -125,7 +125,7 @@ const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce
 // most ?6. The running sum is taken over the ?5 candidates only.
 const budgetSQL = `SELECT id FROM (
 	SELECT id, row_number() OVER w AS n, sum(size) OVER w AS total FROM (
-		SELECT m.id, ` + sizeSQL + ` AS size FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5)
+		SELECT m.id, ` + sizeSQL + ` AS size FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
 	WINDOW w AS (ORDER BY id ROWS UNBOUNDED PRECEDING))
 	WHERE n = 1 OR total <= ?6`
 
