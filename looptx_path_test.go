@@ -18,7 +18,7 @@ import (
 )
 
 // maxLoopTxFiles is the most root files a LoopTx commit may walk through
-// (issue 44).
+// (docs/internals.md, "The path of a LoopTx commit").
 const maxLoopTxFiles = 5
 
 // TestLoopTxPath counts the root files a consumer.LoopTx commit on a

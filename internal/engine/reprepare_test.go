@@ -54,7 +54,7 @@ type hotOp struct {
 // TestHotStatementsNotReprepared fails when a statement that a hot
 // operation of the store runs is prepared again by SQLite at its runs
 // (sqlite3_stmt_status's SQLITE_STMTSTATUS_REPREPARE), which costs it a
-// parse and a plan each time (issue 46: 72-76 µs a run instead of 9). It
+// parse and a plan each time (measured 72-76 µs a run instead of 9). It
 // runs every hot operation warmRuns times, then measuredRuns more, walking
 // the connection's prepared statements (sqlite3_next_stmt) around each run
 // of it: no statement that ran may have been prepared again. The control
