@@ -146,6 +146,38 @@ var jobTests = []subtest{
 			t.Fatalf("the same arguments once the job is completed: %+v, want a new job", again)
 		}
 	}},
+	// A snoozed unique job stays unique: an insert while it is snoozed
+	// returns it (its id, not its copy's seq); once it has run, an insert
+	// adds a new job.
+	{"UniqueWhileSnoozed", func(t *testing.T, h Harness) {
+		k := jobsKit(t, h)
+		optional[uniqueStore](k, noUnique)
+		opts := &jobs.InsertOpts{Queue: jobQueue, Unique: jobs.UniqueOpts{ByArgs: true}}
+		first := k.insertJob(kitEmail{To: "ada"}, opts)
+		var runs atomic.Int32
+		w := jobs.NewWorkers()
+		jobs.AddWorker(w, jobs.WorkFunc(func(context.Context, *jobs.Job[kitEmail]) error {
+			if runs.Add(1) == 1 {
+				return jobs.Snooze(time.Hour)
+			}
+			return nil
+		}))
+		ev, stop := k.runWorkers(w)
+		ev.wait(k, "completed", first.ID) // the snooze completes the first message
+		stop()
+		k.wantJob(k.insertJob(kitEmail{To: "ada"}, opts), first.ID, true, "the same arguments while the job is snoozed")
+		k.advance(time.Hour)
+		ev, stop = k.runWorkers(w)
+		ev.wait(k, "completed", first.ID)
+		stop()
+		if n := runs.Load(); n != 2 {
+			t.Fatalf("the worker ran %d times, want twice", n)
+		}
+		again := k.insertJob(kitEmail{To: "ada"}, opts)
+		if again.Duplicate || again.ID == first.ID {
+			t.Fatalf("the same arguments once the job has run: %+v, want a new job", again)
+		}
+	}},
 	// Unique by its arguments within a period: a second insert returns
 	// the first job, finished or not, until the period ends.
 	{"UniqueByPeriod", func(t *testing.T, h Harness) {
