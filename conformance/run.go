@@ -68,5 +68,6 @@ func groups() []group {
 		{"Handoff", handoffTests},
 		{"Inbound", inboundTests},
 		{"Intake", intakeTests},
+		{"Jobs", jobTests},
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/jobs"
+	"github.com/mqlite/mqlite/mqlitetest"
 )
 
 // SendWelcome is a job kind: its arguments, encoded as JSON, and its name.
@@ -25,15 +27,20 @@ func (SendWelcome) Kind() string { return "send_welcome" }
 // openJobs opens a store in a temporary folder with the queue "jobs" and a
 // table users; the returned func closes and removes it.
 func openJobs(ctx context.Context) (*mqlite.Store, func()) {
+	return openJobsWith(ctx, mqlite.Config{}, mqlite.QueueOptions{})
+}
+
+// openJobsWith is openJobs with the store's cfg and the queue's opts.
+func openJobsWith(ctx context.Context, cfg mqlite.Config, opts mqlite.QueueOptions) (*mqlite.Store, func()) {
 	dir, err := os.MkdirTemp("", "mqlite-jobs")
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), mqlite.Config{})
+	st, err := mqlite.Open(ctx, filepath.Join(dir, "app.db"), cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := st.CreateQueue(ctx, jobs.DefaultQueue, mqlite.QueueOptions{}); err != nil {
+	if err := st.CreateQueue(ctx, jobs.DefaultQueue, opts); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT NOT NULL, welcomed INTEGER NOT NULL DEFAULT 0)`); err != nil {
@@ -180,18 +187,65 @@ func (o onComplete) SettleFailed(mqlite.Message, error)                         
 // A worker snoozes its job: it runs again after the delay, and the snooze
 // does not count as an attempt.
 func ExampleSnooze() {
+	ctx := context.Background()
+	st, done := openJobs(ctx)
+	defer done()
+	if _, err := jobs.Insert(ctx, st.DB(), SendWelcome{UserID: 7, Email: "ada@example.com"}, nil); err != nil {
+		log.Fatal(err)
+	}
+
+	finished := make(chan struct{})
+	var runs atomic.Int32
 	w := jobs.NewWorkers()
 	jobs.AddWorker(w, jobs.WorkFunc(func(ctx context.Context, job *jobs.Job[SendWelcome]) error {
-		if quietHours(time.Now()) {
-			return jobs.Snooze(time.Hour)
+		if runs.Add(1) == 1 {
+			fmt.Println("attempt", job.Attempt, "snoozed")
+			return jobs.Snooze(10 * time.Millisecond) // e.g. quiet hours: later
 		}
+		fmt.Println("attempt", job.Attempt, "done")
+		close(finished)
 		return nil
 	}))
-	fmt.Println(w.Kinds())
-	// Output: [send_welcome]
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx, st, jobs.DefaultQueue, consumer.LoopConfig{}) }()
+	<-finished
+	stop()
+	if err := <-ran; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// attempt 1 snoozed
+	// attempt 1 done
 }
 
-func quietHours(t time.Time) bool { return t.Hour() < 7 }
+// A job unique by its arguments within a period: a second insert in the
+// same hour returns the first job, finished or not; the next hour adds a
+// new one. The store reads a fake clock here (mqlitetest.NewClock), so
+// that the hour passes at once; the queue's dedup window holds the hour.
+func ExampleInsertOpts() {
+	ctx := context.Background()
+	clock := mqlitetest.NewClock()
+	st, done := openJobsWith(ctx, mqlite.Config{Clock: clock}, mqlite.QueueOptions{DedupWindow: 2 * time.Hour})
+	defer done()
+
+	opts := &jobs.InsertOpts{Unique: jobs.UniqueOpts{ByArgs: true, ByPeriod: time.Hour}}
+	insert := func() {
+		res, err := jobs.Insert(ctx, st.DB(), SendWelcome{UserID: 7, Email: "ada@example.com"}, opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("job", res.ID, "duplicate:", res.Duplicate)
+	}
+	insert()
+	insert()
+	clock.Advance(time.Hour)
+	insert()
+	// Output:
+	// job 1 duplicate: false
+	// job 1 duplicate: true
+	// job 2 duplicate: false
+}
 
 // Cancel a job that waits: it is removed, not dead-lettered.
 func ExampleCancel() {

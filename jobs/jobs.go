@@ -26,7 +26,7 @@
 //
 // Over the broker, Message gives what to send with the client's Send, and
 // Workers.Run works a queue on the client (a step there sends; it has no
-// SQL). A unique insert and Cancel need the store.
+// SQL), and Cancel takes the client. A unique insert needs the store.
 //
 // Priorities are not available: the queues deliver in sequence order.
 package jobs

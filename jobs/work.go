@@ -327,13 +327,22 @@ func (r *runningJobs) start(ctx context.Context, src consumer.Store, queue strin
 }
 
 // cancel cancels the job's ctx if it runs here.
-func (r *runningJobs) cancel(src consumer.Store, queue string, seq int64) {
+func (r *runningJobs) cancel(src any, queue string, seq int64) {
 	r.mu.Lock()
 	c := r.m[runKey{src: src, queue: queue, seq: seq}]
 	r.mu.Unlock()
 	if c != nil {
 		c(ErrCancelled)
 	}
+}
+
+// CancelStore is what Cancel needs of a store: *mqlite.Store and the
+// broker's *client.Client have it.
+type CancelStore interface {
+	// Find reads a page of a queue's messages; see mqlite.Store.Find.
+	Find(ctx context.Context, queue string, opts mqlite.FindParams) (mqlite.FindResult, error)
+	// Purge removes messages of one state; see mqlite.Store.Purge.
+	Purge(ctx context.Context, queue string, opts mqlite.PurgeOptions) (int, error)
 }
 
 // Cancel cancels the job id of queue: a waiting job (scheduled, retrying,
@@ -343,8 +352,9 @@ func (r *runningJobs) cancel(src consumer.Store, queue string, seq int64) {
 // lease renewal, the cause mqlite.ErrLockLost) and whose completion is refused
 // (mqlite.ErrLockLost: its step's rows roll back). A cancelled job is
 // finished, not dead: it is not dead-lettered, and frees its unique key.
-// A job that is not waiting or running is ErrJobNotFound.
-func Cancel(ctx context.Context, st *mqlite.Store, queue string, id int64) error {
+// A job that is not waiting or running is ErrJobNotFound. st is the store
+// or the broker's client (a key that may purge the queue).
+func Cancel(ctx context.Context, st CancelStore, queue string, id int64) error {
 	for range 3 { // a job that moves between states while we look gets another pass
 		seq, err := current(ctx, st, queue, id)
 		if err != nil {
@@ -366,7 +376,7 @@ func Cancel(ctx context.Context, st *mqlite.Store, queue string, id int64) error
 
 // current is the seq of the live message that carries the job id: id
 // itself, or a snoozed copy (PropID), found from id on.
-func current(ctx context.Context, st *mqlite.Store, queue string, id int64) (int64, error) {
+func current(ctx context.Context, st CancelStore, queue string, id int64) (int64, error) {
 	page, err := st.Find(ctx, queue, mqlite.FindParams{FromSeq: id, Max: 1, ScanMax: 1})
 	if err != nil {
 		return 0, err
