@@ -40,7 +40,7 @@ func (kitReport) Kind() string { return "kit_report" }
 type uniqueStore interface{ DB() *sql.DB }
 
 // noUnique is why the unique subtests skip an implementation without a
-// database: issue 47 item 6's remaining work.
+// database: the broker has no unique insert yet.
 const noUnique = "database handle (a unique insert looks its key up in the caller's transaction; jobs.Message refuses it with jobs.ErrUniqueNeedsStore, and the broker has no unique insert)"
 
 // jobTests: package jobs on the implementation. A worker per kind gets its
