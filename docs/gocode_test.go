@@ -18,7 +18,7 @@ import (
 )
 
 // goPages are the pages whose ```go blocks TestGoBlocks compiles.
-var goPages = []string{"jobs.md", "operations.md", "relay.md"}
+var goPages = []string{"conformance.md", "jobs.md", "operations.md", "relay.md"}
 
 // goBlock is one ```go block of a page.
 type goBlock struct {
@@ -79,6 +79,7 @@ var imports = map[string]string{
 	"time":             "time",
 	"mqlite":           "github.com/mqlite/mqlite",
 	"client":           "github.com/mqlite/mqlite/client",
+	"conformance":      "github.com/mqlite/mqlite/conformance",
 	"consumer":         "github.com/mqlite/mqlite/consumer",
 	"jobs":             "github.com/mqlite/mqlite/jobs",
 	"metrics":          "github.com/mqlite/mqlite/metrics",
@@ -114,6 +115,7 @@ var prelude = []struct{ name, decl string }{
 	{"exporter", "var exporter sdktrace.SpanExporter"},
 	{"alreadyProcessed", "func alreadyProcessed(id string) bool { return false }"},
 	{"process", "func process(body []byte) {}"},
+	{"openMyStore", "func openMyStore(t *testing.T, cfg conformance.Config) conformance.Instance { return conformance.Instance{} }"},
 }
 
 // TestGoBlocks compiles every ```go block of goPages, each in a package of
@@ -337,7 +339,7 @@ func blankUse(name string) string {
 var anExport = map[string]string{
 	"context": "Background", "errors": "New", "fmt": "Sprint", "io": "EOF", "log": "Printf",
 	"http": "StatusOK", "os": "Exit", "sql": "ErrNoRows", "testing": "Short", "time": "Now",
-	"mqlite": "Open", "client": "New", "consumer": "Loop", "jobs": "Insert", "metrics": "NewObserver",
+	"mqlite": "Open", "client": "New", "conformance": "Run", "consumer": "Loop", "jobs": "Insert", "metrics": "NewObserver",
 	"mqlitetest": "NewStore", "outbox": "SendOne", "relay": "New", "kafka": "New", "webhook": "New",
 	"replicate": "Start", "prometheus": "NewRegistry", "promhttp": "HandlerFor",
 	"sdktrace": "NewTracerProvider", "standardwebhooks": "NewWebhook",
