@@ -28,6 +28,10 @@ const (
 	// MaxPropertiesBytes bounds the Properties of a message: the sum of
 	// the lengths of its keys and values.
 	MaxPropertiesBytes = 64 << 10
+	// MaxPriority is the highest priority of a message (outbox.Message's
+	// Priority); the lowest, and the default, is 0. A priority out of
+	// range is ErrInvalidMessage.
+	MaxPriority = 9
 )
 
 // MaxDelay bounds how far ahead of the store's now a message may be made
@@ -85,6 +89,10 @@ type Message struct {
 	// relay's sink error); empty when none was given. Kept with the
 	// message (Receive, Peek, PeekDeadLetters), gone with it.
 	LastError string
+	// Priority is the message's priority, 0 (the default) to MaxPriority:
+	// a claim takes the highest priority first, then the lowest Seq; a
+	// FIFO group's later member waits for its front whatever its priority.
+	Priority int
 }
 
 // Lock returns the message's lock, for settlement.
@@ -96,7 +104,7 @@ func toMessage(queue string, c driver.Row) Message {
 		DeliveryCount: int(c.DeliveryCount), EnqueuedAt: fromMillis(c.EnqueuedAt),
 		ExpiresAt: fromMillis(c.ExpiresAt), LockToken: c.LockToken, LockedUntil: fromMillis(c.LockedUntil),
 		DeadLetterReason: c.DeadLetterReason, DeadLetterDescription: c.DeadLetterDescription,
-		DeadLetteredAt: fromMillis(c.DeadLetteredAt), LastError: c.LastError,
+		DeadLetteredAt: fromMillis(c.DeadLetteredAt), LastError: c.LastError, Priority: int(c.Priority),
 	}
 	if c.GroupID != nil {
 		m.GroupID = *c.GroupID

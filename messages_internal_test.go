@@ -29,6 +29,7 @@ func TestEngineSpeaksTheRootNames(t *testing.T) {
 		{"MaxPropertiesBytes", driver.MaxPropertiesBytes, MaxPropertiesBytes},
 		{"MaxTTL", int64(driver.MaxTTL), int64(MaxTTL)},
 		{"MaxDelay", int64(driver.MaxDelay), int64(MaxDelay)},
+		{"MaxPriority", driver.MaxPriority, MaxPriority},
 	} {
 		if tc.engine != tc.root {
 			t.Errorf("%s: the engine enforces %d, the root exports %d", tc.name, tc.engine, tc.root)

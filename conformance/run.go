@@ -62,6 +62,7 @@ func groups() []group {
 		{"Periodic", periodicTests},
 		{"Pause", pauseTests},
 		{"LastError", lastErrorTests},
+		{"Priority", priorityTests},
 		{"LoopFailures", loopFailureTests()},
 		{"Effects", effectTests},
 		{"GroupCommit", groupCommitTests},

@@ -128,6 +128,11 @@ type InsertOpts struct {
 	// no job of a group runs while an earlier one is running or waiting
 	// for a retry.
 	GroupID string
+	// Priority is the job's priority (outbox.Message.Priority), 0 (the
+	// default) to mqlite.MaxPriority: a worker takes the job of highest
+	// priority first among those that may run, and a snoozed job keeps it.
+	// 0 here leaves the kind's default (JobArgsWithInsertOpts).
+	Priority int
 	// Unique makes the job unique; see UniqueOpts. The zero value is not
 	// unique.
 	Unique UniqueOpts
@@ -319,7 +324,7 @@ func prepare(args JobArgs, opts *InsertOpts) (prepared, error) {
 		props[PropMaxAttempts] = strconv.Itoa(o.MaxAttempts)
 	}
 	p := prepared{kind: kind, queue: o.Queue, unique: o.Unique,
-		msg: outbox.Message{Body: body, GroupID: o.GroupID, Properties: props, DeliverAt: o.ScheduledAt}}
+		msg: outbox.Message{Body: body, GroupID: o.GroupID, Properties: props, DeliverAt: o.ScheduledAt, Priority: o.Priority}}
 	if p.queue == "" {
 		p.queue = DefaultQueue
 	}
@@ -347,6 +352,9 @@ func merge(d, o InsertOpts) InsertOpts {
 	}
 	if o.GroupID != "" {
 		d.GroupID = o.GroupID
+	}
+	if o.Priority != 0 {
+		d.Priority = o.Priority
 	}
 	if o.Unique.enabled() {
 		d.Unique = o.Unique

@@ -636,3 +636,23 @@ func TestKindDefaults(t *testing.T) {
 		t.Fatalf("dead letters %+v, job %+v", d, got)
 	}
 }
+
+// TestInsertOptsPriority: InsertOpts.Priority becomes the message's
+// priority, over the kind's defaults (which it leaves when 0); out of range
+// is refused by the send, as any message's field is.
+func TestInsertOptsPriority(t *testing.T) {
+	t.Parallel()
+	if _, msg, err := jobs.Message(ReportArgs{Day: "mon"}, &jobs.InsertOpts{Priority: 4}); err != nil || msg.Priority != 4 {
+		t.Fatalf("priority %d (%v), want 4", msg.Priority, err)
+	}
+	if _, msg, err := jobs.Message(ReportArgs{Day: "mon"}, nil); err != nil || msg.Priority != 0 {
+		t.Fatalf("priority %d (%v), want the default 0", msg.Priority, err)
+	}
+	_, msg, err := jobs.Message(ReportArgs{Day: "mon"}, &jobs.InsertOpts{Priority: mqlite.MaxPriority + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msg.Validate(); !errors.Is(err, mqlite.ErrInvalidMessage) {
+		t.Fatalf("priority out of range: %v, want ErrInvalidMessage when sent", err)
+	}
+}

@@ -288,7 +288,7 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 			}
 		}
 		return tx.Send(ctx, msg.Queue, outbox.Message{Body: msg.Body, MessageID: msg.MessageID,
-			GroupID: msg.GroupID, Subject: msg.Subject, Properties: props, DeliverAt: at})
+			GroupID: msg.GroupID, Subject: msg.Subject, Properties: props, DeliverAt: at, Priority: msg.Priority})
 	}
 }
 

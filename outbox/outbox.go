@@ -84,6 +84,12 @@ type Message struct {
 	// TTL bounds the message's life: past it the message is never delivered.
 	// Zero means the queue's DefaultTTL.
 	TTL time.Duration
+	// Priority orders the message among the queue's claimable ones: 0
+	// (the default) to mqlite.MaxPriority, a claim takes the highest first
+	// and, within a priority, the lowest seq. A FIFO group keeps its order:
+	// a later member waits for its front, whatever the priorities. A topic
+	// gives its copies the message's priority.
+	Priority int
 }
 
 // Copy is the row one message left in one queue.
@@ -197,7 +203,7 @@ func convert(m Message) (driver.SendMessage, error) {
 	}
 	om := driver.SendMessage{
 		Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
-		TTLMS: m.TTL.Milliseconds(), Props: m.Properties,
+		TTLMS: m.TTL.Milliseconds(), Props: m.Properties, Priority: int64(m.Priority),
 	}
 	if !m.DeliverAt.IsZero() {
 		om.DeliverAt = m.DeliverAt.UnixMilli()
@@ -222,5 +228,5 @@ func convert(m Message) (driver.SendMessage, error) {
 // it before a request leaves the process.
 func (m Message) Validate() error {
 	return driver.Fields{MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
-		Properties: m.Properties, TTL: m.TTL}.Validate()
+		Properties: m.Properties, TTL: m.TTL, Priority: m.Priority}.Validate()
 }

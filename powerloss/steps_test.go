@@ -252,27 +252,33 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 // wrote a receipt row (mqlite-schema-5), the one before scheduled
 // messages were indexed by id (mqlite-schema-6), the one before
 // settled_at (mqlite-schema-7), the one whose states were IN lists
-// (mqlite-schema-8), and the one whose receive attempts kept the broker's
-// commit records (mqlite-schema-9). Every upgrade but the unprefixed
-// layout's and mqlite-schema-9's runs two migrations or three, each in its
-// own transaction: a cut between them leaves the layout of
-// mqlite-schema-5, of mqlite-schema-7 or of mqlite-schema-9 (between).
+// (mqlite-schema-8), the one whose receive attempts kept the broker's
+// commit records (mqlite-schema-9), and the one before priorities
+// (mqlite-schema-10). Every upgrade but the unprefixed layout's and
+// mqlite-schema-10's runs two migrations or more, each in its own
+// transaction: a cut between them leaves the layout of mqlite-schema-5, of
+// mqlite-schema-7, of mqlite-schema-9 or of mqlite-schema-10 (between).
 var migrationFixtures = []struct {
 	name, file, messages string
 	between              []string
 }{
 	{"v3", "../schema/testdata/v3/store.db", "messages", nil},
-	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", []string{"../schema/testdata/v5/store.db", sharedAttemptsFile}},
-	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", []string{sharedAttemptsFile}},
-	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", []string{"../schema/testdata/v7/store.db", sharedAttemptsFile}},
-	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", []string{sharedAttemptsFile}},
-	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", []string{sharedAttemptsFile}},
-	{"v9", sharedAttemptsFile, "mqlite_messages", nil},
+	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", []string{"../schema/testdata/v5/store.db", sharedAttemptsFile, commitsFile}},
+	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile}},
+	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", []string{"../schema/testdata/v7/store.db", sharedAttemptsFile, commitsFile}},
+	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile}},
+	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile}},
+	{"v9", sharedAttemptsFile, "mqlite_messages", []string{commitsFile}},
+	{"v10", commitsFile, "mqlite_messages", nil},
 }
 
 // sharedAttemptsFile is the fixture of mqlite-schema-9, the layout before
-// mqlite_commits.
-const sharedAttemptsFile = "../schema/testdata/v9/store.db"
+// mqlite_commits, and commitsFile that of mqlite-schema-10, the layout
+// before priorities.
+const (
+	sharedAttemptsFile = "../schema/testdata/v9/store.db"
+	commitsFile        = "../schema/testdata/v10/store.db"
+)
 
 // commitRecords counts the broker's commit records of the file at path,
 // whose tables' names begin with prefix: in the receive attempts, under a

@@ -111,6 +111,8 @@ func (f fixture) layoutOf(t *testing.T, path string) string {
 		return "before settled"
 	case f.version < sharedAttemptsFixture.version && token == sharedAttemptsFixture.token && layout == sharedAttemptsFixture.layout(t):
 		return "before commits"
+	case f.version < commitsFixture.version && token == commitsFixture.token && layout == commitsFixture.layout(t):
+		return "before priority"
 	}
 	t.Fatalf("a mix of layouts: token %q, layout:\n%s", token, layout)
 	return ""
@@ -158,7 +160,7 @@ func copyFile(t *testing.T, src, dst string) {
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
 	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, completedRowFixture, settledFixture, inListFixture,
-		sharedAttemptsFixture}
+		sharedAttemptsFixture, commitsFixture}
 	for i, f := range fixtures {
 		randomKills := migrationRandomKills / len(fixtures)
 		if i < migrationRandomKills%len(fixtures) {
@@ -221,6 +223,8 @@ func (f fixture) crash(t *testing.T, randomKills int) {
 			from = settledFixture.version
 		case "before commits":
 			from = sharedAttemptsFixture.version
+		case "before priority":
+			from = commitsFixture.version
 		}
 		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil || m.From != from {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)

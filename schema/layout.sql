@@ -19,7 +19,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-10');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-11');
 
 -- mqlite: tables
 
@@ -97,7 +97,7 @@ CREATE TABLE mqlite_messages (
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
     last_error         TEXT,
-    settled_at         INTEGER,
+    settled_at         INTEGER, priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9),
     CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 ) STRICT;
 
@@ -250,7 +250,7 @@ END;
 -- The claim seeks this index: only claimable rows live in it. body_len
 -- rides along in this index and the four below so that Stats sums a
 -- queue's bytes from the indexes alone, never from the rows.
-CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
+CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, priority DESC, id, body_len) WHERE state = 'active' AND held = 0;
 -- Sweeps: expired leases, due scheduled messages, dead letters, TTL deadlines.
 CREATE INDEX mqlite_msg_locked ON mqlite_messages (queue, locked_until, body_len) WHERE state = 'locked';
 CREATE INDEX mqlite_msg_scheduled ON mqlite_messages (queue, visible_at, body_len) WHERE state = 'scheduled';

@@ -29,7 +29,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-10"
+const Token = "mqlite-schema-11"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -70,8 +70,14 @@ const inListToken = "mqlite-schema-8"
 // broker's commit records (POST /v1/commit) lived in
 // mqlite_receive_attempts, under the queue name "/commit/<access key id>"
 // (commitScopePrefix) and their idempotency key as the attempt id;
-// migration 9 moves them into mqlite_commits, to Token.
+// migration 9 moves them into mqlite_commits, to commitsToken.
 const sharedAttemptsToken = "mqlite-schema-9"
+
+// commitsToken is the guard token of the layout before priorities: a
+// message had no priority column and the claim index mqlite_msg_active
+// ordered a queue's claimable messages by id alone; migration 10 adds the
+// column and orders the index by (queue, priority DESC, id), to Token.
+const commitsToken = "mqlite-schema-10"
 
 // commitScopePrefix begins the queue name under which the layout with
 // shared attempts kept a commit record: no queue's name can (a queue name
@@ -81,13 +87,13 @@ const commitScopePrefix = "/commit/"
 // tokens are the guard tokens of the layouts, oldest first: an upgrade
 // finds nothing to do on a file of its target layout or a later one.
 var tokens = []string{unprefixedToken, prefixedToken, receiptToken, tombstoneToken, scheduledToken,
-	inListToken, sharedAttemptsToken, Token}
+	inListToken, sharedAttemptsToken, commitsToken, Token}
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 9
+const Latest = 10
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -154,7 +160,9 @@ func SQL() string {
 // layout with IN lists runs the eighth. The ninth, in its own
 // transaction, moves the broker's commit records of a file of the layout
 // with shared attempts (any file the third did not bring up to date) into
-// their own table.
+// their own table. The tenth, in its own transaction, gives the messages
+// of a file of the layout before priorities their priority column (0) and
+// the claim index its priority order.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -166,6 +174,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(7, &goose.GoFunc{RunTx: upgradeSettled}, nil),
 		goose.NewGoMigration(8, &goose.GoFunc{RunTx: upgradeInLists}, nil),
 		goose.NewGoMigration(9, &goose.GoFunc{RunTx: upgradeCommits}, nil),
+		goose.NewGoMigration(10, &goose.GoFunc{RunTx: upgradePriority}, nil),
 	}
 }
 
@@ -353,14 +362,17 @@ func newSequence(step stepFunc) error {
 // once and no trigger fires on a copied row (nor does the drop of the old
 // table fire mqlite_sequence_floor). The sequence's floor must be in
 // mqlite_sequence before it runs (newSequence, for a layout without it).
+// The table and indexes it makes are those of the layout before priorities
+// (unprioritized), which migration 10 then takes on like any file of that
+// layout.
 func rebuildMessages(step stepFunc, into, from, to string) error {
 	for _, s := range []struct{ name, query string }{
 		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT * FROM mqlite_messages`},
 		{"drop mqlite_messages", `DROP TABLE mqlite_messages`},
-		{"create mqlite_messages", statement("CREATE TABLE mqlite_messages (")},
+		{"create mqlite_messages", unprioritized(statement("CREATE TABLE mqlite_messages ("))},
 		{"copy the messages back", `INSERT INTO mqlite_messages (` + into + `) SELECT ` + from + ` FROM temp.mqlite_messages_copy`},
 		{"drop the copy of the messages", `DROP TABLE temp.mqlite_messages_copy`},
-		{"create the message indexes and triggers", part("message indexes and triggers")},
+		{"create the message indexes and triggers", unprioritized(part("message indexes and triggers"))},
 	} {
 		if err := step(s.name, s.query); err != nil {
 			return err
@@ -447,7 +459,7 @@ const commitRecords = `queue >= '` + commitScopePrefix + `' AND queue < '/commit
 // from the attempts, and then makes the new table's indexes. The receive
 // attempts stay as they are.
 func upgradeCommits(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, sharedAttemptsToken, Token)
+	step, err := upgradeFrom(ctx, tx, sharedAttemptsToken, commitsToken)
 	if step == nil {
 		return err
 	}
@@ -459,6 +471,56 @@ func upgradeCommits(ctx context.Context, tx *sql.Tx) error {
 		{"delete the commit records from the attempts", `DELETE FROM mqlite_receive_attempts WHERE ` + commitRecords},
 		{"create mqlite_commits_expires", statement("CREATE INDEX mqlite_commits_expires ")},
 		{"create mqlite_commits_key", statement("CREATE UNIQUE INDEX mqlite_commits_key ")},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
+	return step("write the guard "+commitsToken, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, commitsToken)
+}
+
+// priorityColumn is the priority column as ALTER TABLE adds it: the text
+// layout.sql holds after settled_at, so that an upgraded file and a new one
+// hold the same table text.
+const priorityColumn = `priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9)`
+
+// claimIndexColumns are mqlite_msg_active's columns in today's layout, and
+// unprioritizedClaimIndexColumns in the layout before priorities.
+const (
+	claimIndexColumns              = `mqlite_msg_active ON mqlite_messages (queue, priority DESC, id, body_len)`
+	unprioritizedClaimIndexColumns = `mqlite_msg_active ON mqlite_messages (queue, id, body_len)`
+)
+
+// unprioritized turns DDL of layout.sql into that of the layout before
+// priorities: the messages' table without the priority column, the claim
+// index in (queue, id) order. It panics if the text has neither, so that a
+// change to layout.sql cannot slip past it.
+func unprioritized(ddl string) string {
+	out := strings.Replace(ddl, ", "+priorityColumn, "", 1)
+	out = strings.Replace(out, claimIndexColumns, unprioritizedClaimIndexColumns, 1)
+	if out == ddl {
+		panic("schema: layout.sql's messages have no priority column nor claim index in priority order")
+	}
+	return out
+}
+
+// upgradePriority moves a file of the layout before priorities to the
+// current one, in the migration's one transaction: every message gets
+// priority 0 (ALTER TABLE ... ADD COLUMN, which rewrites no row: the
+// default is read from the table's text), and mqlite_msg_active is made
+// again in (queue, priority DESC, id) order, so that the claim takes the
+// highest priority first and then the lowest seq, as it took the lowest
+// seq. A file whose messages' table an earlier migration made again
+// (rebuildMessages) holds that layout's table too.
+func upgradePriority(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, commitsToken, Token)
+	if step == nil {
+		return err
+	}
+	for _, s := range []struct{ name, query string }{
+		{"add the priority column", `ALTER TABLE mqlite_messages ADD COLUMN ` + priorityColumn},
+		{"drop mqlite_msg_active", `DROP INDEX mqlite_msg_active`},
+		{"create mqlite_msg_active", statement("CREATE INDEX mqlite_msg_active ")},
 	} {
 		if err := step(s.name, s.query); err != nil {
 			return err
@@ -583,7 +645,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

@@ -64,6 +64,10 @@ var (
 	// kept the broker's commit records too, under the queue name
 	// "/commit/<access key id>".
 	sharedAttemptsFixture = fixture{dir: "testdata/v9", token: "mqlite-schema-9", version: 8, prefix: "mqlite_", tables: tables}
+	// commitsFixture is the layout before priorities: the broker's commit
+	// records in mqlite_commits, no priority column, the claim index in
+	// (queue, id) order.
+	commitsFixture = fixture{dir: "testdata/v10", token: "mqlite-schema-10", version: 9, prefix: "mqlite_", tables: tables}
 )
 
 // commitPrefix begins the queue name of a commit record in the attempts'
@@ -85,9 +89,12 @@ func (f fixture) from(table string) string {
 }
 
 // commitsOf reads the broker's commit records of the file of the fixture's
-// layout, as commitColumns.
+// layout, as commitColumns: from mqlite_commits in a layout that has it.
 func (f fixture) commitsOf(t *testing.T, db *sql.DB) []string {
 	t.Helper()
+	if testdb.Int(t, db, `SELECT count(*) FROM sqlite_schema WHERE name = 'mqlite_commits'`) == 1 {
+		return rowsOf(t, db, "mqlite_commits", commitColumns)
+	}
 	if !slices.Contains(columnsOf(t, db, f.prefix+"receive_attempts"), "id") {
 		return nil // a layout before the broker, whose attempts had no id
 	}
@@ -624,6 +631,45 @@ func TestUpgradeFromSharedAttempts(t *testing.T) {
 	}
 	if n := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_commits`); n != 2 {
 		t.Errorf("%d commit records after the replays, want the 2 upgraded", n)
+	}
+}
+
+// TestUpgradeFromCommits upgrades the fixture of the layout before
+// priorities: every message, in every state, gets priority 0, the claim
+// index its priority order, and the store keeps every promise (a group's
+// order among them); a message sent after the upgrade with a priority is
+// claimed ahead of the older ones.
+func TestUpgradeFromCommits(t *testing.T) {
+	t.Parallel()
+	path, exp, before := commitsFixture.upgrade(t)
+	if len(before.commits) != 2 {
+		t.Fatalf("the fixture holds %d commit records, want 2", len(before.commits))
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := testdb.Strings(t, db, `SELECT DISTINCT state FROM mqlite_messages ORDER BY state`)
+	if want := []string{"active", "completed", "dead_lettered", "deferred", "locked", "scheduled"}; !slices.Equal(states, want) {
+		t.Errorf("states %q, want every state %q", states, want)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE priority <> 0`); n != 0 {
+		t.Errorf("%d messages with a priority after the upgrade, want none", n)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 8)
+	ctx := context.Background()
+	older := testdb.Int(t, st.DB(), `SELECT count(*) FROM mqlite_messages WHERE queue = 'nodedup' AND state = 'active'`)
+	if older == 0 {
+		t.Fatal("nodedup holds no claimable message to jump")
+	}
+	seq := sendOne(t, st, "nodedup", outbox.Message{Body: []byte("urgent"), Priority: 9}).Seq
+	got, err := st.Receive(ctx, "nodedup", mqlite.ReceiveOptions{})
+	if err != nil || len(got) != 1 || got[0].Seq != seq || got[0].Priority != 9 {
+		t.Fatalf("receive after the upgrade: %+v, %v, want seq %d of priority 9 ahead of %d older", got, err, seq, older)
 	}
 }
 

@@ -359,10 +359,11 @@ async function loadMessages() {
   const msgs = res.messages;
   state.peekLast = res.next_seq ? res.next_seq - 1 : (msgs.length ? msgs[msgs.length - 1].seq : 0);
   body.replaceChildren(...msgs.map((m) => el("tr", { class: "clickable", "data-seq": m.seq, onclick: (ev) => showMessage(m, ev.currentTarget) },
-    el("td", { class: "n" }, m.seq), el("td", {}, m.state), el("td", { class: "n" }, m.delivery_count),
+    el("td", { class: "n" }, m.seq), el("td", {}, m.state), el("td", { class: "n" }, m.priority || 0),
+    el("td", { class: "n" }, m.delivery_count),
     el("td", {}, m.message_id || ""), el("td", {}, m.subject || ""),
     el("td", { class: "preview" }, preview(m.body)))));
-  if (!msgs.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 6, class: "note" }, "No messages.")));
+  if (!msgs.length) body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "note" }, "No messages.")));
   body.dataset.loaded = queue;
 }
 
@@ -382,7 +383,7 @@ function showMessage(m, row) {
   d.replaceChildren(
     el("h2", {}, `${m.queue} #${m.seq}`),
     el("dl", {},
-      ...pair("state", m.state), ...pair("delivery count", m.delivery_count),
+      ...pair("state", m.state), ...pair("priority", m.priority || 0), ...pair("delivery count", m.delivery_count),
       ...pair("message id", m.message_id || "—"), ...pair("group", m.group_id || "—"),
       ...pair("subject", m.subject || "—"), ...pair("enqueued", fmtTime(m.enqueued_at)),
       ...lastErrorPair(m),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -229,5 +230,37 @@ func TestServeRefusesBadLimits(t *testing.T) {
 		if code != 2 || served {
 			t.Errorf("%v: exit %d, served %v: %s", extra, code, served, errOut)
 		}
+	}
+}
+
+// TestSendPriority: send --priority gives a message its priority, which
+// receive honours (the highest first) and peek and find show, as a column
+// and in --json; a priority out of range is refused and nothing is sent.
+func TestSendPriority(t *testing.T) {
+	t.Parallel()
+	db := newStore(t) // seqs 1 and 2, priority 0
+	if _, errOut, code := runIn(t, "", false, append([]string{"send", "orders", "urgent", "--priority", "7"}, db...)...); code != 0 {
+		t.Fatalf("send --priority 7: exit %d: %s", code, errOut)
+	}
+	for _, bad := range []string{"10", "-1"} {
+		if _, _, code := runIn(t, "", false, append([]string{"send", "orders", "bad", "--priority", bad}, db...)...); code == 0 {
+			t.Errorf("send --priority %s: exit 0, want a refusal", bad)
+		}
+	}
+	out, _, _ := runIn(t, "", false, append([]string{"peek", "orders"}, db...)...)
+	if !strings.Contains(out, "PRIORITY") || !regexp.MustCompile(`(?m)^3\s+active\s+7\s`).MatchString(out) {
+		t.Errorf("peek does not show seq 3's priority 7:\n%s", out)
+	}
+	out, _, _ = runIn(t, "", false, append([]string{"find", "orders", "--json"}, db...)...)
+	var got jsonMessages
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Messages) != 3 {
+		t.Fatalf("find --json: %v: %s", err, out)
+	}
+	if got.Messages[2].Priority != 7 || got.Messages[0].Priority != 0 {
+		t.Errorf("find --json priorities %d and %d, want 0 and 7", got.Messages[0].Priority, got.Messages[2].Priority)
+	}
+	out, _, _ = runIn(t, "", false, append([]string{"receive", "orders", "--json"}, db...)...)
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Messages) != 1 || got.Messages[0].Seq != 3 {
+		t.Fatalf("receive: %v, want seq 3 (priority 7) first: %s", err, out)
 	}
 }

@@ -27,6 +27,7 @@ func sendCmd(g *globals) *cobra.Command {
 		file, id, group, subject string
 		props                    []string
 		delay, ttl               time.Duration
+		priority                 int
 	)
 	cmd := &cobra.Command{
 		Use:   "send QUEUE [BODY]",
@@ -45,7 +46,7 @@ sent in batches of 100 with a progress bar.`,
 			if (len(args) == 2) == (file != "") {
 				return usagef("give a BODY or --file, not both and not neither")
 			}
-			base := outbox.Message{MessageID: id, GroupID: group, Subject: subject, TTL: ttl}
+			base := outbox.Message{MessageID: id, GroupID: group, Subject: subject, TTL: ttl, Priority: priority}
 			if delay > 0 {
 				base.DeliverAt = time.Now().Add(delay)
 			}
@@ -85,6 +86,7 @@ sent in batches of 100 with a progress bar.`,
 	f.StringArrayVar(&props, "prop", nil, "a property `key=value` (repeat)")
 	f.DurationVar(&delay, "delay", 0, "deliver no earlier than this long from now")
 	f.DurationVar(&ttl, "ttl", 0, "the time to live (default: the queue's)")
+	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the priority, 0 to %d: a higher one is received first", mqlite.MaxPriority))
 	return cmd
 }
 
@@ -241,7 +243,7 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 	if dead {
 		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tLAST ERROR\tBODY")
 	} else {
-		fmt.Fprintln(w, "SEQ\tSTATE\tDELIVERIES\tSUBJECT\tLAST ERROR\tBODY")
+		fmt.Fprintln(w, "SEQ\tSTATE\tPRIORITY\tDELIVERIES\tSUBJECT\tLAST ERROR\tBODY")
 	}
 	for _, m := range msgs {
 		if dead {
@@ -258,7 +260,7 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 				state = "received"
 			}
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\t%s\n", m.Seq, state, m.DeliveryCount, m.Subject, lastError(m), bodyText(m.Body))
+		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%s\t%s\n", m.Seq, state, m.Priority, m.DeliveryCount, m.Subject, lastError(m), bodyText(m.Body))
 	}
 }
 

@@ -68,7 +68,7 @@ role on TO: a worker key scoped to both.`,
 func moveAll(ctx context.Context, b backend, msgs []mqlite.Message, to string) (int, error) {
 	for i, m := range msgs {
 		onward := outbox.Message{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID,
-			Subject: m.Subject, Properties: m.Properties}
+			Subject: m.Subject, Properties: m.Properties, Priority: m.Priority}
 		err := consumer.CompleteWith(ctx, b, m.Lock(), func(ctx context.Context, tx consumer.Tx) error {
 			return tx.Send(ctx, to, onward)
 		})

@@ -18,6 +18,9 @@ const (
 	MaxTTL             = 100 * 365 * 24 * time.Hour
 	// MaxDelay bounds a DeliverAt (from now) and an Abandon's delay.
 	MaxDelay = 365 * 24 * time.Hour
+	// MaxPriority is the highest priority of a message; the lowest, and
+	// the default, is 0.
+	MaxPriority = 9
 )
 
 // ReceiptTTLMS is how long a settlement receipt and a receive attempt can
@@ -48,6 +51,7 @@ type Fields struct {
 	Subject    string
 	Properties map[string]string
 	TTL        time.Duration
+	Priority   int
 }
 
 // Validate checks every field of f against its bound and refuses text that
@@ -83,6 +87,8 @@ func (f Fields) Validate() error {
 		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v, want 0 to %v", f.TTL, MaxTTL)
 	case f.TTL > 0 && f.TTL < time.Millisecond:
 		return errs.Invalidf(errs.ErrInvalidTTL, "TTL %v is under a millisecond", f.TTL)
+	case f.Priority < 0 || f.Priority > MaxPriority:
+		return errs.Invalidf(errs.ErrInvalidMessage, "Priority %d, want 0 to %d", f.Priority, MaxPriority)
 	}
 	return nil
 }
@@ -97,6 +103,7 @@ type SendMessage struct {
 	Props      map[string]string // the same, for subscription filters
 	DeliverAt  int64             // epoch ms; 0 = now
 	TTLMS      int64             // 0 = the queue's default
+	Priority   int64             // 0 to MaxPriority: a claim takes the highest first
 }
 
 // Size is what the message counts against the store's MaxMessageBytes: its
@@ -143,6 +150,7 @@ type Row struct {
 	DeadLetterDescription string  `json:"dld,omitempty"`
 	DeadLetteredAt        int64   `json:"dla,omitempty"`
 	LastError             string  `json:"lerr,omitempty"`
+	Priority              int64   `json:"pri,omitempty"`
 }
 
 // Size is the row's size as Config.MaxMessageBytes counts it

@@ -13,7 +13,7 @@ func TestBrowsePlans(t *testing.T) {
 	t.Parallel()
 	db := planDB(t)
 	const (
-		active = "SEARCH mqlite_messages USING INDEX mqlite_msg_active (queue=? AND id>?)"
+		active = "SEARCH mqlite_messages USING INDEX mqlite_msg_active (queue=? AND priority=? AND id>?)"
 		// The held messages: the walk of the queue's groups, each group's
 		// bound, and its members up to the bound.
 		groups    = "SEARCH mqlite_messages USING INDEX mqlite_msg_group_live (queue=? AND group_id>?)"

@@ -21,14 +21,14 @@ const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_a
 	group_id, coalesce(subject, ''), coalesce(properties, ''),
 	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, '')`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
 
 func scanRow(s scanner) (Row, error) {
 	var c Row
 	var gid sql.NullString
 	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
 		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError)
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
 	if gid.Valid {
 		c.GroupID = &gid.String
 	}
@@ -41,7 +41,7 @@ func scanRow(s scanner) (Row, error) {
 const claimedColumns = `id, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''),
 	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, '')`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
 
 // scanClaimed scans claimedColumns of a message locked under token until
 // the lease end until.
@@ -50,7 +50,7 @@ func scanClaimed(s scanner, token string, until int64) (Row, error) {
 	var gid sql.NullString
 	err := s.Scan(&c.Seq, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
 		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError)
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
 	if gid.Valid {
 		c.GroupID = &gid.String
 	}
@@ -65,7 +65,8 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// eligible is the WHERE of the claim's candidate: the oldest active,
+// eligible is the WHERE of the claim's candidate (in priority order, then
+// seq: mqlite_msg_active's order): the oldest active,
 // unexpired, undelivered-past-the-limit message of the queue that is not
 // held behind its group, and (the head-of-line probe, on the partial index
 // of the members in flight) has no earlier message of its group locked,
@@ -96,7 +97,7 @@ const lockSet = `SET state = 'locked', locked_until = ?2 + ?4, lock_token = lowe
 // its front: every later member is held, so one statement can never hand
 // out two messages of a group.
 const claimSQL = `UPDATE mqlite_messages ` + lockSet + `
-	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
+	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.priority DESC, m.id LIMIT ?5 + 0)
 	RETURNING ` + returning
 
 // claimOneSQL is claimSQL for a single message, the most common call: the
@@ -105,13 +106,13 @@ const claimSQL = `UPDATE mqlite_messages ` + lockSet + `
 // that the statement returns only claimedColumns.
 const claimOneSQL = `UPDATE mqlite_messages SET state = 'locked', locked_until = ?2 + ?4, lock_token = ?6,
 	    delivery_count = delivery_count + 1
-	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
+	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.priority DESC, m.id LIMIT ?5 + 0)
 	RETURNING ` + claimedColumns
 
 // claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
 const claimDeleteSQL = `DELETE FROM mqlite_messages
-	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
+	WHERE id IN (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.priority DESC, m.id LIMIT ?5 + 0)
 	RETURNING ` + returning
 
 // sizeSQL is the size of message m as Config.MaxMessageBytes counts it
@@ -120,13 +121,13 @@ const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce
 	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
 
 // budgetSQL is the candidates of a claim with a byte budget ?6: of the
-// oldest ?5 claimable messages, in sequence order, the first whatever its
+// first ?5 claimable messages, in claim order (priority, then sequence), the first whatever its
 // size, and after it those whose sizes add up, with all before them, to at
 // most ?6. The running sum is taken over the ?5 candidates only.
 const budgetSQL = `SELECT id FROM (
 	SELECT id, row_number() OVER w AS n, sum(size) OVER w AS total FROM (
-		SELECT m.id, ` + sizeSQL + ` AS size FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.id LIMIT ?5 + 0)
-	WINDOW w AS (ORDER BY id ROWS UNBOUNDED PRECEDING))
+		SELECT m.id, m.priority, ` + sizeSQL + ` AS size FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.priority DESC, m.id LIMIT ?5 + 0)
+	WINDOW w AS (ORDER BY priority DESC, id ROWS UNBOUNDED PRECEDING))
 	WHERE n = 1 OR total <= ?6`
 
 // claimBudgetSQL and claimDeleteBudgetSQL are claimSQL and claimDeleteSQL
@@ -314,7 +315,9 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Row) int { return cmp.Compare(a.Seq, b.Seq) })
+	// In claim order: the highest priority first, then the lowest seq
+	// (RETURNING gives the rows in the order the statement wrote them).
+	slices.SortFunc(out, func(a, b Row) int { return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Seq, b.Seq)) })
 	return out, nil
 }
 

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
+
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // Retain applies a queue's dead-letter retention: the dead letters older
@@ -215,17 +218,28 @@ func Stats(ctx context.Context, db DBTX, queue string) (map[string]StateStats, e
 	return out, nil
 }
 
-// oldestSQL reads the queue's two oldest moments with one seek each: the
-// enqueued_at of its lowest claimable message (the first entry of
-// mqlite_msg_active for the queue, then one rowid seek) and the
+// oldestSQL reads the queue's two oldest moments with a few seeks: the
+// enqueued_at of its lowest claimable message (the lowest of the first
+// entries of each priority in mqlite_msg_active for the queue, then one
+// rowid seek) and the
 // dead_lettered_at of its lowest dead letter (the first entry of
 // mqlite_msg_dead, which carries the column). Nothing else is read.
-const oldestSQL = `SELECT
+var oldestSQL = `SELECT
 	coalesce((SELECT m.enqueued_at FROM mqlite_messages m WHERE m.id = (
-		SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_active
-		 WHERE queue = ?1 AND state = 'active' AND held = 0 ORDER BY id LIMIT 1)), 0),
+		SELECT min(id) FROM (` + oldestActive() + `))), 0),
 	coalesce((SELECT dead_lettered_at FROM mqlite_messages INDEXED BY mqlite_msg_dead
 		 WHERE queue = ?1 AND state = 'dead_lettered' ORDER BY id LIMIT 1), 0)`
+
+// oldestActive is the lowest id of each priority's claimable messages of
+// the queue ?1, one seek of mqlite_msg_active (priority, then id) each.
+func oldestActive() string {
+	arms := make([]string, 0, driver.MaxPriority+1)
+	for p := driver.MaxPriority; p >= 0; p-- {
+		arms = append(arms, fmt.Sprintf(`SELECT * FROM (SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_active
+		 WHERE queue = ?1 AND priority = %d AND state = 'active' AND held = 0 ORDER BY id LIMIT 1)`, p))
+	}
+	return strings.Join(arms, "\n\tUNION ALL ")
+}
 
 // Oldest returns the enqueued_at of the queue's claimable message of lowest
 // sequence number and the dead_lettered_at of its dead letter of lowest

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // idsOf is one state's ids of the queue ?1 from id ?2 on, read from the
@@ -45,7 +47,7 @@ const heldGroups = `WITH RECURSIVE groups(g) AS (
 // ?3 live members of each group from ?2 on (heldGroups), whose rows it
 // reads for the state.
 var (
-	activeIDs = idsOf("mqlite_msg_active", `state = 'active' AND held = 0`)
+	activeIDs = activeByPriority()
 	heldIDs   = `SELECT m.id FROM bounds CROSS JOIN mqlite_messages m INDEXED BY mqlite_msg_group_live
 		WHERE m.queue = ?1 AND m.group_id = bounds.g AND m.id >= ?2 AND m.id <= bounds.last
 		  AND ` + liveGrouped + `
@@ -55,6 +57,19 @@ var (
 	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
 	deadIDs      = idsOf("mqlite_msg_dead", `state = 'dead_lettered'`)
 )
+
+// activeByPriority is the claimable ids of the queue ?1 from id ?2 on: one
+// arm per priority, highest first, each a range of mqlite_msg_active (which
+// orders a queue's entries by priority, then id) in id order, so that the
+// window merges them (UNION ALL) where one scan of the queue's entries in
+// priority order would have to be read whole and sorted.
+func activeByPriority() string {
+	arms := make([]string, 0, driver.MaxPriority+1)
+	for p := driver.MaxPriority; p >= 0; p-- {
+		arms = append(arms, idsOf("mqlite_msg_active", fmt.Sprintf(`priority = %d AND state = 'active' AND held = 0`, p)))
+	}
+	return strings.Join(arms, "\n\tUNION ALL ")
+}
 
 // windowSQL lists the ids of the queue ?1 in state from id ?2 on, in id
 // order, at most ?3 of them: the states' index scans, each sorted by id

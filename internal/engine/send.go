@@ -55,7 +55,7 @@ func contentKey(body []byte) []byte {
 // INSERT … SELECT runs under a statement journal, which copies every page
 // the insert changes. The one-row VALUES does neither.
 const insertMessage = `INSERT OR IGNORE INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
-	message_id, group_id, subject, properties, content_key, body_len, body)
+	message_id, group_id, subject, properties, content_key, body_len, body, priority)
 VALUES (` + nextSeq + `, ?1,
 	CASE WHEN ?5 > mqlite_now() THEN 'scheduled' ELSE 'active' END,
 	?3 IS NOT NULL AND EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.` + live + ` AND b.group_id = ?3),
@@ -67,7 +67,7 @@ VALUES (` + nextSeq + `, ?1,
 	  WHERE q.name = ?1 AND ?11 <= mqlite_max_message_bytes()
 	    AND q.ordering = ?13 AND q.dedup_window_ms = ?14 AND q.dedup_by_body = ?15
 	    AND NOT EXISTS (SELECT 1 FROM mqlite_dedup d WHERE d.queue = ?1 AND d.key = ?10 AND d.expires_at > mqlite_now())),
-	mqlite_now(), ?2, ?3, ?4, ?7, ?8, ?12, ?9)`
+	mqlite_now(), ?2, ?3, ?4, ?7, ?8, ?12, ?9, ?16)`
 
 // insertDedup writes the dedup row (?2 key, ?4 content key) of the message
 // ?3 just sent to the queue ?1 with a window of ?5 ms: it expires a window
@@ -297,7 +297,7 @@ func insertOne(ctx context.Context, db DBTX, r oneRow) (int64, int64, error) {
 	}
 	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), r.group,
 		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), r.ckey, r.body, r.key, m.Size(), len(m.Body),
-		ordering, r.shape.windowMS, r.shape.byBody)
+		ordering, r.shape.windowMS, r.shape.byBody, m.Priority)
 	if err != nil {
 		return 0, 0, interpret("send", err)
 	}

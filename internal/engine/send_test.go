@@ -69,7 +69,7 @@ func TestSendStatementsCopyNoRow(t *testing.T) {
 func TestSendPlan(t *testing.T) {
 	t.Parallel()
 	db := planDB(t)
-	got := explain(t, db, insertMessage, "q", nil, "g", nil, 0, 0, nil, []byte{1}, []byte{1}, "k", 1, 1, "standard", 0, 0)
+	got := explain(t, db, insertMessage, "q", nil, "g", nil, 0, 0, nil, []byte{1}, []byte{1}, "k", 1, 1, "standard", 0, 0, 0)
 	for _, w := range []string{
 		"SEARCH q USING INDEX sqlite_autoindex_mqlite_queues_1 (name=?)",
 		"SEARCH d USING PRIMARY KEY (queue=? AND key=?)",

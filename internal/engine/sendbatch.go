@@ -12,7 +12,7 @@ import (
 const maxChunk = 128
 
 // rowParams is how many parameters one row of a multi-row insert binds.
-const rowParams = 8
+const rowParams = 9
 
 // chunkSQL returns the multi-row insert of n messages into the queue ?1 and
 // the dedup lookup of their n keys. The lookup joins the keys, a VALUES
@@ -29,14 +29,14 @@ const rowParams = 8
 func chunkSQL(n int) (insertSQL, lookupSQL string) {
 	var ins, look strings.Builder
 	ins.WriteString(`INSERT INTO mqlite_messages (id, queue, state, held, visible_at, expires_at, enqueued_at,
-	message_id, subject, properties, content_key, body_len, body)
+	message_id, subject, properties, content_key, body_len, body, priority)
 SELECT column8, ?1, CASE WHEN column1 > (SELECT mqlite_now()) THEN 'scheduled' ELSE 'active' END, 0,
 	max(column1, (SELECT mqlite_now())),
 	CASE WHEN column2 > 0 THEN (SELECT mqlite_now()) + column2
 	     WHEN (SELECT default_ttl_ms FROM mqlite_queues WHERE name = ?1) > 0
 	     THEN (SELECT mqlite_now()) + (SELECT default_ttl_ms FROM mqlite_queues WHERE name = ?1)
 	     ELSE 0 END,
-	(SELECT mqlite_now()), column3, column4, column5, column6, length(column7), column7
+	(SELECT mqlite_now()), column3, column4, column5, column6, length(column7), column7, column9
 FROM (VALUES `)
 	look.WriteString(`SELECT key, seq, content_key FROM (VALUES `)
 	// The rows' parameters are anonymous: SQLite numbers them 2, 3, ... in
@@ -245,7 +245,7 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 				body = []byte{}
 			}
 			args = append(args, p.m.DeliverAt, p.m.TTLMS, nullString(p.m.MessageID), nullString(p.m.Subject),
-				nullString(p.m.Properties), p.ckey, body, first+int64(i))
+				nullString(p.m.Properties), p.ckey, body, first+int64(i), p.m.Priority)
 		}
 		res, err := db.ExecContext(ctx, chunkSQLs[n][0], args...)
 		if err != nil {

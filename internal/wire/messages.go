@@ -16,12 +16,13 @@ type SendMessage struct {
 	Properties map[string]string `json:"properties,omitempty"`
 	DeliverAt  time.Time         `json:"deliver_at,omitzero"`
 	TTLMS      int64             `json:"ttl_ms,omitempty"`
+	Priority   int               `json:"priority,omitempty"`
 }
 
 // FromOutbox encodes an outbox.Message.
 func FromOutbox(m outbox.Message) SendMessage {
 	return SendMessage{Body: m.Body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
-		Properties: m.Properties, DeliverAt: m.DeliverAt, TTLMS: DurMS(m.TTL)}
+		Properties: m.Properties, DeliverAt: m.DeliverAt, TTLMS: DurMS(m.TTL), Priority: m.Priority}
 }
 
 // Outbox decodes the message for outbox.SendOne. A missing body is an
@@ -36,7 +37,7 @@ func (m SendMessage) Outbox() outbox.Message {
 		ttl = MSDur(m.TTLMS)
 	}
 	return outbox.Message{Body: body, MessageID: m.MessageID, GroupID: m.GroupID, Subject: m.Subject,
-		Properties: m.Properties, DeliverAt: m.DeliverAt, TTL: ttl}
+		Properties: m.Properties, DeliverAt: m.DeliverAt, TTL: ttl, Priority: m.Priority}
 }
 
 // SendBatchRequest is the body of a batched send.
@@ -158,6 +159,7 @@ type ReceivedMessage struct {
 	DeadLetterDescription string            `json:"dead_letter_description,omitempty"`
 	DeadLetteredAt        time.Time         `json:"dead_lettered_at,omitzero"`
 	LastError             string            `json:"last_error,omitempty"`
+	Priority              int               `json:"priority,omitempty"`
 }
 
 // FromMessage encodes m.
@@ -166,7 +168,8 @@ func FromMessage(m mqlite.Message) ReceivedMessage {
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: string(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
-		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError}
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError,
+		Priority: m.Priority}
 }
 
 // Message decodes m.
@@ -179,7 +182,8 @@ func (m ReceivedMessage) Message() mqlite.Message {
 		Subject: m.Subject, Properties: m.Properties, DeliveryCount: m.DeliveryCount,
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: mqlite.State(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
-		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError}
+		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError,
+		Priority: m.Priority}
 }
 
 // FromMessages encodes msgs; never nil, so the JSON is [] and not null.

@@ -164,6 +164,9 @@ func appendMessage(b []byte, m ReceivedMessage) ([]byte, bool) {
 	str("dead_letter_description", m.DeadLetterDescription, true)
 	tm("dead_lettered_at", m.DeadLetteredAt, true)
 	str("last_error", m.LastError, true)
+	if m.Priority != 0 {
+		b = strconv.AppendInt(append(b, `,"priority":`...), int64(m.Priority), 10)
+	}
 	return append(b, '}'), ok
 }
 

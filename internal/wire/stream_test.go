@@ -75,7 +75,8 @@ func randomEvent(rng *rand.Rand, strs []string) wire.StreamEvent {
 	for range rng.IntN(3) {
 		m := wire.ReceivedMessage{Queue: str(), Seq: rng.Int64() - rng.Int64(), MessageID: str(), GroupID: str(), Subject: str(),
 			DeliveryCount: rng.IntN(10), EnqueuedAt: tm(), ExpiresAt: tm(), LockToken: str(), LockedUntil: tm(), State: str(),
-			VisibleAt: tm(), DeadLetterReason: str(), DeadLetterDescription: str(), DeadLetteredAt: tm(), LastError: str()}
+			VisibleAt: tm(), DeadLetterReason: str(), DeadLetterDescription: str(), DeadLetteredAt: tm(), LastError: str(),
+			Priority: rng.IntN(10)}
 		switch rng.IntN(3) {
 		case 0:
 			m.Body = []byte{}
@@ -166,7 +167,7 @@ func TestParseStreamEvent(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_123)
 	for _, ev := range []wire.StreamEvent{
 		{Messages: []wire.ReceivedMessage{{Queue: "orders", Seq: 12, Body: []byte("body"), DeliveryCount: 1, EnqueuedAt: now,
-			LockToken: "0123456789abcdef0123456789abcdef", LockedUntil: now.Add(time.Second), State: "locked"}}, Line: 3, Results: []wire.ItemResult{{}}},
+			LockToken: "0123456789abcdef0123456789abcdef", LockedUntil: now.Add(time.Second), State: "locked", Priority: 7}}, Line: 3, Results: []wire.ItemResult{{}}},
 		{Messages: []wire.ReceivedMessage{{Queue: "q", Seq: 1, Body: []byte{}, EnqueuedAt: now.UTC()}, {Queue: "q", Seq: 2, EnqueuedAt: now.In(time.FixedZone("x", 3600))}}},
 		{Line: 1, Results: []wire.ItemResult{{Error: &wire.Error{Code: "conflict", Reason: "lock_lost", Message: "mqlite: lock lost"}}, {LockedUntil: now}}},
 	} {

@@ -194,6 +194,9 @@ func (p *lineParser) message() ReceivedMessage {
 	m.DeadLetterDescription = p.optStr(`,"dead_letter_description":`)
 	m.DeadLetteredAt = p.optTime(`,"dead_lettered_at":`)
 	m.LastError = p.optStr(`,"last_error":`)
+	if p.opt(`,"priority":`) {
+		m.Priority = int(p.int())
+	}
 	p.lit(`}`)
 	return m
 }

@@ -14,7 +14,7 @@ CREATE INDEX mqlite_commits_expires ON mqlite_commits (expires_at);
 CREATE UNIQUE INDEX mqlite_commits_key ON mqlite_commits (scope, idempotency_key);
 
 -- index mqlite_msg_active
-CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, id, body_len) WHERE state = 'active' AND held = 0;
+CREATE INDEX mqlite_msg_active ON mqlite_messages (queue, priority DESC, id, body_len) WHERE state = 'active' AND held = 0;
 
 -- index mqlite_msg_dead
 CREATE INDEX mqlite_msg_dead ON mqlite_messages (queue, id, body_len, dead_lettered_at) WHERE state = 'dead_lettered';
@@ -117,7 +117,7 @@ CREATE TABLE mqlite_messages (
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
     last_error         TEXT,
-    settled_at         INTEGER,
+    settled_at         INTEGER, priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9),
     CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 ) STRICT;
 
