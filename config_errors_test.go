@@ -18,7 +18,7 @@ import (
 // Every constructor and options check of the root module's packages refuses
 // a bad value with an error that errors.Is matches to
 // mqlite.ErrInvalidArgument, and to the package's own older name where it
-// has one (broker.ErrConfig, client.ErrConfig, webhook.ErrInvalidConfig).
+// has one (broker.ErrInvalidConfig, client.ErrInvalidConfig, webhook.ErrInvalidConfig).
 // The NATS and RabbitMQ sinks, in modules of their own, check theirs in
 // TestNewValidates (relay/nats, relay/amqp).
 func TestBadConfigIsInvalidArgument(t *testing.T) {

@@ -76,7 +76,7 @@ func countEffects(t *testing.T, st *mqlite.Store) int {
 
 // TestLoopTxClaimsInItsCommits: LoopTx over the store claims the next
 // message in the commit of each step, so its Loop calls Receive only to
-// start and once the queue is empty; the control, a TxSource whose
+// start and once the queue is empty; the control, a TxStore whose
 // TxAndReceive claims nothing, calls Receive for nearly every message.
 func TestLoopTxClaimsInItsCommits(t *testing.T) {
 	const n = 20
@@ -118,14 +118,14 @@ func TestLoopTxClaimsInItsCommits(t *testing.T) {
 	}
 }
 
-// claimsApart is the store as a TxSource whose TxAndReceive claims nothing.
+// claimsApart is the store as a TxStore whose TxAndReceive claims nothing.
 type claimsApart struct{ *mqlite.Store }
 
 func (s claimsApart) TxAndReceive(ctx context.Context, _ string, _ mqlite.ReceiveOptions, fn func(*mqlite.Tx) error) ([]mqlite.Message, error) {
 	return nil, s.Tx(ctx, fn)
 }
 
-// countReceives counts the Receives of a TxSource.
+// countReceives counts the Receives of a TxStore.
 type countReceives struct {
 	consumer.TxStore
 	n atomic.Int64

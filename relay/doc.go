@@ -2,7 +2,7 @@
 // system (a webhook, NATS JetStream, RabbitMQ, Kafka), at least once and with a
 // stable message id, so that the far side drops the duplicates.
 //
-// A Relay runs consumer.LoopBatch over a consumer.Source (the embedded
+// A Relay runs consumer.LoopBatch over a consumer.Store (the embedded
 // *mqlite.Store, or the broker's client) and hands batches of claimed
 // messages to a Sink, which reports one Outcome per message:
 //

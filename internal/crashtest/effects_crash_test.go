@@ -71,17 +71,17 @@ const (
 
 var effectPoints = []string{inHandler, beforeTx, afterRow, afterSend, beforeCommit, afterCommit}
 
-// crashSource is the store as LoopTx's TxSource, with the crash points
+// crashStore is the store as LoopTx's TxStore, with the crash points
 // around the transaction LoopTx runs: the test's hook into LoopTx, through
 // its own interface, with nothing added to the library. stall, before a
 // transaction, lets some leases lapse.
-type crashSource struct {
+type crashStore struct {
 	*mqlite.Store
 	stall func()
 }
 
 // Tx runs fn in the store's transaction between the crash points.
-func (s crashSource) Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error {
+func (s crashStore) Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error {
 	s.stall()
 	maybeCrash(beforeTx)
 	err := s.Store.Tx(ctx, func(tx *mqlite.Tx) error {
@@ -99,7 +99,7 @@ func (s crashSource) Tx(ctx context.Context, fn func(tx *mqlite.Tx) error) error
 
 // TxAndReceive is Tx's crash points around the store's TxAndReceive,
 // which LoopTx commits with to claim the next message in the same commit.
-func (s crashSource) TxAndReceive(ctx context.Context, queue string, opts mqlite.ReceiveOptions, fn func(tx *mqlite.Tx) error) ([]mqlite.Message, error) {
+func (s crashStore) TxAndReceive(ctx context.Context, queue string, opts mqlite.ReceiveOptions, fn func(tx *mqlite.Tx) error) ([]mqlite.Message, error) {
 	s.stall()
 	maybeCrash(beforeTx)
 	msgs, err := s.Store.TxAndReceive(ctx, queue, opts, func(tx *mqlite.Tx) error {
@@ -173,7 +173,7 @@ func effectsWorker(t *testing.T, atomic bool) {
 				time.Sleep(stallFor) // LoopTx no longer renews the lease: it lapses
 			}
 		}
-		err = consumer.LoopTx(ctx, crashSource{Store: st, stall: stall}, effectsIn, func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
+		err = consumer.LoopTx(ctx, crashStore{Store: st, stall: stall}, effectsIn, func(ctx context.Context, m mqlite.Message) (consumer.TxStep, error) {
 			maybeCrash(inHandler)
 			if draw() < 5 {
 				return nil, errors.New("handler failed on purpose")
