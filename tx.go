@@ -165,10 +165,20 @@ func (s *Store) ready(ctx context.Context) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if txmark.Inside(ctx, s, s.id) {
+	if txmark.Inside(ctx, s, s.id, s.storeIDOf) {
 		return fmt.Errorf("%w: use the transaction's SQL(), or call the store after the transaction", ErrInsideTx)
 	}
 	return nil
+}
+
+// storeIDOf asks the engine which store's handle tx, a transaction of
+// InTx, is on.
+func (s *Store) storeIDOf(ctx context.Context, tx any) (int64, error) {
+	db, ok := tx.(driver.DBTX)
+	if !ok {
+		return 0, fmt.Errorf("%T runs no statement", tx)
+	}
+	return s.eng.StoreID(ctx, db)
 }
 
 // SQLTx is what InTx needs of a transaction: *sql.Tx and *sqlx.Tx have it.

@@ -64,6 +64,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/internal/setting"
 	"github.com/mqlite/mqlite/internal/wire"
@@ -214,8 +215,8 @@ func New(ctx context.Context, st *mqlite.Store, cfg Config) (*Handler, error) {
 	if cfg.MaxHeldBytes, err = setting.Default("MaxHeldBytes", cfg.MaxHeldBytes, DefaultMaxHeldBytes); err != nil {
 		return nil, configErr("%v", err)
 	}
-	var storeMax int64
-	if err := st.DB().QueryRowContext(ctx, `SELECT mqlite_max_message_bytes()`).Scan(&storeMax); err != nil {
+	storeMax, err := driver.Of(st.DB()).MaxMessageBytes(ctx, st.DB())
+	if err != nil {
 		return nil, fmt.Errorf("inbound: reading the store's MaxMessageBytes: %w", err)
 	}
 	h := &Handler{st: st, log: cfg.Logger, senders: make(map[string]*sender, len(cfg.Senders)), held: newRoom(cfg.MaxHeldBytes)}

@@ -216,6 +216,12 @@ type Executor interface {
 	ForgetDedup(ctx context.Context, db DBTX, queue, messageID string, seq int64) error
 	// Now reads the store's now through db.
 	Now(ctx context.Context, db DBTX) (int64, error)
+	// StoreID returns the id of the store whose handle db is on; an error
+	// when db is on no store's handle (the re-entry check of InTx asks it).
+	StoreID(ctx context.Context, db DBTX) (int64, error)
+	// MaxMessageBytes returns the largest message the store of db takes
+	// (its Config.MaxMessageBytes).
+	MaxMessageBytes(ctx context.Context, db DBTX) (int64, error)
 	// Busy counts, in one snapshot, the messages of queues a consumer could
 	// take or holds now: active and not held by their group, locked, or
 	// scheduled and due.

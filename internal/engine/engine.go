@@ -398,6 +398,21 @@ func (SQLite) ForgetDedup(ctx context.Context, db DBTX, queue, messageID string,
 // Now: see the package function.
 func (SQLite) Now(ctx context.Context, db DBTX) (int64, error) { return Now(ctx, db) }
 
+// StoreID reads the handle's SQL function mqlite_store_id(), which only a
+// store's handle has.
+func (SQLite) StoreID(ctx context.Context, db DBTX) (int64, error) {
+	var id int64
+	err := db.QueryRowContext(ctx, `SELECT mqlite_store_id()`).Scan(&id)
+	return id, err
+}
+
+// MaxMessageBytes reads the handle's SQL function mqlite_max_message_bytes().
+func (SQLite) MaxMessageBytes(ctx context.Context, db DBTX) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT mqlite_max_message_bytes()`).Scan(&n)
+	return n, err
+}
+
 // Busy: see the package function.
 func (SQLite) Busy(ctx context.Context, db DBTX, queues []string) (int64, error) {
 	return Busy(ctx, db, queues)

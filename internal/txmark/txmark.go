@@ -11,7 +11,6 @@ package txmark
 
 import (
 	"context"
-	"database/sql"
 	"sync/atomic"
 )
 
@@ -35,18 +34,11 @@ func With(ctx context.Context, m *Mark) (context.Context, func()) {
 	return context.WithValue(ctx, markKey{}, m), func() { m.open.Store(false) }
 }
 
-// rowQuerier is what a transaction of InTx needs for Inside to ask it
-// which store it is on: *sql.Tx and *sqlx.Tx have it.
-type rowQuerier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // Inside reports whether ctx carries the mark of an open transaction on
-// the connection of store, whose mqlite_store_id() is id. A transaction of
-// InTx is asked (SELECT mqlite_store_id()): it is the caller's, it may be
-// on another store or on no store at all (then the question fails: not
-// store).
-func Inside(ctx context.Context, store any, id int64) bool {
+// the connection of store, whose id is id. A transaction of InTx is asked
+// (idOf, the engine's StoreID): it is the caller's, it may be on another
+// store or on no store at all (then the question fails: not store).
+func Inside(ctx context.Context, store any, id int64, idOf func(ctx context.Context, tx any) (int64, error)) bool {
 	m, ok := ctx.Value(markKey{}).(*Mark)
 	if !ok || !m.open.Load() {
 		return false
@@ -54,11 +46,6 @@ func Inside(ctx context.Context, store any, id int64) bool {
 	if m.Store != nil {
 		return m.Store == store
 	}
-	q, ok := m.Tx.(rowQuerier)
-	if !ok {
-		return false
-	}
-	var got int64
-	err := q.QueryRowContext(context.WithoutCancel(ctx), "SELECT mqlite_store_id()").Scan(&got)
+	got, err := idOf(context.WithoutCancel(ctx), m.Tx)
 	return err == nil && got == id
 }
