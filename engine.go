@@ -1,16 +1,61 @@
 package mqlite
 
 import (
+	"context"
+	"database/sql"
+	"net/url"
+	"strings"
+
 	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/engine"
+	"github.com/mqlite/mqlite/internal/postgres"
+	"github.com/mqlite/mqlite/schema"
 )
 
-// sqlite is the engine of every store: the SQLite engine, the one file of
-// the package that names internal/engine (the seam test pins it). Every
-// statement of the package goes through a Store's eng, which is this.
-var sqlite driver.Driver = engine.SQLite{}
+// The engines, the one file of the package that names them (the seam test
+// pins it): SQLite on a file, PostgreSQL on a database. Every statement of
+// the package goes through a Store's eng, which is one of these; Open picks
+// it by the path it is given, never by the caller's code.
+var (
+	sqlite     driver.Driver = engine.SQLite{}
+	postgresql driver.Driver = postgres.PostgreSQL{}
+)
 
-// init registers the engine, so that the packages acting on a caller's
+// init registers the engines, so that the packages acting on a caller's
 // bare transaction (outbox, consumer, broker, jobs) find its Executor
 // through driver.Of.
-func init() { driver.Register(sqlite) }
+func init() {
+	driver.Register(sqlite)
+	driver.Register(postgresql)
+}
+
+// layout is what Open does with an engine's mqlite objects: tell what the
+// database holds, which migration it has, and bring it up to date.
+type layout struct {
+	check   func(context.Context, *sql.DB) (schema.State, error)
+	version func(context.Context, *sql.DB) (int64, error)
+	apply   func(context.Context, *sql.DB) error
+	latest  int64
+}
+
+var (
+	sqliteLayout   = layout{schema.Check, schema.Version, schema.Apply, schema.Latest}
+	postgresLayout = layout{schema.CheckPostgres, schema.PostgresVersion, schema.ApplyPostgres, schema.PostgresLatest}
+)
+
+// IsPostgresURL reports whether path names a PostgreSQL database (a URL
+// of scheme postgres or postgresql), which Open opens on the PostgreSQL
+// engine; anything else is a SQLite file.
+func IsPostgresURL(path string) bool {
+	scheme, _, ok := strings.Cut(path, "://")
+	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+}
+
+// redactURL is a PostgreSQL URL without its password, for Path and logs.
+func redactURL(path string) string {
+	u, err := url.Parse(path)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	return u.Redacted()
+}

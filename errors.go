@@ -124,6 +124,9 @@ var (
 	// ErrScheduleExists: CreateSchedule with a name already in use by a
 	// schedule.
 	ErrScheduleExists = sentinel("mqlite: schedule already exists")
+	// ErrUnsupported: an operation the store's engine does not offer (a
+	// Backup of a PostgreSQL store, which the server's own tools take).
+	ErrUnsupported = sentinel("mqlite: not supported by this engine")
 )
 
 // InvalidArgumentError is the error of one bad input value. errors.Is

@@ -112,11 +112,24 @@ type DurationHistogram struct {
 // (a send undone that way stays in Sent). Every path of mqlite itself rolls
 // back the whole transaction on an error.
 //
+// On PostgreSQL, where other processes write the same database, the state
+// counts are read from the database at each call (a Stats per queue); the
+// event counters are this process's.
+//
 // It is safe for concurrent use. It returns ErrClosed once the store is
-// closed; ctx is not used (the method may ask a remote engine some day).
+// closed; ctx bounds the reads of a PostgreSQL store.
 func (s *Store) Metrics(ctx context.Context) ([]QueueMetrics, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
+	}
+	if s.eng.Shared() {
+		// Other processes write the database too: what the store's own
+		// statements reported is not all there is, so read the counts.
+		seeds, err := s.readCounts(ctx, s.db)
+		if err != nil {
+			return nil, err
+		}
+		s.tally.Refresh(seeds)
 	}
 	out := queueMetrics(s.tally.Snapshot())
 	live := s.listReceivers()
@@ -206,18 +219,27 @@ func exactOf(per map[string]driver.StateStats) tally.Exact {
 // indexes (Executor.Stats), and turns the tally on. It runs inside Open,
 // before any other statement can run on the connection.
 func (s *Store) seedTally(ctx context.Context, db driver.DBTX) error {
+	seeds, err := s.readCounts(ctx, db)
+	if err != nil {
+		return err
+	}
+	s.tally.Seed(seeds)
+	return nil
+}
+
+// readCounts reads every queue's counts from the state indexes.
+func (s *Store) readCounts(ctx context.Context, db driver.DBTX) ([]tally.Seed, error) {
 	qs, err := s.eng.ListQueues(ctx, db)
 	if err != nil {
-		return fmt.Errorf("seed counts: %w", err)
+		return nil, fmt.Errorf("read counts: %w", err)
 	}
 	seeds := make([]tally.Seed, 0, len(qs))
 	for _, q := range qs {
 		per, err := s.eng.Stats(ctx, db, q.Name)
 		if err != nil {
-			return fmt.Errorf("seed counts: %w", err)
+			return nil, fmt.Errorf("read counts: %w", err)
 		}
 		seeds = append(seeds, tally.Seed{Queue: q.Name, Counts: exactOf(per), Paused: q.PausedAt != 0})
 	}
-	s.tally.Seed(seeds)
-	return nil
+	return seeds, nil
 }

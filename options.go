@@ -47,6 +47,11 @@ type Config struct {
 	// BusyTimeout is how long a statement waits for a lock held by a
 	// foreign connection (a backup tool, the sqlite3 shell). Defaults to 5s.
 	BusyTimeout time.Duration
+	// MaxConns bounds the connections a store on PostgreSQL keeps to its
+	// database (its own statements, and the application's transactions on
+	// DB()), besides the one that listens for other processes' commits.
+	// Defaults to 8. A SQLite store always has one connection.
+	MaxConns int
 	// MaxMessageBytes is the largest message: its body and its metadata
 	// (MessageID, GroupID, Subject, Properties) together. Defaults to
 	// 1 MiB; at most MaxMessageBytesLimit (16 MiB).
@@ -144,6 +149,9 @@ func (o Config) withDefaults() (Config, error) {
 	}
 	if o.BusyTimeout == 0 {
 		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.MaxConns < 0 {
+		return o, invalidf(ErrInvalidArgument, "negative MaxConns")
 	}
 	if o.MaxMessageBytes < 0 || o.MaxMessageBytes > MaxMessageBytesLimit {
 		return o, invalidf(ErrInvalidArgument, "MaxMessageBytes %d out of range", o.MaxMessageBytes)

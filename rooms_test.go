@@ -23,10 +23,10 @@ import (
 // what it may import of the repository. The tests below hold the tree to it
 // and to the rule that only the root reaches the engine.
 
-const (
-	modulePath = "github.com/mqlite/mqlite"
-	enginePath = modulePath + "/internal/engine"
-)
+const modulePath = "github.com/mqlite/mqlite"
+
+// engines are the import paths of the engines: SQLite's and PostgreSQL's.
+var engines = []string{modulePath + "/internal/engine", modulePath + "/internal/postgres"}
 
 // machinery are the packages under internal/ that the root builds on and
 // that must not reach back up: the seam, the engine, and the transaction
@@ -37,6 +37,7 @@ var machinery = []string{
 	"internal/engine",
 	"internal/groupcommit",
 	"internal/handoff",
+	"internal/postgres",
 	"internal/receivers",
 	"internal/tally",
 	"internal/txmark",
@@ -162,8 +163,9 @@ func TestRoomsMap(t *testing.T) {
 	}
 }
 
-// TestOnlyTheRootImportsTheEngine: no package but the root imports
-// internal/engine, tests included, except the engine's own tests. Every
+// TestOnlyTheRootImportsTheEngine: no package but the root imports an
+// engine (internal/engine, internal/postgres), tests included, except the
+// engine's own tests. Every
 // other package reaches the engine through the root, and speaks the
 // engine-neutral types of internal/driver.
 func TestOnlyTheRootImportsTheEngine(t *testing.T) {
@@ -171,15 +173,17 @@ func TestOnlyTheRootImportsTheEngine(t *testing.T) {
 	pkgs := listPackages(t)
 	for _, name := range slices.Sorted(maps.Keys(pkgs)) {
 		p := pkgs[name]
-		if p.ImportPath == modulePath || p.ImportPath == enginePath {
+		if p.ImportPath == modulePath || slices.Contains(engines, p.ImportPath) {
 			continue
 		}
 		for _, in := range []struct {
 			what    string
 			imports []string
 		}{{"its code", p.Imports}, {"its tests", p.TestImports}, {"its external tests", p.XTestImports}} {
-			if slices.Contains(in.imports, enginePath) {
-				t.Errorf("package %s imports internal/engine in %s: only the root may", name, in.what)
+			for _, e := range engines {
+				if slices.Contains(in.imports, e) {
+					t.Errorf("package %s imports %s in %s: only the root may", name, rel(e), in.what)
+				}
 			}
 		}
 	}
@@ -199,8 +203,10 @@ func TestMachineryImportsNoRoot(t *testing.T) {
 			continue
 		}
 		forbidden := []string{"mqlite"}
-		if name != "internal/engine" {
-			forbidden = append(forbidden, "internal/engine")
+		for _, e := range engines {
+			if rel(e) != name {
+				forbidden = append(forbidden, rel(e))
+			}
 		}
 		for _, f := range forbidden {
 			if path := importChain(pkgs, name, f); path != nil {
@@ -241,8 +247,8 @@ func importChain(pkgs map[string]listedPackage, from, to string) []string {
 }
 
 // TestRootNamesTheEngineOnce: in the root package, engine.go alone (which
-// registers the SQLite engine) names internal/engine; every other file
-// reaches the engine through the Store's driver.Driver.
+// registers the engines) names internal/engine and internal/postgres;
+// every other file reaches the engine through the Store's driver.Driver.
 func TestRootNamesTheEngineOnce(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
@@ -258,8 +264,8 @@ func TestRootNamesTheEngineOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, imp := range f.Imports {
-			if path, _ := strconv.Unquote(imp.Path.Value); path == enginePath {
-				t.Errorf("%s imports %s: call the engine through s.eng", name, enginePath)
+			if path, _ := strconv.Unquote(imp.Path.Value); slices.Contains(engines, path) {
+				t.Errorf("%s imports %s: call the engine through s.eng", name, path)
 			}
 		}
 	}

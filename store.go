@@ -31,6 +31,7 @@ import (
 type Store struct {
 	id      int64         // unique in the process: mqlite_store_id() on its connection
 	eng     driver.Driver // the engine: every statement of the store goes through it
+	layout  layout        // the engine's mqlite objects: check, version, migrate
 	db      *sql.DB
 	release func()
 	lock    fileLock
@@ -91,6 +92,9 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
+	if IsPostgresURL(path) {
+		return openPostgres(ctx, path, opts)
+	}
 	canon, err := canonicalPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -104,15 +108,38 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{id: storeIDs.Add(1), eng: sqlite, lock: lock, opts: opts, path: canon, closed: make(chan struct{}), notify: notify.New(),
-		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), bounds: driver.NewDueBounds()}
-	s.queues.eng = s.eng
+	s := newStore(sqlite, sqliteLayout, canon, opts)
+	s.lock, s.bounds = lock, driver.NewDueBounds()
+	return s.start(ctx, path)
+}
+
+// openPostgres opens the store on the PostgreSQL database at url. No file
+// lock: any number of stores, in any number of processes, share one
+// database.
+func openPostgres(ctx context.Context, url string, opts Config) (*Store, error) {
+	return newStore(postgresql, postgresLayout, url, opts).start(ctx, redactURL(url))
+}
+
+// newStore is a store on eng not yet opened.
+func newStore(eng driver.Driver, l layout, path string, opts Config) *Store {
+	s := &Store{id: storeIDs.Add(1), eng: eng, layout: l, opts: opts, path: path, closed: make(chan struct{}), notify: notify.New(),
+		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1)}
+	s.queues.eng, s.queues.shared = s.eng, s.eng.Shared()
 	s.receivers = receivers.New[ReceiverTag](s.now, ReceiverGrace, leaseOf)
 	s.group = groupcommit.New[func(tx *Tx) error, stepMark](txHooks{s})
+	return s
+}
+
+// start opens the database and starts the loops; name is how errors name
+// the store.
+func (s *Store) start(ctx context.Context, name string) (*Store, error) {
 	if err := s.open(ctx); err != nil {
 		close(s.closed)
 		_ = s.closeResources()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	if s.eng.Shared() {
+		s.path = name // never the password
 	}
 	s.startLoops()
 	return s, nil
@@ -135,6 +162,8 @@ func (s *Store) open(ctx context.Context) error {
 		Changed:         s.changed,
 		Created:         s.tally.Create,
 		Dropped:         s.tally.Drop,
+		Woken:           s.notify.Wake,
+		MaxConns:        s.opts.MaxConns,
 		Closing:         s.isClosed,
 		Bounds:          s.bounds,
 		Opened:          func() { s.conns.Add(1) },
@@ -144,23 +173,23 @@ func (s *Store) open(ctx context.Context) error {
 		return err
 	}
 	s.db, s.release = db, release
-	state, err := schema.Check(ctx, db)
+	state, err := s.layout.check(ctx, db)
 	if err != nil {
 		return err
 	}
 	if err := s.opts.refuse(state); err != nil {
 		return err
 	}
-	if s.migration.From, err = schema.Version(ctx, db); err != nil {
+	if s.migration.From, err = s.layout.version(ctx, db); err != nil {
 		return err
 	}
 	if err := s.eng.Prepare(ctx, db, state == schema.Fresh); err != nil {
 		return err
 	}
-	if err := schema.Apply(ctx, db); err != nil {
+	if err := s.layout.apply(ctx, db); err != nil {
 		return err
 	}
-	s.migration.To = schema.Latest
+	s.migration.To = s.layout.latest
 	if err := s.recover(ctx); err != nil {
 		return err
 	}
@@ -379,6 +408,9 @@ func lockFile(ctx context.Context, canon string, opts Config) (fileLock, error) 
 }
 
 func (l fileLock) unlock() error {
+	if l.file == nil {
+		return nil // a PostgreSQL store takes no file lock
+	}
 	return errors.Join(l.file.Unlock(), l.sidecar.Unlock())
 }
 
@@ -387,7 +419,8 @@ func (l fileLock) unlock() error {
 // both business rows and outbox messages. Do not change its pool settings.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Path returns the canonical path of the store's file.
+// Path returns the canonical path of the store's file, or the URL of its
+// PostgreSQL database without the password.
 func (s *Store) Path() string { return s.path }
 
 // Clock returns the store's clock, Config.Clock: every timestamp of the
@@ -414,10 +447,13 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 }
 
 // queueCache keeps queue settings in memory: the claim path reads them on
-// every call. The store is the only writer of the file, so the cache is
-// invalidated by the store's own queue administration.
+// every call. The store is the only writer of a SQLite file, so the cache
+// is invalidated by the store's own queue administration; on a shared
+// database (PostgreSQL), where another process may change a queue, it
+// keeps nothing and every call reads.
 type queueCache struct {
-	eng driver.Executor // reads a queue the cache does not hold
+	eng    driver.Executor // reads a queue the cache does not hold
+	shared bool
 	mu  sync.Mutex
 	m   map[string]driver.Queue
 }
@@ -430,7 +466,7 @@ func (c *queueCache) get(ctx context.Context, db driver.DBTX, name string) (driv
 		return q, nil
 	}
 	q, err := c.eng.GetQueue(ctx, db, name)
-	if err != nil {
+	if err != nil || c.shared {
 		return q, err
 	}
 	c.mu.Lock()

@@ -8,7 +8,13 @@ require (
 	github.com/prometheus/common v0.72.1
 )
 
-require github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -7,8 +7,8 @@ import "sync"
 // did (the SQLite engine's pre-update, commit and rollback hooks; another
 // engine reports the same events its own way).
 type ConnConfig struct {
-	Path            string
-	StoreID         int64 // what the store's id function answers: which store a transaction is on
+	Path            string // the SQLite file, or the PostgreSQL URL
+	StoreID         int64  // what the store's id function answers: which store a transaction is on
 	SyncFull        bool
 	BusyTimeoutMS   int64
 	MaxMessageBytes int64
@@ -46,6 +46,15 @@ type ConnConfig struct {
 	// moments (DueBounds): the pre-update hook lowers it, a rollback
 	// empties it. Pass the same value in every ClaimRequest.
 	Bounds *DueBounds
+	// Woken is called, on a goroutine of the engine's, when another
+	// connection (another process) committed a message of queue claimable
+	// or scheduled; queue "" when the engine cannot tell which queues (its
+	// notifications were lost). Engines whose store is the only writer
+	// never call it. May be nil.
+	Woken func(queue string)
+	// MaxConns bounds the connections of an engine that keeps a pool (the
+	// PostgreSQL engine); 0 is the engine's default.
+	MaxConns int
 	// Opened and Closed are called when the connection is opened and after
 	// it is closed (database/sql closes a connection in use only once its
 	// transaction has ended). Either may be nil.

@@ -48,6 +48,13 @@ type Driver interface {
 	// back into the file, so a long sweep never grows the log without
 	// bound.
 	CheckpointEvery(ctx context.Context, db *sql.DB, n int, stop func() bool) func() bool
+	// Owns reports whether db, the handle a caller's transaction runs on,
+	// is a handle of this engine's database (Of asks it).
+	Owns(db *sql.DB) bool
+	// Shared reports whether other processes write the same database, so
+	// that what the store's callbacks report is not all that changes: the
+	// store then reads its counts from the database.
+	Shared() bool
 }
 
 // Executor runs mqlite's operations on a DBTX: a handle, or a transaction
@@ -253,7 +260,7 @@ func Register(d Driver) {
 // store. With one engine registered it is that engine: a transaction on
 // any other handle is then refused by the engine's own statements
 // (errs.ErrNotAStore). When a second engine registers (PostgreSQL), Of
-// tells them apart by tx. It panics when no engine is registered, which
+// tells them apart by the handle tx runs on (HandleOf, Driver.Owns). It panics when no engine is registered, which
 // cannot happen in a program that opened a store (package mqlite registers
 // at init).
 func Of(tx DBTX) Executor {
@@ -261,5 +268,15 @@ func Of(tx DBTX) Executor {
 	if cur == nil {
 		panic("driver: no engine registered (package mqlite registers one at init)")
 	}
-	return (*cur)[0]
+	list := *cur
+	if len(list) > 1 {
+		if h := HandleOf(tx); h != nil {
+			for _, d := range list {
+				if d.Owns(h) {
+					return d
+				}
+			}
+		}
+	}
+	return list[0]
 }

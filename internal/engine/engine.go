@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mqlite/mqlite/internal/driver"
+	"modernc.org/sqlite"
 )
 
 // The engine-neutral types live in internal/driver, the seam every caller
@@ -124,6 +125,15 @@ func (SQLite) Prepare(ctx context.Context, db *sql.DB, fresh bool) error {
 	}
 	return nil
 }
+
+// Owns reports whether db is a SQLite handle.
+func (SQLite) Owns(db *sql.DB) bool {
+	_, ok := db.Driver().(*sqlite.Driver)
+	return ok
+}
+
+// Shared is false: the store is the only writer of its file.
+func (SQLite) Shared() bool { return false }
 
 // Recover recovers; see the package function Recover.
 func (SQLite) Recover(ctx context.Context, db DBTX, now int64) (int64, error) {

@@ -65,6 +65,7 @@ const (
 	ErrInvalidSchedule       Sentinel = "mqlite: invalid schedule"
 	ErrScheduleNotFound      Sentinel = "mqlite: schedule not found"
 	ErrScheduleExists        Sentinel = "mqlite: schedule already exists"
+	ErrUnsupported           Sentinel = "mqlite: not supported by this engine"
 )
 
 // NewInvalid builds the error of one bad input value (the root package's

@@ -140,6 +140,18 @@ func (n *Notifier) Rollback() {
 	n.mu.Unlock()
 }
 
+// Wake wakes the waiters of queue now, or every waiter when queue is "":
+// what another process committed (the PostgreSQL engine's notifications).
+func (n *Notifier) Wake(queue string) {
+	if queue == "" {
+		n.WakeAll()
+		return
+	}
+	n.mu.Lock()
+	n.wake(queue)
+	n.mu.Unlock()
+}
+
 // WakeAll wakes every waiter (used on Close).
 func (n *Notifier) WakeAll() {
 	n.mu.Lock()

@@ -172,6 +172,25 @@ func (t *Tally) Seed(queues []Seed) {
 	t.mu.Unlock()
 }
 
+// Refresh takes the counts of every queue read again from a database that
+// other processes write too (PostgreSQL): the states, bytes and pause of
+// each queue become queues', a queue missing from queues goes, and the
+// event counters and latencies, which are this process's own, stay.
+func (t *Tally) Refresh(queues []Seed) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next := make(map[string]*queueTally, len(queues))
+	for _, q := range queues {
+		qt := t.queues[q.Queue]
+		if qt == nil {
+			qt = &queueTally{}
+		}
+		qt.states, qt.bytes, qt.paused = q.Counts.States, q.Counts.Bytes, q.Paused
+		next[q.Queue] = qt
+	}
+	t.queues, t.on = next, true
+}
+
 // Tag names the cause of the rows the current transaction writes next.
 func (t *Tally) Tag(c Cause) {
 	t.mu.Lock()
