@@ -454,8 +454,8 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 type queueCache struct {
 	eng    driver.Executor // reads a queue the cache does not hold
 	shared bool
-	mu  sync.Mutex
-	m   map[string]driver.Queue
+	mu     sync.Mutex
+	m      map[string]driver.Queue
 }
 
 func (c *queueCache) get(ctx context.Context, db driver.DBTX, name string) (driver.Queue, error) {
