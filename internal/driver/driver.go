@@ -214,6 +214,18 @@ type Executor interface {
 	// many it holds after.
 	TrimCommits(ctx context.Context, tx DBTX, scope string, keep int) (int, error)
 
+	// Access keys (the broker's).
+
+	// CreateKey inserts the key k.
+	CreateKey(ctx context.Context, db DBTX, k AccessKey) error
+	// ListKeys reads every key, revoked ones included, oldest first.
+	ListKeys(ctx context.Context, db DBTX) ([]AccessKey, error)
+	// RevokeKey revokes the key id at now, unless it is revoked already;
+	// found is false when there is no such key.
+	RevokeKey(ctx context.Context, db DBTX, id string, now int64) (found bool, err error)
+	// GetKey reads the key id; found is false when there is none.
+	GetKey(ctx context.Context, db DBTX, id string) (k AccessKey, found bool, err error)
+
 	// Dedup entries and the store's clock (the jobs' uniqueness).
 
 	// LookupDedup reads the live dedup entry of messageID in queue.

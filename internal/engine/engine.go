@@ -14,6 +14,8 @@ import (
 type (
 	// DBTX is driver.DBTX.
 	DBTX = driver.DBTX
+	// AccessKey is driver.AccessKey.
+	AccessKey = driver.AccessKey
 	// ConnConfig is driver.ConnConfig.
 	ConnConfig = driver.ConnConfig
 	// RowChange is driver.RowChange.

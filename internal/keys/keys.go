@@ -17,7 +17,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // Role is what a key may do.
@@ -136,10 +136,8 @@ func Create(ctx context.Context, st *mqlite.Store, scope Scope) (Key, string, er
 	}
 	now := st.Clock().Now().UTC().Truncate(time.Millisecond)
 	err = st.Tx(ctx, func(tx *mqlite.Tx) error {
-		_, err := tx.SQL().ExecContext(tx.Context(),
-			`INSERT INTO mqlite_access_keys (id, secret_hash, scopes, created_at) VALUES (?, ?, ?, ?)`,
-			id, hash[:], string(scopes), now.UnixMilli())
-		return err
+		return driver.Of(tx.SQL()).CreateKey(tx.Context(), tx.SQL(),
+			driver.AccessKey{ID: id, SecretHash: hash[:], Scopes: string(scopes), CreatedAt: now.UnixMilli()})
 	})
 	if err != nil {
 		return Key{}, "", fmt.Errorf("keys: create: %w", err)
@@ -151,29 +149,21 @@ func Create(ctx context.Context, st *mqlite.Store, scope Scope) (Key, string, er
 func List(ctx context.Context, st *mqlite.Store) ([]Key, error) {
 	var out []Key
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-		rows, err := tx.SQL().QueryContext(tx.Context(),
-			`SELECT id, scopes, created_at, revoked_at FROM mqlite_access_keys ORDER BY created_at, id`)
+		rows, err := driver.Of(tx.SQL()).ListKeys(tx.Context(), tx.SQL())
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var k Key
-			var scopes string
-			var created, revoked int64
-			if err := rows.Scan(&k.ID, &scopes, &created, &revoked); err != nil {
-				return err
-			}
-			if err := json.Unmarshal([]byte(scopes), &k.Scope); err != nil {
+		for _, r := range rows {
+			k := Key{ID: r.ID, CreatedAt: time.UnixMilli(r.CreatedAt).UTC()}
+			if err := json.Unmarshal([]byte(r.Scopes), &k.Scope); err != nil {
 				return fmt.Errorf("key %s: scopes: %w", k.ID, err)
 			}
-			k.CreatedAt = time.UnixMilli(created).UTC()
-			if revoked != 0 {
-				k.RevokedAt = time.UnixMilli(revoked).UTC()
+			if r.RevokedAt != 0 {
+				k.RevokedAt = time.UnixMilli(r.RevokedAt).UTC()
 			}
 			out = append(out, k)
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("keys: list: %w", err)
@@ -186,18 +176,11 @@ func List(ctx context.Context, st *mqlite.Store) ([]Key, error) {
 func Revoke(ctx context.Context, st *mqlite.Store, id string) error {
 	now := st.Clock().Now().UnixMilli()
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-		res, err := tx.SQL().ExecContext(tx.Context(),
-			`UPDATE mqlite_access_keys SET revoked_at = CASE WHEN revoked_at = 0 THEN ? ELSE revoked_at END WHERE id = ?`,
-			max(now, 1), id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		found, err := driver.Of(tx.SQL()).RevokeKey(tx.Context(), tx.SQL(), id, max(now, 1))
+		if err == nil && !found {
 			return fmt.Errorf("%w: %q", ErrNotFound, id)
 		}
-		return nil
+		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("keys: revoke: %w", err)
@@ -233,27 +216,26 @@ func Authenticate(ctx context.Context, st *mqlite.Store, token string) (Key, err
 	if !ok {
 		return Key{}, ErrUnauthorized
 	}
-	var stored []byte
-	var scopes string
-	var created, revoked int64
+	var row driver.AccessKey
+	var found bool
 	err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-		return tx.SQL().QueryRowContext(tx.Context(),
-			`SELECT secret_hash, scopes, created_at, revoked_at FROM mqlite_access_keys WHERE id = ?`, id).
-			Scan(&stored, &scopes, &created, &revoked)
+		var err error
+		row, found, err = driver.Of(tx.SQL()).GetKey(tx.Context(), tx.SQL(), id)
+		return err
 	})
 	got := sha256.Sum256([]byte(secret))
-	if errors.Is(err, sql.ErrNoRows) {
-		subtle.ConstantTimeCompare(got[:], dummyHash[:])
-		return Key{}, ErrUnauthorized
-	}
 	if err != nil {
 		return Key{}, fmt.Errorf("keys: authenticate: %w", err)
 	}
-	if subtle.ConstantTimeCompare(got[:], stored) != 1 || revoked != 0 {
+	if !found {
+		subtle.ConstantTimeCompare(got[:], dummyHash[:])
 		return Key{}, ErrUnauthorized
 	}
-	k := Key{ID: id, CreatedAt: time.UnixMilli(created).UTC()}
-	if err := json.Unmarshal([]byte(scopes), &k.Scope); err != nil {
+	if subtle.ConstantTimeCompare(got[:], row.SecretHash) != 1 || row.RevokedAt != 0 {
+		return Key{}, ErrUnauthorized
+	}
+	k := Key{ID: id, CreatedAt: time.UnixMilli(row.CreatedAt).UTC()}
+	if err := json.Unmarshal([]byte(row.Scopes), &k.Scope); err != nil {
 		return Key{}, fmt.Errorf("keys: key %s: scopes: %w", id, err)
 	}
 	return k, nil
