@@ -287,7 +287,7 @@ func (c *Cluster) start() error {
 		"synchronous_commit=on",
 		"full_page_writes=on",
 		"shared_buffers=16MB",
-		"max_connections=50",
+		"max_connections=100",
 		"log_line_prefix=%m [%p] ",
 		"logging_collector=off",
 	}
@@ -507,6 +507,10 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// debianRoot is the folder of Debian's PostgreSQL packages, one folder a
+// version.
+var debianRoot = "/usr/lib/postgresql"
+
 // findBinary finds one of PostgreSQL's programs: on PATH, else in the
 // folder Debian's packages install them in (the newest version's), which
 // is not on PATH by default.
@@ -515,7 +519,7 @@ func findBinary(name string) (string, error) {
 	if err == nil {
 		return p, nil
 	}
-	found, _ := filepath.Glob(filepath.Join("/usr/lib/postgresql", "*", "bin", name))
+	found, _ := filepath.Glob(filepath.Join(debianRoot, "*", "bin", name))
 	slices.SortFunc(found, func(a, b string) int { return debianVersion(a) - debianVersion(b) })
 	if len(found) > 0 {
 		return found[len(found)-1], nil

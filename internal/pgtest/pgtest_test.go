@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"net"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"syscall"
@@ -178,16 +178,46 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// callURL calls pgtest.URL with a recorder in a goroutine of its own.
-func callURL(t *testing.T) *recorder {
+// call calls f with a recorder in a goroutine of its own.
+func call(t *testing.T, f func(testing.TB)) *recorder {
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pgtest.URL(r)
+		f(r)
 	}()
 	<-done
 	return r
+}
+
+// callURL calls pgtest.URL with a recorder.
+func callURL(t *testing.T) *recorder {
+	return call(t, func(tb testing.TB) { pgtest.URL(tb) })
+}
+
+// TestStartClusterWithoutPostgreSQL: with no initdb to be found, neither
+// on PATH nor in Debian's folder, StartCluster skips the test and says
+// why, and fails it under MQLITE_REQUIRE_SERVICES=1.
+func TestStartClusterWithoutPostgreSQL(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	saved := *pgtest.DebianRoot
+	*pgtest.DebianRoot = t.TempDir()
+	t.Cleanup(func() { *pgtest.DebianRoot = saved })
+	start := func(tb testing.TB) { pgtest.StartCluster(tb) }
+
+	t.Setenv("MQLITE_REQUIRE_SERVICES", "")
+	r := call(t, start)
+	if r.skipped == "" || r.failed != "" || !strings.Contains(r.skipped, "initdb") {
+		t.Fatalf("without initdb: skipped %q, failed %q; want a skip naming initdb", r.skipped, r.failed)
+	}
+	t.Logf("skipped: %s", r.skipped)
+
+	t.Setenv("MQLITE_REQUIRE_SERVICES", "1")
+	r = call(t, start)
+	if r.failed == "" || r.skipped != "" {
+		t.Fatalf("without initdb, required: skipped %q, failed %q; want a failure", r.skipped, r.failed)
+	}
+	t.Logf("failed: %s", r.failed)
 }
 
 // TestURLWithoutServer: with no server at MQLITE_PG_URL, URL skips the
@@ -308,6 +338,13 @@ func TestClusterKeepsCommittedRowsAcrossKill(t *testing.T) {
 		}
 	}
 	rows("after the kill")
+	logged, err := os.ReadFile(c.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logged), "database system was interrupted") {
+		t.Fatalf("the server's log says no recovery from the kill:\n%s", logged)
+	}
 	if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
 		t.Fatal("the session open across the kill answers after the restart")
 	}
@@ -317,8 +354,16 @@ func TestClusterKeepsCommittedRowsAcrossKill(t *testing.T) {
 		t.Fatalf("PID %d unchanged by a clean Restart", restarted)
 	}
 	rows("after a clean restart")
+	logged, err = os.ReadFile(c.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(logged), "database system was shut down at"); n != 2 {
+		t.Fatalf("the server's log tells of %d starts after a clean shutdown, want 2 (initdb's, the clean restart's):\n%s", n, logged)
+	}
 	t.Logf("exercised: cluster on 127.0.0.1:%d; killed postmaster %d (SIGKILL to it and its children) with a row committed and one in an open transaction; "+
 		"its backends %v were gone when Kill returned; the session open across it failed (%v); "+
-		"restarted as %d: the committed row kept, the open one gone; a clean restart as %d kept it",
+		"restarted as %d, which recovered (its log says so): the committed row kept, the open one gone; "+
+		"a clean restart as %d kept it",
 		c.Port(), killed, backends, errAcross, restarted, c.PID())
 }
