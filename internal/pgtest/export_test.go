@@ -1,0 +1,4 @@
+package pgtest
+
+// DebianRoot lets the tests hide Debian's folder of PostgreSQL's programs.
+var DebianRoot = &debianRoot

@@ -1,0 +1,159 @@
+// Package pgtest holds the test helpers of the PostgreSQL engine: a fresh,
+// empty database per test on the shared server (URL), and a server of the
+// test's own, which the test may kill and restart (StartCluster). Library
+// code never imports it, and it imports no package of the repository, so
+// the engine's own tests can use it without a cycle.
+//
+// Both skip the test when PostgreSQL is not there (no server answers, no
+// initdb), except under MQLITE_REQUIRE_SERVICES=1, where they fail it: CI
+// runs every test, a developer's machine runs what it has.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultAdminURL is the shared server AdminURL names when MQLITE_PG_URL
+// is not set: a local PostgreSQL that trusts the postgres role.
+const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// reachTimeout bounds the first connection to the shared server: a server
+// that does not answer by then is taken as not there.
+const reachTimeout = 2 * time.Second
+
+// AdminURL returns the URL of the shared server's maintenance database:
+// MQLITE_PG_URL when set, else DefaultAdminURL. Its role must be allowed
+// to create and drop databases. Tests do not write into it; URL gives each
+// test a database of its own on the same server.
+func AdminURL() string {
+	if u := os.Getenv("MQLITE_PG_URL"); u != "" {
+		return u
+	}
+	return DefaultAdminURL
+}
+
+// URL returns the URL of a fresh, empty database on the shared server
+// (AdminURL), made for t alone and dropped when t ends, whatever
+// connections are still open to it. Its name is mqlite_t_ and random hex;
+// it is copied from template0, so nothing a user added to template1 leaks
+// in, and no session on template1 can make the copy fail (measured, the
+// copy of either takes the same, about 20 ms, with PostgreSQL's default
+// strategy, which is faster than FILE_COPY); its encoding is UTF8 and its
+// collation C, the same on every machine.
+//
+// When no server answers (within a short timeout), URL skips t, or fails
+// it under MQLITE_REQUIRE_SERVICES=1. It must be called from t's goroutine.
+func URL(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL()
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("pgtest: the shared server's URL %q (MQLITE_PG_URL) is not a postgres:// URL", admin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBudget(t, 30*time.Second))
+	defer cancel()
+	conn, err := connect(ctx, admin, reachTimeout)
+	if err != nil {
+		missingService(t, "PostgreSQL at "+u.Redacted(), err)
+		return ""
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+
+	name := "mqlite_t_" + randomHex(t, 8)
+	// Each part is spelled out so that the server's own defaults, which
+	// differ between machines, do not reach the tests.
+	create := "CREATE DATABASE " + name + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
+	if _, err := conn.Exec(ctx, create); err != nil {
+		t.Fatalf("pgtest: create database %s on %s: %v", name, u.Redacted(), err)
+	}
+	t.Cleanup(func() {
+		if err := dropDatabase(admin, name); err != nil {
+			t.Errorf("pgtest: drop database %s on %s: %v", name, u.Redacted(), err)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
+}
+
+// dropDatabase drops database name on the server of admin, closing the
+// sessions still on it (a pool the test forgot to close must not keep
+// the database behind).
+func dropDatabase(admin, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := connect(ctx, admin, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	return err
+}
+
+// connect opens one connection to rawURL, giving up on the server after
+// timeout (or when ctx ends, if sooner), and checks that it answers.
+func connect(ctx context.Context, rawURL string, timeout time.Duration) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnectTimeout = timeout
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Ping(ctx); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("pgtest: random name: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// missingService skips t because what is not available (why says how it
+// failed), or fails t when MQLITE_REQUIRE_SERVICES=1. It is the rule of
+// internal/testdb's MissingService, repeated here because this package
+// imports nothing of the repository.
+func missingService(t testing.TB, what string, why error) {
+	t.Helper()
+	if os.Getenv("MQLITE_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("%s is required (MQLITE_REQUIRE_SERVICES=1) but unavailable: %v", what, why)
+	}
+	t.Skipf("%s unavailable: %v", what, why)
+}
+
+// waitBudget is how long a wait of t may last: limit, or less when t's
+// deadline (go test -timeout) comes sooner, leaving a margin for t's
+// cleanups and for the report of what failed.
+func waitBudget(t testing.TB, limit time.Duration) time.Duration {
+	d, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return limit
+	}
+	deadline, ok := d.Deadline()
+	if !ok {
+		return limit
+	}
+	left := time.Until(deadline) - 10*time.Second
+	if left < time.Second {
+		left = time.Second
+	}
+	return min(limit, left)
+}
