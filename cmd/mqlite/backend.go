@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -141,6 +142,19 @@ func (l local) ListKeys(ctx context.Context) ([]client.Key, error) {
 // RevokeKey revokes a key in the file.
 func (l local) RevokeKey(ctx context.Context, id string) error { return keys.Revoke(ctx, l.Store, id) }
 
+// where names the store --db gives for messages: the file, or the
+// PostgreSQL URL without its password.
+func (g *globals) where() string {
+	if !mqlite.IsPostgresURL(g.db) {
+		return g.db
+	}
+	u, err := url.Parse(g.db)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
 // openMode says whether a command may create or migrate a store.
 type openMode int
 
@@ -181,9 +195,9 @@ func (g *globals) openStore(ctx context.Context, mode openMode, opts mqlite.Conf
 	case errors.Is(err, mqlite.ErrDBLocked):
 		return nil, fmt.Errorf("%w (is a broker serving it? use --url)", err)
 	case errors.Is(err, mqlite.ErrNoStore):
-		return nil, fmt.Errorf("no store at %s (%w); commands that create one: queues create, topics create, keys create, migrate, serve", g.db, err)
+		return nil, fmt.Errorf("no store at %s (%w); commands that create one: queues create, topics create, keys create, migrate, serve", g.where(), err)
 	case errors.Is(err, mqlite.ErrMigrationNeeded):
-		return nil, fmt.Errorf("the store at %s has an older layout (%w); upgrade it with: mqlite migrate --db %s", g.db, err, g.db)
+		return nil, fmt.Errorf("the store at %s has an older layout (%w); upgrade it with: mqlite migrate --db %s", g.where(), err, g.where())
 	case err != nil:
 		return nil, err
 	}
@@ -195,9 +209,9 @@ func (g *globals) openStore(ctx context.Context, mode openMode, opts mqlite.Conf
 func (g *globals) announce(st *mqlite.Store) {
 	switch m := st.Migration(); {
 	case m.Created():
-		fmt.Fprintf(g.stderr, "created a new store at %s\n", g.db)
+		fmt.Fprintf(g.stderr, "created a new store at %s\n", st.Path())
 	case m.From != m.To:
-		fmt.Fprintf(g.stderr, "migrated the store at %s from version %d to %d\n", g.db, m.From, m.To)
+		fmt.Fprintf(g.stderr, "migrated the store at %s from version %d to %d\n", st.Path(), m.From, m.To)
 	}
 }
 

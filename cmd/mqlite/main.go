@@ -180,7 +180,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	envs := []envFlag{
-		{"db", "MQLITE_DB", "the mqlite `file` to work on", &g.db},
+		{"db", "MQLITE_DB", "the mqlite `file` (or postgres:// URL) to work on", &g.db},
 		{"url", "MQLITE_URL", "the broker's base `URL`, instead of --db", &g.url},
 		{"key", "MQLITE_KEY", "the access `key` for --url", &g.key},
 	}

@@ -13,24 +13,37 @@ import (
 // schemaCmd prints the SQL a store adds to a file, for review before
 // anything runs.
 func schemaCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var engine string
+	cmd := &cobra.Command{
 		Use:   "schema",
-		Short: "print the SQL a store adds to a file (every object named mqlite_...)",
+		Short: "print the SQL a store adds to a database (every object named mqlite_...)",
 		Long: `schema prints, as one SQL script in one transaction, every table, index and
-trigger a store adds to a file, and the migrations table that records them.
-Nothing is opened or written: read it before a store shares your database, or
-run it yourself (sqlite3 app.db < mqlite.sql) and open the store with
-Config.ExistingOnly.`,
-		Example: `  mqlite schema > mqlite.sql`,
-		Args:    noArgs,
+trigger a store adds to a SQLite file (or, with --engine postgres, to a
+PostgreSQL database), and the migrations table that records them. Nothing is
+opened or written: read it before a store shares your database, or run it
+yourself (sqlite3 app.db < mqlite.sql, psql -f mqlite.sql) and open the store
+with Config.ExistingOnly.`,
+		Example: `  mqlite schema > mqlite.sql
+  mqlite schema --engine postgres > mqlite-postgres.sql`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.json {
-				return g.emit(map[string]string{"token": schema.Token, "sql": schema.SQL()}, nil)
+			token, sql := schema.Token, schema.SQL()
+			switch engine {
+			case "sqlite":
+			case "postgres":
+				token, sql = schema.PostgresToken, schema.PostgresSQL()
+			default:
+				return usagef("unknown --engine %q: sqlite or postgres", engine)
 			}
-			_, err := io.WriteString(g.stdout, schema.SQL())
+			if g.json {
+				return g.emit(map[string]string{"token": token, "sql": sql}, nil)
+			}
+			_, err := io.WriteString(g.stdout, sql)
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&engine, "engine", "sqlite", "the engine whose SQL to print: sqlite or postgres")
+	return cmd
 }
 
 // migrateResult is migrate's answer with --json.
@@ -63,11 +76,11 @@ schema). The other commands never migrate: they ask for this one.`,
 			return g.emit(migrateResult{From: m.From, To: m.To, Created: m.Created()}, func(w io.Writer) {
 				switch {
 				case m.Created():
-					fmt.Fprintf(w, "created a new store at %s (version %d)\n", g.db, m.To)
+					fmt.Fprintf(w, "created a new store at %s (version %d)\n", g.where(), m.To)
 				case m.From == m.To:
-					fmt.Fprintf(w, "the store at %s is up to date (version %d)\n", g.db, m.To)
+					fmt.Fprintf(w, "the store at %s is up to date (version %d)\n", g.where(), m.To)
 				default:
-					fmt.Fprintf(w, "migrated the store at %s from version %d to %d\n", g.db, m.From, m.To)
+					fmt.Fprintf(w, "migrated the store at %s from version %d to %d\n", g.where(), m.From, m.To)
 				}
 			})
 		},

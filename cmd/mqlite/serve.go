@@ -129,7 +129,7 @@ standby").`,
 			opts := mqlite.Config{Logger: cfg.Logger, WaitForLock: standby, MaxMessageBytes: maxMessage}
 			var st *mqlite.Store
 			if standby {
-				fmt.Fprintf(g.stdout, "mqlite broker standby for %s on %s://%s\n", g.db, scheme, ln.Addr())
+				fmt.Fprintf(g.stdout, "mqlite broker standby for %s on %s://%s\n", g.where(), scheme, ln.Addr())
 				st, err = openStandby(ctx, ln.(*net.TCPListener), g.db, opts, cert, keyFile)
 				if err == nil {
 					g.announce(st)
@@ -151,7 +151,7 @@ standby").`,
 			}
 			g.warnNoKeys(ctx, st)
 			// The first line ends with the URL (scripts read it there).
-			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.db, scheme, ln.Addr())
+			fmt.Fprintf(g.stdout, "mqlite broker serving %s on %s://%s\n", g.where(), scheme, ln.Addr())
 			fmt.Fprintf(g.stdout, "mqlite dashboard on %s://%s/ui\n", scheme, ln.Addr())
 			if cert != "" {
 				err = srv.ServeTLS(cmd.Context(), ln, cert, keyFile)
@@ -233,5 +233,5 @@ func (g *globals) warnNoKeys(ctx context.Context, st *mqlite.Store) {
 		}
 	}
 	fmt.Fprintf(g.stderr, "mqlite: WARNING: %s has no access key, so the broker refuses every request (401).\n"+
-		"  Stop it and create one (shown once): mqlite keys create --role admin --queue '*' --db %s\n", g.db, g.db)
+		"  Stop it and create one (shown once): mqlite keys create --role admin --queue '*' --db %s\n", g.where(), g.where())
 }
