@@ -36,6 +36,12 @@ type effectsFunc = func(ctx context.Context, fn func(conformance.EffectsOps) err
 // asks) and the loops off; tx says how a transaction is run and sent into,
 // fx how one also settles.
 func embedded(tx func(st *mqlite.Store) txFunc, fx func(st *mqlite.Store) effectsFunc) conformance.Harness {
+	return embeddedOn(func(t *testing.T) string { return filepath.Join(t.TempDir(), "mq.db") }, tx, fx)
+}
+
+// embeddedOn is embedded on the database where(t) names: a new SQLite
+// file, or a new PostgreSQL database.
+func embeddedOn(where func(t *testing.T) string, tx func(st *mqlite.Store) txFunc, fx func(st *mqlite.Store) effectsFunc) conformance.Harness {
 	return conformance.Harness{Open: func(t *testing.T, cfg conformance.Config) conformance.Instance {
 		var fake conformance.Clock
 		var clock mqlite.Clock = mqlite.SystemClock{}
@@ -44,7 +50,7 @@ func embedded(tx func(st *mqlite.Store) txFunc, fx func(st *mqlite.Store) effect
 			fake, clock = c, c
 		}
 		opts := loopsOff(mqlite.Config{Clock: clock})
-		path := filepath.Join(t.TempDir(), "mq.db")
+		path := where(t)
 		open := func() *mqlite.Store {
 			st, err := mqlite.Open(context.Background(), path, opts)
 			if err != nil {
@@ -161,7 +167,7 @@ func TestConformanceSqlx(t *testing.T) {
 	h := embedded(viaSqlx, effectsViaSqlx)
 	open := h.Open
 	h.Open = func(t *testing.T, cfg conformance.Config) conformance.Instance {
-		area := strings.Split(t.Name(), "/")[1]
+		area := area(t)
 		if area != "Transaction" && area != "Dedup" && area != "Wake" && area != "Topics" && area != "Effects" &&
 			area != "GroupCommit" {
 			t.Skip("sqlx runs the sending subtests only; TestConformance runs the rest")
@@ -170,3 +176,6 @@ func TestConformanceSqlx(t *testing.T) {
 	}
 	conformance.Run(t, h)
 }
+
+// area is the kit's area a subtest belongs to: the second part of its name.
+func area(t *testing.T) string { return strings.Split(t.Name(), "/")[1] }

@@ -1,5 +1,6 @@
 // Package pgtest holds the test helpers of the PostgreSQL engine: a fresh,
-// empty database per test on the shared server (URL), and a server of the
+// empty schema (URL) or database (Database) per test on the shared server,
+// and a server of the
 // test's own, which the test may kill and restart (StartCluster). Library
 // code never imports it, and it imports no package of the repository, so
 // the engine's own tests can use it without a cycle.
@@ -13,12 +14,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultAdminURL is the shared server AdminURL names when MQLITE_PG_URL
@@ -40,7 +43,7 @@ func AdminURL() string {
 	return DefaultAdminURL
 }
 
-// URL returns the URL of a fresh, empty database on the shared server
+// Database returns the URL of a fresh, empty database on the shared server
 // (AdminURL), made for t alone and dropped when t ends, whatever
 // connections are still open to it. Its name is mqlite_t_ and random hex;
 // it is copied from template0, so nothing a user added to template1 leaks
@@ -49,9 +52,9 @@ func AdminURL() string {
 // strategy, which is faster than FILE_COPY); its encoding is UTF8 and its
 // collation C, the same on every machine.
 //
-// When no server answers (within a short timeout), URL skips t, or fails
+// When no server answers (within a short timeout), Database skips t, or fails
 // it under MQLITE_REQUIRE_SERVICES=1. It must be called from t's goroutine.
-func URL(t testing.TB) string {
+func Database(t testing.TB) string {
 	t.Helper()
 	admin := AdminURL()
 	u, err := url.Parse(admin)
@@ -156,4 +159,87 @@ func waitBudget(t testing.TB, limit time.Duration) time.Duration {
 		left = time.Second
 	}
 	return min(limit, left)
+}
+
+// SharedDatabase is the database of the shared server in which URL gives
+// each test a schema of its own. It is made once, the first time a test
+// needs it, and kept.
+const SharedDatabase = "mqlite_tests"
+
+// URL returns the URL of a fresh, empty place for a store on the shared
+// server: a schema of its own (mqlite_t_ and random hex) in
+// SharedDatabase, alone on the URL's search path, so that everything a
+// store adds lands there and nothing else is visible; the schema is
+// dropped with all it holds when t ends. A schema costs one transaction
+// where a database costs a copy of a template and, to drop, a checkpoint:
+// the conformance kit opens hundreds. Commits on it do not wait for the
+// disk (synchronous_commit off): the tests that need durability start a
+// server of their own (StartCluster). Use Database for a test that needs a
+// whole database (a copy into an empty database, say).
+//
+// When no server answers, URL skips t, or fails it under
+// MQLITE_REQUIRE_SERVICES=1. It must be called from t's goroutine.
+func URL(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL()
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("pgtest: the shared server's URL %q (MQLITE_PG_URL) is not a postgres:// URL", admin)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBudget(t, 30*time.Second))
+	defer cancel()
+	conn, err := connect(ctx, admin, reachTimeout)
+	if err != nil {
+		missingService(t, "PostgreSQL at "+u.Redacted(), err)
+		return ""
+	}
+	create := "CREATE DATABASE " + SharedDatabase + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
+	_, err = conn.Exec(ctx, create)
+	_ = conn.Close(context.Background())
+	if err != nil && !isDuplicate(err) {
+		t.Fatalf("pgtest: create database %s on %s: %v", SharedDatabase, u.Redacted(), err)
+	}
+	u.Path = "/" + SharedDatabase
+	shared := u.String()
+	conn, err = connect(ctx, shared, reachTimeout)
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s: %v", u.Redacted(), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	name := "mqlite_t_" + randomHex(t, 8)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatalf("pgtest: create schema %s on %s: %v", name, u.Redacted(), err)
+	}
+	t.Cleanup(func() {
+		if err := dropSchema(shared, name); err != nil {
+			t.Errorf("pgtest: drop schema %s on %s: %v", name, u.Redacted(), err)
+		}
+	})
+	q := u.Query()
+	q.Set("search_path", name)
+	q.Set("synchronous_commit", "off")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// isDuplicate reports a CREATE that found its object made already (by
+// another test binary at the same moment): SQLSTATE 42P04, or 23505 when
+// two creates of one database race in the catalog.
+func isDuplicate(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P04" || pe.Code == "23505")
+}
+
+// dropSchema drops the schema name of the database at shared with
+// everything in it.
+func dropSchema(shared, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := connect(ctx, shared, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE")
+	return err
 }

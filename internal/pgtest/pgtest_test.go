@@ -53,12 +53,12 @@ func databaseExists(t *testing.T, admin *pgx.Conn, name string) bool {
 // and the test's, and it is gone once the test has ended, even with a
 // session still open on it. The same query that finds it gone finds it
 // there while the test runs.
-func TestURLGivesAnEmptyDatabaseDroppedAfter(t *testing.T) {
+func TestDatabaseIsEmptyAndDroppedAfter(t *testing.T) {
 	t.Parallel()
 	var name string
 	var left *pgx.Conn // a session the subtest leaves open
 	t.Run("test", func(t *testing.T) {
-		u := pgtest.URL(t)
+		u := pgtest.Database(t)
 		conn, err := pgx.Connect(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
@@ -112,9 +112,9 @@ func TestURLGivesAnEmptyDatabaseDroppedAfter(t *testing.T) {
 
 // TestURLsAreDistinct: two URLs of one test are two databases, and what
 // is written in one is not in the other.
-func TestURLsAreDistinct(t *testing.T) {
+func TestDatabasesAreDistinct(t *testing.T) {
 	t.Parallel()
-	a, b := pgtest.URL(t), pgtest.URL(t)
+	a, b := pgtest.Database(t), pgtest.Database(t)
 	if a == b {
 		t.Fatalf("two URLs are the same: %s", a)
 	}
@@ -192,7 +192,7 @@ func call(t *testing.T, f func(testing.TB)) *recorder {
 
 // callURL calls pgtest.URL with a recorder.
 func callURL(t *testing.T) *recorder {
-	return call(t, func(tb testing.TB) { pgtest.URL(tb) })
+	return call(t, func(tb testing.TB) { pgtest.Database(tb) })
 }
 
 // TestStartClusterWithoutPostgreSQL: with no initdb to be found, neither
@@ -366,4 +366,47 @@ func TestClusterKeepsCommittedRowsAcrossKill(t *testing.T) {
 		"restarted as %d, which recovered (its log says so): the committed row kept, the open one gone; "+
 		"a clean restart as %d kept it",
 		c.Port(), killed, backends, errAcross, restarted, c.PID())
+}
+
+// TestURLGivesASchemaOfItsOwn: URL's search path is one new, empty schema
+// of the shared database; what a test makes there is invisible from
+// another URL, and the schema is dropped, with what it holds, when the
+// test ends.
+func TestURLGivesASchemaOfItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var schema string
+	t.Run("test", func(t *testing.T) {
+		a, b := pgtest.URL(t), pgtest.URL(t)
+		ca, cb := dial(t, a), dial(t, b)
+		if err := ca.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(schema, "mqlite_t_") {
+			t.Fatalf("current schema %q: want mqlite_t_…", schema)
+		}
+		if _, err := ca.Exec(ctx, "CREATE TABLE mqlite_pgtest (id int)"); err != nil {
+			t.Fatal(err)
+		}
+		var inB bool
+		if err := cb.QueryRow(ctx, "SELECT to_regclass('mqlite_pgtest') IS NOT NULL").Scan(&inB); err != nil {
+			t.Fatal(err)
+		}
+		if inB {
+			t.Fatal("a table made on one URL is visible on another")
+		}
+	})
+	if schema == "" {
+		t.Skip("the subtest had no schema")
+	}
+	u, _ := url.Parse(pgtest.AdminURL())
+	u.Path = "/" + pgtest.SharedDatabase
+	var left bool
+	if err := dial(t, u.String()).QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left {
+		t.Fatalf("schema %s is still there after its test ended", schema)
+	}
+	t.Logf("schema %s: alone on its URL's search path, dropped after its test", schema)
 }
