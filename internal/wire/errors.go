@@ -21,6 +21,7 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeTooLarge     = "too_large"
 	CodeUnavailable  = "unavailable"
+	CodeUnsupported  = "unsupported"
 	CodeInternal     = "internal"
 )
 
@@ -92,6 +93,7 @@ var sentinels = []sentinel{
 	{mqlite.ErrScheduleExists, "schedule_exists", CodeConflict, http.StatusConflict},
 	{mqlite.ErrDestinationExists, "destination_exists", CodeConflict, http.StatusConflict},
 	{mqlite.ErrMessageTooLarge, "message_too_large", CodeTooLarge, http.StatusRequestEntityTooLarge},
+	{mqlite.ErrUnsupported, "unsupported", CodeUnsupported, http.StatusNotImplemented},
 	{mqlite.ErrInvalidQueueName, "invalid_queue_name", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrInvalidTopicName, "invalid_topic_name", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrInvalidMaxDelivery, "invalid_max_delivery", CodeInvalid, http.StatusBadRequest},
@@ -123,6 +125,7 @@ var statusOf = map[string]int{
 	CodeForbidden:    http.StatusForbidden,
 	CodeTooLarge:     http.StatusRequestEntityTooLarge,
 	CodeUnavailable:  http.StatusServiceUnavailable,
+	CodeUnsupported:  http.StatusNotImplemented,
 	CodeInternal:     http.StatusInternalServerError,
 }
 
