@@ -153,9 +153,9 @@ func peek(ctx context.Context, db driver.DBTX, r driver.PeekRequest, state strin
 }
 
 // findRowsSQL reads the rows of the window's ids ($1) that are still in
-// the window's states ($2: one state, or ” for the live ones) and pass the
+// the window's states ($2: one state, or the empty string for the live ones) and pass the
 // filters ($3 subject prefix, $4 MessageID, $5 and $6 a property's key and
-// value; ” for none), at most $7, in id order. Properties are a JSON
+// value; the empty string for none), at most $7, in id order. Properties are a JSON
 // object of strings.
 const findRowsSQL = `SELECT ` + rowColumns + ` FROM mqlite_messages
 	WHERE id = ANY($1)
