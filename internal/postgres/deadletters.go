@@ -20,9 +20,9 @@ import (
 // listed, or all of them when seqs is empty. A message whose time to live
 // has passed comes back without one (it would expire again at once). A
 // grouped message rejoins its group in id order with no flag to set: a
-// claim takes it when no live member of its group comes before it and none
-// is locked or deferred (groupFree), so that it never overtakes a member
-// in flight. It returns how many messages came back; seqs that are not
+// claim takes it when no live member of its group comes before it and the
+// group's front is not in flight (groupFree), so that it never overtakes a
+// member in flight. It returns how many messages came back; seqs that are not
 // dead letters of the queue are skipped.
 func (PostgreSQL) Redrive(ctx context.Context, db driver.DBTX, queue string, seqs []int64, now int64) (int64, error) {
 	const set = `UPDATE mqlite_messages SET state = 'active', delivery_count = 0, visible_at = $2,

@@ -47,18 +47,24 @@ const liveStates = `('active', 'locked', 'deferred', 'scheduled')`
 
 // groupFree is the condition, on the active message m, that its group
 // lets a claim take it: no live member of its group comes before it, and
-// no member is locked or deferred. A message redriven ahead of a member in
-// flight thus waits until that one leaves or comes back to active, as the
-// held flag of SQLite makes it wait (mqlite_group_rejoin); one probe of
-// mqlite_msg_group_live per grouped message.
+// none is in flight as a group's front: locked, deferred, or scheduled
+// after a delivery (abandoned with a delay). It is what SQLite's held flag
+// says without the flag: a message redriven ahead of the front in flight
+// waits until that one leaves or comes back to active (mqlite_group_rejoin
+// and mqlite_group_handover), while a later member sent with a delay
+// (scheduled, never delivered) holds nobody up. A scheduled message with a
+// delivery behind it was claimed, so it was its group's front; a redrive
+// sets the count to zero, and a release takes it back to active. One
+// probe of mqlite_msg_group_live per grouped message.
 const groupFree = `(m.group_id IS NULL OR NOT EXISTS (SELECT 1 FROM mqlite_messages b
-	WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state IN ` + liveStates + `
-	  AND b.id <> m.id AND (b.id < m.id OR b.state IN ('locked', 'deferred'))))`
+	WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state IN ` + liveStates + ` AND b.id <> m.id
+	  AND (b.id < m.id OR b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' AND b.delivery_count > 0))))`
 
 // stateIDs is one state's ids of the queue $1 from id $2 on, in id order,
-// at most $3: a range of the state's partial index (cond names it).
-func stateIDs(cond string) string {
-	return `(SELECT id FROM mqlite_messages WHERE queue = $1 AND ` + cond + ` AND id >= $2 ORDER BY id LIMIT $3)`
+// at most $3: a range of the state's partial index (cond names it),
+// ordered by order (id, or an expression of it).
+func stateIDs(cond, order string) string {
+	return `(SELECT id FROM mqlite_messages WHERE queue = $1 AND ` + cond + ` AND id >= $2 ORDER BY ` + order + ` LIMIT $3)`
 }
 
 // activeIDs is the queue's active ids: one range of mqlite_msg_active
@@ -68,18 +74,20 @@ func stateIDs(cond string) string {
 func activeIDs() []string {
 	arms := make([]string, 0, driver.MaxPriority+1)
 	for p := driver.MaxPriority; p >= 0; p-- {
-		arms = append(arms, stateIDs(fmt.Sprintf(`state = 'active' AND priority = %d`, p)))
+		arms = append(arms, stateIDs(fmt.Sprintf(`state = 'active' AND priority = %d`, p), "id"))
 	}
 	return arms
 }
 
 // The ids of a queue per state (stateIDs). The locked index is in lease
-// order: its arm reads the queue's locked entries and sorts them.
+// order: its arm reads the queue's locked entries and sorts them, by id
+// + 0 so that no plan walks the primary key instead, through every
+// queue's rows from $2 on.
 var (
-	lockedIDs    = stateIDs(`state = 'locked'`)
-	scheduledIDs = stateIDs(`state = 'scheduled'`)
-	deferredIDs  = stateIDs(`state = 'deferred'`)
-	deadIDs      = stateIDs(`state = 'dead_lettered'`)
+	lockedIDs    = stateIDs(`state = 'locked'`, "id + 0")
+	scheduledIDs = stateIDs(`state = 'scheduled'`, "id")
+	deferredIDs  = stateIDs(`state = 'deferred'`, "id")
+	deadIDs      = stateIDs(`state = 'dead_lettered'`, "id")
 )
 
 // windowSQL lists the ids of the queue $1 in state from id $2 on, in id
@@ -153,10 +161,10 @@ func peek(ctx context.Context, db driver.DBTX, r driver.PeekRequest, state strin
 }
 
 // findRowsSQL reads the rows of the window's ids ($1) that are still in
-// the window's states ($2: one state, or the empty string for the live ones) and pass the
-// filters ($3 subject prefix, $4 MessageID, $5 and $6 a property's key and
-// value; the empty string for none), at most $7, in id order. Properties are a JSON
-// object of strings.
+// the window's states ($2: one state, or the empty string for the live
+// ones) and pass the filters ($3 subject prefix, $4 MessageID, $5 and $6 a
+// property's key and value; the empty string for none), at most $7, in id
+// order. Properties are a JSON object of strings.
 const findRowsSQL = `SELECT ` + rowColumns + ` FROM mqlite_messages
 	WHERE id = ANY($1)
 	  AND (state = $2 OR ($2 = '' AND state IN ` + liveStates + `))

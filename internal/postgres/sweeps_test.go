@@ -119,6 +119,34 @@ func TestRedriveRejoinsTheGroupBehindAMemberInFlight(t *testing.T) {
 	}
 	claimable(1, 1)
 	_ = front
+
+	// A front abandoned with a delay (scheduled after a delivery) holds a
+	// redriven message back like a locked one; a later member sent with a
+	// delay (scheduled, never delivered) holds nobody.
+	seedQueue(t, db, driver.Queue{Name: "s"})
+	seed(t, db, msg{queue: "s", group: "g", enq: 1})
+	later := seed(t, db, msg{queue: "s", group: "g", state: "scheduled", visible: now + 100, enq: 2})
+	oldest := func(want int64) {
+		t.Helper()
+		if enq, _, err := pg.Oldest(ctx, db, "s"); err != nil || enq != want {
+			t.Fatalf("oldest claimable of s enqueued at %d, %v; want %d", enq, err, want)
+		}
+	}
+	oldest(1) // a later member sent with a delay holds nobody
+	if _, err := db.Exec(`UPDATE mqlite_messages SET state = 'dead_lettered' WHERE queue = 's' AND id < $1`, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE mqlite_messages SET delivery_count = 1 WHERE id = $1`, later); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := pg.Redrive(ctx, db, "s", nil, now); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	oldest(0) // behind the front abandoned with a delay
+	if n, err := pg.Promote(ctx, db, now+100, nil); err != nil || n != 1 {
+		t.Fatalf("Promote = %d, %v", n, err)
+	}
+	oldest(1) // the front is back: the group goes on in id order
 }
 
 func TestDeliverNowMakesScheduledMessagesDue(t *testing.T) {
