@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -17,28 +16,12 @@ import (
 // sweep, nor holds one up. No read shows a completed message (the receipt
 // a completion leaves until CompactReceipts turns it).
 
-// rowColumns is the columns of a driver.Row, as scanRow reads them: the
+// rowColumns is the columns of a driver.Row, as driver.ScanRow reads them: the
 // lease's token only while the message is locked.
 const rowColumns = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''), body,
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
-
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-// scanRow reads one row of rowColumns.
-func scanRow(s scanner) (driver.Row, error) {
-	var c driver.Row
-	var gid sql.NullString
-	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
-		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
-	if gid.Valid {
-		c.GroupID = &gid.String
-	}
-	return c, err
-}
 
 // liveStates are the states of a message that still counts in its group:
 // all but dead_lettered and completed. Spelled as the WHERE of the index
@@ -141,20 +124,8 @@ func peek(ctx context.Context, db driver.DBTX, r driver.PeekRequest, state strin
 	if err != nil {
 		return nil, fmt.Errorf("peek: %w", err)
 	}
-	defer rows.Close()
-	var out []driver.Row
-	var total int64
-	for rows.Next() {
-		c, err := scanRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("peek: %w", err)
-		}
-		if total += c.Size(); r.MaxBytes > 0 && len(out) > 0 && total > r.MaxBytes {
-			break // the page is full
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, _, err := driver.PageRows(rows, r.MaxBytes)
+	if err != nil {
 		return nil, fmt.Errorf("peek: %w", err)
 	}
 	return out, nil
@@ -183,62 +154,23 @@ func (PostgreSQL) Find(ctx context.Context, db driver.DBTX, r driver.FindRequest
 	if err != nil {
 		return driver.FindResult{}, err
 	}
-	ids, err := windowIDs(ctx, db, window, r.Queue, r.FromSeq, r.ScanMax)
+	ids, err := driver.QueryIDs(ctx, db, window, r.Queue, r.FromSeq, r.ScanMax)
 	if err != nil {
 		return driver.FindResult{}, fmt.Errorf("find: %w", err)
 	}
-	out := driver.FindResult{Scanned: len(ids)}
 	if len(ids) == 0 {
-		return out, nil
+		return driver.FindResult{}, nil
 	}
-	last := ids[len(ids)-1]
 	rows, err := db.QueryContext(ctx, findRowsSQL, ids, r.State, r.SubjectPrefix, r.MessageID,
 		r.PropertyKey, r.PropertyValue, r.Max)
 	if err != nil {
 		return driver.FindResult{}, fmt.Errorf("find: %w", err)
 	}
-	defer rows.Close()
-	var total int64
-	full := false
-	for rows.Next() {
-		c, err := scanRow(rows)
-		if err != nil {
-			return driver.FindResult{}, fmt.Errorf("find: %w", err)
-		}
-		if total += c.Size(); r.MaxBytes > 0 && len(out.Rows) > 0 && total > r.MaxBytes {
-			full = true
-			break
-		}
-		out.Rows = append(out.Rows, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := driver.FindPage(ids, rows, r)
+	if err != nil {
 		return driver.FindResult{}, fmt.Errorf("find: %w", err)
 	}
-	switch {
-	case full || len(out.Rows) == r.Max:
-		out.NextSeq = out.Rows[len(out.Rows)-1].Seq + 1
-	case out.Scanned == r.ScanMax:
-		out.NextSeq = last + 1
-	}
 	return out, nil
-}
-
-// windowIDs runs window (windowSQL) and returns its ids, in order.
-func windowIDs(ctx context.Context, db driver.DBTX, window, queue string, from int64, limit int) ([]int64, error) {
-	rows, err := db.QueryContext(ctx, window, queue, from, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // statsPart is one state's share of Stats: its count, body bytes, lowest
