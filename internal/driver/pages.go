@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
 )
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -84,4 +86,31 @@ func FindPage(ids []int64, rows *sql.Rows, r FindRequest) (FindResult, error) {
 		out.NextSeq = ids[len(ids)-1] + 1
 	}
 	return out, nil
+}
+
+// Arms are an engine's statements, each listing the ids of one state's
+// messages of a queue, that a page's window merges.
+type Arms struct {
+	Active, Locked, Scheduled, Deferred, Dead []string
+}
+
+// For returns the arms of a window over state: one state, or "" for
+// every live one (all but dead_lettered and completed). Another state is
+// an error.
+func (a Arms) For(state string) ([]string, error) {
+	switch state {
+	case "":
+		return slices.Concat(a.Active, a.Locked, a.Scheduled, a.Deferred), nil
+	case "active":
+		return a.Active, nil
+	case "locked":
+		return a.Locked, nil
+	case "scheduled":
+		return a.Scheduled, nil
+	case "deferred":
+		return a.Deferred, nil
+	case "dead_lettered":
+		return a.Dead, nil
+	}
+	return nil, fmt.Errorf("find: unknown state %q", state)
 }

@@ -56,6 +56,8 @@ var (
 	scheduledIDs = idsOf("mqlite_msg_scheduled_id", `state = 'scheduled'`)
 	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
 	deadIDs      = idsOf("mqlite_msg_dead", `state = 'dead_lettered'`)
+	windowArms   = driver.Arms{Active: []string{activeIDs, heldIDs}, Locked: []string{lockedIDs},
+		Scheduled: []string{scheduledIDs}, Deferred: []string{deferredIDs}, Dead: []string{deadIDs}}
 )
 
 // activeByPriority is the claimable ids of the queue ?1 from id ?2 on: one
@@ -77,22 +79,9 @@ func activeByPriority() string {
 // and cut by the LIMIT, so that nothing of another queue is read. state is one state, or "" for
 // every live one (all but dead_lettered and completed).
 func windowSQL(state string) (string, error) {
-	var arms []string
-	switch state {
-	case "":
-		arms = []string{activeIDs, heldIDs, lockedIDs, scheduledIDs, deferredIDs}
-	case "active":
-		arms = []string{activeIDs, heldIDs}
-	case "locked":
-		arms = []string{lockedIDs}
-	case "scheduled":
-		arms = []string{scheduledIDs}
-	case "deferred":
-		arms = []string{deferredIDs}
-	case "dead_lettered":
-		arms = []string{deadIDs}
-	default:
-		return "", fmt.Errorf("find: unknown state %q", state)
+	arms, err := windowArms.For(state)
+	if err != nil {
+		return "", err
 	}
 	head := ""
 	if arms[0] == activeIDs {

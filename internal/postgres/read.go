@@ -71,6 +71,8 @@ var (
 	scheduledIDs = stateIDs(`state = 'scheduled'`, "id")
 	deferredIDs  = stateIDs(`state = 'deferred'`, "id")
 	deadIDs      = stateIDs(`state = 'dead_lettered'`, "id")
+	windowArms   = driver.Arms{Active: activeIDs(), Locked: []string{lockedIDs}, Scheduled: []string{scheduledIDs},
+		Deferred: []string{deferredIDs}, Dead: []string{deadIDs}}
 )
 
 // windowSQL lists the ids of the queue $1 in state from id $2 on, in id
@@ -79,22 +81,9 @@ var (
 // another queue is read. state is one state, or "" for every live one
 // (all but dead_lettered and completed).
 func windowSQL(state string) (string, error) {
-	var arms []string
-	switch state {
-	case "":
-		arms = append(activeIDs(), lockedIDs, scheduledIDs, deferredIDs)
-	case "active":
-		arms = activeIDs()
-	case "locked":
-		arms = []string{lockedIDs}
-	case "scheduled":
-		arms = []string{scheduledIDs}
-	case "deferred":
-		arms = []string{deferredIDs}
-	case "dead_lettered":
-		arms = []string{deadIDs}
-	default:
-		return "", fmt.Errorf("find: unknown state %q", state)
+	arms, err := windowArms.For(state)
+	if err != nil {
+		return "", err
 	}
 	return `SELECT id FROM (` + strings.Join(arms, "\n\tUNION ALL ") + `) w ORDER BY id LIMIT $3`, nil
 }

@@ -307,22 +307,39 @@ func TestReapReleasesLapsedLeases(t *testing.T) {
 }
 
 // TestSweepsHonourStop runs each sweep over more than a batch with a stop
-// that says stop at once: one batch goes.
+// that says stop at once: one batch goes, and the next run takes the rest.
 func TestSweepsHonourStop(t *testing.T) {
 	db, clock := openTest(t)
 	ctx := context.Background()
 	now := clock.now()
 	seedQueue(t, db, driver.Queue{Name: "q"})
-	if _, err := db.Exec(`INSERT INTO mqlite_messages (queue, state, locked_until, lock_token, delivery_count, body_len, content_key, enqueued_at)
-		SELECT 'q', 'locked', $1, $2, 1, 0, '\x00', 0 FROM generate_series(1, $3)`, now-1, token, driver.SweepBatch+1); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{
+		`INSERT INTO mqlite_messages (queue, state, locked_until, lock_token, delivery_count, body_len, content_key, enqueued_at)
+		 SELECT 'q', 'locked', $1, '` + token + `', 1, 0, '\x00', 0 FROM generate_series(1, $2)`,
+		`INSERT INTO mqlite_messages (queue, state, visible_at, body_len, content_key, enqueued_at)
+		 SELECT 'q', 'scheduled', $1, 0, '\x00', 0 FROM generate_series(1, $2)`,
+		`INSERT INTO mqlite_messages (queue, state, expires_at, body_len, content_key, enqueued_at)
+		 SELECT 'q', 'deferred', $1, 0, '\x00', 0 FROM generate_series(1, $2)`,
+		`INSERT INTO mqlite_dedup (queue, kind, key, seq, expires_at)
+		 SELECT 'q', 'id', i::text, i, $1 FROM generate_series(1, $2) i`,
+	} {
+		if _, err := db.Exec(q, now-1, driver.SweepBatch+1); err != nil {
+			t.Fatal(err)
+		}
 	}
-	stop := func() bool { return true }
-	if n, err := pg.Reap(ctx, db, now, stop); err != nil || n != driver.SweepBatch {
-		t.Fatalf("Reap with stop = %d, %v; want one batch", n, err)
-	}
-	if n, err := pg.Reap(ctx, db, now, nil); err != nil || n != 1 {
-		t.Fatalf("Reap = %d, %v; want the rest", n, err)
+	type sweepFn func(context.Context, driver.DBTX, int64, func() bool) (int64, error)
+	for _, s := range []struct {
+		name string
+		run  sweepFn
+	}{{"Reap", pg.Reap}, {"Promote", pg.Promote}, {"Expire", pg.Expire}, {"Janitor", pg.Janitor}} {
+		asked := 0
+		stop := func() bool { asked++; return true }
+		if n, err := s.run(ctx, db, now, stop); err != nil || n != driver.SweepBatch || asked == 0 {
+			t.Errorf("%s with stop = %d, %v (stop asked %d times); want one batch", s.name, n, err, asked)
+		}
+		if n, err := s.run(ctx, db, now, nil); err != nil || n != 1 {
+			t.Errorf("%s = %d, %v; want the rest", s.name, n, err)
+		}
 	}
 }
 
