@@ -16,8 +16,8 @@ import (
 // sweep, nor holds one up. No read shows a completed message (the receipt
 // a completion leaves until CompactReceipts turns it).
 
-// rowColumns is the columns of a driver.Row, as driver.ScanRow reads them: the
-// lease's token only while the message is locked.
+// rowColumns is the columns of a driver.Row, as driver.ScanRow reads
+// them: the lease's token only while the message is locked.
 const rowColumns = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''), body,
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
