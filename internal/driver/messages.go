@@ -36,6 +36,12 @@ const (
 	// live passed before it was consumed, on a queue that dead-letters
 	// expired messages.
 	ReasonTTL = "ttl expired"
+	// DescLeaseExpired is the dead-letter description of a message whose
+	// last allowed delivery's lease lapsed (the reaper's, with
+	// ReasonMaxDelivery).
+	DescLeaseExpired = "the lease of the last allowed delivery expired"
+	// DescTTL is the dead-letter description that goes with ReasonTTL.
+	DescTTL = "the time to live passed before the message was consumed"
 )
 
 // ErrSpentDeferred is returned by ClaimDeferred after it dead-lettered a

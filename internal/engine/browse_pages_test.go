@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"modernc.org/sqlite"
+
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // oldLiveWindow is the live-state window before it was read from the
@@ -258,7 +260,7 @@ func TestBrowseAScheduledBacklog(t *testing.T) {
 	oldArm := `SELECT id FROM mqlite_messages INDEXED BY mqlite_msg_scheduled
 		WHERE queue = ?1 AND id >= ?2 AND state = 'scheduled' ORDER BY id LIMIT ?3`
 	if n := pagesRead(t, conn, func() {
-		if _, err := windowIDs(ctx, conn, oldArm, q, 0, 10); err != nil {
+		if _, err := driver.QueryIDs(ctx, conn, oldArm, q, 0, 10); err != nil {
 			t.Fatal(err)
 		}
 	}); n < 2*pageBound {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
@@ -23,17 +24,8 @@ const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_a
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
 
-func scanRow(s scanner) (Row, error) {
-	var c Row
-	var gid sql.NullString
-	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
-		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
-	if gid.Valid {
-		c.GroupID = &gid.String
-	}
-	return c, err
-}
+// scanRow reads one row of returning.
+func scanRow(s scanner) (Row, error) { return driver.ScanRow(s) }
 
 // claimedColumns is returning without what a claim of one message sets to
 // values it knows (state, lock_token, locked_until): scanClaimed fills those
@@ -467,18 +459,9 @@ func peek(ctx context.Context, db DBTX, r PeekRequest, state string) ([]Row, err
 	if err != nil {
 		return nil, fmt.Errorf("peek: %w", err)
 	}
-	defer rows.Close()
-	var out []Row
-	var total int64
-	for rows.Next() {
-		c, err := scanRow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("peek: %w", err)
-		}
-		if total += c.Size(); r.MaxBytes > 0 && len(out) > 0 && total > r.MaxBytes {
-			break // the page is full: stop reading bodies
-		}
-		out = append(out, c)
+	out, _, err := driver.PageRows(rows, r.MaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("peek: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -56,6 +56,8 @@ var (
 	scheduledIDs = idsOf("mqlite_msg_scheduled_id", `state = 'scheduled'`)
 	deferredIDs  = idsOf("mqlite_msg_deferred", `state = 'deferred'`)
 	deadIDs      = idsOf("mqlite_msg_dead", `state = 'dead_lettered'`)
+	windowArms   = driver.Arms{Active: []string{activeIDs, heldIDs}, Locked: []string{lockedIDs},
+		Scheduled: []string{scheduledIDs}, Deferred: []string{deferredIDs}, Dead: []string{deadIDs}}
 )
 
 // activeByPriority is the claimable ids of the queue ?1 from id ?2 on: one
@@ -77,22 +79,9 @@ func activeByPriority() string {
 // and cut by the LIMIT, so that nothing of another queue is read. state is one state, or "" for
 // every live one (all but dead_lettered and completed).
 func windowSQL(state string) (string, error) {
-	var arms []string
-	switch state {
-	case "":
-		arms = []string{activeIDs, heldIDs, lockedIDs, scheduledIDs, deferredIDs}
-	case "active":
-		arms = []string{activeIDs, heldIDs}
-	case "locked":
-		arms = []string{lockedIDs}
-	case "scheduled":
-		arms = []string{scheduledIDs}
-	case "deferred":
-		arms = []string{deferredIDs}
-	case "dead_lettered":
-		arms = []string{deadIDs}
-	default:
-		return "", fmt.Errorf("find: unknown state %q", state)
+	arms, err := windowArms.For(state)
+	if err != nil {
+		return "", err
 	}
 	head := ""
 	if arms[0] == activeIDs {
@@ -112,24 +101,6 @@ const findRowsSQL = `SELECT ` + returning + ` FROM mqlite_messages
 		  AND (?6 = '' OR EXISTS (SELECT 1 FROM json_each(mqlite_messages.properties) p WHERE p.key = ?6 AND p.value = ?7))
 		ORDER BY id LIMIT ?8`
 
-// windowIDs runs window (windowSQL) once and returns its ids, in order.
-func windowIDs(ctx context.Context, db DBTX, window, queue string, from int64, limit int) ([]int64, error) {
-	rows, err := db.QueryContext(ctx, window, queue, from, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
 // Find reads a page of r: first the window of at most r.ScanMax messages
 // of the queue in r.State from r.FromSeq (ids only, from the indexes),
 // then the rows of the window that pass the other filters, at most r.Max
@@ -140,15 +111,13 @@ func Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error) {
 	if err != nil {
 		return FindResult{}, err
 	}
-	ids, err := windowIDs(ctx, db, window, r.Queue, r.FromSeq, r.ScanMax)
+	ids, err := driver.QueryIDs(ctx, db, window, r.Queue, r.FromSeq, r.ScanMax)
 	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
 	}
-	out := FindResult{Scanned: len(ids)}
 	if len(ids) == 0 {
-		return out, nil
+		return FindResult{}, nil
 	}
-	last := ids[len(ids)-1]
 	list, err := json.Marshal(ids)
 	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
@@ -157,28 +126,9 @@ func Find(ctx context.Context, db DBTX, r FindRequest) (FindResult, error) {
 	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
 	}
-	defer rows.Close()
-	var total int64
-	full := false
-	for rows.Next() {
-		c, err := scanRow(rows)
-		if err != nil {
-			return FindResult{}, fmt.Errorf("find: %w", err)
-		}
-		if total += c.Size(); r.MaxBytes > 0 && len(out.Rows) > 0 && total > r.MaxBytes {
-			full = true
-			break
-		}
-		out.Rows = append(out.Rows, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := driver.FindPage(ids, rows, r)
+	if err != nil {
 		return FindResult{}, fmt.Errorf("find: %w", err)
-	}
-	switch {
-	case full || len(out.Rows) == r.Max:
-		out.NextSeq = out.Rows[len(out.Rows)-1].Seq + 1
-	case out.Scanned == r.ScanMax:
-		out.NextSeq = last + 1
 	}
 	return out, nil
 }

@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/mqlite/mqlite/internal/driver"
 )
 
 // Dead-letter reasons and descriptions written by the engine.
 const (
-	descLeaseExpired = "the lease of the last allowed delivery expired"
+	descLeaseExpired = driver.DescLeaseExpired
 	descRecovered    = "the process holding the last allowed delivery ended"
-	descTTL          = "the time to live passed before the message was consumed"
+	descTTL          = driver.DescTTL
 )
 
 // rowMaxDelivery is the delivery limit of the row being updated, for the
