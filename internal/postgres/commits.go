@@ -92,9 +92,10 @@ func (PostgreSQL) LookupDedup(ctx context.Context, db driver.DBTX, queue, messag
 	var seq sql.NullInt64
 	var unfinished sql.NullBool
 	var props sql.NullString
+	// Unfinished: the live states, neither dead-lettered nor completed.
 	err = db.QueryRowContext(ctx, `SELECT q.dedup_window_ms, d.seq,
-		m.state NOT IN ('dead_lettered', 'completed'),
-		CASE WHEN m.state NOT IN ('dead_lettered', 'completed') THEN m.properties END
+		m.state IN ('active', 'locked', 'deferred', 'scheduled'),
+		CASE WHEN m.state IN ('active', 'locked', 'deferred', 'scheduled') THEN m.properties END
 		FROM mqlite_queues q
 		LEFT JOIN mqlite_dedup d ON d.queue = q.name AND d.kind = 'id' AND d.key = $2 AND d.expires_at > $3
 		LEFT JOIN mqlite_messages m ON m.id = d.seq AND m.queue = q.name

@@ -12,18 +12,10 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// queueColumns are the columns scanQueue reads, in its order.
+// queueColumns are the columns driver.ScanQueue reads, in its order.
 const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
 	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body,
 	created_at, updated_at, paused_at`
-
-// ordering is the ordering column's value for fifo.
-func ordering(fifo bool) string {
-	if fifo {
-		return "fifo"
-	}
-	return "standard"
-}
 
 // nameLockClass is the first key of the advisory lock that serializes the
 // creations of one queue or topic name (lockName); the second is the
@@ -96,7 +88,7 @@ func createQueue(ctx context.Context, tx driver.DBTX, q driver.Queue, now int64)
 		lock_duration_ms, dedup_window_ms, default_ttl_ms, dead_letter_on_ttl,
 		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) ON CONFLICT (name) DO NOTHING`,
-		q.Name, ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
+		q.Name, driver.Ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
 		q.DefaultTTLMS, q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, q.DedupByBody, now)
 	if uniqueViolation(err) {
 		return fmt.Errorf("%w: %q", errs.ErrQueueExists, q.Name)
@@ -126,9 +118,11 @@ func (PostgreSQL) UpdateQueue(ctx context.Context, db driver.DBTX, q driver.Queu
 			if _, err := getQueue(ctx, tx, q.Name, " FOR UPDATE"); err != nil {
 				return err
 			}
+			// Any message but a completed one (settled_at is set exactly
+			// on those: the layout's CHECK).
 			var held bool
 			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM mqlite_messages
-				WHERE queue = $1 AND state <> 'completed')`, q.Name).Scan(&held); err != nil {
+				WHERE queue = $1 AND settled_at IS NULL)`, q.Name).Scan(&held); err != nil {
 				return fmt.Errorf("update queue: %w", err)
 			}
 			if held {
@@ -139,7 +133,7 @@ func (PostgreSQL) UpdateQueue(ctx context.Context, db driver.DBTX, q driver.Queu
 			lock_duration_ms = $3, dedup_window_ms = $4, default_ttl_ms = $5, dead_letter_on_ttl = $6,
 			dlq_max_age_ms = $7, dlq_max_count = $8, dlq_max_bytes = $9, dedup_by_body = $10, updated_at = $11
 			WHERE name = $12`,
-			ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
+			driver.Ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
 			q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, q.DedupByBody, now, q.Name)
 		if err != nil {
 			return fmt.Errorf("update queue: %w", err)
@@ -202,7 +196,7 @@ func (PostgreSQL) GetQueue(ctx context.Context, db driver.DBTX, name string) (dr
 // getQueue reads the queue name, with lock (" FOR UPDATE" or "") taken on
 // its row.
 func getQueue(ctx context.Context, db driver.DBTX, name, lock string) (driver.Queue, error) {
-	q, err := scanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM mqlite_queues WHERE name = $1`+lock, name))
+	q, err := driver.ScanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM mqlite_queues WHERE name = $1`+lock, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Queue{}, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
 	}
@@ -218,26 +212,5 @@ func (PostgreSQL) ListQueues(ctx context.Context, db driver.DBTX) ([]driver.Queu
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	defer rows.Close()
-	var out []driver.Queue
-	for rows.Next() {
-		q, err := scanQueue(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		out = append(out, q)
-	}
-	return out, rows.Err()
-}
-
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-// scanQueue reads a row of queueColumns.
-func scanQueue(s scanner) (driver.Queue, error) {
-	var q driver.Queue
-	err := s.Scan(&q.Name, &q.FIFO, &q.MaxDeliveryCount, &q.LockDurationMS, &q.DedupWindowMS,
-		&q.DefaultTTLMS, &q.DeadLetterOnExpire, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
-		&q.DedupByBody, &q.CreatedAt, &q.UpdatedAt, &q.PausedAt)
-	return q, err
+	return driver.ReadQueues(rows)
 }

@@ -10,21 +10,9 @@ import (
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// scheduleColumns are the columns scanSchedule reads, in its order.
+// scheduleColumns are the columns driver.ScanSchedule reads, in its order.
 const scheduleColumns = `name, target, cron, time_zone, interval_ms, anchor_at, catch_up, body, group_id,
 	subject, properties, ttl_ms, next_at, last_at, last_error, fired, skipped, created_at, updated_at`
-
-// scanSchedule reads a row of scheduleColumns.
-func scanSchedule(s scanner) (driver.Schedule, error) {
-	var r driver.Schedule
-	err := s.Scan(&r.Name, &r.Target, &r.Cron, &r.TimeZone, &r.IntervalMS, &r.AnchorAt, &r.CatchUp, &r.Body,
-		&r.GroupID, &r.Subject, &r.Properties, &r.TTLMS, &r.NextAt, &r.LastAt, &r.LastError, &r.Fired,
-		&r.Skipped, &r.CreatedAt, &r.UpdatedAt)
-	if r.Body == nil {
-		r.Body = []byte{}
-	}
-	return r, err
-}
 
 // targetExists reports a target that is neither a queue nor a topic as
 // errs.ErrQueueNotFound.
@@ -113,7 +101,7 @@ func (PostgreSQL) DeleteSchedule(ctx context.Context, db driver.DBTX, name strin
 
 // GetSchedule reads one schedule; a missing one is errs.ErrScheduleNotFound.
 func (PostgreSQL) GetSchedule(ctx context.Context, db driver.DBTX, name string) (driver.Schedule, error) {
-	r, err := scanSchedule(db.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM mqlite_schedules WHERE name = $1`, name))
+	r, err := driver.ScanSchedule(db.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM mqlite_schedules WHERE name = $1`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Schedule{}, fmt.Errorf("%w: %q", errs.ErrScheduleNotFound, name)
 	}
@@ -155,21 +143,7 @@ func schedulePageEnd(ctx context.Context, db driver.DBTX, after string, limit in
 	if err != nil {
 		return "", fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
-	var last string
-	var total int64
-	for rows.Next() {
-		var name string
-		var size int64
-		if err := rows.Scan(&name, &size); err != nil {
-			return "", fmt.Errorf("list schedules: %w", err)
-		}
-		if total += size; total > maxBytes && last != "" {
-			break
-		}
-		last = name
-	}
-	return last, rows.Err()
+	return driver.SchedulePageEnd(rows, maxBytes)
 }
 
 // DueSchedules returns up to limit schedules whose next period has begun by
@@ -193,20 +167,7 @@ func querySchedules(ctx context.Context, db driver.DBTX, maxBytes int64, query s
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
-	var out []driver.Schedule
-	var total int64
-	for rows.Next() {
-		r, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		if total += r.Size(); maxBytes > 0 && total > maxBytes && len(out) > 0 {
-			break
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return driver.ReadSchedules(rows, maxBytes)
 }
 
 // AdvanceSchedule records a firing of the schedule name. Call it in the

@@ -99,24 +99,9 @@ func (PostgreSQL) ListTopics(ctx context.Context, db driver.DBTX) ([]driver.Topi
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	var out []driver.Topic
-	for rows.Next() {
-		var t driver.Topic
-		if err := rows.Scan(&t.Name, &t.CreatedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("list topics: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	for i := range out {
-		if out[i].Subscriptions, err = subscriptions(ctx, db, out[i].Name); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return driver.ReadTopics(rows, func(topic string) ([]driver.Subscription, error) {
+		return subscriptions(ctx, db, topic)
+	})
 }
 
 // subscriptions reads the subscriptions of topic in queue order.
@@ -126,20 +111,7 @@ func subscriptions(ctx context.Context, db driver.DBTX, topic string) ([]driver.
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions of %s: %w", topic, err)
 	}
-	defer rows.Close()
-	var out []driver.Subscription
-	for rows.Next() {
-		sub := driver.Subscription{Topic: topic}
-		var filter string
-		if err := rows.Scan(&sub.Queue, &filter, &sub.CreatedAt); err != nil {
-			return nil, fmt.Errorf("subscriptions of %s: %w", topic, err)
-		}
-		if err := json.Unmarshal([]byte(filter), &sub.Filter); err != nil {
-			return nil, fmt.Errorf("subscription %s/%s: filter: %w", topic, sub.Queue, err)
-		}
-		out = append(out, sub)
-	}
-	return out, rows.Err()
+	return driver.ReadSubscriptions(rows, topic)
 }
 
 // CreateSubscription creates the queue q and subscribes it to topic with
