@@ -29,7 +29,10 @@ const nameLockClass = 0x6d716e6d // "mqnm"
 // under this lock, and the second of two processes creating one name at
 // once sees the first's row (READ COMMITTED: a statement after the wait
 // reads what committed before it). Names whose hashes collide merely wait
-// for each other.
+// for each other. It needs READ COMMITTED, the default and the store's
+// own: a caller's REPEATABLE READ transaction read its snapshot before the
+// wait, so the second of two creations of one queue fails with a
+// serialization error, and a queue and a topic of one name both commit.
 func lockName(ctx context.Context, tx driver.DBTX, name string) error {
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, nameLockClass, name); err != nil {
 		return fmt.Errorf("lock the name %q: %w", name, err)
