@@ -646,7 +646,14 @@ func TestAdminTwoProcessesFireAPeriodOnce(t *testing.T) {
 	}
 	noErr(t, "rollback twin", tx2.Rollback())
 	noErr(t, "advance", pg.AdvanceSchedule(ctx, tx1, "s", driver.Advance{NextAt: start + 1000, LastAt: start, Fired: 1}))
+	// The firing itself sees its own schedule's next period.
+	if next, err := pg.NextScheduleAt(ctx, tx1); err != nil || next != start+1000 {
+		t.Fatalf("next of the firing = %d, %v; want %d", next, err, start+1000)
+	}
 	noErr(t, "commit", tx1.Commit())
+	if next, err := pg.NextScheduleAt(ctx, twin); err != nil || next != start+1000 {
+		t.Fatalf("next of the other after the commit = %d, %v; want %d", next, err, start+1000)
+	}
 	if due, _ := pg.DueSchedules(ctx, twin, start, 64); len(due) != 0 {
 		t.Fatalf("the fired period is due again: %v", due)
 	}
