@@ -6,19 +6,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
 const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration_ms, dedup_window_ms,
 	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body,
 	created_at, updated_at, paused_at`
-
-func ordering(fifo bool) string {
-	if fifo {
-		return "fifo"
-	}
-	return "standard"
-}
 
 // CreateQueue inserts q; a name in use by a queue or a topic is
 // errs.ErrQueueExists.
@@ -33,7 +27,7 @@ func CreateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 		lock_duration_ms, dedup_window_ms, default_ttl_ms, dead_letter_on_ttl,
 		dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
-		q.Name, ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
+		q.Name, driver.Ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS,
 		q.DefaultTTLMS, q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, q.DedupByBody, now, now)
 	if err != nil {
 		return fmt.Errorf("create queue: %w", err)
@@ -66,7 +60,7 @@ func UpdateQueue(ctx context.Context, db DBTX, q Queue, now int64) error {
 		lock_duration_ms = ?, dedup_window_ms = ?, default_ttl_ms = ?, dead_letter_on_ttl = ?,
 		dlq_max_age_ms = ?, dlq_max_count = ?, dlq_max_bytes = ?, dedup_by_body = ?, updated_at = ?
 		WHERE name = ?`,
-		ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
+		driver.Ordering(q.FIFO), q.MaxDeliveryCount, q.LockDurationMS, q.DedupWindowMS, q.DefaultTTLMS,
 		q.DeadLetterOnExpire, q.DLQMaxAgeMS, q.DLQMaxCount, q.DLQMaxBytes, q.DedupByBody, now, q.Name)
 	if err != nil {
 		return fmt.Errorf("update queue: %w", err)
@@ -113,7 +107,7 @@ func DeleteQueue(ctx context.Context, db DBTX, name string) error {
 
 // GetQueue reads one queue; a missing one is errs.ErrQueueNotFound.
 func GetQueue(ctx context.Context, db DBTX, name string) (Queue, error) {
-	q, err := scanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM mqlite_queues WHERE name = ?`, name))
+	q, err := driver.ScanQueue(db.QueryRowContext(ctx, `SELECT `+queueColumns+` FROM mqlite_queues WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Queue{}, fmt.Errorf("%w: %q", errs.ErrQueueNotFound, name)
 	}
@@ -129,24 +123,8 @@ func ListQueues(ctx context.Context, db DBTX) ([]Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	defer rows.Close()
-	var out []Queue
-	for rows.Next() {
-		q, err := scanQueue(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list queues: %w", err)
-		}
-		out = append(out, q)
-	}
-	return out, rows.Err()
+	return driver.ReadQueues(rows)
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanQueue(s scanner) (Queue, error) {
-	var q Queue
-	err := s.Scan(&q.Name, &q.FIFO, &q.MaxDeliveryCount, &q.LockDurationMS, &q.DedupWindowMS,
-		&q.DefaultTTLMS, &q.DeadLetterOnExpire, &q.DLQMaxAgeMS, &q.DLQMaxCount, &q.DLQMaxBytes,
-		&q.DedupByBody, &q.CreatedAt, &q.UpdatedAt, &q.PausedAt)
-	return q, err
-}
+// scanner is a *sql.Row or *sql.Rows.
+type scanner = driver.Scanner

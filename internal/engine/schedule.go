@@ -6,22 +6,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
 const scheduleColumns = `name, target, cron, time_zone, interval_ms, anchor_at, catch_up, body, group_id,
 	subject, properties, ttl_ms, next_at, last_at, last_error, fired, skipped, created_at, updated_at`
-
-func scanSchedule(s scanner) (Schedule, error) {
-	var r Schedule
-	err := s.Scan(&r.Name, &r.Target, &r.Cron, &r.TimeZone, &r.IntervalMS, &r.AnchorAt, &r.CatchUp, &r.Body,
-		&r.GroupID, &r.Subject, &r.Properties, &r.TTLMS, &r.NextAt, &r.LastAt, &r.LastError, &r.Fired,
-		&r.Skipped, &r.CreatedAt, &r.UpdatedAt)
-	if r.Body == nil {
-		r.Body = []byte{}
-	}
-	return r, err
-}
 
 // targetExists reports a missing queue or topic as errs.ErrQueueNotFound.
 func targetExists(ctx context.Context, db DBTX, target string) error {
@@ -90,7 +80,7 @@ func DeleteSchedule(ctx context.Context, db DBTX, name string) error {
 
 // GetSchedule reads one schedule; a missing one is errs.ErrScheduleNotFound.
 func GetSchedule(ctx context.Context, db DBTX, name string) (Schedule, error) {
-	r, err := scanSchedule(db.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM mqlite_schedules WHERE name = ?`, name))
+	r, err := driver.ScanSchedule(db.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM mqlite_schedules WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Schedule{}, fmt.Errorf("%w: %q", errs.ErrScheduleNotFound, name)
 	}
@@ -132,21 +122,7 @@ func schedulePageEnd(ctx context.Context, db DBTX, after string, limit int, maxB
 	if err != nil {
 		return "", fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
-	var last string
-	var total int64
-	for rows.Next() {
-		var name string
-		var size int64
-		if err := rows.Scan(&name, &size); err != nil {
-			return "", fmt.Errorf("list schedules: %w", err)
-		}
-		if total += size; total > maxBytes && last != "" {
-			break
-		}
-		last = name
-	}
-	return last, rows.Err()
+	return driver.SchedulePageEnd(rows, maxBytes)
 }
 
 // DueSchedules returns up to limit schedules whose next period has begun by
@@ -163,20 +139,7 @@ func querySchedules(ctx context.Context, db DBTX, maxBytes int64, query string, 
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
-	var out []Schedule
-	var total int64
-	for rows.Next() {
-		r, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		if total += r.Size(); maxBytes > 0 && total > maxBytes && len(out) > 0 {
-			break
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return driver.ReadSchedules(rows, maxBytes)
 }
 
 // AdvanceSchedule records a firing of the schedule name. Call it in the

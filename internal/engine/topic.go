@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
@@ -83,24 +84,9 @@ func ListTopics(ctx context.Context, db DBTX) ([]Topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	var out []Topic
-	for rows.Next() {
-		var t Topic
-		if err := rows.Scan(&t.Name, &t.CreatedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("list topics: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	for i := range out {
-		if out[i].Subscriptions, err = subscriptions(ctx, db, out[i].Name); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return driver.ReadTopics(rows, func(topic string) ([]driver.Subscription, error) {
+		return subscriptions(ctx, db, topic)
+	})
 }
 
 // subscriptions reads the subscriptions of topic in queue order.
@@ -110,20 +96,7 @@ func subscriptions(ctx context.Context, db DBTX, topic string) ([]Subscription, 
 	if err != nil {
 		return nil, fmt.Errorf("subscriptions of %s: %w", topic, err)
 	}
-	defer rows.Close()
-	var out []Subscription
-	for rows.Next() {
-		sub := Subscription{Topic: topic}
-		var filter string
-		if err := rows.Scan(&sub.Queue, &filter, &sub.CreatedAt); err != nil {
-			return nil, fmt.Errorf("subscriptions of %s: %w", topic, err)
-		}
-		if err := json.Unmarshal([]byte(filter), &sub.Filter); err != nil {
-			return nil, fmt.Errorf("subscription %s/%s: filter: %w", topic, sub.Queue, err)
-		}
-		out = append(out, sub)
-	}
-	return out, rows.Err()
+	return driver.ReadSubscriptions(rows, topic)
 }
 
 // CreateSubscription creates the queue q and subscribes it to topic with
