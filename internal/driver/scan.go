@@ -11,9 +11,6 @@ import (
 // engine writes its own statements and hands the rows here, selected in
 // the order each reader names.
 
-// Scanner is a *sql.Row or *sql.Rows.
-type Scanner interface{ Scan(dest ...any) error }
-
 // Ordering is the value of the queues table's ordering column for fifo.
 func Ordering(fifo bool) string {
 	if fifo {
