@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -26,17 +25,12 @@ func init() {
 // clock: another process sharing the database.
 func openTwin(t *testing.T, db *sql.DB, clock *testClock) *sql.DB {
 	t.Helper()
-	var name string
-	if err := db.QueryRow(`SELECT current_database()`).Scan(&name); err != nil {
-		t.Fatal(err)
+	u, ok := urls.Load(db)
+	if !ok {
+		t.Fatal("openTwin: db was not opened by openTest")
 	}
-	u, err := url.Parse(adminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
 	twin, release, err := pg.Open(driver.ConnConfig{
-		Path: u.String(), StoreID: 2, MaxMessageBytes: 1 << 20,
+		Path: u.(string), StoreID: 2, MaxMessageBytes: 1 << 20,
 		Now: clock.now, Closing: func() bool { return false },
 	})
 	if err != nil {

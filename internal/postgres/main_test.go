@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,10 @@ var pg = postgres.PostgreSQL{}
 type testClock struct{ ms atomic.Int64 }
 
 func (c *testClock) now() int64 { return c.ms.Load() }
+
+// urls are the URLs the handles of openTest are on, for a second handle on
+// the same database (another process).
+var urls sync.Map // *sql.DB → string
 
 // openTest opens the engine on a new, empty database with the current
 // layout (pgtest.URL) and returns the handle and the clock its statements
@@ -44,7 +49,8 @@ func openOn(t testing.TB, url string) (*sql.DB, *testClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = db.Close(); release() })
+	urls.Store(db, url)
+	t.Cleanup(func() { _ = db.Close(); release(); urls.Delete(db) })
 	if err := schema.ApplyPostgres(ctx, db); err != nil {
 		t.Fatal(err)
 	}

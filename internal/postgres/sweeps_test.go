@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"database/sql"
-	"net/url"
 	"reflect"
 	"sync"
 	"testing"
@@ -486,30 +485,6 @@ func TestCompactReceiptsTurnsCompletedRows(t *testing.T) {
 	}
 }
 
-// secondHandle opens another store's handle on db's database, as a second
-// process would.
-func secondHandle(t *testing.T, db *sql.DB, clock *testClock) *sql.DB {
-	t.Helper()
-	var name string
-	if err := db.QueryRow(`SELECT current_database()`).Scan(&name); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(adminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	other, release, err := pg.Open(driver.ConnConfig{
-		Path: u.String(), StoreID: 2, MaxMessageBytes: 1 << 20,
-		Now: clock.now, Closing: func() bool { return false },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = other.Close(); release() })
-	return other
-}
-
 // TestSweepsAtOnceMoveEachRowOnce runs Reap, Expire and Janitor on two
 // handles at once over the same backlog (several batches of each): every
 // row is moved once, and the two handles' counts add up to the rows.
@@ -517,7 +492,7 @@ func TestSweepsAtOnceMoveEachRowOnce(t *testing.T) {
 	db, clock := openTest(t)
 	ctx := context.Background()
 	now := clock.now()
-	other := secondHandle(t, db, clock)
+	other := openTwin(t, db, clock)
 	seedQueue(t, db, driver.Queue{Name: "q", MaxDeliveryCount: 2})
 	seedQueue(t, db, driver.Queue{Name: "ttl", DeadLetterOnExpire: true})
 	const rows = 3*driver.SweepBatch + 17
