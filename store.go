@@ -414,9 +414,12 @@ func (l fileLock) unlock() error {
 	return errors.Join(l.file.Unlock(), l.sidecar.Unlock())
 }
 
-// DB returns the store's *sql.DB for the application's own tables. It is the
-// same single connection the store uses, so a transaction on it can carry
-// both business rows and outbox messages. Do not change its pool settings.
+// DB returns the store's *sql.DB for the application's own tables. On
+// SQLite it is the same single connection the store uses, so a transaction
+// on it can carry both business rows and outbox messages. On PostgreSQL it
+// is the store's pool (Config.MaxConns); there a transaction of any handle
+// on the database carries the outbox too (the application's own pgx pool).
+// Do not change its pool settings.
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Path returns the canonical path of the store's file, or the URL of its
