@@ -3,15 +3,14 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
@@ -57,13 +56,9 @@ func scanClaimed(s scanner, token string, until int64) (Row, error) {
 	return c, err
 }
 
-// newToken returns a fresh lock token: 128 bits from crypto/rand as 32
-// lowercase hex digits, the form of lower(hex(randomblob(16))).
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand.Read)
-	return hex.EncodeToString(b[:])
-}
+// newToken returns a fresh lock token (driver.NewToken), the form of
+// lower(hex(randomblob(16))).
+var newToken = driver.NewToken
 
 // eligible is the WHERE of the claim's candidate (in priority order, then
 // seq: mqlite_msg_active's order): the oldest active,
@@ -152,14 +147,9 @@ var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_a
 var reapExpiredSQL = release{MaxDelivery: "?3", Now: "?2", Desc: descLeaseExpired, Back: "'active'",
 	Where: `queue = ?1 AND state = 'locked' AND locked_until <= ?2`}.sql()
 
-// request names the options of a Receive that a replay must repeat.
-func claimRequest(r ClaimRequest) string {
-	mode := "peek-lock"
-	if r.Delete {
-		mode = "receive-and-delete"
-	}
-	return fmt.Sprintf("max=%d mode=%s", r.Max, mode)
-}
+// claimRequest names the options of a Receive that a replay must repeat
+// (driver.AttemptRequest).
+var claimRequest = driver.AttemptRequest
 
 // Claim runs one Receive inside tx: it replays a recorded attempt, or makes
 // due messages and expired leases claimable, then claims up to Max messages,
