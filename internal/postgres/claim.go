@@ -79,15 +79,19 @@ const inFlight = `(b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' A
 const candidates = `SELECT m.id, m.priority, ` + sizeSQL + ` AS size FROM mqlite_messages m
 	WHERE m.queue = $1 AND m.state = 'active'
 	  AND (m.expires_at = 0 OR m.expires_at > $2)
-	  AND m.delivery_count < $3
+	  AND m.delivery_count < $3` + groupRule + `
+	ORDER BY m.priority DESC, m.id
+	LIMIT $5
+	FOR UPDATE OF m SKIP LOCKED`
+
+// groupRule is the condition of candidates on a grouped message: no live
+// member of its group before it, none in flight.
+const groupRule = `
 	  AND (m.group_id IS NULL OR (
 	       NOT EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.group_id = m.group_id
 	                      AND ` + live + ` AND b.id < m.id)
 	   AND NOT EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.group_id = m.group_id
-	                      AND b.group_id IS NOT NULL AND ` + inFlight + `)))
-	ORDER BY m.priority DESC, m.id
-	LIMIT $5
-	FOR UPDATE OF m SKIP LOCKED`
+	                      AND b.group_id IS NOT NULL AND ` + inFlight + `)))`
 
 // sizeSQL is the size of message m as Config.MaxMessageBytes counts it
 // (driver.SendMessage.Size): its body and its metadata.
@@ -107,14 +111,16 @@ const budgetSQL = `SELECT id AS pid FROM (
 // their lease ($4 the lock duration), a token drawn for each and one more
 // delivery; or, receive-and-delete, their rows deleted. p names its ids
 // pid, so that RETURNING reads the message's columns unqualified.
-func claimSQL(budget, del bool) string {
+func claimSQL(candidates string, budget, del bool) string {
 	pick := `SELECT id AS pid FROM c`
 	if budget {
 		pick = budgetSQL
 	}
 	head := `WITH c AS (` + candidates + `), p AS (` + pick + `) `
 	if del {
-		return head + `DELETE FROM mqlite_messages USING p WHERE id = pid RETURNING ` + rowColumns
+		// No lease: $4 (the lock duration) is only typed, so that the
+		// statement takes the arguments of the others.
+		return head + `DELETE FROM mqlite_messages USING p WHERE id = pid AND $4::bigint IS NOT NULL RETURNING ` + rowColumns
 	}
 	return head + `UPDATE mqlite_messages SET state = 'locked', locked_until = $2 + $4,
 	lock_token = ` + newTokenSQL + `, delivery_count = delivery_count + 1
@@ -123,9 +129,14 @@ func claimSQL(budget, del bool) string {
 
 // claimSQLs holds claimSQL for each combination of a byte budget and
 // receive-and-delete.
-var claimSQLs = [2][2]string{
-	{claimSQL(false, false), claimSQL(false, true)},
-	{claimSQL(true, false), claimSQL(true, true)},
+var claimSQLs = claimSQLsOf(candidates)
+
+// claimSQLsOf is claimSQLs of the candidates c.
+func claimSQLsOf(c string) [2][2]string {
+	return [2][2]string{
+		{claimSQL(c, false, false), claimSQL(c, false, true)},
+		{claimSQL(c, true, false), claimSQL(c, true, true)},
+	}
 }
 
 // Claim runs one Receive inside tx: it replays a recorded attempt, or makes
