@@ -99,32 +99,43 @@ const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce
 	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
 
 // budgetSQL keeps, of the candidates c in claim order, the first whatever
-// its size and after it those whose sizes add up, with all before them, to
-// at most $6. The others stay locked by this transaction until it ends,
-// unclaimed.
+// its size (when $7: the claim's first message) and after it those whose
+// sizes add up, with all before them, to at most $6. The others stay
+// locked by this transaction until it ends, unclaimed.
 const budgetSQL = `SELECT id AS pid FROM (
 	SELECT id, row_number() OVER w AS n, sum(size) OVER w AS total FROM c
 	WINDOW w AS (ORDER BY priority DESC, id ROWS UNBOUNDED PRECEDING)) t
-	WHERE n = 1 OR total <= $6`
+	WHERE (n = 1 AND $7::boolean) OR total <= $6`
+
+// dueMarker is the row a claim statement adds to what it claimed when a
+// message of the queue $1 is due at $2 without being claimable yet: a
+// scheduled message whose moment came, or a lease that lapsed. Its seq is
+// 0, which no message has. The probe reads two index ranges.
+const dueMarker = `SELECT 0::bigint, '', 0::bigint, 0::bigint, 0::bigint, 0::bigint, '', NULL::text, '', '',
+	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint
+	WHERE EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
+	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2)`
 
 // claimSQL is the peek-lock claim in one statement: the candidates, then
 // their lease ($4 the lock duration), a token drawn for each and one more
 // delivery; or, receive-and-delete, their rows deleted. p names its ids
-// pid, so that RETURNING reads the message's columns unqualified.
+// pid, so that RETURNING reads the message's columns unqualified. The
+// rows claimed come with dueMarker's row when something is due.
 func claimSQL(candidates string, budget, del bool) string {
 	pick := `SELECT id AS pid FROM c`
 	if budget {
 		pick = budgetSQL
 	}
-	head := `WITH c AS (` + candidates + `), p AS (` + pick + `) `
+	write := `UPDATE mqlite_messages SET state = 'locked', locked_until = $2 + $4,
+	lock_token = ` + newTokenSQL + `, delivery_count = delivery_count + 1
+	FROM p WHERE id = pid RETURNING ` + rowColumns
 	if del {
 		// No lease: $4 (the lock duration) is only typed, so that the
 		// statement takes the arguments of the others.
-		return head + `DELETE FROM mqlite_messages USING p WHERE id = pid AND $4::bigint IS NOT NULL RETURNING ` + rowColumns
+		write = `DELETE FROM mqlite_messages USING p WHERE id = pid AND $4::bigint IS NOT NULL RETURNING ` + rowColumns
 	}
-	return head + `UPDATE mqlite_messages SET state = 'locked', locked_until = $2 + $4,
-	lock_token = ` + newTokenSQL + `, delivery_count = delivery_count + 1
-	FROM p WHERE id = pid RETURNING ` + rowColumns
+	return `WITH c AS (` + candidates + `), p AS (` + pick + `), u AS (` + write + `)
+	SELECT * FROM u UNION ALL ` + dueMarker
 }
 
 // claimSQLs holds claimSQL for each combination of a byte budget and
@@ -139,11 +150,15 @@ func claimSQLsOf(c string) [2][2]string {
 	}
 }
 
-// Claim runs one Receive inside tx: it replays a recorded attempt, or makes
-// the queue's due messages and lapsed leases claimable, then claims up to
-// r.Max messages in one statement, and records the attempt. The caller
-// commits. r.Bounds is not read: other processes write the queue, so no
-// bound kept by this one holds.
+// Claim runs one Receive inside tx: it replays a recorded attempt, or
+// claims up to r.Max messages in one statement, and records the attempt.
+// The caller commits. When that statement finds a message of the queue due
+// (a scheduled message's moment came, a lease lapsed), Claim makes the
+// queue's due messages claimable and claims what is left of r.Max among
+// them: a Receive never waits for a sweep. A group whose front's lease
+// lapsed stays in flight until then, so its next member never overtakes
+// it. r.Bounds is not read: other processes write the queue, so no bound
+// kept by this one holds.
 func (PostgreSQL) Claim(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest) ([]driver.Row, error) {
 	q := r.Queue
 	if r.AttemptID != "" {
@@ -160,35 +175,25 @@ func (PostgreSQL) Claim(ctx context.Context, tx driver.DBTX, r driver.ClaimReque
 			return out, err
 		}
 	}
-	if err := makeClaimable(ctx, tx, q, r.Now); err != nil {
+	out, due, err := claimUpTo(ctx, tx, r, r.Max, r.MaxBytes, true)
+	if err != nil {
 		return nil, err
 	}
-	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
-	query := claimSQLs[b2i(budget)][b2i(r.Delete)]
-	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max}
-	if budget {
-		args = append(args, r.MaxBytes)
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, interpret("claim", err)
-	}
-	defer rows.Close()
-	var out []driver.Row
-	for rows.Next() {
-		c, err := scanRow(rows)
-		if err != nil {
-			return nil, interpret("claim", err)
+	if due {
+		if err := makeClaimable(ctx, tx, q, r.Now); err != nil {
+			return nil, err
 		}
-		if r.Delete {
-			// RETURNING shows the deleted row as it was: count this delivery.
-			c.State, c.LockToken, c.LockedUntil = "", "", 0
-			c.DeliveryCount++
+		var used int64
+		for _, c := range out {
+			used += c.Size()
 		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpret("claim", err)
+		if left := r.MaxBytes - used; len(out) < r.Max && (r.MaxBytes == 0 || left > 0 || len(out) == 0) {
+			more, _, err := claimUpTo(ctx, tx, r, r.Max-len(out), left, len(out) == 0)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, more...)
+		}
 	}
 	slices.SortFunc(out, func(a, b driver.Row) int {
 		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Seq, b.Seq))
@@ -208,6 +213,47 @@ func (PostgreSQL) Claim(ctx context.Context, tx driver.DBTX, r driver.ClaimReque
 		}
 	}
 	return out, nil
+}
+
+// claimUpTo runs the claim statement of r for up to max messages within
+// the byte budget maxBytes (when r has one), the first of them whatever
+// its size when first, and reports whether a message of the queue was due
+// and not yet claimable.
+func claimUpTo(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest, max int, maxBytes int64, first bool) ([]driver.Row, bool, error) {
+	q := r.Queue
+	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
+	query := claimSQLs[b2i(budget)][b2i(r.Delete)]
+	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, max}
+	if budget {
+		args = append(args, maxBytes, first)
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, false, interpret("claim", err)
+	}
+	defer rows.Close()
+	var out []driver.Row
+	due := false
+	for rows.Next() {
+		c, err := scanRow(rows)
+		if err != nil {
+			return nil, false, interpret("claim", err)
+		}
+		if c.Seq == 0 { // dueMarker
+			due = true
+			continue
+		}
+		if r.Delete {
+			// RETURNING shows the deleted row as it was: count this delivery.
+			c.State, c.LockToken, c.LockedUntil = "", "", 0
+			c.DeliveryCount++
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, interpret("claim", err)
+	}
+	return out, due, nil
 }
 
 func b2i(b bool) int {

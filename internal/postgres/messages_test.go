@@ -770,3 +770,23 @@ func TestMessagesConcurrentDedup(t *testing.T) {
 		t.Fatalf("%d fresh sends and %d conflicts", fresh, conflicts)
 	}
 }
+
+// TestMessagesLapsedFront: a group whose front's lease lapsed stays in
+// flight until the claim that finds it due puts it back: that claim hands
+// out the front again, never its next member.
+func TestMessagesLapsedFront(t *testing.T) {
+	db, clock := openTest(t)
+	q := msgQueue("lf")
+	addQueue(t, db, q)
+	now := clock.now()
+	res := send(t, db, "lf", driver.SendMessage{Body: []byte("a1"), GroupID: "a"},
+		driver.SendMessage{Body: []byte("a2"), GroupID: "a"}, driver.SendMessage{Body: []byte("n")})
+	if got := claim(t, db, driver.ClaimRequest{Queue: q, Max: 1, Now: now}); len(got) != 1 || got[0].Seq != res[0].Seq {
+		t.Fatalf("first claim %v", seqsOf(got))
+	}
+	later := now + q.LockDurationMS
+	got := claim(t, db, driver.ClaimRequest{Queue: q, Max: 10, Now: later})
+	if want := []int64{res[0].Seq, res[2].Seq}; !slices.Equal(seqsOf(got), want) || got[0].DeliveryCount != 2 {
+		t.Fatalf("after the lease: %v (dc %d), want %v with the front delivered again", seqsOf(got), got[0].DeliveryCount, want)
+	}
+}
