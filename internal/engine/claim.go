@@ -22,17 +22,8 @@ const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_a
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
 
-func scanRow(s scanner) (Row, error) {
-	var c Row
-	var gid sql.NullString
-	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
-		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
-	if gid.Valid {
-		c.GroupID = &gid.String
-	}
-	return c, err
-}
+// scanRow scans returning (driver.ScanRow).
+func scanRow(s scanner) (Row, error) { return driver.ScanRow(s) }
 
 // claimedColumns is returning without what a claim of one message sets to
 // values it knows (state, lock_token, locked_until): scanClaimed fills those

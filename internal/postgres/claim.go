@@ -20,21 +20,8 @@ const rowColumns = `id, state, delivery_count, enqueued_at, expires_at, visible_
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-// scanRow scans rowColumns.
-func scanRow(s scanner) (driver.Row, error) {
-	var c driver.Row
-	var gid sql.NullString
-	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
-		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
-	if gid.Valid {
-		c.GroupID = &gid.String
-	}
-	return c, err
-}
+// scanRow scans rowColumns (driver.ScanRow).
+func scanRow(s driver.Scanner) (driver.Row, error) { return driver.ScanRow(s) }
 
 // noToken is the lock_token of a message that holds no lease, as SQL: 32
 // dashes, as long as a token and never one (a token is hex).

@@ -24,8 +24,7 @@ const fence = `id = $1 AND queue = $2 AND lock_token = $3 AND state = 'locked' A
 // Complete writes its receipt in the same statement (withReceipt); a
 // completion's receipt is its completed row, its token kept.
 var settleSQL = map[driver.Op]string{
-	driver.OpComplete: `UPDATE mqlite_messages SET state = 'completed', settled_at = $4, locked_until = 0,
-		body = NULL, expires_at = 0 WHERE ` + fence,
+	driver.OpComplete: `UPDATE mqlite_messages SET ` + settledSet("$4") + ` WHERE ` + fence,
 	driver.OpAbandon: withReceipt(releaseSQL(`(SELECT max_delivery_count FROM mqlite_queues WHERE name = $2)`, "$4",
 		descAbandoned, `CASE WHEN $7::bigint > 0 THEN 'scheduled' ELSE 'active' END`,
 		", visible_at = $4 + $7::bigint, last_error = coalesce($8, last_error)", fence)),
@@ -189,13 +188,13 @@ func (PostgreSQL) SettleTx(ctx context.Context, tx driver.DBTX, s driver.Settlem
 // lease running, and returns their ids. It locks the rows in id order, so
 // two calls over deliveries they share never deadlock; a row another
 // transaction holds is waited for and checked again as it is then.
-const completeManySQL = `WITH l AS (
+var completeManySQL = `WITH l AS (
 	SELECT m.id FROM unnest($2::bigint[], $3::text[], $4::text[]) AS l(seq, queue, token)
 	  JOIN mqlite_messages m ON m.id = l.seq
 	 WHERE m.queue = l.queue AND m.lock_token = l.token AND m.state = 'locked' AND m.locked_until > $1
 	 ORDER BY m.id
 	 FOR UPDATE OF m)
-UPDATE mqlite_messages SET state = 'completed', settled_at = $1, locked_until = 0, body = NULL, expires_at = 0
+UPDATE mqlite_messages SET ` + settledSet("$1") + `
  WHERE id IN (SELECT id FROM l)
 RETURNING id`
 
