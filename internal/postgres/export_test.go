@@ -10,3 +10,14 @@ func ClaimWithoutGroupRule() (restore func()) {
 	claimSQLs = claimSQLsOf(strings.Replace(candidates, groupRule, "", 1))
 	return func() { claimSQLs = saved }
 }
+
+// SendWithoutGroupLock makes every send skip the group lock until restore
+// is called: the control of TestMessagesGroupSendsCommitInOrder.
+func SendWithoutGroupLock() (restore func()) {
+	saved := sendSQL
+	sendSQL = strings.Replace(sendSQL, "pg_advisory_xact_lock("+lockGroup+", g.h)", "g.h", 1)
+	if sendSQL == saved {
+		panic("the group lock is not where SendWithoutGroupLock looks")
+	}
+	return func() { sendSQL = saved }
+}

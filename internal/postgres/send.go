@@ -56,7 +56,7 @@ const (
 //
 // A slot's answer is its id, and its key's row (seq, content key): the
 // slot was written when the row's seq is its id or it has no key.
-const sendSQL = `WITH q AS (
+var sendSQL = `WITH q AS (
 	SELECT ordering = 'fifo' AS fifo, dedup_window_ms AS win, dedup_by_body AS by_body, default_ttl_ms AS ttl
 	  FROM mqlite_queues WHERE name = $1),
 i AS (
