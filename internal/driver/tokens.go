@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strconv"
 )
 
@@ -58,14 +57,4 @@ func ReceiptArgs(s Settlement) string {
 		return strconv.Quote(s.Reason) + " " + strconv.Quote(s.Description)
 	}
 	return ""
-}
-
-// AttemptRequest names the options of a Receive that a replay of its
-// attempt id must repeat: what a receive attempt records beside its result.
-func AttemptRequest(r ClaimRequest) string {
-	mode := "peek-lock"
-	if r.Delete {
-		mode = "receive-and-delete"
-	}
-	return fmt.Sprintf("max=%d mode=%s", r.Max, mode)
 }

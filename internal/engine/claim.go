@@ -212,14 +212,7 @@ func replay(ctx context.Context, tx DBTX, r ClaimRequest) (out []Row, found bool
 	if err != nil {
 		return nil, true, err
 	}
-	kept := out[:0]
-	for _, m := range out {
-		if until, ok := held[m.Seq]; ok {
-			m.LockedUntil = until // renewals since count
-			kept = append(kept, m)
-		}
-	}
-	return kept, true, nil
+	return driver.KeepHeld(out, held), true, nil
 }
 
 // stillHeldSQL finds which of the deliveries in the JSON array ?1 still hold

@@ -301,14 +301,7 @@ func replay(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest) (out []d
 	if err := rows.Err(); err != nil {
 		return nil, true, interpret("replay attempt", err)
 	}
-	kept := out[:0]
-	for _, m := range out {
-		if until, ok := held[m.Seq]; ok {
-			m.LockedUntil = until // renewals since count
-			kept = append(kept, m)
-		}
-	}
-	return kept, true, nil
+	return driver.KeepHeld(out, held), true, nil
 }
 
 // makeClaimableSQL promotes the queue $1's scheduled messages due by $2 and
