@@ -913,3 +913,57 @@ func TestMessagesGroupSendsCommitInOrder(t *testing.T) {
 	}
 	t.Logf("control: without the group lock the group was claimed in the order %v, the first sender's %d last", claimed, first)
 }
+
+// TestMessagesConcurrentAttempt: a Receive that repeats an attempt id while
+// the first, on another handle, has not committed waits for it and then
+// replays what it claimed, instead of claiming other messages.
+func TestMessagesConcurrentAttempt(t *testing.T) {
+	db, clock := openTest(t)
+	q := msgQueue("att")
+	addQueue(t, db, q)
+	other := openAnother(t, db, clock, nil)
+	send(t, db, "att", driver.SendMessage{Body: []byte("1")}, driver.SendMessage{Body: []byte("2")},
+		driver.SendMessage{Body: []byte("3")}, driver.SendMessage{Body: []byte("4")})
+	ctx := context.Background()
+	r := driver.ClaimRequest{Queue: q, Max: 2, AttemptID: "same", Now: clock.now()}
+	tx1, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback()
+	first, err := pg.Claim(ctx, tx1, r)
+	if err != nil || len(first) != 2 {
+		t.Fatalf("first claim %v, %v", seqsOf(first), err)
+	}
+	second := make(chan []driver.Row, 1)
+	go func() {
+		var got []driver.Row
+		if err := inTx(t, other, func(tx *sql.Tx) (err error) {
+			got, err = pg.Claim(ctx, tx, r)
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+		second <- got
+	}()
+	// Commit once the second waits on the attempt's lock.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the repeated attempt never waited for the first")
+		}
+	}
+	if err := tx1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-second; !slices.Equal(seqsOf(got), seqsOf(first)) || got[0].LockToken != first[0].LockToken {
+		t.Fatalf("the repeated attempt got %v, want the replay of %v", seqsOf(got), seqsOf(first))
+	}
+}
