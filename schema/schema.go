@@ -677,7 +677,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken, priorityToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)
