@@ -325,6 +325,60 @@ var jobTests = []subtest{
 		k.advance(2 * lease)
 		k.none(jobQueue)
 	}},
+	// History bounds: each failed delivery keeps its error, time and
+	// worker, the last mqlite.DefaultAttemptHistory of them (the oldest
+	// go first), shown by Peek and the next delivery and kept into the
+	// dead letters; a job's worker sees its job's failed attempts.
+	{"HistoryBounds", func(t *testing.T, h Harness) {
+		k := jobsKit(t, h)
+		const failures = mqlite.DefaultAttemptHistory + 2
+		k.queue("h", mqlite.QueueOptions{MaxDeliveryCount: failures})
+		seq := k.sendN("h", 1)[0]
+		var ats []time.Time
+		for i := range failures {
+			m := k.one("h", seq)
+			if i > 0 && len(m.Attempts) != min(i, mqlite.DefaultAttemptHistory) {
+				t.Fatalf("delivery %d shows %d failed attempts, want %d", i+1, len(m.Attempts), min(i, mqlite.DefaultAttemptHistory))
+			}
+			ats = append(ats, k.clock.Now())
+			k.must(k.st.AbandonWithReason(k.ctx, m.Lock(), 0, fmt.Sprint("failure ", i)), "abandon with a reason")
+			k.advance(time.Second)
+			if i == 0 {
+				if p := k.peek("h"); len(p) != 1 || len(p[0].Attempts) != 1 || p[0].Attempts[0].Error != "failure 0" {
+					t.Fatalf("peek after one failure: %+v", p)
+				}
+			}
+		}
+		dead := k.deadLetters("h")
+		if len(dead) != 1 || len(dead[0].Attempts) != mqlite.DefaultAttemptHistory {
+			t.Fatalf("dead letters %+v, want one with the last %d attempts", dead, mqlite.DefaultAttemptHistory)
+		}
+		for i, a := range dead[0].Attempts {
+			j := i + failures - mqlite.DefaultAttemptHistory
+			if a.Error != fmt.Sprint("failure ", j) || !a.At.Equal(ats[j]) || a.Worker == "" {
+				t.Fatalf("dead letter's attempt %d: %+v, want failure %d at %v by a named worker", i, a, j, ats[j])
+			}
+		}
+		// A job: its third attempt sees the two before, oldest first.
+		job := k.insertJob(kitEmail{To: "ada"}, nil)
+		var seen []string
+		w := jobs.NewWorkers()
+		jobs.AddWorker(w, jobs.WorkFunc(func(_ context.Context, j *jobs.Job[kitEmail]) error {
+			if j.Attempt < 3 {
+				return fmt.Errorf("attempt %d failed", j.Attempt)
+			}
+			for _, e := range j.Errors {
+				seen = append(seen, e.Error)
+			}
+			return nil
+		}))
+		ev, stop := k.runWorkers(w)
+		ev.wait(k, "completed", job.ID)
+		stop()
+		if want := []string{"attempt 1 failed", "attempt 2 failed"}; fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Fatalf("the third attempt saw errors %q, want %q", seen, want)
+		}
+	}},
 }
 
 // jobsKit opens an implementation with the queue of the jobs (retrying up

@@ -44,6 +44,11 @@ type Job[T JobArgs] struct {
 	// LastError is the error of the job's previous failed attempt; empty
 	// for none.
 	LastError string
+	// Errors is the history of the job's failed attempts on its current
+	// message, oldest first, each with its error, time and worker: the
+	// last mqlite.Config.AttemptHistory of them (mqlite.Message.Attempts).
+	// A snooze sends a new message, which starts without one.
+	Errors []mqlite.Attempt
 
 	step consumer.TxStep
 }
@@ -142,7 +147,8 @@ func AddWorkerWithOpts[T JobArgs](w *Workers, worker Worker[T], opts WorkerOpts)
 		}
 		job := &Job[T]{ID: m.id, Seq: msg.Seq, Queue: msg.Queue, Kind: kind, Args: args,
 			Attempt: int(m.attempts) + msg.DeliveryCount, MaxAttempts: m.maxAttempts,
-			EnqueuedAt: msg.EnqueuedAt, MessageID: msg.MessageID, LastError: msg.LastError}
+			EnqueuedAt: msg.EnqueuedAt, MessageID: msg.MessageID, LastError: msg.LastError,
+			Errors: msg.Attempts}
 		err := callWorker(ctx, worker, job)
 		return job.step, err
 	}}

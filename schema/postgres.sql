@@ -73,6 +73,7 @@ CREATE TABLE mqlite_messages (
     last_error         text,
     settled_at         bigint,
     priority           smallint NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9),
+    attempts           text,
     CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 );
 

@@ -18,7 +18,8 @@ import (
 const rowColumns = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''), coalesce(body, '\x'::bytea),
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority,
+	attempts`
 
 // scanRow scans rowColumns (driver.ScanRow).
 func scanRow(s driver.Scanner) (driver.Row, error) { return driver.ScanRow(s) }

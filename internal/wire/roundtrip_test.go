@@ -49,6 +49,11 @@ func fillValue(t *testing.T, s reflect.Value) {
 			f.SetBool(true)
 		case f.Kind() == reflect.Struct:
 			fillValue(t, f)
+		case f.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct:
+			f.Set(reflect.MakeSlice(sf.Type, 2, 2)) // two elements, each filled
+			for j := range 2 {
+				fillValue(t, f.Index(j))
+			}
 		default:
 			t.Fatalf("fill: %s.%s is a %s: teach fill a value for it", s.Type(), sf.Name, sf.Type)
 		}
