@@ -108,7 +108,7 @@ const budgetSQL = `SELECT id AS pid FROM (
 // scheduled message whose moment came, or a lease that lapsed. Its seq is
 // 0, which no message has. The probe reads two index ranges.
 const dueMarker = `SELECT 0::bigint, '', 0::bigint, 0::bigint, 0::bigint, 0::bigint, '', NULL::text, '', '',
-	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint
+	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint, NULL::text
 	WHERE EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
 	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2)`
 
