@@ -87,7 +87,7 @@ func Copy(ctx context.Context, from, to string, opts CopyOptions) (CopyReport, e
 		Source: canon, Now: millis(SystemClock{}.Now()), Progress: opts.Progress,
 	})
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy %s to %s: %w", from, redactURL(to), err)
+		return CopyReport{}, fmt.Errorf("copy %s into %s: %w", from, redactURL(to), err)
 	}
 	return rep, nil
 }

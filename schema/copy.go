@@ -102,40 +102,40 @@ var copyTables = []string{"mqlite_queues", "mqlite_topics", "mqlite_subscription
 func CopyToPostgres(ctx context.Context, src, dst *sql.DB, opts CopyOptions) (CopyReport, error) {
 	switch state, err := Check(ctx, src); {
 	case err != nil:
-		return CopyReport{}, fmt.Errorf("copy: the source: %w", err)
+		return CopyReport{}, fmt.Errorf("the source: %w", err)
 	case state == Fresh:
-		return CopyReport{}, fmt.Errorf("copy: %w: the source file holds no mqlite store", errs.ErrNoStore)
+		return CopyReport{}, fmt.Errorf("%w: the source file holds no mqlite store", errs.ErrNoStore)
 	case state == Outdated:
-		return CopyReport{}, fmt.Errorf("copy: %w: the source's layout is older than this binary's (%s): migrate it first",
+		return CopyReport{}, fmt.Errorf("%w: the source's layout is older than this binary's (%s): migrate it first",
 			errs.ErrMigrationNeeded, Token)
 	}
 	state, err := CheckPostgres(ctx, dst)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: the target: %w", err)
+		return CopyReport{}, fmt.Errorf("the target: %w", err)
 	}
 	if state != Current {
 		if err := ApplyPostgres(ctx, dst); err != nil {
-			return CopyReport{}, fmt.Errorf("copy: the target: %w", err)
+			return CopyReport{}, fmt.Errorf("the target: %w", err)
 		}
 	}
 	read, err := src.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: read the source: %w", err)
+		return CopyReport{}, fmt.Errorf("read the source: %w", err)
 	}
 	defer func() { _ = read.Rollback() }()
 	write, err := dst.BeginTx(ctx, nil)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: write the target: %w", err)
+		return CopyReport{}, fmt.Errorf("write the target: %w", err)
 	}
 	defer func() { _ = write.Rollback() }()
 	// Copies into one database queue here: the second finds the first's
 	// rows once it commits, and answers from them.
 	if _, err := write.ExecContext(ctx, `LOCK TABLE mqlite_copies IN EXCLUSIVE MODE`); err != nil {
-		return CopyReport{}, fmt.Errorf("copy: lock the target: %w", err)
+		return CopyReport{}, fmt.Errorf("lock the target: %w", err)
 	}
 	held, err := firstHeld(ctx, write)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: look at the target: %w", err)
+		return CopyReport{}, fmt.Errorf("look at the target: %w", err)
 	}
 	if held != "" {
 		return copiedBefore(ctx, read, write, held)
@@ -143,19 +143,19 @@ func CopyToPostgres(ctx context.Context, src, dst *sql.DB, opts CopyOptions) (Co
 	c := &copier{read: read, write: write, digest: sha256.New(), progress: opts.Progress}
 	rep, err := c.run(ctx)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: %w", err)
+		return CopyReport{}, err
 	}
 	rep.CopiedAt = opts.Now
 	text, err := json.Marshal(rep)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: %w", err)
+		return CopyReport{}, err
 	}
 	if _, err := write.ExecContext(ctx, `INSERT INTO mqlite_copies (digest, source, copied_at, report) VALUES ($1, $2, $3, $4)`,
 		rep.Digest, opts.Source, opts.Now, string(text)); err != nil {
-		return CopyReport{}, fmt.Errorf("copy: record the copy: %w", err)
+		return CopyReport{}, fmt.Errorf("record the copy: %w", err)
 	}
 	if err := write.Commit(); err != nil {
-		return CopyReport{}, fmt.Errorf("copy: commit: %w", err)
+		return CopyReport{}, fmt.Errorf("commit: %w", err)
 	}
 	return rep, nil
 }
@@ -181,37 +181,37 @@ func firstHeld(ctx context.Context, tx *sql.Tx) (string, error) {
 func copiedBefore(ctx context.Context, read, write *sql.Tx, held string) (CopyReport, error) {
 	rows, err := write.QueryContext(ctx, `SELECT digest, report FROM mqlite_copies`)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: look at the target: %w", err)
+		return CopyReport{}, fmt.Errorf("look at the target: %w", err)
 	}
 	copies := map[string]string{}
 	for rows.Next() {
 		var digest, report string
 		if err := rows.Scan(&digest, &report); err != nil {
 			_ = rows.Close()
-			return CopyReport{}, fmt.Errorf("copy: look at the target: %w", err)
+			return CopyReport{}, fmt.Errorf("look at the target: %w", err)
 		}
 		copies[digest] = report
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return CopyReport{}, fmt.Errorf("copy: look at the target: %w", err)
+		return CopyReport{}, fmt.Errorf("look at the target: %w", err)
 	}
 	if len(copies) == 0 {
-		return CopyReport{}, fmt.Errorf("copy: %w: the database already holds rows of %s; copy into a database without a store",
+		return CopyReport{}, fmt.Errorf("%w: the database already holds rows of %s; copy into a database without a store",
 			errs.ErrTargetNotEmpty, held)
 	}
 	c := &copier{read: read, digest: sha256.New()}
 	rep, err := c.run(ctx)
 	if err != nil {
-		return CopyReport{}, fmt.Errorf("copy: %w", err)
+		return CopyReport{}, err
 	}
 	text, ok := copies[rep.Digest]
 	if !ok {
-		return CopyReport{}, fmt.Errorf("copy: %w: the database holds a copy of another store, or of this one before it changed",
+		return CopyReport{}, fmt.Errorf("%w: the database holds a copy of another store, or of this one before it changed",
 			errs.ErrTargetNotEmpty)
 	}
 	var before CopyReport
 	if err := json.Unmarshal([]byte(text), &before); err != nil {
-		return CopyReport{}, fmt.Errorf("copy: the record of the earlier copy: %w", err)
+		return CopyReport{}, fmt.Errorf("the record of the earlier copy: %w", err)
 	}
 	before.AlreadyCopied = true
 	return before, nil
