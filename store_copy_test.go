@@ -3,12 +3,10 @@ package mqlite_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,61 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to look at the target
-
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/testdb"
 	"github.com/mqlite/mqlite/outbox"
 	"github.com/mqlite/mqlite/schema"
 )
-
-// pgAdminURL is the server the copy tests make their databases on.
-func pgAdminURL() string {
-	if u := os.Getenv("MQLITE_PG_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
-
-// copyTarget makes a new, empty database on the test server, dropped when
-// the test ends, and returns its URL and a handle to look at it with.
-// Without a server the test is skipped, unless MQLITE_REQUIRE_SERVICES=1.
-func copyTarget(t *testing.T) (string, *sql.DB) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, pgAdminURL())
-	if err != nil {
-		testdb.MissingService(t, "PostgreSQL", err)
-	}
-	defer admin.Close(context.Background())
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "mqlite_t_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), pgAdminURL())
-		if err == nil {
-			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			_ = c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(pgAdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	db, err := sql.Open("pgx", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return u.String(), db
-}
 
 // copySource is a store file holding a message in every state and a row
 // in every table, closed, and how many messages of each state it holds.
@@ -281,7 +230,7 @@ func targetSnapshot(t *testing.T, db *sql.DB) string {
 // column by column; a second run answers "already copied" and changes
 // nothing.
 func TestCopyToPostgres(t *testing.T) {
-	to, pg := copyTarget(t)
+	to, pg := testdb.Postgres(t)
 	path, byState := copySource(t)
 	src := openSource(t, path)
 	ctx := context.Background()
@@ -367,7 +316,7 @@ func TestCopyToPostgres(t *testing.T) {
 // TestCopyRefusesANonEmptyTarget: a database that holds a store's rows
 // (here one queue) is refused, and nothing is written into it.
 func TestCopyRefusesANonEmptyTarget(t *testing.T) {
-	to, pg := copyTarget(t)
+	to, pg := testdb.Postgres(t)
 	ctx := context.Background()
 	if err := schema.ApplyPostgres(ctx, pg); err != nil {
 		t.Fatal(err)
@@ -399,7 +348,7 @@ func TestCopyRefusesANonEmptyTarget(t *testing.T) {
 // transaction: the target is left without a row, and a second run copies
 // everything (the control: the same copy, not cancelled, succeeds).
 func TestCopyFailureLeavesTheTargetEmpty(t *testing.T) {
-	to, pg := copyTarget(t)
+	to, pg := testdb.Postgres(t)
 	tb := testdb.Open(t, mqlite.Config{})
 	tb.Queue(t, "orders", mqlite.QueueOptions{})
 	const total = 1200 // more than two batches
