@@ -38,9 +38,10 @@ type CopyOptions struct {
 // Copy takes the file's locks as Open does: while a store has the file
 // open it fails with ErrDBLocked, so that nothing is sent into the file
 // after the copy read it (stop the application first). It reads the file
-// in one read transaction and never writes it; the file must hold a store
-// of this binary's layout (ErrNoStore, ErrMigrationNeeded: run Migrate
-// first). The database gets mqlite's layout when it has none, and the
+// in one read transaction and never changes what it holds (closing the
+// read may fold the file's write-ahead log back into it, as closing a
+// store does); the file must hold a store of this binary's layout
+// (ErrNoStore, ErrMigrationNeeded: run Migrate first). The database gets mqlite's layout when it has none, and the
 // copy is one transaction on it: a failure, a cancelled ctx or a killed
 // process leaves it without a row. A database that already holds a
 // queue, a message, a topic, a schedule or an access key is refused

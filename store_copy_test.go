@@ -415,3 +415,45 @@ func TestCopyArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestCopiesAtOnce: two files copied into one database at the same time:
+// one copy commits, the other waits for it and is then refused, so the
+// database holds exactly one store.
+func TestCopiesAtOnce(t *testing.T) {
+	to, pg := testdb.Postgres(t)
+	paths := make([]string, 2)
+	for i := range paths {
+		tb := testdb.Open(t, mqlite.Config{})
+		tb.Queue(t, fmt.Sprint("q", i), mqlite.QueueOptions{})
+		tb.Send(t, fmt.Sprint("q", i), outbox.Message{Body: []byte("x")})
+		if err := tb.Store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		paths[i] = tb.Path
+	}
+	errs := make(chan error, len(paths))
+	for _, p := range paths {
+		go func() {
+			_, err := mqlite.Copy(context.Background(), p, to, mqlite.CopyOptions{})
+			errs <- err
+		}()
+	}
+	var ok, refused int
+	for range paths {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case errors.Is(err, mqlite.ErrTargetNotEmpty):
+			refused++
+		default:
+			t.Errorf("copy: %v", err)
+		}
+	}
+	var queues int
+	if err := pg.QueryRow(`SELECT count(*) FROM mqlite_queues`).Scan(&queues); err != nil {
+		t.Fatal(err)
+	}
+	if ok != 1 || refused != 1 || queues != 1 {
+		t.Errorf("%d copies committed, %d refused; the database holds %d queues; want 1, 1, 1", ok, refused, queues)
+	}
+}
