@@ -278,7 +278,12 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 		props[PropAttempts] = strconv.Itoa(spent)
 		delete(props, "traceparent")
 		delete(props, "tracestate")
+		next := outbox.Message{Body: msg.Body, MessageID: msg.MessageID,
+			GroupID: msg.GroupID, Subject: msg.Subject, Properties: props, DeliverAt: at, Priority: msg.Priority}
 		if msg.MessageID != "" {
+			if c, ok := tx.(Carrier); ok { // over the broker: the commit moves the key
+				return c.SendCarried(ctx, msg.Queue, msg.Seq, next)
+			}
 			sqlTx, err := consumer.SQL(tx)
 			if err != nil {
 				return fmt.Errorf("jobs: snoozing a unique job: %w", err)
@@ -287,9 +292,20 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 				return err
 			}
 		}
-		return tx.Send(ctx, msg.Queue, outbox.Message{Body: msg.Body, MessageID: msg.MessageID,
-			GroupID: msg.GroupID, Subject: msg.Subject, Properties: props, DeliverAt: at, Priority: msg.Priority})
+		return tx.Send(ctx, msg.Queue, next)
 	}
+}
+
+// Carrier is a consumer.Tx without SQL that can send a message under the
+// MessageID of a delivery it completes, the MessageID's dedup entry moved
+// from that delivery to the new message in the same transaction: the
+// broker client's *client.Batch. A unique job snoozed over the broker
+// keeps its key this way.
+type Carrier interface {
+	// SendCarried stages msg for queue, taking over the dedup entry of
+	// msg.MessageID from the message fromSeq of queue, a delivery the
+	// transaction completes.
+	SendCarried(ctx context.Context, queue string, fromSeq int64, msg outbox.Message) error
 }
 
 // running is the registry of the jobs running in this process, so that
