@@ -103,6 +103,10 @@ type crashPoint struct {
 
 var crashAt crashPoint
 
+// workerTarget is the store a worker opened: a SQLite file's path or a
+// PostgreSQL URL (envWorker).
+var workerTarget string
+
 // crashPasses counts the passes of every point (crashMu): a worker whose
 // armed point stays unreached while the others are passed this many
 // times, unreachedAfter, says so and exits, so that the harness fails at
@@ -536,6 +540,7 @@ func startWorker(t *testing.T, maxAfter int) (*mqlite.Store, *rand.Rand, uint64)
 	}
 	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, seed+1))
+	workerTarget = path
 	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(maxAfter)}
 	crashPasses.budget = unreachedAfter(crashAt.after)
 	st, err := openStore(path)
