@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -136,6 +137,19 @@ const (
 
 var crashPoints = []string{inSendTx, beforeAck, inHandleTx, beforeSettle}
 
+// crashPause makes the armed point pause the worker instead of killing
+// it (envPause): it says "paused <point>" and waits for a line on stdin.
+var crashPause bool
+
+// envPause set to 1 makes the worker pause at its armed point.
+const envPause = "MQLITE_CRASH_PAUSE"
+
+// pauseAt says the worker paused at point and waits for the harness's go.
+func pauseAt(point string) {
+	fmt.Fprintf(os.Stdout, "%spaused %s\n", linePrefix, point)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+}
+
 // crashMu guards crashAt.after: LoopTx's workers pass points from
 // several handlers at once.
 var crashMu sync.Mutex
@@ -160,6 +174,13 @@ func maybeCrash(point string) {
 	}
 	crashPasses.armed++
 	if crashAt.after--; crashAt.after == 0 {
+		if crashPause {
+			// The harness does the harm here (it kills the server), and
+			// the worker goes on; no point is armed after it.
+			pauseAt(point)
+			crashAt.after, crashPasses.budget = -1, math.MaxInt
+			return
+		}
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
@@ -541,6 +562,7 @@ func startWorker(t *testing.T, maxAfter int) (*mqlite.Store, *rand.Rand, uint64)
 	seed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	workerTarget = path
+	crashPause = os.Getenv(envPause) == "1"
 	crashAt = crashPoint{name: os.Getenv(envPoint), after: 1 + rng.IntN(maxAfter)}
 	crashPasses.budget = unreachedAfter(crashAt.after)
 	st, err := openStore(path)

@@ -222,7 +222,7 @@ func (a *effectsTally) violations() int {
 
 // effectsRun is a harness's state across its kills.
 type effectsRun struct {
-	target string // the store: a SQLite file's path or a PostgreSQL URL
+	target string         // the store: a SQLite file's path or a PostgreSQL URL
 	inputs []int64        // the seqs of every input sent
 	done   map[int64]bool // completions a worker's Loop reported
 	kills  int
@@ -292,17 +292,23 @@ func (r *effectsRun) refill(t *testing.T, st *mqlite.Store) {
 func (r *effectsRun) kill(t *testing.T, worker string, seed uint64, point string, delay time.Duration) {
 	t.Helper()
 	for _, l := range runAndKill(t, worker, r.target, seed, point, delay) {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "done" {
-			seq, _ := strconv.ParseInt(f[1], 10, 64)
-			r.done[seq] = true
-		} else if len(f) == 2 && f[0] == "lapsed" {
-			r.lapsed++
-		} else if len(f) == 1 && f[0] == "stalled" {
-			r.stalled++
-		}
+		r.read(l)
 	}
 	r.kills++
 	r.points[point]++
+}
+
+// read records what a LoopTx worker's line says: a completion, a lease
+// lost, a stall.
+func (r *effectsRun) read(l string) {
+	if f := strings.Fields(l); len(f) == 2 && f[0] == "done" {
+		seq, _ := strconv.ParseInt(f[1], 10, 64)
+		r.done[seq] = true
+	} else if len(f) == 2 && f[0] == "lapsed" {
+		r.lapsed++
+	} else if len(f) == 1 && f[0] == "stalled" {
+		r.stalled++
+	}
 }
 
 // check reopens the file (recovery), checks every input and refills the

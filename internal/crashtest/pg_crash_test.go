@@ -16,13 +16,13 @@ import (
 // reaper takes them back.
 
 const (
-	pgKills  = 24 // every point twice, and as many random moments
+	pgKills  = wantKills
 	pgBudget = 150 * time.Second
 )
 
 // TestCrashLoopTxPostgres is TestCrashLoopTx on PostgreSQL.
 func TestCrashLoopTxPostgres(t *testing.T) {
-	crashLoopTx(t, setupEffectsOn(t, pgtest.URL(t)), pgKills, pgKills*2/3, pgBudget)
+	crashLoopTx(t, setupEffectsOn(t, pgtest.URL(t)), pgKills, minKills, pgBudget)
 }
 
 // TestCrashLoopTxPostgresControl is TestCrashLoopTxControl on PostgreSQL.
