@@ -258,13 +258,20 @@ func newServerRun(t *testing.T) *serverRun {
 // janitor removed has its effect row).
 func (s *serverRun) lostAcks() int {
 	s.t.Helper()
-	db, err := rawOpen(s.c.URL())
+	return lostAcks(s.t, s.c.URL(), s.acked)
+}
+
+// lostAcks counts the seqs of acked that have no message row and no
+// effect row in the PostgreSQL database at url.
+func lostAcks(t *testing.T, url string, acked map[int64]bool) int {
+	t.Helper()
+	db, err := rawOpen(url)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer db.Close()
-	seqs := make([]string, 0, len(s.acked))
-	for seq := range s.acked {
+	seqs := make([]string, 0, len(acked))
+	for seq := range acked {
 		seqs = append(seqs, strconv.FormatInt(seq, 10))
 	}
 	var n int
@@ -272,7 +279,7 @@ func (s *serverRun) lostAcks() int {
 		WHERE NOT EXISTS (SELECT 1 FROM mqlite_messages m WHERE m.id = a.id)
 		  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.seq = a.id)`, strings.Join(seqs, ",")).Scan(&n)
 	if err != nil {
-		s.t.Fatalf("lost acknowledgements: %v", err)
+		t.Fatalf("lost acknowledgements: %v", err)
 	}
 	return n
 }
