@@ -275,7 +275,7 @@ func testGroupsControl(t *testing.T, url string) {
 func testFencing(t *testing.T, url string) {
 	st := openHarness(t, url)
 	ctx := context.Background()
-	lease := 500 * time.Millisecond
+	lease := time.Second // long enough for the three Completes after the last claim, on a loaded machine
 	if err := st.CreateQueue(ctx, "fence", mqlite.QueueOptions{LockDuration: lease}); err != nil {
 		t.Fatal(err)
 	}
