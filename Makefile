@@ -26,7 +26,11 @@ race: test
 # (TestClusterRelayCrash, TestClusterLeaderLoss at 20,000 messages; three
 # servers, relay workers and leader nodes SIGKILLed) run without
 # -race, as power loss does: under the race detector the worker relays too
-# slowly to reach its kill points in time.
+# slowly to reach its kill points in time. internal/crashtest's PostgreSQL
+# tests (TestCrashInjectionPostgres, TestCrashLoopTxPostgres,
+# TestCrashPostgresServer: the server itself SIGKILLed and restarted) run on
+# the shared server and on a server of their own; without PostgreSQL they
+# skip.
 crash:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && MQLITE_INTEGRITY_MESSAGES=50000 go test -race -tags crash_injection -count=1 -timeout 30m -run 'Crash|IntegritySweep' -skip 'TestCluster' ./...); done
 	cd relay/nats && go test -tags crash_injection -count=1 -timeout 20m -run 'TestClusterRelayCrash|TestClusterLeaderLoss' .

@@ -149,7 +149,7 @@ func effectsWorker(t *testing.T, atomic bool) {
 		return rng.IntN(100)
 	}
 	effect := func(ctx context.Context, tx *sql.Tx, m mqlite.Message) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (seq, delivery) VALUES (?, ?)`, m.Seq, m.DeliveryCount); err != nil {
+		if _, err := tx.ExecContext(ctx, bind(workerTarget, `INSERT INTO effects (seq, delivery) VALUES (?, ?)`), m.Seq, m.DeliveryCount); err != nil {
 			return err
 		}
 		maybeCrash(afterRow)
@@ -222,7 +222,7 @@ func (a *effectsTally) violations() int {
 
 // effectsRun is a harness's state across its kills.
 type effectsRun struct {
-	path   string
+	target string         // the store: a SQLite file's path or a PostgreSQL URL
 	inputs []int64        // the seqs of every input sent
 	done   map[int64]bool // completions a worker's Loop reported
 	kills  int
@@ -233,13 +233,20 @@ type effectsRun struct {
 	stalled      int // commits a worker stalled past their lease
 }
 
-// setupEffects creates the queues and the effect table and sends the first
-// inputs.
+// setupEffects creates the queues and the effect table in a new SQLite
+// file and sends the first inputs.
 func setupEffects(t *testing.T) *effectsRun {
 	t.Helper()
+	return setupEffectsOn(t, filepath.Join(t.TempDir(), "mq.db"))
+}
+
+// setupEffectsOn is setupEffects on target: a SQLite file's path or a
+// PostgreSQL URL.
+func setupEffectsOn(t *testing.T, target string) *effectsRun {
+	t.Helper()
 	ctx := context.Background()
-	r := &effectsRun{path: filepath.Join(t.TempDir(), "mq.db"), done: map[int64]bool{}, points: map[string]int{}}
-	st, err := openStore(r.path)
+	r := &effectsRun{target: target, done: map[int64]bool{}, points: map[string]int{}}
+	st, err := openStore(r.target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +256,7 @@ func setupEffects(t *testing.T) *effectsRun {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.DB().ExecContext(ctx, effectsDDL); err != nil {
+	if _, err := st.DB().ExecContext(ctx, effectsDDLOf(r.target)); err != nil {
 		t.Fatal(err)
 	}
 	r.refill(t, st)
@@ -284,18 +291,24 @@ func (r *effectsRun) refill(t *testing.T, st *mqlite.Store) {
 // kill runs worker until it dies at point and records what it said.
 func (r *effectsRun) kill(t *testing.T, worker string, seed uint64, point string, delay time.Duration) {
 	t.Helper()
-	for _, l := range runAndKill(t, worker, r.path, seed, point, delay) {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "done" {
-			seq, _ := strconv.ParseInt(f[1], 10, 64)
-			r.done[seq] = true
-		} else if len(f) == 2 && f[0] == "lapsed" {
-			r.lapsed++
-		} else if len(f) == 1 && f[0] == "stalled" {
-			r.stalled++
-		}
+	for _, l := range runAndKill(t, worker, r.target, seed, point, delay) {
+		r.read(l)
 	}
 	r.kills++
 	r.points[point]++
+}
+
+// read records what a LoopTx worker's line says: a completion, a lease
+// lost, a stall.
+func (r *effectsRun) read(l string) {
+	if f := strings.Fields(l); len(f) == 2 && f[0] == "done" {
+		seq, _ := strconv.ParseInt(f[1], 10, 64)
+		r.done[seq] = true
+	} else if len(f) == 2 && f[0] == "lapsed" {
+		r.lapsed++
+	} else if len(f) == 1 && f[0] == "stalled" {
+		r.stalled++
+	}
 }
 
 // check reopens the file (recovery), checks every input and refills the
@@ -304,7 +317,7 @@ func (r *effectsRun) check(t *testing.T) effectsTally {
 	t.Helper()
 	ctx := context.Background()
 	r.held += r.leftHeld(t)
-	st, err := mqlite.Open(ctx, r.path, mqlite.Config{
+	st, err := mqlite.Open(ctx, r.target, mqlite.Config{
 		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1, JanitorInterval: -1, RetentionInterval: -1,
 	})
 	if err != nil {
@@ -333,12 +346,12 @@ func (r *effectsRun) check(t *testing.T) effectsTally {
 		return m
 	}
 	rows := perSeq(`SELECT seq, count(*) FROM effects GROUP BY seq`)
-	onward := perSeq(`SELECT CAST(substr(CAST(body AS TEXT), ` + strconv.Itoa(len(onwardPrefix)+1) + `) AS INTEGER), count(*)
-		FROM mqlite_messages WHERE queue = '` + effectsOut + `' GROUP BY 1`)
+	onward := perSeq(`SELECT ` + onwardSeqOf(r.target) + `, count(*)
+		FROM mqlite_messages WHERE queue = '` + effectsOut + `' AND body IS NOT NULL GROUP BY 1`)
 	// An input that is gone or completed is completed; dead letters and
 	// the rest are not.
 	states := map[int64]string{}
-	q, err := db.QueryContext(ctx, `SELECT id, state FROM mqlite_messages WHERE queue = ?`, effectsIn)
+	q, err := db.QueryContext(ctx, bind(r.target, `SELECT id, state FROM mqlite_messages WHERE queue = ?`), effectsIn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,13 +431,13 @@ func (r *effectsRun) check(t *testing.T) effectsTally {
 // their messages.
 func (r *effectsRun) leftHeld(t *testing.T) int {
 	t.Helper()
-	raw, err := sql.Open("sqlite", r.path)
+	raw, err := rawOpen(r.target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
 	var n int
-	if err := raw.QueryRow(`SELECT count(*) FROM mqlite_messages WHERE queue = ? AND state = 'locked'`, effectsIn).Scan(&n); err != nil {
+	if err := raw.QueryRow(bind(r.target, `SELECT count(*) FROM mqlite_messages WHERE queue = ? AND state = 'locked'`), effectsIn).Scan(&n); err != nil {
 		t.Fatalf("kill %d: leases left held: %v", r.kills, err)
 	}
 	return n
@@ -433,12 +446,6 @@ func (r *effectsRun) leftHeld(t *testing.T) int {
 // TestCrashLoopTx is the harness: every effect commits with its
 // completion, whatever moment the process dies at.
 func TestCrashLoopTx(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv(envSeed); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("seed %d", seed)
 	want, least, budget := wantKills, minKills, crashBudget
 	if v := os.Getenv(envKills); v != "" {
 		n, err := strconv.Atoi(v)
@@ -447,7 +454,18 @@ func TestCrashLoopTx(t *testing.T) {
 		}
 		want, least, budget = n, n, time.Duration(n)*5*time.Second
 	}
-	r := setupEffects(t)
+	crashLoopTx(t, setupEffects(t), want, least, budget)
+}
+
+// crashLoopTx kills LoopTx workers on r's store want times (at least
+// least, within budget) and checks the effects after each kill.
+func crashLoopTx(t *testing.T, r *effectsRun, want, least int, budget time.Duration) {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(envSeed); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed))
+	t.Logf("seed %d", seed)
 	deadline := time.Now().Add(budget)
 	var last effectsTally
 	violations := 0
@@ -478,8 +496,10 @@ func TestCrashLoopTx(t *testing.T) {
 // after the effect's commit, in a second transaction, a kill between the
 // two leaves an effect without its completion, and the redelivery writes
 // it twice.
-func TestCrashLoopTxControl(t *testing.T) {
-	r := setupEffects(t)
+func TestCrashLoopTxControl(t *testing.T) { loopTxControl(t, setupEffects(t)) }
+
+// loopTxControl is the control on r's store.
+func loopTxControl(t *testing.T, r *effectsRun) {
 	var withoutCompletion, twice int
 	for i := range controlKills {
 		r.kill(t, twoTxWorker, uint64(i), afterCommit, 0)

@@ -54,9 +54,7 @@ func TestCrashGroupWorker(t *testing.T) {
 	if err != nil && !errors.Is(err, mqlite.ErrQueueExists) {
 		t.Fatalf("worker queue: %v", err)
 	}
-	if _, err := st.DB().Exec(`CREATE TABLE IF NOT EXISTS orders (
-		nonce TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, body_hash BLOB NOT NULL,
-		handled INTEGER NOT NULL DEFAULT 0) STRICT`); err != nil {
+	if _, err := st.DB().Exec(ordersDDLOf(workerTarget)); err != nil {
 		t.Fatalf("worker table: %v", err)
 	}
 	control := os.Getenv(envGroupControl) == "1"

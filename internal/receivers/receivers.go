@@ -287,8 +287,13 @@ func (r *Registry[T, M]) MarkInTx() int {
 
 // UndoInTx drops the settlements recorded since mark: the step that
 // followed it rolled back, so they are not applied when the group commits.
+//
+// On a store whose transactions run at once (PostgreSQL's pool), another
+// transaction's commit or rollback may have taken the records since the
+// mark; what is left past it is dropped, and nothing below it.
 func (r *Registry[T, M]) UndoInTx(mark int) {
 	r.inTx.mu.Lock()
+	mark = min(mark, len(r.inTx.locks))
 	clear(r.inTx.locks[mark:])
 	r.inTx.locks = r.inTx.locks[:mark]
 	r.inTx.mu.Unlock()
