@@ -50,7 +50,9 @@ const (
 //     process: ON CONFLICT waits for it and reads its latest version) is
 //     left as it is and returned; an expired one is replaced. Either way
 //     it returns the key's row, so a slot learns its original's seq and
-//     content key in the same statement.
+//     content key in the same statement. The rows go in key order, so two
+//     sends of the same keys in other orders wait for each other instead
+//     of deadlocking.
 //   - m inserts the slots without a key, and those whose key's row is now
 //     theirs.
 //
@@ -82,6 +84,7 @@ d AS (
 	INSERT INTO mqlite_dedup AS x (queue, kind, key, seq, content_key, expires_at)
 	SELECT $1, s.kind, s.key, s.id, CASE WHEN s.kind = 'id' THEN s.ckey END, $2 + q.win
 	  FROM s, q WHERE s.kind IS NOT NULL AND s.rn = 1
+	 ORDER BY s.kind, s.key
 	ON CONFLICT (queue, kind, key) DO UPDATE SET
 		seq = CASE WHEN x.expires_at <= $2 THEN excluded.seq ELSE x.seq END,
 		content_key = CASE WHEN x.expires_at <= $2 THEN excluded.content_key ELSE x.content_key END,
