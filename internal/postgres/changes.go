@@ -16,7 +16,12 @@ import (
 // same way. Only a statement on the store's own handle reports: a
 // transaction on the application's own pool never reports its commit or
 // its rollback to the store, so its writes must not reach its counts
-// (the store's Stats reads them from the tables instead).
+// (the store's Stats reads them from the tables instead). Each row is
+// reported after its statement succeeded, before its transaction ends:
+// the store applies the changes at the commit it hears next and drops
+// them at a rollback, as with the SQLite engine's hooks. The store's pool
+// runs transactions side by side, which that tally keeps apart by
+// nothing: a rollback beside a commit may drop the other's changes.
 
 // ownStore returns the store whose own handle db is (the handle itself, a
 // transaction or a connection on it), nil for any other handle.
