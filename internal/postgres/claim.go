@@ -230,6 +230,7 @@ func claimUpTo(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest, max i
 	defer rows.Close()
 	var out []driver.Row
 	due := false
+	rep := reporterOf(tx)
 	for rows.Next() {
 		c, err := scanRow(rows)
 		if err != nil {
@@ -244,10 +245,15 @@ func claimUpTo(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest, max i
 			c.State, c.LockToken, c.LockedUntil = "", "", 0
 			c.DeliveryCount++
 		}
+		// Every candidate is active (candidates).
+		rep.change(q.Name, "active", c.State, int64(len(c.Body)))
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, interpret("claim", err)
+	}
+	if len(out) > 0 {
+		rep.done()
 	}
 	return out, due, nil
 }
@@ -315,7 +321,8 @@ func replay(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest) (out []d
 
 // makeClaimableSQL promotes the queue $1's scheduled messages due by $2 and
 // releases its leases lapsed by $2: back to active, or to the dead letters
-// when the delivery that lapsed was the last one allowed ($3). Each update
+// when the delivery that lapsed was the last one allowed ($3), each lapse
+// a failed attempt kept in histories of $4. Each update
 // takes its rows FOR UPDATE SKIP LOCKED: a row another transaction holds
 // (a claimer that promoted or reaped it a moment ago, a settlement) is
 // left to it, so claimers running this at once never wait on each other,
@@ -324,11 +331,11 @@ var makeClaimableSQL = `WITH p AS (
 	UPDATE mqlite_messages SET state = 'active' WHERE id IN (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2
 		FOR UPDATE SKIP LOCKED)
-	RETURNING 1),
-r AS (` + releaseSQL("$3", "$2", descLeaseExpired, `'active'`, "", `id IN (
+	RETURNING queue, state, body_len),
+r AS (` + releaseSQL("$3", "$2", descLeaseExpired, `'active'`, attemptSet("$2", leaseExpired, "''", "$4"), `id IN (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2
-		FOR UPDATE SKIP LOCKED)`) + ` RETURNING 1)
-SELECT (SELECT count(*) FROM p) + (SELECT count(*) FROM r)`
+		FOR UPDATE SKIP LOCKED)`) + ` RETURNING queue, state, body_len)
+SELECT queue, 'scheduled', state, body_len FROM p UNION ALL SELECT queue, 'locked', state, body_len FROM r`
 
 // releaseSQL is an UPDATE that ends deliveries: each row goes back to the
 // state back, or to the dead letters (driver.ReasonMaxDelivery, desc) when
@@ -352,8 +359,7 @@ func (PostgreSQL) MakeClaimable(ctx context.Context, tx driver.DBTX, q driver.Qu
 }
 
 func makeClaimable(ctx context.Context, tx driver.DBTX, q driver.Queue, now int64) error {
-	var n int64
-	if err := tx.QueryRowContext(ctx, makeClaimableSQL, q.Name, now, q.MaxDeliveryCount).Scan(&n); err != nil {
+	if _, err := movedRows(ctx, tx, makeClaimableSQL, q.Name, now, q.MaxDeliveryCount, historyOf(tx)); err != nil {
 		return interpret("make claimable", err)
 	}
 	return nil
@@ -390,6 +396,9 @@ func (PostgreSQL) ClaimDeferred(ctx context.Context, tx driver.DBTX, q driver.Qu
 	if err != nil {
 		return driver.Row{}, interpret("receive deferred", err)
 	}
+	rep := reporterOf(tx)
+	rep.change(q.Name, "deferred", c.State, int64(len(c.Body)))
+	rep.done()
 	return c, nil
 }
 
@@ -406,6 +415,9 @@ func spendDeferred(ctx context.Context, tx driver.DBTX, q driver.Queue, seq, now
 		return interpret("receive deferred", err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
+		rep := reporterOf(tx)
+		rep.change(q.Name, "deferred", "dead_lettered", 0)
+		rep.done()
 		return driver.ErrSpentDeferred
 	}
 	return fmt.Errorf("%w: no deferred message %d on %q", errs.ErrMessageNotFound, seq, q.Name)

@@ -30,7 +30,7 @@ func (PostgreSQL) Redrive(ctx context.Context, db driver.DBTX, queue string, seq
 		dead_letter_reason = NULL, dead_letter_desc = NULL, dead_lettered_at = 0,
 		lock_token = DEFAULT, locked_until = 0
 		WHERE queue = $1 AND state = 'dead_lettered'`
-	return updateSeqs(ctx, db, "redrive", set, queue, seqs, now)
+	return updateSeqs(ctx, db, "redrive", set, "'dead_lettered'", queue, seqs, now)
 }
 
 // DeliverNow makes scheduled messages of the queue due now (an operator's
@@ -39,18 +39,18 @@ func (PostgreSQL) Redrive(ctx context.Context, db driver.DBTX, queue string, seq
 // that are not scheduled messages of the queue are skipped.
 func (PostgreSQL) DeliverNow(ctx context.Context, db driver.DBTX, queue string, seqs []int64, now int64) (int64, error) {
 	const set = `UPDATE mqlite_messages SET state = 'active', visible_at = $2 WHERE queue = $1 AND state = 'scheduled'`
-	return updateSeqs(ctx, db, "deliver now", set, queue, seqs, now)
+	return updateSeqs(ctx, db, "deliver now", set, "'scheduled'", queue, seqs, now)
 }
 
 // updateSeqs runs the update set ($1 the queue, $2 now) on the listed
 // seqs, or on every row it matches when seqs is empty, and returns the
-// rows changed.
-func updateSeqs(ctx context.Context, db driver.DBTX, op, set, queue string, seqs []int64, now int64) (int64, error) {
+// rows changed, each reported from the state old (SQL) it names.
+func updateSeqs(ctx context.Context, db driver.DBTX, op, set, old, queue string, seqs []int64, now int64) (int64, error) {
 	query, args := set, []any{queue, now}
 	if len(seqs) > 0 {
 		query, args = set+` AND id = ANY($3)`, append(args, seqs)
 	}
-	return changed(ctx, db, op, query, args...)
+	return moved(ctx, db, op, query+movedColumns("queue", old, "state", "body_len"), args...)
 }
 
 // changed runs a write and returns the rows it changed; op names it in
@@ -73,9 +73,9 @@ func changed(ctx context.Context, db driver.DBTX, op, query string, args ...any)
 // and the DELETE checks queue and state again on each row it takes: a row
 // a concurrent transaction moved out of state meanwhile stays.
 func (PostgreSQL) PurgeBatch(ctx context.Context, db driver.DBTX, queue, state string) (int64, error) {
-	return changed(ctx, db, "purge", `DELETE FROM mqlite_messages WHERE id IN (
+	return moved(ctx, db, "purge", `DELETE FROM mqlite_messages WHERE id IN (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = $2 ORDER BY id LIMIT $3)
-		AND queue = $1 AND state = $2`, queue, state, driver.SweepBatch)
+		AND queue = $1 AND state = $2`+gone, queue, state, driver.SweepBatch)
 }
 
 // PurgeSeqs deletes the messages of queue in state whose seq is one of
@@ -84,34 +84,38 @@ func (PostgreSQL) PurgeSeqs(ctx context.Context, db driver.DBTX, queue, state st
 	if len(seqs) == 0 {
 		return 0, nil
 	}
-	return changed(ctx, db, "purge", `DELETE FROM mqlite_messages
-		WHERE id = ANY($3) AND queue = $1 AND state = $2`, queue, state, seqs)
+	return moved(ctx, db, "purge", `DELETE FROM mqlite_messages
+		WHERE id = ANY($3) AND queue = $1 AND state = $2`+gone, queue, state, seqs)
 }
 
 // The retention statements over the dead letters of the queue $1, each one
 // batch of at most $4 rows; the DELETE checks the state again on each row
 // it takes, so a dead letter redriven meanwhile stays.
-const (
+var (
 	// retainAgeSQL deletes dead letters older than $2 at $3.
 	retainAgeSQL = `DELETE FROM mqlite_messages WHERE id IN (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = 'dead_lettered'
 		   AND dead_lettered_at + $2 <= $3 ORDER BY id LIMIT $4)
-		AND queue = $1 AND state = 'dead_lettered'`
+		AND queue = $1 AND state = 'dead_lettered'` + gone
 	// retainCountSQL deletes the oldest dead letters beyond the newest $2.
 	// It names the rows to keep, not how many to delete: two processes
 	// applying the bound at once never delete more than its excess.
 	retainCountSQL = `DELETE FROM mqlite_messages WHERE id IN (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = 'dead_lettered'
 		 ORDER BY id DESC OFFSET $2 LIMIT $3)
-		AND queue = $1 AND state = 'dead_lettered'`
+		AND queue = $1 AND state = 'dead_lettered'` + gone
 	// retainBytesSQL keeps the newest dead letters whose bodies fit in $2;
 	// the running sum from the newest marks where the oldest start.
 	retainBytesSQL = `DELETE FROM mqlite_messages WHERE id IN (
 		SELECT id FROM (SELECT id, sum(body_len) OVER (ORDER BY id DESC) AS kept
 		                  FROM mqlite_messages WHERE queue = $1 AND state = 'dead_lettered') k
 		 WHERE kept > $2)
-		AND queue = $1 AND state = 'dead_lettered'`
+		AND queue = $1 AND state = 'dead_lettered'` + gone
 )
+
+// gone is what a DELETE of messages returns for moved: each row as it was,
+// leaving.
+var gone = movedColumns("queue", "state", "NULL", "body_len")
 
 // Retain applies a queue's dead-letter retention: the dead letters older
 // than DLQMaxAgeMS, then the oldest beyond DLQMaxCount, then the oldest
@@ -126,7 +130,7 @@ func (PostgreSQL) Retain(ctx context.Context, db driver.DBTX, q driver.Queue, no
 	var total int64
 	if q.DLQMaxAgeMS > 0 {
 		n, err := batches(stop, driver.SweepBatch, func() (int64, error) {
-			return changed(ctx, db, op, retainAgeSQL, q.Name, q.DLQMaxAgeMS, now, driver.SweepBatch)
+			return moved(ctx, db, op, retainAgeSQL, q.Name, q.DLQMaxAgeMS, now, driver.SweepBatch)
 		})
 		total += n
 		if err != nil {
@@ -135,7 +139,7 @@ func (PostgreSQL) Retain(ctx context.Context, db driver.DBTX, q driver.Queue, no
 	}
 	if q.DLQMaxCount > 0 {
 		n, err := batches(stop, driver.SweepBatch, func() (int64, error) {
-			return changed(ctx, db, op, retainCountSQL, q.Name, q.DLQMaxCount, driver.SweepBatch)
+			return moved(ctx, db, op, retainCountSQL, q.Name, q.DLQMaxCount, driver.SweepBatch)
 		})
 		total += n
 		if err != nil {
@@ -143,7 +147,7 @@ func (PostgreSQL) Retain(ctx context.Context, db driver.DBTX, q driver.Queue, no
 		}
 	}
 	if q.DLQMaxBytes > 0 && (stop == nil || !stop()) {
-		n, err := changed(ctx, db, op, retainBytesSQL, q.Name, q.DLQMaxBytes)
+		n, err := moved(ctx, db, op, retainBytesSQL, q.Name, q.DLQMaxBytes)
 		total += n
 		if err != nil {
 			return total, err

@@ -102,6 +102,7 @@ func createQueue(ctx context.Context, tx driver.DBTX, q driver.Queue, now int64)
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%w: %q", errs.ErrQueueExists, q.Name)
 	}
+	reporterOf(tx).queue(q.Name, true)
 	return nil
 }
 
@@ -176,8 +177,10 @@ func deleteQueue(ctx context.Context, tx driver.DBTX, name string) error {
 	if _, err := getQueue(ctx, tx, name, " FOR UPDATE"); err != nil {
 		return err
 	}
+	if _, err := movedRows(ctx, tx, `DELETE FROM mqlite_messages WHERE queue = $1`+gone, name); err != nil {
+		return fmt.Errorf("delete queue: %w", err)
+	}
 	for _, stmt := range []string{
-		`DELETE FROM mqlite_messages WHERE queue = $1`,
 		`DELETE FROM mqlite_dedup WHERE queue = $1`,
 		`DELETE FROM mqlite_settlement_receipts WHERE queue = $1`,
 		`DELETE FROM mqlite_receive_attempts WHERE queue = $1`,
@@ -188,6 +191,7 @@ func deleteQueue(ctx context.Context, tx driver.DBTX, name string) error {
 			return fmt.Errorf("delete queue: %w", err)
 		}
 	}
+	reporterOf(tx).queue(name, false)
 	return nil
 }
 

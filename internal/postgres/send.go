@@ -99,9 +99,9 @@ m AS (
 	       octet_length(s.body), s.body, s.pri
 	  FROM s CROSS JOIN q LEFT JOIN d ON d.kind = s.kind AND d.key = s.key
 	 WHERE s.kind IS NULL OR d.seq = s.id
-	RETURNING id)
-SELECT s.n, s.id, s.kind IS NOT NULL, coalesce(d.seq, 0), d.content_key
-  FROM s LEFT JOIN d ON d.kind = s.kind AND d.key = s.key
+	RETURNING id, state, body_len)
+SELECT s.n, s.id, s.kind IS NOT NULL, coalesce(d.seq, 0), d.content_key, coalesce(m.state, ''), coalesce(m.body_len, 0)
+  FROM s LEFT JOIN d ON d.kind = s.kind AND d.key = s.key LEFT JOIN m ON m.id = s.id
  ORDER BY s.n`
 
 // Enqueue sends msgs into the queue or the topic name inside tx at the
@@ -203,12 +203,17 @@ func sendQueue(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.
 	}
 	defer rows.Close()
 	out := make([]driver.Copy, 0, n)
+	rep := reporterOf(tx)
 	for rows.Next() {
-		var slot, id, orig int64
+		var slot, id, orig, bytes int64
 		var keyed bool
 		var origKey []byte
-		if err := rows.Scan(&slot, &id, &keyed, &orig, &origKey); err != nil {
+		var state string
+		if err := rows.Scan(&slot, &id, &keyed, &orig, &origKey, &state, &bytes); err != nil {
 			return nil, false, interpret("send", err)
+		}
+		if state != "" { // the row was written
+			rep.change(queue, "", state, bytes)
 		}
 		c := driver.Copy{Queue: queue, Seq: id}
 		if keyed && orig != id {
@@ -225,6 +230,7 @@ func sendQueue(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.
 	if len(out) != n {
 		return nil, false, fmt.Errorf("send: %d messages answered %d rows", n, len(out))
 	}
+	rep.done()
 	return out, true, nil
 }
 

@@ -24,12 +24,13 @@ const fence = `id = $1 AND queue = $2 AND lock_token = $3 AND state = 'locked' A
 // Complete writes its receipt in the same statement (withReceipt); a
 // completion's receipt is its completed row, its token kept.
 var settleSQL = map[driver.Op]string{
-	driver.OpComplete: `UPDATE mqlite_messages SET ` + settledSet("$4") + ` WHERE ` + fence,
+	driver.OpComplete: `UPDATE mqlite_messages SET ` + settledSet("$4") + ` WHERE ` + fence + ` RETURNING state, body_len`,
 	driver.OpAbandon: withReceipt(releaseSQL(`(SELECT max_delivery_count FROM mqlite_queues WHERE name = $2)`, "$4",
 		descAbandoned, `CASE WHEN $7::bigint > 0 THEN 'scheduled' ELSE 'active' END`,
-		", visible_at = $4 + $7::bigint, last_error = coalesce($8, last_error)", fence)),
+		", visible_at = $4 + $7::bigint, last_error = coalesce($8, last_error)"+attemptSet("$4", "$9", "$10", "$11"), fence)),
 	driver.OpReject: withReceipt(`UPDATE mqlite_messages SET state = 'dead_lettered', dead_letter_reason = $7,
-		dead_letter_desc = $8, dead_lettered_at = $4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence),
+		dead_letter_desc = $8, dead_lettered_at = $4, lock_token = ` + noToken + `, locked_until = 0` +
+		attemptSet("$4", "$9", "$10", "$11") + ` WHERE ` + fence),
 	driver.OpDefer: withReceipt(`UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `,
 		locked_until = 0 WHERE ` + fence),
 	// Release is Abandon with no delay on a delivery that is never the
@@ -42,21 +43,24 @@ var settleSQL = map[driver.Op]string{
 
 // withReceipt makes the settlement update a statement that also writes its
 // receipt ($3 the token as hex, $5 the operation, $6 its arguments) for
-// the row it changed, and returns one row per row changed. A receipt of
-// the same key may still be there, expired: the new one replaces it.
+// the row it changed, and returns the new state and the body length of
+// each row changed (as Complete's does). A receipt of the same key may
+// still be there, expired: the new one replaces it.
 func withReceipt(update string) string {
-	return `WITH u AS (` + update + ` RETURNING id)
+	return `WITH u AS (` + update + ` RETURNING id, state, body_len),
+r AS (
 	INSERT INTO mqlite_settlement_receipts (queue, seq, lock_token, operation, args, expires_at)
 	SELECT $2, id, decode($3, 'hex'), $5, $6, $4 + ` + receiptTTL + ` FROM u
-	ON CONFLICT (seq, lock_token, operation, args) DO UPDATE SET queue = excluded.queue, expires_at = excluded.expires_at
-	RETURNING 1`
+	ON CONFLICT (seq, lock_token, operation, args) DO UPDATE SET queue = excluded.queue, expires_at = excluded.expires_at)
+SELECT state, body_len FROM u`
 }
 
 // receiptTTL is driver.ReceiptTTLMS as SQL.
 var receiptTTL = strconv.Itoa(driver.ReceiptTTLMS)
 
-// settleArgs is the arguments of settleSQL[s.Op].
-func settleArgs(s driver.Settlement) []any {
+// settleArgs is the arguments of settleSQL[s.Op]; a failure's attempt
+// is kept in histories of n.
+func settleArgs(s driver.Settlement, n int) []any {
 	args := []any{s.Seq, s.Queue, s.Token, s.Now}
 	if s.Op == driver.OpComplete {
 		return args
@@ -68,9 +72,9 @@ func settleArgs(s driver.Settlement) []any {
 		if s.LastError != "" {
 			lastErr = s.LastError
 		}
-		args = append(args, s.DelayMS, lastErr)
+		args = append(args, s.DelayMS, lastErr, abandonError(s), driver.Cut(s.Worker, driver.MaxWorkerLen), n)
 	case driver.OpReject:
-		args = append(args, s.Reason, s.Description)
+		args = append(args, s.Reason, s.Description, rejectError(s), driver.Cut(s.Worker, driver.MaxWorkerLen), n)
 	}
 	return args
 }
@@ -89,17 +93,18 @@ func settle(ctx context.Context, tx driver.DBTX, s driver.Settlement, unmatched 
 	if !ok {
 		return fmt.Errorf("settle: unknown operation %q", s.Op)
 	}
-	res, err := tx.ExecContext(ctx, query, settleArgs(s)...)
-	if err != nil {
-		return interpret(string(s.Op), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return interpret(string(s.Op), err)
-	}
-	if n == 0 {
+	var state string
+	var bytes int64
+	err := tx.QueryRowContext(ctx, query, settleArgs(s, historyOf(tx))...).Scan(&state, &bytes)
+	if errors.Is(err, sql.ErrNoRows) {
 		return unmatched(ctx, tx, s)
 	}
+	if err != nil {
+		return interpret(string(s.Op), err)
+	}
+	rep := reporterOf(tx)
+	rep.change(s.Queue, "locked", state, bytes)
+	rep.done()
 	return nil
 }
 
@@ -196,7 +201,7 @@ var completeManySQL = `WITH l AS (
 	 FOR UPDATE OF m)
 UPDATE mqlite_messages SET ` + settledSet("$1") + `
  WHERE id IN (SELECT id FROM l)
-RETURNING id`
+RETURNING id, queue, body_len`
 
 // CompleteMany completes every lease of locks in one statement (the rows
 // stay, completed: each is the receipt of its completion). A delivery
@@ -212,16 +217,22 @@ func (p PostgreSQL) CompleteMany(ctx context.Context, tx driver.DBTX, locks []dr
 		return nil, interpret("complete", err)
 	}
 	completed := make(map[int64]bool, len(locks))
+	rep := reporterOf(tx)
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var id, bytes int64
+		var queue string
+		if err := rows.Scan(&id, &queue, &bytes); err != nil {
 			rows.Close()
 			return nil, interpret("complete", err)
 		}
 		completed[id] = true
+		rep.change(queue, "locked", stateCompleted, bytes)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, interpret("complete", err)
+	}
+	if len(completed) > 0 {
+		rep.done()
 	}
 	out := make([]error, len(locks))
 	for i, l := range locks {

@@ -21,7 +21,8 @@ import (
 // reapSQL releases one batch of leases lapsed by $1: back to active, or to
 // the dead letters (ReasonMaxDelivery) when the delivery that lapsed was
 // the last one its queue allows. The delivery was counted by its claim;
-// the release counts nothing.
+// the release counts nothing. Each lapse is a failed attempt, kept in
+// histories of $3.
 var reapSQL = `WITH lapsed AS (
 	SELECT id FROM mqlite_messages WHERE state = 'locked' AND locked_until <= $1
 	 LIMIT $2 FOR UPDATE SKIP LOCKED)
@@ -30,21 +31,22 @@ UPDATE mqlite_messages m SET
 	dead_letter_reason = CASE WHEN m.delivery_count >= q.max_delivery_count THEN '` + driver.ReasonMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN m.delivery_count >= q.max_delivery_count THEN '` + driver.DescLeaseExpired + `' END,
 	dead_lettered_at = CASE WHEN m.delivery_count >= q.max_delivery_count THEN $1 ELSE 0 END,
-	lock_token = DEFAULT, locked_until = 0
+	lock_token = DEFAULT, locked_until = 0` + attemptSet("$1", leaseExpired, "''", "$3") + `
 FROM lapsed, mqlite_queues q
-WHERE m.id = lapsed.id AND q.name = m.queue`
+WHERE m.id = lapsed.id AND q.name = m.queue` + movedColumns("m.queue", "'locked'", "m.state", "m.body_len")
 
 // promoteSQL makes one batch of the scheduled messages due by $1 active.
-const promoteSQL = `WITH due AS (
+var promoteSQL = `WITH due AS (
 	SELECT id FROM mqlite_messages WHERE state = 'scheduled' AND visible_at <= $1
 	 LIMIT $2 FOR UPDATE SKIP LOCKED)
-UPDATE mqlite_messages m SET state = 'active' FROM due WHERE m.id = due.id`
+UPDATE mqlite_messages m SET state = 'active' FROM due WHERE m.id = due.id` +
+	movedColumns("m.queue", "'scheduled'", "m.state", "m.body_len")
 
 // expiredSQL picks one batch of messages whose time to live passed by $1
 // and that nobody holds (a locked message waits for its lease to end), on
 // the queues that dead-letter expired messages (dl true) or not.
 func expiredSQL(dl bool) string {
-	return fmt.Sprintf(`SELECT m.id FROM mqlite_messages m JOIN mqlite_queues q ON q.name = m.queue
+	return fmt.Sprintf(`SELECT m.id, m.state AS old FROM mqlite_messages m JOIN mqlite_queues q ON q.name = m.queue
 	 WHERE m.expires_at > 0 AND m.expires_at <= $1 AND m.state IN ('active', 'scheduled', 'deferred')
 	   AND q.dead_letter_on_ttl = %t
 	 LIMIT $2 FOR UPDATE OF m SKIP LOCKED`, dl)
@@ -55,14 +57,15 @@ var (
 	// expireDeleteSQL removes expired messages of the queues that do not
 	// keep them.
 	expireDeleteSQL = `WITH gone AS (` + expiredSQL(false) + `)
-DELETE FROM mqlite_messages m USING gone WHERE m.id = gone.id`
+DELETE FROM mqlite_messages m USING gone WHERE m.id = gone.id` +
+		movedColumns("m.queue", "gone.old", "NULL", "m.body_len")
 	// expireDeadLetterSQL dead-letters expired messages (ReasonTTL) of
 	// the queues with dead_letter_on_ttl.
 	expireDeadLetterSQL = `WITH gone AS (` + expiredSQL(true) + `)
 UPDATE mqlite_messages m SET state = 'dead_lettered',
 	dead_letter_reason = '` + driver.ReasonTTL + `', dead_letter_desc = '` + driver.DescTTL + `',
 	dead_lettered_at = $1, lock_token = DEFAULT, locked_until = 0
-FROM gone WHERE m.id = gone.id`
+FROM gone WHERE m.id = gone.id` + movedColumns("m.queue", "gone.old", "m.state", "m.body_len")
 )
 
 // janitorSQL deletes one batch of the rows whose replay window has passed
@@ -95,12 +98,17 @@ func sweep(ctx context.Context, db driver.DBTX, op, query string, now int64, sto
 // Reap releases every lease lapsed by now: back to active, or to the dead
 // letters after the last allowed delivery.
 func (PostgreSQL) Reap(ctx context.Context, db driver.DBTX, now int64, stop func() bool) (int64, error) {
-	return sweep(ctx, db, "reap", reapSQL, now, stop)
+	n := historyOf(db)
+	return batches(stop, driver.SweepBatch, func() (int64, error) {
+		return moved(ctx, db, "reap", reapSQL, now, driver.SweepBatch, n)
+	})
 }
 
 // Promote makes every scheduled message due by now active.
 func (PostgreSQL) Promote(ctx context.Context, db driver.DBTX, now int64, stop func() bool) (int64, error) {
-	return sweep(ctx, db, "promote", promoteSQL, now, stop)
+	return batches(stop, driver.SweepBatch, func() (int64, error) {
+		return moved(ctx, db, "promote", promoteSQL, now, driver.SweepBatch)
+	})
 }
 
 // Expire applies time to live: expired messages that nobody holds are
@@ -108,7 +116,9 @@ func (PostgreSQL) Promote(ctx context.Context, db driver.DBTX, now int64, stop f
 func (PostgreSQL) Expire(ctx context.Context, db driver.DBTX, now int64, stop func() bool) (int64, error) {
 	var total int64
 	for _, q := range []string{expireDeadLetterSQL, expireDeleteSQL} {
-		n, err := sweep(ctx, db, "expire", q, now, stop)
+		n, err := batches(stop, driver.SweepBatch, func() (int64, error) {
+			return moved(ctx, db, "expire", q, now, driver.SweepBatch)
+		})
 		total += n
 		if err != nil {
 			return total, err
