@@ -71,6 +71,14 @@ func TestConformancePostgresAppPool(t *testing.T) {
 		default:
 			t.Skip("the application's pool runs the sending subtests only; TestConformancePostgres runs the rest")
 		}
+		switch t.Name() {
+		case "TestConformancePostgresAppPool/Transaction/CommitKeepsEveryField", "TestConformancePostgresAppPool/Dedup/WindowPasses":
+			// A send on a handle of no store reads the clock of the
+			// process's one PostgreSQL store, or the wall clock when
+			// several are open, as the kit's parallel subtests have: these
+			// two read the fake clock (TestConformancePostgres runs them).
+			t.Skip("the kit's fake clock does not reach the application's own handle while several stores are open")
+		}
 		url := pgtest.URL(t)
 		return embeddedOn(func(*testing.T) string { return url }, viaAppPool(url), effectsViaStoreTx).Open(t, cfg)
 	}
