@@ -165,16 +165,13 @@ func alreadySettled(ctx context.Context, tx driver.DBTX, s driver.Settlement) er
 }
 
 // SettleTx settles s inside tx, a transaction on the store's handle or on
-// the application's own pgx handle (storeOf), at the store's now, after
-// telling the store (ConnConfig.Settling), which acts on it when tx
-// commits. It never replays (alreadySettled). A transaction whose store is
-// unknown is errs.ErrNotAStore, with nothing written.
+// the application's own pgx handle, at the store's now (nowOf). Only a
+// transaction on the store's own handle is told to the store
+// (ConnConfig.Settling), which acts on it when tx commits: the store never
+// sees the commit of a transaction on another handle. It never replays
+// (alreadySettled).
 func (PostgreSQL) SettleTx(ctx context.Context, tx driver.DBTX, s driver.Settlement) error {
-	st := storeOf(tx)
-	if st == nil {
-		return fmt.Errorf("%s: %w", s.Op, errs.ErrNotAStore)
-	}
-	now, err := st.now()
+	now, err := nowOf(tx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Op, err)
 	}
@@ -182,7 +179,7 @@ func (PostgreSQL) SettleTx(ctx context.Context, tx driver.DBTX, s driver.Settlem
 	if _, ok := settleSQL[s.Op]; !ok {
 		return fmt.Errorf("settle: unknown operation %q", s.Op)
 	}
-	if st.cfg.Settling != nil {
+	if st := ownStore(tx); st != nil && st.cfg.Settling != nil {
 		st.cfg.Settling(s.Op, s.Queue, s.Seq, s.Token)
 	}
 	return settle(ctx, tx, s, alreadySettled)
