@@ -11,6 +11,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// TestMain is the consumer process of a latency run when the test binary
+// is started again as one (latency runs os.Executable with -consume).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "-consume" {
+		os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
 // TestSmoke runs every row for every side at SmokeSizes, one run, on the
 // server at DefaultAdminURL (MQLITE_PG_URL when set): it proves the
 // benchmark runs, not how fast anything is. No server: the test skips,
