@@ -56,7 +56,7 @@ type Sizes struct {
 }
 
 // FullSizes are the sizes docs/benchmark.md reports.
-var FullSizes = Sizes{Send1: 2000, Send100: 20000, Drain1: 2000, Drain100: 10000, Work: 2000, Eight: 4000, Latency: 500, Rate: 100, Runs: 3}
+var FullSizes = Sizes{Send1: 2000, Send100: 20000, Drain1: 2000, Drain100: 10000, Work: 2000, Eight: 4000, Latency: 400, Rate: 50, Runs: 3}
 
 // SmokeSizes prove that every side runs every row, in seconds.
 var SmokeSizes = Sizes{Send1: 20, Send100: 200, Drain1: 20, Drain100: 200, Work: 20, Eight: 40, Latency: 10, Rate: 200, Runs: 1}
