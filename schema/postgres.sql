@@ -5,8 +5,12 @@
 -- with three differences the engines' devices make:
 --  - No held flag and no group triggers: a claim takes a grouped message
 --    only when no live member of its group has a lower id and none is in
---    flight, checked in the claim itself under FOR UPDATE SKIP LOCKED, so
---    that any number of processes claim from one queue at once.
+--    flight (mqlite_msg_group_flight), checked in the claim itself under
+--    FOR UPDATE SKIP LOCKED, so that any number of processes claim from
+--    one queue at once. A send into a group holds a transaction advisory
+--    lock on the group until it commits, so a group's ids follow the
+--    commits of its sends and every snapshot sees a group's members from
+--    its first on.
 --  - No separate bodies table: PostgreSQL keeps a large body out of its
 --    row (TOAST), and an update that leaves the body alone never rewrites
 --    it.
@@ -176,6 +180,12 @@ CREATE INDEX mqlite_msg_settled ON mqlite_messages (settled_at) WHERE settled_at
 -- The claim's group probe: the live members of a group in id order.
 CREATE INDEX mqlite_msg_group_live ON mqlite_messages (queue, group_id, id)
     WHERE group_id IS NOT NULL AND state IN ('active', 'locked', 'deferred', 'scheduled');
+-- The claim's other group probe: the members of a group in flight. A
+-- scheduled member is in flight when a delivery of it ended with a delay
+-- (delivery_count > 0): sent with a DeliverAt, it only waits its turn.
+CREATE INDEX mqlite_msg_group_flight ON mqlite_messages (queue, group_id)
+    WHERE group_id IS NOT NULL
+      AND (state IN ('locked', 'deferred') OR (state = 'scheduled' AND delivery_count > 0));
 
 -- A commit that leaves a message of a queue claimable or scheduled wakes
 -- the Receives waiting on it in every process: one notification per queue

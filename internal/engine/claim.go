@@ -3,9 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +22,7 @@ const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_a
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
 	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
 
-// scanRow reads one row of returning.
+// scanRow reads one row of returning (driver.ScanRow).
 func scanRow(s scanner) (Row, error) { return driver.ScanRow(s) }
 
 // claimedColumns is returning without what a claim of one message sets to
@@ -49,13 +47,9 @@ func scanClaimed(s scanner, token string, until int64) (Row, error) {
 	return c, err
 }
 
-// newToken returns a fresh lock token: 128 bits from crypto/rand as 32
-// lowercase hex digits, the form of lower(hex(randomblob(16))).
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand.Read)
-	return hex.EncodeToString(b[:])
-}
+// newToken returns a fresh lock token (driver.NewToken), the form of
+// lower(hex(randomblob(16))).
+var newToken = driver.NewToken
 
 // eligible is the WHERE of the claim's candidate (in priority order, then
 // seq: mqlite_msg_active's order): the oldest active,
@@ -144,14 +138,9 @@ var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_a
 var reapExpiredSQL = release{MaxDelivery: "?3", Now: "?2", Desc: descLeaseExpired, Back: "'active'",
 	Where: `queue = ?1 AND state = 'locked' AND locked_until <= ?2`}.sql()
 
-// request names the options of a Receive that a replay must repeat.
-func claimRequest(r ClaimRequest) string {
-	mode := "peek-lock"
-	if r.Delete {
-		mode = "receive-and-delete"
-	}
-	return fmt.Sprintf("max=%d mode=%s", r.Max, mode)
-}
+// claimRequest names the options of a Receive that a replay must repeat
+// (driver.AttemptRequest).
+var claimRequest = driver.AttemptRequest
 
 // Claim runs one Receive inside tx: it replays a recorded attempt, or makes
 // due messages and expired leases claimable, then claims up to Max messages,
@@ -223,14 +212,7 @@ func replay(ctx context.Context, tx DBTX, r ClaimRequest) (out []Row, found bool
 	if err != nil {
 		return nil, true, err
 	}
-	kept := out[:0]
-	for _, m := range out {
-		if until, ok := held[m.Seq]; ok {
-			m.LockedUntil = until // renewals since count
-			kept = append(kept, m)
-		}
-	}
-	return kept, true, nil
+	return driver.KeepHeld(out, held), true, nil
 }
 
 // stillHeldSQL finds which of the deliveries in the JSON array ?1 still hold

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
@@ -24,17 +24,8 @@ const largeMessage = 64 << 10
 // every overflow page it spans) into the WAL each time.
 const InlineBodyMax = 512
 
-// contentKeyLen is how many bytes of the body's SHA-256 the content key
-// keeps: 128 bits, so that two different bodies meet by chance with odds of
-// about n²/2¹²⁹ among n live keys of a queue (never, in practice), at half
-// the size of the whole hash in every dedup row and its index.
-const contentKeyLen = 16
-
-// contentKey is the content key of a body.
-func contentKey(body []byte) []byte {
-	sum := sha256.Sum256(body)
-	return sum[:contentKeyLen]
-}
+// contentKey is the content key of a body (driver.ContentKey).
+var contentKey = driver.ContentKey
 
 // insertMessage enqueues one message in a single statement, or inserts
 // nothing: it checks the message's size, its dedup key and the queue's

@@ -8,22 +8,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
 
-// receiptArgs encodes the arguments that change what the settlement does.
-func receiptArgs(s Settlement) string {
-	switch s.Op {
-	case OpAbandon:
-		if s.LastError != "" {
-			return strconv.FormatInt(s.DelayMS, 10) + " " + strconv.Quote(s.LastError)
-		}
-		return strconv.FormatInt(s.DelayMS, 10)
-	case OpReject:
-		return strconv.Quote(s.Reason) + " " + strconv.Quote(s.Description)
-	}
-	return ""
-}
+// receiptArgs encodes the arguments that change what the settlement does
+// (driver.ReceiptArgs).
+var receiptArgs = driver.ReceiptArgs
 
 // fence is the WHERE every settlement and renewal shares: the current
 // token, a locked row, and a lease still running (equal is expired).
@@ -186,19 +177,9 @@ func CompleteTx(ctx context.Context, tx DBTX, s Settlement) error {
 	return alreadySettled(ctx, tx, s)
 }
 
-// isToken reports whether t has the form of a lock token: 32 lowercase hex
-// digits, the text of lower(hex(randomblob(16))).
-func isToken(t string) bool {
-	if len(t) != 32 {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		if c := t[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+// isToken reports whether t has the form of a lock token, the text of
+// lower(hex(randomblob(16))) (driver.IsToken).
+var isToken = driver.IsToken
 
 // Renew extends a live lease by the queue's lock duration from now and
 // returns the new expiry. It never revives an expired lease.

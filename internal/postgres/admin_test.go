@@ -21,25 +21,6 @@ func init() {
 	}
 }
 
-// openTwin opens a second store handle on db's database with the same
-// clock: another process sharing the database.
-func openTwin(t *testing.T, db *sql.DB, clock *testClock) *sql.DB {
-	t.Helper()
-	u, ok := urls.Load(db)
-	if !ok {
-		t.Fatal("openTwin: db was not opened by openTest")
-	}
-	twin, release, err := pg.Open(driver.ConnConfig{
-		Path: u.(string), StoreID: 2, MaxMessageBytes: 1 << 20,
-		Now: clock.now, Closing: func() bool { return false },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = twin.Close(); release() })
-	return twin
-}
-
 // adminQueue is a queue with valid settings.
 func adminQueue(name string) driver.Queue {
 	return driver.Queue{Name: name, MaxDeliveryCount: 5, LockDurationMS: 30_000, DedupWindowMS: 60_000,

@@ -57,6 +57,27 @@ func openOn(t testing.TB, url string) (*sql.DB, *testClock) {
 	return db, clock
 }
 
+// openTwin opens one more handle on db's database with the same clock, as
+// another process would; each of with changes its configuration first.
+func openTwin(t testing.TB, db *sql.DB, clock *testClock, with ...func(*driver.ConnConfig)) *sql.DB {
+	t.Helper()
+	u, ok := urls.Load(db)
+	if !ok {
+		t.Fatal("openTwin: db was not opened by openTest")
+	}
+	cfg := driver.ConnConfig{Path: u.(string), StoreID: 2, MaxMessageBytes: 1 << 20,
+		Now: clock.now, Closing: func() bool { return false }}
+	for _, f := range with {
+		f(&cfg)
+	}
+	twin, release, err := pg.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = twin.Close(); release() })
+	return twin
+}
+
 func TestOpenAppliesTheLayout(t *testing.T) {
 	db, _ := openTest(t)
 	state, err := schema.CheckPostgres(context.Background(), db)

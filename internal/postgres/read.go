@@ -16,32 +16,9 @@ import (
 // sweep, nor holds one up. No read shows a completed message (the receipt
 // a completion leaves until CompactReceipts turns it).
 
-// rowColumns is the columns of a driver.Row, as driver.ScanRow reads
-// them: the lease's token only while the message is locked.
-const rowColumns = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
-	group_id, coalesce(subject, ''), coalesce(properties, ''), body,
-	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
-
 // liveStates are the states of a message that still counts in its group:
-// all but dead_lettered and completed. Spelled as the WHERE of the index
-// mqlite_msg_group_live, so that a probe naming it can use that index.
+// all but dead_lettered and completed (live, as a list).
 const liveStates = `('active', 'locked', 'deferred', 'scheduled')`
-
-// groupFree is the condition, on the active message m, that its group
-// lets a claim take it: no live member of its group comes before it, and
-// none is in flight as a group's front: locked, deferred, or scheduled
-// after a delivery (abandoned with a delay). It is what SQLite's held flag
-// says without the flag: a message redriven ahead of the front in flight
-// waits until that one leaves or comes back to active (mqlite_group_rejoin
-// and mqlite_group_handover), while a later member sent with a delay
-// (scheduled, never delivered) holds nobody up. A scheduled message with a
-// delivery behind it was claimed, so it was its group's front; a redrive
-// sets the count to zero, and a release takes it back to active. One
-// probe of mqlite_msg_group_live per grouped message.
-const groupFree = `(m.group_id IS NULL OR NOT EXISTS (SELECT 1 FROM mqlite_messages b
-	WHERE b.queue = m.queue AND b.group_id = m.group_id AND b.state IN ` + liveStates + ` AND b.id <> m.id
-	  AND (b.id < m.id OR b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' AND b.delivery_count > 0))))`
 
 // stateIDs is one state's ids of the queue $1 from id $2 on, in id order,
 // at most $3: a range of the state's partial index (cond names it),

@@ -73,15 +73,6 @@ func seed(t testing.TB, db *sql.DB, m msg) int64 {
 	return id
 }
 
-// seqsOf returns the sequence numbers of rows.
-func seqsOf(rows []driver.Row) []int64 {
-	out := []int64{}
-	for _, r := range rows {
-		out = append(out, r.Seq)
-	}
-	return out
-}
-
 func TestPeekPagesTheLiveMessagesInIDOrder(t *testing.T) {
 	db, _ := openTest(t)
 	ctx := context.Background()
