@@ -33,6 +33,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +79,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	rowsRE := fs.String("rows", "", "run only the rows whose name matches this regexp")
 	peersRE := fs.String("peers", "", "run only the sides whose name matches this regexp")
 	sync := fs.String("sync", "off", "synchronous_commit of every connection: off (the default: a commit does not wait for the disk, as mqlite's SyncNormal on SQLite), on, or server (the server's setting)")
+	cpuprofile := fs.String("cpuprofile", "", "write this process's CPU profile (the producer and the measured sides; not the consumer processes) to this file")
 	consume := fs.String("consume", "", "(internal) be the consumer process of a latency run for this side")
 	n := fs.Int("n", 0, "(internal) messages the consumer process waits for")
 	if err := fs.Parse(args); err != nil {
@@ -126,6 +128,19 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if *sync != "server" {
 		db.sync = *sync
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	started, load0 := time.Now(), loadAverage()
 	res, err := run(ctx, db, ps, rowFilter, sz, progress)
