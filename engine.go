@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/engine"
 	"github.com/mqlite/mqlite/internal/postgres"
@@ -49,6 +52,16 @@ var (
 func IsPostgresURL(path string) bool {
 	scheme, _, ok := strings.Cut(path, "://")
 	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+}
+
+// openPostgresURL opens a plain handle on the PostgreSQL database at url,
+// of no store (no callbacks, no listener): the target of Copy.
+func openPostgresURL(url string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, invalidf(ErrInvalidArgument, "the PostgreSQL URL %s: %v", redactURL(url), err)
+	}
+	return stdlib.OpenDB(*cfg), nil
 }
 
 // redactURL is a PostgreSQL URL without its password, for Path and logs.

@@ -127,6 +127,11 @@ var (
 	// ErrUnsupported: an operation the store's engine does not offer (a
 	// Backup of a PostgreSQL store, which the server's own tools take).
 	ErrUnsupported = sentinel("mqlite: not supported by this engine")
+	// ErrTargetNotEmpty: Copy was given a database that already holds
+	// queues, messages, topics, schedules or access keys other than this
+	// very copy (a retry of a copy that succeeded answers from it
+	// instead). Nothing was written.
+	ErrTargetNotEmpty = sentinel("mqlite: copy target is not empty")
 )
 
 // InvalidArgumentError is the error of one bad input value. errors.Is

@@ -89,10 +89,31 @@ type Message struct {
 	// relay's sink error); empty when none was given. Kept with the
 	// message (Receive, Peek, PeekDeadLetters), gone with it.
 	LastError string
+	// Attempts is the history of the message's failed deliveries, oldest
+	// first: the last Config.AttemptHistory of them, each with its error,
+	// time and worker. Nil for a message that never failed. Kept with the
+	// message (Receive, Peek, Find, PeekDeadLetters: into the dead letters
+	// and back out of them by Redrive), gone with it.
+	Attempts []Attempt
 	// Priority is the message's priority, 0 (the default) to MaxPriority:
 	// a claim takes the highest priority first, then the lowest Seq; a
 	// FIFO group's later member waits for its front whatever its priority.
 	Priority int
+}
+
+// Attempt is one failed delivery of a message (Message.Attempts).
+type Attempt struct {
+	// At is when the delivery came back, by the store's Clock.
+	At time.Time
+	// Error is why: the reason of AbandonWithReason ("" for a plain
+	// Abandon), a Reject's reason and description ("reason: description"),
+	// or the store's own words for a lease that lapsed
+	// ("the lease expired") or that an ended process left.
+	Error string
+	// Worker is who held the delivery: the ReceiverTag of the settling
+	// call's ctx as WorkerOf names it; "" for a lapsed lease, whose holder
+	// the store does not record.
+	Worker string
 }
 
 // Lock returns the message's lock, for settlement.
@@ -108,6 +129,9 @@ func toMessage(queue string, c driver.Row) Message {
 	}
 	if c.GroupID != nil {
 		m.GroupID = *c.GroupID
+	}
+	for _, a := range c.Attempts {
+		m.Attempts = append(m.Attempts, Attempt{At: fromMillis(a.At), Error: a.Error, Worker: a.Worker})
 	}
 	if m.Body == nil {
 		m.Body = []byte{}

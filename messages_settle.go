@@ -25,6 +25,9 @@ func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error 
 		return err
 	}
 	st.Queue, st.Seq, st.Token = l.Queue, l.Seq, l.Token
+	if st.Op == driver.OpAbandon || st.Op == driver.OpReject {
+		st.Worker = WorkerOf(ctx)
+	}
 	start := time.Now()
 	defer s.tally.Observe(l.Queue, tally.Settle, start)
 	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)

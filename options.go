@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/setting"
 )
 
@@ -15,6 +16,13 @@ import (
 const (
 	DefaultBusyTimeout     = 5 * time.Second
 	DefaultMaxMessageBytes = 1 << 20
+)
+
+// The bounds of Config.AttemptHistory: how many failed deliveries a
+// message keeps by default, and at most.
+const (
+	DefaultAttemptHistory = driver.DefaultAttemptHistory
+	MaxAttemptHistory     = driver.MaxAttemptHistory
 )
 
 // MaxMessageBytesLimit is the largest Config.MaxMessageBytes. A message
@@ -56,6 +64,16 @@ type Config struct {
 	// (MessageID, GroupID, Subject, Properties) together. Defaults to
 	// 1 MiB; at most MaxMessageBytesLimit (16 MiB).
 	MaxMessageBytes int
+	// AttemptHistory is how many failed deliveries each message keeps in
+	// its history (Message.Attempts): the last ones, each with its error,
+	// time and worker. A failed delivery is an Abandon (with or without a
+	// reason), a Reject, or a lease that lapsed or that an ended process
+	// left; a completion, a Defer or a Release records none. Defaults to
+	// DefaultAttemptHistory (10); negative keeps none; at most
+	// MaxAttemptHistory. A message that never fails costs nothing: its
+	// history is written only by a failure. See docs/concepts.md, "Attempt
+	// history".
+	AttemptHistory int
 	// Clock is the source of every timestamp. Defaults to SystemClock.
 	Clock Clock
 	// Logger receives the store's diagnostics. Defaults to slog.Default().
@@ -158,6 +176,12 @@ func (o Config) withDefaults() (Config, error) {
 	}
 	if o.MaxMessageBytes == 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.AttemptHistory > MaxAttemptHistory {
+		return o, invalidf(ErrInvalidArgument, "AttemptHistory %d past MaxAttemptHistory (%d)", o.AttemptHistory, MaxAttemptHistory)
+	}
+	if o.AttemptHistory == 0 {
+		o.AttemptHistory = DefaultAttemptHistory
 	}
 	if o.Clock == nil {
 		o.Clock = SystemClock{}

@@ -2,7 +2,9 @@ package mqlite
 
 import (
 	"context"
+	"os"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/mqlite/mqlite/internal/receivers"
@@ -42,6 +44,34 @@ func receiverOf(ctx context.Context) ReceiverTag {
 	}
 	return inProcess
 }
+
+// WorkerOf names who settles a delivery with ctx, for the attempt an
+// Abandon or a Reject records in the message's history (Attempt.Worker):
+// the ReceiverTag of ctx (WithReceiver) as "name" with "@addr" when the
+// tag has an address (the broker's remote receivers: the client's
+// instance at its host), preceded by this process's "host:pid/" when it
+// has none (consumer.Loop's "loop-N"); for a ctx with no tag, this
+// process's "host:pid".
+func WorkerOf(ctx context.Context) string {
+	t, ok := ctx.Value(receiverKey{}).(ReceiverTag)
+	switch {
+	case !ok || t.Name == "" && t.Addr == "":
+		return hostPID
+	case t.Addr != "":
+		return t.Name + "@" + t.Addr
+	default:
+		return hostPID + "/" + t.Name
+	}
+}
+
+// hostPID is this process's "host:pid", the worker of an untagged call.
+var hostPID = func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}()
 
 // Receiver is one receiver of one queue, as Store.Receivers reports it.
 type Receiver struct {

@@ -153,6 +153,7 @@ func (s *Store) open(ctx context.Context) error {
 		SyncFull:        s.opts.Sync == SyncFull,
 		BusyTimeoutMS:   s.opts.BusyTimeout.Milliseconds(),
 		MaxMessageBytes: int64(s.opts.MaxMessageBytes),
+		AttemptHistory:  max(s.opts.AttemptHistory, 0),
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
 		Due:             s.notify.Due,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/mqlite/mqlite"
@@ -14,6 +15,7 @@ import (
 	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/keys"
 	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/jobs"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -184,6 +186,35 @@ func commitItems(ctx context.Context, tx outbox.Execer, k keys.Key, req wire.Com
 			out.Sends[i].Results[j] = wire.FromResult(coveredCopies(k, x))
 		}
 	}
+	for i, c := range req.Carry {
+		m := c.Message.Outbox()
+		if err := driver.Of(tx).ForgetDedup(ctx, tx, c.Queue, m.MessageID, c.FromSeq); err != nil {
+			return out, false, fmt.Errorf("carry %d (%s seq %d): %w", i, c.Queue, c.FromSeq, err)
+		}
+		res, err := outbox.SendBatch(ctx, tx, c.Queue, []outbox.Message{m})
+		if err != nil {
+			return out, false, fmt.Errorf("carry %d (%s seq %d): %w", i, c.Queue, c.FromSeq, err)
+		}
+		if err := slotErr(k, res[0]); err != nil {
+			return out, false, fmt.Errorf("carry %d (%s seq %d): %w", i, c.Queue, c.FromSeq, err)
+		}
+		wrote = true
+	}
+	if len(req.Jobs) > 0 {
+		raw := make([]jobs.RawJob, len(req.Jobs))
+		for i, j := range req.Jobs {
+			raw[i] = j.RawJob()
+		}
+		res, err := jobs.InsertRaw(ctx, tx, raw)
+		if err != nil {
+			return out, false, fmt.Errorf("jobs: %w", err)
+		}
+		out.Jobs = make([]wire.JobResult, len(res))
+		for i, r := range res {
+			wrote = wrote || !r.Duplicate
+			out.Jobs[i] = wire.FromInsertResult(r)
+		}
+	}
 	return out, wrote, nil
 }
 
@@ -231,12 +262,12 @@ func slotErr(k keys.Key, r outbox.Result) error {
 // and a key that lacks the role on, or does not cover, one of the queues
 // it names.
 func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error {
-	n := len(req.Complete) + len(req.Reject)
+	n := len(req.Complete) + len(req.Reject) + len(req.Jobs) + len(req.Carry)
 	for _, snd := range req.Send {
 		n += len(snd.Messages)
 	}
 	if n == 0 {
-		return errMalformed("a commit request with nothing to complete, reject or send")
+		return errMalformed("a commit request with nothing to complete, reject, send or insert")
 	}
 	if err := s.checkBatch(n, "locks and messages"); err != nil {
 		return err
@@ -270,6 +301,25 @@ func (s *Server) checkCommit(ctx context.Context, req wire.CommitRequest) error 
 		}
 		if len(snd.Messages) == 0 {
 			return errMalformed("a send of no message to %q", snd.Queue)
+		}
+	}
+	for _, c := range req.Carry {
+		if !slices.ContainsFunc(req.Complete, func(l wire.CommitLock) bool { return l.Queue == c.Queue && l.Seq == c.FromSeq }) {
+			return errMalformed("a carried send from %q seq %d, which the request does not complete", c.Queue, c.FromSeq)
+		}
+		if c.Message.MessageID == "" {
+			return errMalformed("a carried send without a message_id")
+		}
+		if err := requireQueue(ctx, keys.Producer, c.Queue); err != nil {
+			return err
+		}
+	}
+	for i, j := range req.Jobs {
+		if err := requireQueue(ctx, keys.Producer, j.Queue); err != nil {
+			return err
+		}
+		if err := j.RawJob().Validate(); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
 		}
 	}
 	return nil

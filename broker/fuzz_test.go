@@ -314,6 +314,20 @@ func FuzzDecodeCommit(f *testing.F) {
 				_ = m.Outbox()
 			}
 		}
+		for _, c := range r.Carry {
+			_ = c.Message.Outbox()
+		}
+		for _, j := range r.Jobs {
+			rj := j.RawJob()
+			if rj.Validate() != nil {
+				continue
+			}
+			// Encoded once, a valid job crosses the wire unchanged.
+			once := wire.FromRawJob(rj)
+			if twice := wire.FromRawJob(once.RawJob()); normalJSON(twice) != normalJSON(once) {
+				panic(fmt.Sprintf("a valid job does not cross the wire: %s, then %s", normalJSON(once), normalJSON(twice)))
+			}
+		}
 		keyed := r
 		keyed.IdempotencyKey += "-other"
 		if commitDigest(r) != commitDigest(keyed) {
@@ -330,4 +344,10 @@ func FuzzDecodeCommit(f *testing.F) {
 			panic("the derived key depends on the order of the locks")
 		}
 	})
+}
+
+// normalJSON is v's JSON, for comparisons inside a fuzz target's use.
+func normalJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

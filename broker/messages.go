@@ -310,7 +310,7 @@ func (s *Server) abandon(r *http.Request) (result, error) {
 		return result{}, &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "negative delay_ms"}
 	}
 	l := mqlite.Lock{Queue: r.PathValue("queue"), Seq: req.Seq, Token: req.Token}
-	if err := s.st.AbandonWithReason(r.Context(), l, wire.MSDur(req.DelayMS), req.Reason); err != nil {
+	if err := s.st.AbandonWithReason(workerCtx(r), l, wire.MSDur(req.DelayMS), req.Reason); err != nil {
 		return result{}, err
 	}
 	return noContent()
@@ -338,7 +338,7 @@ func (s *Server) reject(r *http.Request) (result, error) {
 		return result{}, err
 	}
 	l := mqlite.Lock{Queue: r.PathValue("queue"), Seq: req.Seq, Token: req.Token}
-	if err := s.st.Reject(r.Context(), l, req.Reason, req.Description); err != nil {
+	if err := s.st.Reject(workerCtx(r), l, req.Reason, req.Description); err != nil {
 		return result{}, err
 	}
 	return noContent()

@@ -252,6 +252,9 @@ func checkValue(t *testing.T, doc map[string]any, schema map[string]any, v any, 
 	want, _ := schema["type"].(string)
 	switch v := v.(type) {
 	case map[string]any:
+		if want == "" && len(schema) == 0 {
+			return // any JSON (a json.RawMessage: a job's arguments)
+		}
 		if want != "object" {
 			t.Errorf("%s: an object, the schema says %q", at, want)
 			return

@@ -25,3 +25,15 @@ func receiverCtx(r *http.Request) (context.Context, error) {
 	tag := mqlite.ReceiverTag{Name: name, KeyID: keyOf(r.Context()).ID, Addr: host}
 	return mqlite.WithReceiver(r.Context(), tag), nil
 }
+
+// workerCtx returns r's context tagged as receiverCtx tags it, for the
+// worker an abandon or a reject records in the message's history
+// (mqlite.WorkerOf: the client's instance at its host); r's own context
+// when the request names no valid instance, which a settlement does not
+// need.
+func workerCtx(r *http.Request) context.Context {
+	if ctx, err := receiverCtx(r); err == nil {
+		return ctx
+	}
+	return r.Context()
+}

@@ -9,12 +9,13 @@ import (
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/jobs"
 	"github.com/mqlite/mqlite/outbox"
 )
 
 // Batch is what one Commit commits in one transaction on the broker, all
-// of it or nothing: completions, rejects and sends, across any queues the
-// key covers. The zero Batch is empty and ready. A Batch is a
+// of it or nothing: completions, rejects, sends and typed jobs, across any
+// queues the key covers. The zero Batch is empty and ready. A Batch is a
 // consumer.Tx, so a consumer.TxStep stages its sends in it. Not safe for
 // concurrent use.
 //
@@ -80,11 +81,56 @@ func (b *Batch) Send(ctx context.Context, queue string, msgs ...outbox.Message) 
 	return nil
 }
 
+// InsertJobs stages typed jobs (package jobs; jobs.Raw makes them): the
+// broker inserts them in the Batch's transaction as jobs.InsertRaw does on
+// the store, a unique one after looking its key up there, so that the
+// check and the insert are one. A job Raw would not have made is that
+// error, with nothing staged.
+func (b *Batch) InsertJobs(js ...jobs.RawJob) error {
+	cj := make([]wire.CommitJob, len(js))
+	for i, j := range js {
+		if err := checkQueue(j.Opts.Queue); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+		if err := j.Validate(); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+		cj[i] = wire.FromRawJob(j)
+	}
+	b.req.Jobs = append(b.req.Jobs, cj...)
+	return nil
+}
+
+var _ jobs.Carrier = (*Batch)(nil)
+
+// SendCarried is jobs.Carrier: it stages msg for queue under
+// msg.MessageID, whose dedup entry the broker moves from the message
+// fromSeq of queue to msg, in the commit's transaction; fromSeq must be a
+// delivery the Batch completes (else the Commit is ErrMalformed). A
+// message outbox.SendOne would refuse, or one without a MessageID, is
+// that error, with nothing staged.
+func (b *Batch) SendCarried(ctx context.Context, queue string, fromSeq int64, msg outbox.Message) error {
+	if err := checkQueue(queue); err != nil {
+		return err
+	}
+	if err := msg.Validate(); err != nil {
+		return err
+	}
+	if msg.MessageID == "" || fromSeq <= 0 {
+		return &mqlite.InvalidArgumentError{Kind: mqlite.ErrInvalidArgument, Detail: "a carried send needs a MessageID and the seq it comes from"}
+	}
+	b.req.Carry = append(b.req.Carry, wire.CommitCarry{Queue: queue, FromSeq: fromSeq, Message: fromOutbox(ctx, msg)})
+	return nil
+}
+
 // CommitResult is the answer of Commit.
 type CommitResult struct {
 	// Sends holds, for each Send staged in the Batch in order, one result
 	// per message (the copies of the queues the key covers).
 	Sends [][]outbox.Result
+	// Jobs holds one result per job staged with InsertJobs, in order: a
+	// unique job that was there already is its InsertResult.Duplicate.
+	Jobs []jobs.InsertResult
 	// Replayed is true when the broker answered from the record of an
 	// earlier commit of the same Batch: nothing new was committed.
 	Replayed bool
@@ -125,7 +171,16 @@ func (c *Client) Commit(ctx context.Context, b *Batch) (CommitResult, error) {
 	if len(out.Sends) != len(b.req.Send) {
 		return CommitResult{}, fmt.Errorf("client: commit: %d results for %d sends", len(out.Sends), len(b.req.Send))
 	}
+	if len(out.Jobs) != len(b.req.Jobs) {
+		return CommitResult{}, fmt.Errorf("client: commit: %d results for %d jobs", len(out.Jobs), len(b.req.Jobs))
+	}
 	res := CommitResult{Sends: make([][]outbox.Result, len(out.Sends)), Replayed: out.Replayed}
+	if len(out.Jobs) > 0 {
+		res.Jobs = make([]jobs.InsertResult, len(out.Jobs))
+		for i, j := range out.Jobs {
+			res.Jobs[i] = j.InsertResult()
+		}
+	}
 	for i, s := range out.Sends {
 		res.Sends[i] = make([]outbox.Result, len(s.Results))
 		for j, r := range s.Results {
@@ -146,6 +201,32 @@ func definite(err error) bool {
 	}
 	var e *Error
 	return errors.As(err, &e) && !transient(e.Status)
+}
+
+var _ jobs.Inserter = (*Client)(nil)
+
+// InsertJobs is jobs.Inserter, for jobs.InsertVia and jobs.InsertManyVia
+// over the broker: it commits a Batch of the jobs alone (POST
+// /v1/commit), all inserted or none, each unique one after looking its
+// key up in the same transaction of the broker's, so that of two clients
+// inserting the same unique job at once one inserts it and the other gets
+// it back (jobs.InsertResult.Duplicate). Its retries carry the Batch's
+// idempotency key: a try whose answer was lost answers again from its
+// record, the job not a duplicate. After ErrOutcomeUnknown the same insert
+// again returns the job if the first went through (a duplicate then).
+func (c *Client) InsertJobs(ctx context.Context, js []jobs.RawJob) ([]jobs.InsertResult, error) {
+	if len(js) == 0 {
+		return nil, nil
+	}
+	var b Batch
+	if err := b.InsertJobs(js...); err != nil {
+		return nil, err
+	}
+	res, err := c.Commit(ctx, &b)
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
 }
 
 var _ consumer.Committer = (*Client)(nil)

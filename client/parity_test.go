@@ -39,6 +39,7 @@ var clientOnly = map[string]string{
 	"Stream":     "as OpenStream",
 	"Commit":     "completions, rejects and sends in one transaction on the broker, replayed by the batch's idempotency key: on a store, Store.Tx with consumer.CompleteTx, RejectTx and outbox.SendBatch",
 	"CommitTx":   "as Commit, for consumer.LoopTx and consumer.CompleteWith over the broker (consumer.Committer)",
+	"InsertJobs": "typed jobs in one transaction on the broker, unique ones checked in it (jobs.Inserter, for jobs.InsertVia): on a store, jobs.Insert in the caller's transaction",
 }
 
 // TestStoreAndClientOfferTheSameOperations: every exported method of

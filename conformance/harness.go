@@ -48,6 +48,12 @@ type Features struct {
 	// WithoutRestart: the implementation cannot be stopped as a crashed
 	// process would be and opened again; Instance.Restart may be nil.
 	WithoutRestart string
+	// WithoutReleaseAtOpen: a restart releases no lease, because other
+	// processes may hold leases in the same database (PostgreSQL): the
+	// leases of a process that died lapse at their end instead. The
+	// subtest of leases released at once by the next Open is skipped, and
+	// the others that restart wait for the lease to end.
+	WithoutReleaseAtOpen string
 	// WithoutWallClock: Open cannot give an implementation on the wall
 	// clock, so the wake-ups at a due moment are skipped.
 	WithoutWallClock string

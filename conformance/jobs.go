@@ -35,13 +35,9 @@ type kitReport struct {
 
 func (kitReport) Kind() string { return "kit_report" }
 
-// uniqueStore is what a unique insert needs: a database to open the
-// caller's transaction on (jobs.Insert looks the job's key up in it).
+// uniqueStore is what jobs.Insert needs: a database to open the caller's
+// transaction on (a unique insert looks the job's key up in it).
 type uniqueStore interface{ DB() *sql.DB }
-
-// noUnique is why the unique subtests skip an implementation without a
-// database: the broker has no unique insert yet.
-const noUnique = "database handle (a unique insert looks its key up in the caller's transaction; jobs.Message refuses it with jobs.ErrUniqueNeedsStore, and the broker has no unique insert)"
 
 // jobTests: package jobs on the implementation. A worker per kind gets its
 // job's decoded arguments and attempt; a job that cannot run is
@@ -132,7 +128,6 @@ var jobTests = []subtest{
 	// the job is completed, an insert adds a new one.
 	{"UniqueWhileUnfinished", func(t *testing.T, h Harness) {
 		k := jobsKit(t, h)
-		optional[uniqueStore](k, noUnique)
 		opts := &jobs.InsertOpts{Queue: jobQueue, Unique: jobs.UniqueOpts{ByArgs: true}}
 		first := k.insertJob(kitEmail{To: "ada"}, opts)
 		k.wantJob(k.insertJob(kitEmail{To: "ada"}, opts), first.ID, true, "the same arguments while waiting")
@@ -151,7 +146,6 @@ var jobTests = []subtest{
 	// adds a new job.
 	{"UniqueWhileSnoozed", func(t *testing.T, h Harness) {
 		k := jobsKit(t, h)
-		optional[uniqueStore](k, noUnique)
 		opts := &jobs.InsertOpts{Queue: jobQueue, Unique: jobs.UniqueOpts{ByArgs: true}}
 		first := k.insertJob(kitEmail{To: "ada"}, opts)
 		var runs atomic.Int32
@@ -182,7 +176,6 @@ var jobTests = []subtest{
 	// the first job, finished or not, until the period ends.
 	{"UniqueByPeriod", func(t *testing.T, h Harness) {
 		k := jobsKit(t, h)
-		optional[uniqueStore](k, noUnique)
 		opts := &jobs.InsertOpts{Queue: jobQueue, Unique: jobs.UniqueOpts{ByArgs: true, ByPeriod: time.Hour}}
 		first := k.insertJob(kitEmail{To: "ada"}, opts)
 		k.wantJob(k.insertJob(kitEmail{To: "ada"}, opts), first.ID, true, "the same arguments while waiting")
@@ -332,6 +325,60 @@ var jobTests = []subtest{
 		k.advance(2 * lease)
 		k.none(jobQueue)
 	}},
+	// History bounds: each failed delivery keeps its error, time and
+	// worker, the last mqlite.DefaultAttemptHistory of them (the oldest
+	// go first), shown by Peek and the next delivery and kept into the
+	// dead letters; a job's worker sees its job's failed attempts.
+	{"HistoryBounds", func(t *testing.T, h Harness) {
+		k := jobsKit(t, h)
+		const failures = mqlite.DefaultAttemptHistory + 2
+		k.queue("h", mqlite.QueueOptions{MaxDeliveryCount: failures})
+		seq := k.sendN("h", 1)[0]
+		var ats []time.Time
+		for i := range failures {
+			m := k.one("h", seq)
+			if i > 0 && len(m.Attempts) != min(i, mqlite.DefaultAttemptHistory) {
+				t.Fatalf("delivery %d shows %d failed attempts, want %d", i+1, len(m.Attempts), min(i, mqlite.DefaultAttemptHistory))
+			}
+			ats = append(ats, k.clock.Now())
+			k.must(k.st.AbandonWithReason(k.ctx, m.Lock(), 0, fmt.Sprint("failure ", i)), "abandon with a reason")
+			k.advance(time.Second)
+			if i == 0 {
+				if p := k.peek("h"); len(p) != 1 || len(p[0].Attempts) != 1 || p[0].Attempts[0].Error != "failure 0" {
+					t.Fatalf("peek after one failure: %+v", p)
+				}
+			}
+		}
+		dead := k.deadLetters("h")
+		if len(dead) != 1 || len(dead[0].Attempts) != mqlite.DefaultAttemptHistory {
+			t.Fatalf("dead letters %+v, want one with the last %d attempts", dead, mqlite.DefaultAttemptHistory)
+		}
+		for i, a := range dead[0].Attempts {
+			j := i + failures - mqlite.DefaultAttemptHistory
+			if a.Error != fmt.Sprint("failure ", j) || !a.At.Equal(ats[j]) || a.Worker == "" {
+				t.Fatalf("dead letter's attempt %d: %+v, want failure %d at %v by a named worker", i, a, j, ats[j])
+			}
+		}
+		// A job: its third attempt sees the two before, oldest first.
+		job := k.insertJob(kitEmail{To: "ada"}, nil)
+		var seen []string
+		w := jobs.NewWorkers()
+		jobs.AddWorker(w, jobs.WorkFunc(func(_ context.Context, j *jobs.Job[kitEmail]) error {
+			if j.Attempt < 3 {
+				return fmt.Errorf("attempt %d failed", j.Attempt)
+			}
+			for _, e := range j.Errors {
+				seen = append(seen, e.Error)
+			}
+			return nil
+		}))
+		ev, stop := k.runWorkers(w)
+		ev.wait(k, "completed", job.ID)
+		stop()
+		if want := []string{"attempt 1 failed", "attempt 2 failed"}; fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Fatalf("the third attempt saw errors %q, want %q", seen, want)
+		}
+	}},
 }
 
 // jobsKit opens an implementation with the queue of the jobs (retrying up
@@ -345,7 +392,9 @@ func jobsKit(t *testing.T, h Harness) *kit {
 
 // insertJob inserts a job into jobQueue (unless opts names another): with
 // jobs.Insert on the implementation's database when it has one, else with
-// jobs.Message sent through Instance.Tx (the broker's client).
+// jobs.InsertVia on its jobs.Inserter (the broker's client), else with
+// jobs.Message sent through the store (skipping a unique job, which that
+// cannot insert).
 func (k *kit) insertJob(args jobs.JobArgs, opts *jobs.InsertOpts) jobs.InsertResult {
 	k.t.Helper()
 	if opts == nil {
@@ -356,7 +405,15 @@ func (k *kit) insertJob(args jobs.JobArgs, opts *jobs.InsertOpts) jobs.InsertRes
 		k.must(err, "insert a job")
 		return res
 	}
+	if ins, ok := k.st.(jobs.Inserter); ok {
+		res, err := jobs.InsertVia(k.ctx, ins, args, opts)
+		k.must(err, "insert a job")
+		return res
+	}
 	queue, msg, err := jobs.Message(args, opts)
+	if errors.Is(err, jobs.ErrUniqueNeedsStore) {
+		k.t.Skip("the store has no database handle (jobs.Insert) and is not a jobs.Inserter (jobs.InsertVia): a unique job cannot be inserted")
+	}
 	k.must(err, "a job's message")
 	seq := k.send(queue, msg)[0]
 	return jobs.InsertResult{ID: seq, Seq: seq, Queue: queue, Kind: args.Kind()}

@@ -14,6 +14,7 @@ import (
 var recoveryTests = []subtest{
 	{"LeasesReleasedAtOpen", func(t *testing.T, h Harness) {
 		skipWithout(t, h.Features.WithoutRestart)
+		skipWithout(t, h.Features.WithoutReleaseAtOpen)
 		k := open(t, h)
 		k.queue("q", mqlite.QueueOptions{LockDuration: time.Hour})
 		seq := k.sendN("q", 1)[0]

@@ -63,5 +63,8 @@ func settleTx(ctx context.Context, tx outbox.Execer, l mqlite.Lock, s driver.Set
 		return err
 	}
 	s.Queue, s.Seq, s.Token = l.Queue, l.Seq, l.Token
+	if s.Op == driver.OpReject {
+		s.Worker = mqlite.WorkerOf(ctx)
+	}
 	return driver.Of(tx).SettleTx(ctx, tx, s)
 }

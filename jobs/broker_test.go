@@ -19,7 +19,8 @@ import (
 // Over the broker, a job is inserted with jobs.Message and the client's
 // Send, and worked by Workers.Run on the client: the worker's step sends a
 // follow-up job in the commit that completes the job; a job of an unknown
-// kind is dead-lettered there too. A unique job needs the store.
+// kind is dead-lettered there too. jobs.Message refuses a unique job
+// (InsertVia inserts it: TestUniqueOverBroker).
 func TestOverBroker(t *testing.T) {
 	st, clock := setup(t, mqlite.QueueOptions{})
 	_, secret, err := keys.Create(ctx, st, keys.Scope{Role: keys.Worker, Queues: []string{"*"}})
@@ -83,5 +84,66 @@ func TestOverBroker(t *testing.T) {
 	r := live(t, st, "reports")
 	if len(r) != 1 || r[0].Properties[jobs.PropKind] != "report" || string(r[0].Body) != `{"day":"tue"}` {
 		t.Fatalf("follow-up %+v", r)
+	}
+}
+
+// A unique job has one key on the store and over the broker: inserted on
+// one, the same job inserted on the other is a duplicate of it, by all its
+// arguments or by the named keys (field order and spacing aside, which the
+// broker receives as JSON of its own).
+func TestUniqueOverBroker(t *testing.T) {
+	st, clock := setup(t, mqlite.QueueOptions{DedupWindow: time.Hour})
+	_, secret, err := keys.Create(ctx, st, keys.Scope{Role: keys.Producer, Queues: []string{"jobs"}})
+	must(t, err)
+	c, err := client.New(client.Config{URL: brokertest.Serve(t, broker.Config{Store: st, Logger: quiet}, nil), Key: secret, Clock: clock})
+	must(t, err)
+	defer c.Close()
+
+	byArgs := &jobs.InsertOpts{Unique: jobs.UniqueOpts{ByArgs: true}}
+	onStore := insert(t, st, EmailArgs{To: "ada", UserID: 1}, byArgs)
+	viaBroker, err := jobs.InsertVia(ctx, c, EmailArgs{To: "ada", UserID: 1}, byArgs)
+	must(t, err)
+	if !viaBroker.Duplicate || viaBroker.ID != onStore.ID {
+		t.Fatalf("over the broker, the store's job: %+v, want job %d, a duplicate", viaBroker, onStore.ID)
+	}
+
+	byUser := &jobs.InsertOpts{Unique: jobs.UniqueOpts{ArgKeys: []string{"user_id"}}}
+	first, err := jobs.InsertVia(ctx, c, EmailArgs{To: "bob", UserID: 2}, byUser)
+	must(t, err)
+	if first.Duplicate {
+		t.Fatalf("a new job over the broker: %+v", first)
+	}
+	if again := insert(t, st, EmailArgs{To: "other", UserID: 2}, byUser); !again.Duplicate || again.ID != first.ID {
+		t.Fatalf("on the store, the broker's job: %+v, want job %d, a duplicate", again, first.ID)
+	}
+	raw := jobs.RawJob{Kind: "email", Args: []byte(` { "user_id" : 2 , "to":"x"} `), Opts: jobs.InsertOpts{Queue: "jobs", Unique: byUser.Unique}}
+	res, err := c.InsertJobs(ctx, []jobs.RawJob{raw})
+	must(t, err)
+	if len(res) != 1 || !res[0].Duplicate || res[0].ID != first.ID {
+		t.Fatalf("the same job as raw JSON: %+v, want job %d, a duplicate", res, first.ID)
+	}
+}
+
+// A raw job the job layer would not make is refused before anything is
+// written, on the store (InsertRaw) and by the client before it sends.
+func TestRawRefused(t *testing.T) {
+	st, _ := setup(t, mqlite.QueueOptions{})
+	for _, j := range []jobs.RawJob{
+		{Kind: "", Args: []byte(`{}`), Opts: jobs.InsertOpts{Queue: "jobs"}},
+		{Kind: "email", Args: []byte(`{`), Opts: jobs.InsertOpts{Queue: "jobs"}},
+		{Kind: "email", Opts: jobs.InsertOpts{Queue: "jobs"}},
+		{Kind: "email", Args: []byte(`{}`), Opts: jobs.InsertOpts{Queue: "jobs", Unique: jobs.UniqueOpts{ArgKeys: make([]string, jobs.MaxArgKeys+1)}}},
+	} {
+		_, err := jobs.InsertRaw(ctx, st.DB(), []jobs.RawJob{j})
+		if !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", j, err)
+		}
+		var b client.Batch
+		if err := b.InsertJobs(j); !errors.Is(err, mqlite.ErrInvalidArgument) {
+			t.Errorf("staged %+v: %v, want ErrInvalidArgument", j, err)
+		}
+	}
+	if n := len(live(t, st, "jobs")); n != 0 {
+		t.Fatalf("%d jobs, want none", n)
 	}
 }

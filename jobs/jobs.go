@@ -24,9 +24,12 @@
 // unique job's MessageID is derived from its kind and arguments, and a
 // conflicting insert returns the job already there.
 //
-// Over the broker, Message gives what to send with the client's Send, and
-// Workers.Run works a queue on the client (a step there sends; it has no
-// SQL), and Cancel takes the client. A unique insert needs the store.
+// Over the broker, InsertVia and InsertManyVia insert with the client
+// (an Inserter): the broker inserts the jobs in one transaction of its own,
+// unique ones exactly as Insert does. Message gives what to send with the
+// client's Send for a job that is not unique, Workers.Run works a queue on
+// the client (a step there sends; it has no SQL), and Cancel takes the
+// client.
 //
 // Priorities are not available: the queues deliver in sequence order.
 package jobs
@@ -265,15 +268,16 @@ func InsertMany(ctx context.Context, tx outbox.Execer, params []InsertManyParams
 }
 
 // ErrUniqueNeedsStore is Message of a unique job: its insert looks the
-// job's key up in the store, in the caller's transaction (Insert).
-var ErrUniqueNeedsStore = fmt.Errorf("%w: jobs: a unique job is inserted with Insert, in a transaction on the store", mqlite.ErrInvalidArgument)
+// job's key up where it inserts, in one transaction (Insert on the store,
+// InsertVia over the broker); a plain send cannot.
+var ErrUniqueNeedsStore = fmt.Errorf("%w: jobs: a unique job is inserted with Insert, in a transaction on the store, or with InsertVia", mqlite.ErrInvalidArgument)
 
 // Message returns the queue and the message Insert would send for args,
 // for a sender that has no transaction on the store: the broker's client
 // (client.Client.Send), or a worker's step over the broker
 // (consumer.Tx.Send), so that a job is inserted over the broker too. A
-// unique job is ErrUniqueNeedsStore; other errors are Insert's before it
-// writes.
+// unique job is ErrUniqueNeedsStore (InsertVia inserts it over the
+// broker); other errors are Insert's before it writes.
 func Message(args JobArgs, opts *InsertOpts) (queue string, msg outbox.Message, err error) {
 	p, err := prepare(args, opts)
 	if err != nil {
@@ -290,6 +294,7 @@ type prepared struct {
 	kind, queue string
 	msg         outbox.Message
 	unique      UniqueOpts
+	opts        InsertOpts // merged with the kind's defaults
 }
 
 // prepare checks and encodes one job, merging its kind's defaults with
@@ -309,11 +314,8 @@ func prepare(args JobArgs, opts *InsertOpts) (prepared, error) {
 	if opts != nil {
 		o = merge(o, *opts)
 	}
-	if o.MaxAttempts < 0 {
-		return prepared{}, fmt.Errorf("%w: MaxAttempts %d, want 0 or more", mqlite.ErrInvalidArgument, o.MaxAttempts)
-	}
-	if o.Unique.ByPeriod < 0 || o.Unique.ByPeriod > 0 && o.Unique.ByPeriod < time.Millisecond {
-		return prepared{}, fmt.Errorf("%w: ByPeriod %v, want 0 or at least 1ms", mqlite.ErrInvalidArgument, o.Unique.ByPeriod)
+	if err := validOpts(o); err != nil {
+		return prepared{}, err
 	}
 	body, err := json.Marshal(args)
 	if err != nil {
@@ -323,12 +325,38 @@ func prepare(args JobArgs, opts *InsertOpts) (prepared, error) {
 	if o.MaxAttempts > 0 {
 		props[PropMaxAttempts] = strconv.Itoa(o.MaxAttempts)
 	}
-	p := prepared{kind: kind, queue: o.Queue, unique: o.Unique,
+	p := prepared{kind: kind, queue: o.Queue, unique: o.Unique, opts: o,
 		msg: outbox.Message{Body: body, GroupID: o.GroupID, Properties: props, DeliverAt: o.ScheduledAt, Priority: o.Priority}}
 	if p.queue == "" {
 		p.queue = DefaultQueue
 	}
 	return p, nil
+}
+
+// MaxArgKeys bounds the length of UniqueOpts.ArgKeys, and MaxArgKeyLen
+// the length of each key, in bytes.
+const (
+	MaxArgKeys   = 64
+	MaxArgKeyLen = 256
+)
+
+// validOpts checks the merged options of one job.
+func validOpts(o InsertOpts) error {
+	if o.MaxAttempts < 0 {
+		return fmt.Errorf("%w: MaxAttempts %d, want 0 or more", mqlite.ErrInvalidArgument, o.MaxAttempts)
+	}
+	if o.Unique.ByPeriod < 0 || o.Unique.ByPeriod > 0 && o.Unique.ByPeriod < time.Millisecond {
+		return fmt.Errorf("%w: ByPeriod %v, want 0 or at least 1ms", mqlite.ErrInvalidArgument, o.Unique.ByPeriod)
+	}
+	if len(o.Unique.ArgKeys) > MaxArgKeys {
+		return fmt.Errorf("%w: %d ArgKeys, at most %d", mqlite.ErrInvalidArgument, len(o.Unique.ArgKeys), MaxArgKeys)
+	}
+	for _, k := range o.Unique.ArgKeys {
+		if len(k) > MaxArgKeyLen {
+			return fmt.Errorf("%w: an ArgKeys key of %d bytes, at most %d", mqlite.ErrInvalidArgument, len(k), MaxArgKeyLen)
+		}
+	}
+	return nil
 }
 
 // validKind checks a kind's name.

@@ -44,6 +44,11 @@ type Job[T JobArgs] struct {
 	// LastError is the error of the job's previous failed attempt; empty
 	// for none.
 	LastError string
+	// Errors is the history of the job's failed attempts on its current
+	// message, oldest first, each with its error, time and worker: the
+	// last mqlite.Config.AttemptHistory of them (mqlite.Message.Attempts).
+	// A snooze sends a new message, which starts without one.
+	Errors []mqlite.Attempt
 
 	step consumer.TxStep
 }
@@ -142,7 +147,8 @@ func AddWorkerWithOpts[T JobArgs](w *Workers, worker Worker[T], opts WorkerOpts)
 		}
 		job := &Job[T]{ID: m.id, Seq: msg.Seq, Queue: msg.Queue, Kind: kind, Args: args,
 			Attempt: int(m.attempts) + msg.DeliveryCount, MaxAttempts: m.maxAttempts,
-			EnqueuedAt: msg.EnqueuedAt, MessageID: msg.MessageID, LastError: msg.LastError}
+			EnqueuedAt: msg.EnqueuedAt, MessageID: msg.MessageID, LastError: msg.LastError,
+			Errors: msg.Attempts}
 		err := callWorker(ctx, worker, job)
 		return job.step, err
 	}}
@@ -278,7 +284,12 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 		props[PropAttempts] = strconv.Itoa(spent)
 		delete(props, "traceparent")
 		delete(props, "tracestate")
+		next := outbox.Message{Body: msg.Body, MessageID: msg.MessageID,
+			GroupID: msg.GroupID, Subject: msg.Subject, Properties: props, DeliverAt: at, Priority: msg.Priority}
 		if msg.MessageID != "" {
+			if c, ok := tx.(Carrier); ok { // over the broker: the commit moves the key
+				return c.SendCarried(ctx, msg.Queue, msg.Seq, next)
+			}
 			sqlTx, err := consumer.SQL(tx)
 			if err != nil {
 				return fmt.Errorf("jobs: snoozing a unique job: %w", err)
@@ -287,9 +298,20 @@ func snoozeStep(at time.Time, msg mqlite.Message, id int64, spent int, step cons
 				return err
 			}
 		}
-		return tx.Send(ctx, msg.Queue, outbox.Message{Body: msg.Body, MessageID: msg.MessageID,
-			GroupID: msg.GroupID, Subject: msg.Subject, Properties: props, DeliverAt: at, Priority: msg.Priority})
+		return tx.Send(ctx, msg.Queue, next)
 	}
+}
+
+// Carrier is a consumer.Tx without SQL that can send a message under the
+// MessageID of a delivery it completes, the MessageID's dedup entry moved
+// from that delivery to the new message in the same transaction: the
+// broker client's *client.Batch. A unique job snoozed over the broker
+// keeps its key this way.
+type Carrier interface {
+	// SendCarried stages msg for queue, taking over the dedup entry of
+	// msg.MessageID from the message fromSeq of queue, a delivery the
+	// transaction completes.
+	SendCarried(ctx context.Context, queue string, fromSeq int64, msg outbox.Message) error
 }
 
 // running is the registry of the jobs running in this process, so that

@@ -113,6 +113,8 @@ func (f fixture) layoutOf(t *testing.T, path string) string {
 		return "before commits"
 	case f.version < commitsFixture.version && token == commitsFixture.token && layout == commitsFixture.layout(t):
 		return "before priority"
+	case f.version < priorityFixture.version && token == priorityFixture.token && layout == priorityFixture.layout(t):
+		return "before attempts"
 	}
 	t.Fatalf("a mix of layouts: token %q, layout:\n%s", token, layout)
 	return ""
@@ -160,7 +162,7 @@ func copyFile(t *testing.T, src, dst string) {
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
 	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, completedRowFixture, settledFixture, inListFixture,
-		sharedAttemptsFixture, commitsFixture}
+		sharedAttemptsFixture, commitsFixture, priorityFixture}
 	for i, f := range fixtures {
 		randomKills := migrationRandomKills / len(fixtures)
 		if i < migrationRandomKills%len(fixtures) {
@@ -225,6 +227,8 @@ func (f fixture) crash(t *testing.T, randomKills int) {
 			from = sharedAttemptsFixture.version
 		case "before priority":
 			from = commitsFixture.version
+		case "before attempts":
+			from = priorityFixture.version
 		}
 		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil || m.From != from {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)

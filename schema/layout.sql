@@ -19,7 +19,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-11');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-12');
 
 -- mqlite: tables
 
@@ -73,6 +73,12 @@ CREATE TABLE mqlite_queues (
 -- rows names it through one condition of the engine (internal/engine,
 -- state.go).
 -- last_error is the last reason a delivery came back (NULL for none).
+-- attempts is the history of the message's failed deliveries (NULL for
+-- none, which is what a message that never fails keeps: no send, claim or
+-- completion writes it): a JSON array of {"at": unix ms, "error": text,
+-- "worker": text}, oldest first, the last Config.AttemptHistory of them,
+-- appended by the statement that records the failure (an Abandon, a
+-- Reject, a lapsed lease put back).
 CREATE TABLE mqlite_messages (
     id                 INTEGER PRIMARY KEY,
     queue              TEXT    NOT NULL REFERENCES mqlite_queues (name),
@@ -97,7 +103,7 @@ CREATE TABLE mqlite_messages (
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
     last_error         TEXT,
-    settled_at         INTEGER, priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9),
+    settled_at         INTEGER, priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9), attempts TEXT,
     CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 ) STRICT;
 

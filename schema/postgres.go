@@ -109,17 +109,19 @@ func postgresGuard(ctx context.Context, db *sql.DB) (string, error) {
 
 // refuseForeignPostgres refuses a database without a guard that holds an
 // object named mqlite_… in the schemas of its search path, but goose's
-// table (a creation cut short before its first migration committed).
+// table with its sequence and its key's index (a creation cut short
+// before its first migration committed, or one under way in another
+// process).
 func refuseForeignPostgres(ctx context.Context, db *sql.DB) error {
 	var clash string
 	err := db.QueryRowContext(ctx, `SELECT c.relname FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = ANY (current_schemas(false)) AND c.relname LIKE 'mqlite\_%'
-		  AND c.relname NOT IN ($1, $2)
+		  AND c.relname NOT IN ($1, $2, $3)
 		UNION ALL
 		SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = ANY (current_schemas(false)) AND p.proname LIKE 'mqlite\_%'
-		ORDER BY 1 LIMIT 1`, VersionTable, VersionTable+"_id_seq").Scan(&clash)
+		ORDER BY 1 LIMIT 1`, VersionTable, VersionTable+"_id_seq", VersionTable+"_pkey").Scan(&clash)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil

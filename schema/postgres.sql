@@ -73,12 +73,13 @@ CREATE TABLE mqlite_messages (
     last_error         text,
     settled_at         bigint,
     priority           smallint NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9),
+    attempts           text,
     CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 );
 
 -- Producer de-duplication, one row per (queue, key) inside the window. kind
 -- is 'id' for a MessageID (key its text) or 'body' for a content key (key
--- its hex), so that a MessageID never meets a content key.
+-- its lowercase hex), so that a MessageID never meets a content key.
 CREATE TABLE mqlite_dedup (
     queue       text   NOT NULL,
     kind        text   NOT NULL CHECK (kind IN ('id', 'body')),
@@ -165,6 +166,18 @@ CREATE TABLE mqlite_schedules (
     created_at  bigint NOT NULL,
     updated_at  bigint NOT NULL,
     CHECK ((cron = '') <> (interval_ms = 0))
+);
+
+-- A store copied into this database from a SQLite file (schema's
+-- CopyToPostgres, mqlite copy), written in the copy's transaction: the
+-- digest of everything the copy read, so that a retry of the same copy
+-- answers from this row and a copy of anything else is refused, and what
+-- the copy counted (JSON).
+CREATE TABLE mqlite_copies (
+    digest    text   PRIMARY KEY,
+    source    text   NOT NULL,
+    copied_at bigint NOT NULL,
+    report    text   NOT NULL
 );
 
 -- mqlite: message indexes and triggers

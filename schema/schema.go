@@ -29,7 +29,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-11"
+const Token = "mqlite-schema-12"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -76,8 +76,14 @@ const sharedAttemptsToken = "mqlite-schema-9"
 // commitsToken is the guard token of the layout before priorities: a
 // message had no priority column and the claim index mqlite_msg_active
 // ordered a queue's claimable messages by id alone; migration 10 adds the
-// column and orders the index by (queue, priority DESC, id), to Token.
+// column and orders the index by (queue, priority DESC, id), to
+// priorityToken.
 const commitsToken = "mqlite-schema-10"
+
+// priorityToken is the guard token of the layout before the history of
+// failed deliveries: a message kept only its last error (last_error);
+// migration 11 adds the column attempts, to Token.
+const priorityToken = "mqlite-schema-11"
 
 // commitScopePrefix begins the queue name under which the layout with
 // shared attempts kept a commit record: no queue's name can (a queue name
@@ -87,13 +93,13 @@ const commitScopePrefix = "/commit/"
 // tokens are the guard tokens of the layouts, oldest first: an upgrade
 // finds nothing to do on a file of its target layout or a later one.
 var tokens = []string{unprefixedToken, prefixedToken, receiptToken, tombstoneToken, scheduledToken,
-	inListToken, sharedAttemptsToken, commitsToken, Token}
+	inListToken, sharedAttemptsToken, commitsToken, priorityToken, Token}
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 10
+const Latest = 11
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -162,7 +168,10 @@ func SQL() string {
 // with shared attempts (any file the third did not bring up to date) into
 // their own table. The tenth, in its own transaction, gives the messages
 // of a file of the layout before priorities their priority column (0) and
-// the claim index its priority order.
+// the claim index its priority order. The eleventh, in its own
+// transaction, gives the messages of a file of the layout before the
+// history of failed deliveries their attempts column (NULL: no failure
+// recorded).
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -175,6 +184,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(8, &goose.GoFunc{RunTx: upgradeInLists}, nil),
 		goose.NewGoMigration(9, &goose.GoFunc{RunTx: upgradeCommits}, nil),
 		goose.NewGoMigration(10, &goose.GoFunc{RunTx: upgradePriority}, nil),
+		goose.NewGoMigration(11, &goose.GoFunc{RunTx: upgradeAttempts}, nil),
 	}
 }
 
@@ -492,11 +502,12 @@ const (
 )
 
 // unprioritized turns DDL of layout.sql into that of the layout before
-// priorities: the messages' table without the priority column, the claim
+// priorities: the messages' table without the priority column (nor the
+// attempts column, which came after it), the claim
 // index in (queue, id) order. It panics if the text has neither, so that a
 // change to layout.sql cannot slip past it.
 func unprioritized(ddl string) string {
-	out := strings.Replace(ddl, ", "+priorityColumn, "", 1)
+	out := strings.Replace(ddl, ", "+priorityColumn+", "+attemptsColumn, "", 1)
 	out = strings.Replace(out, claimIndexColumns, unprioritizedClaimIndexColumns, 1)
 	if out == ddl {
 		panic("schema: layout.sql's messages have no priority column nor claim index in priority order")
@@ -513,7 +524,7 @@ func unprioritized(ddl string) string {
 // seq. A file whose messages' table an earlier migration made again
 // (rebuildMessages) holds that layout's table too.
 func upgradePriority(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, commitsToken, Token)
+	step, err := upgradeFrom(ctx, tx, commitsToken, priorityToken)
 	if step == nil {
 		return err
 	}
@@ -525,6 +536,27 @@ func upgradePriority(ctx context.Context, tx *sql.Tx) error {
 		if err := step(s.name, s.query); err != nil {
 			return err
 		}
+	}
+	return step("write the guard "+priorityToken, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, priorityToken)
+}
+
+// attemptsColumn is the attempts column as ALTER TABLE adds it: the text
+// layout.sql holds after priority, so that an upgraded file and a new one
+// hold the same table text.
+const attemptsColumn = `attempts TEXT`
+
+// upgradeAttempts moves a file of the layout before the history of failed
+// deliveries to the current one, in the migration's one transaction: the
+// messages' table gains the column attempts (ALTER TABLE ... ADD COLUMN,
+// which rewrites no row: every message reads NULL, no failure recorded;
+// its last_error stays as it was). No index changes.
+func upgradeAttempts(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, priorityToken, Token)
+	if step == nil {
+		return err
+	}
+	if err := step("add the attempts column", `ALTER TABLE mqlite_messages ADD COLUMN `+attemptsColumn); err != nil {
+		return err
 	}
 	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
 }
@@ -645,7 +677,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken, priorityToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

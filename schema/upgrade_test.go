@@ -68,6 +68,9 @@ var (
 	// records in mqlite_commits, no priority column, the claim index in
 	// (queue, id) order.
 	commitsFixture = fixture{dir: "testdata/v10", token: "mqlite-schema-10", version: 9, prefix: "mqlite_", tables: tables}
+	// priorityFixture is the layout before the history of failed
+	// deliveries: priorities, and a message's last error alone.
+	priorityFixture = fixture{dir: "testdata/v11", token: "mqlite-schema-11", version: 10, prefix: "mqlite_", tables: tables}
 )
 
 // commitPrefix begins the queue name of a commit record in the attempts'
@@ -670,6 +673,59 @@ func TestUpgradeFromCommits(t *testing.T) {
 	got, err := st.Receive(ctx, "nodedup", mqlite.ReceiveOptions{})
 	if err != nil || len(got) != 1 || got[0].Seq != seq || got[0].Priority != 9 {
 		t.Fatalf("receive after the upgrade: %+v, %v, want seq %d of priority 9 ahead of %d older", got, err, seq, older)
+	}
+}
+
+// TestUpgradeFromPriorities upgrades the fixture of the layout before the
+// history of failed deliveries: every message, in every state, has none
+// (its last error stays), the claim keeps its priority order, and a
+// failure after the upgrade starts the history of the message it befalls,
+// the dead letter of the fixture included.
+func TestUpgradeFromPriorities(t *testing.T) {
+	t.Parallel()
+	path, exp, before := priorityFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE attempts IS NOT NULL`); n != 0 {
+		t.Errorf("%d messages with a history after the upgrade, want none", n)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE last_error IS NOT NULL`); n != 2 {
+		t.Errorf("%d messages with a last error after the upgrade, want the fixture's 2", n)
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 10)
+	ctx := context.Background()
+	var got []string
+	for range 3 {
+		ms, err := st.Receive(ctx, "prio", mqlite.ReceiveOptions{})
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("receive prio: %+v, %v", ms, err)
+		}
+		got = append(got, string(ms[0].Body))
+		if err := st.AbandonWithReason(ctx, ms[0].Lock(), 0, "after the upgrade"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"high", "mid", "low"}; !slices.Equal(got, want) {
+		t.Errorf("prio claimed %q, want %q", got, want)
+	}
+	dead, err := st.PeekDeadLetters(ctx, "prio", mqlite.PeekParams{})
+	if err != nil || len(dead) != 3 {
+		t.Fatalf("prio's dead letters: %d, %v", len(dead), err)
+	}
+	for _, d := range dead {
+		if len(d.Attempts) != 1 || d.Attempts[0].Error != "after the upgrade" || !d.Attempts[0].At.Equal(exp.T0) {
+			t.Errorf("dead letter %d: attempts %+v, want the one failure after the upgrade", d.Seq, d.Attempts)
+		}
+	}
+	old, err := st.PeekDeadLetters(ctx, "retried", mqlite.PeekParams{})
+	if err != nil || len(old) != 1 || old[0].LastError != "the worker gave up" || old[0].Attempts != nil {
+		t.Fatalf("the fixture's dead letter: %+v, %v, want its last error and no history", old, err)
 	}
 }
 

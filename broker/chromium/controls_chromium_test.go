@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,6 +206,9 @@ func TestDashboardOperatorControls(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("message-last-error")))
 	if got := p.text("#message-last-error"); got != "payment service said 503" {
 		t.Errorf("last error shown: %q", got)
+	}
+	if got := p.text("#message-attempts"); !strings.Contains(got, "payment service said 503") {
+		t.Errorf("failed attempts shown: %q, want the handler's error", got)
 	}
 	p.screenshot("operator-controls.png")
 

@@ -374,6 +374,25 @@ function lastErrorPair(m) {
   return [el("dt", {}, "last error"), el("dd", { id: "message-last-error" }, m.last_error)];
 }
 
+// attemptsSection is the detail's history of failed deliveries, oldest
+// first (when, who held it, why), or nothing for a message that never
+// failed.
+function attemptsSection(m) {
+  const as = m.attempts || [];
+  if (!as.length) return [];
+  return [el("h2", {}, `Failed attempts (${as.length})`),
+    el("table", { id: "message-attempts" },
+      el("thead", {}, el("tr", {}, el("th", {}, "at"), el("th", {}, "worker"), el("th", {}, "error"))),
+      el("tbody", {}, ...as.map((a) => el("tr", {},
+        el("td", {}, fmtTime(a.at)), el("td", {}, a.worker || "—"), el("td", {}, a.error || "—")))))];
+}
+
+// attemptsText is the history of failed deliveries as one line per
+// attempt, for the dead letters' tooltip.
+function attemptsText(m) {
+  return (m.attempts || []).map((a) => `${fmtTime(a.at)} ${a.worker || "—"}: ${a.error || "—"}`).join("\n");
+}
+
 function showMessage(m, row) {
   for (const r of document.querySelectorAll("#messages-body tr")) r.classList.toggle("selected", r === row);
   const { text, kind } = decodeBody(m.body);
@@ -390,6 +409,7 @@ function showMessage(m, row) {
       ...(m.visible_at ? pair("visible at", fmtTime(m.visible_at)) : []),
       ...(m.locked_until ? pair("locked until", fmtTime(m.locked_until)) : []),
       ...(m.expires_at ? pair("expires", fmtTime(m.expires_at)) : [])),
+    ...attemptsSection(m),
     el("h2", {}, "Properties"),
     props.length ? el("dl", { id: "message-properties" }, ...props.flatMap(([k, v]) => pair(k, v))) : el("p", { class: "note" }, "none"),
     el("h2", {}, `Body (${kind})`),
@@ -500,7 +520,7 @@ async function loadDeadLetters() {
   body.replaceChildren(...res.messages.map((m) => el("tr", { "data-seq": m.seq },
     el("td", {}, el("input", { type: "checkbox", class: "dlq-select", "data-seq": m.seq, "aria-label": `select ${m.seq}` })),
     el("td", { class: "n" }, m.seq), el("td", {}, m.dead_letter_reason || ""),
-    el("td", {}, m.dead_letter_description || ""), el("td", { class: "n" }, m.delivery_count),
+    el("td", {}, m.dead_letter_description || ""), el("td", { class: "n", title: attemptsText(m) }, m.delivery_count),
     el("td", {}, fmtTime(m.dead_lettered_at)), el("td", { class: "message-id" }, m.message_id || "—"),
     el("td", { class: "preview" }, preview(m.body)),
     el("td", {}, isAdmin() ? el("button", { type: "button", class: "redrive", "data-seq": m.seq,

@@ -10,7 +10,7 @@
 // purge), deliver-now, queues (list, create, update, pause, resume, purge,
 // delete), topics (list, create, delete), subscriptions (create, update,
 // delete), schedules (list, create, update, delete), stats, keys (create,
-// list, revoke), backup, relay, demo, schema, migrate and version. Run
+// list, revoke), backup, copy, relay, demo, schema, migrate and version. Run
 // "mqlite <command> --help" for a command's flags and an example.
 //
 // Only queues create, topics create, keys create, serve and migrate create a
@@ -202,7 +202,7 @@ Exit codes: 0 success, 1 failure, 2 usage error.`,
 		return refuseNegativeDurations(cmd)
 	}
 	root.AddCommand(serveCmd(g), sendCmd(g), receiveCmd(g), moveCmd(g), peekCmd(g), findCmd(g), dlqCmd(g), deliverNowCmd(g), queuesCmd(g),
-		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), demoCmd(g), relayCmd(g),
+		topicsCmd(g), subscriptionsCmd(g), schedulesCmd(g), statsCmd(g), keysCmd(g), backupCmd(g), copyCmd(g), demoCmd(g), relayCmd(g),
 		schemaCmd(g), migrateCmd(g), versionCmd(g))
 	return root
 }

@@ -241,13 +241,13 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 		return
 	}
 	if dead {
-		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tLAST ERROR\tBODY")
+		fmt.Fprintln(w, "SEQ\tDELIVERIES\tREASON\tFAILURES\tLAST ERROR\tBODY")
 	} else {
-		fmt.Fprintln(w, "SEQ\tSTATE\tPRIORITY\tDELIVERIES\tSUBJECT\tLAST ERROR\tBODY")
+		fmt.Fprintln(w, "SEQ\tSTATE\tPRIORITY\tDELIVERIES\tSUBJECT\tFAILURES\tLAST ERROR\tBODY")
 	}
 	for _, m := range msgs {
 		if dead {
-			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, lastError(m), bodyText(m.Body))
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\n", m.Seq, m.DeliveryCount, m.DeadLetterReason, failures(m), lastError(m), bodyText(m.Body))
 			continue
 		}
 		state := string(m.State)
@@ -260,8 +260,22 @@ func printMessages(w io.Writer, msgs []mqlite.Message, dead bool, settled string
 				state = "received"
 			}
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%s\t%s\n", m.Seq, state, m.Priority, m.DeliveryCount, m.Subject, lastError(m), bodyText(m.Body))
+		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.Seq, state, m.Priority, m.DeliveryCount, m.Subject, failures(m), lastError(m), bodyText(m.Body))
 	}
+}
+
+// failures is how many failed deliveries the message's history keeps and
+// who held the last one ("2, last by host:1/loop-1"), or "-" for none;
+// --json carries the whole history (attempts).
+func failures(m mqlite.Message) string {
+	if len(m.Attempts) == 0 {
+		return "-"
+	}
+	last := m.Attempts[len(m.Attempts)-1]
+	if last.Worker == "" {
+		return fmt.Sprint(len(m.Attempts))
+	}
+	return fmt.Sprintf("%d, last by %s", len(m.Attempts), last.Worker)
 }
 
 // lastError is the message's last error on one line, cut to 60 bytes

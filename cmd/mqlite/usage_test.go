@@ -163,3 +163,32 @@ func TestAbandonOnTheLastDeliverySaysDeadLettered(t *testing.T) {
 		t.Errorf("a third receive: exit %d: %s, want nothing", code, out)
 	}
 }
+
+// TestPeekShowsAttemptHistory: after two abandons the table of peek and of
+// dlq list counts the failed deliveries and names who held the last one;
+// --json carries the whole history.
+func TestPeekShowsAttemptHistory(t *testing.T) {
+	t.Parallel()
+	db := []string{"--db", filepath.Join(t.TempDir(), "app.db")}
+	for _, args := range [][]string{{"queues", "create", "jobs", "--max-delivery", "2"}, {"send", "jobs", "x"},
+		{"receive", "jobs", "--abandon"}} {
+		if _, errOut, code := runIn(t, "", false, append(args, db...)...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	out, errOut, code := runIn(t, "", false, append([]string{"peek", "jobs"}, db...)...)
+	if code != 0 || !strings.Contains(out, "FAILURES") || !strings.Contains(out, "1, last by ") {
+		t.Fatalf("peek: exit %d, stdout:\n%s\nstderr: %s\nwant 1 failure and its worker", code, out, errOut)
+	}
+	if _, errOut, code := runIn(t, "", false, append([]string{"receive", "jobs", "--abandon"}, db...)...); code != 0 {
+		t.Fatalf("receive: exit %d: %s", code, errOut)
+	}
+	out, _, code = runIn(t, "", false, append([]string{"dlq", "list", "jobs"}, db...)...)
+	if code != 0 || !strings.Contains(out, "FAILURES") || !strings.Contains(out, "2, last by ") {
+		t.Fatalf("dlq list: exit %d, stdout:\n%s\nwant 2 failures", code, out)
+	}
+	out, _, code = runIn(t, "", false, append([]string{"dlq", "list", "jobs", "--json"}, db...)...)
+	if code != 0 || strings.Count(out, `"worker"`) != 2 || !strings.Contains(out, `"attempts"`) {
+		t.Fatalf("dlq list --json: exit %d:\n%s\nwant both attempts with their workers", code, out)
+	}
+}

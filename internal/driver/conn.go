@@ -12,7 +12,10 @@ type ConnConfig struct {
 	SyncFull        bool
 	BusyTimeoutMS   int64
 	MaxMessageBytes int64
-	Now             func() int64 // epoch milliseconds from the store's clock
+	// AttemptHistory is how many failed deliveries each message keeps in
+	// its history (Row.Attempts), the last ones; 0 or less keeps none.
+	AttemptHistory int
+	Now            func() int64 // epoch milliseconds from the store's clock
 	// Claimable is called, on the connection's goroutine, for each row of
 	// messages that an insert or update leaves active and not held; Due for
 	// each row it leaves scheduled or locked (and not held), with the moment

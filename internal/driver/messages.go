@@ -157,6 +157,10 @@ type Row struct {
 	DeadLetteredAt        int64   `json:"dla,omitempty"`
 	LastError             string  `json:"lerr,omitempty"`
 	Priority              int64   `json:"pri,omitempty"`
+	// Attempts is the message's history of failed deliveries, oldest
+	// first: at most the store's bound (ConnConfig.AttemptHistory) of the
+	// last ones; nil for a message that never failed.
+	Attempts []Attempt `json:"att,omitempty"`
 }
 
 // Size is the row's size as Config.MaxMessageBytes counts it

@@ -13,16 +13,20 @@ type Scanner interface{ Scan(dest ...any) error }
 // ScanRow reads one Row from s, whose columns are, in the order of Row's
 // fields: seq, state, delivery count, enqueued_at, expires_at, visible_at,
 // MessageID, group (NULL for none), subject, properties, body, lock token,
-// locked_until, dead-letter reason, description and moment, last error and
-// priority. Each engine's row statements list them so.
+// locked_until, dead-letter reason, description and moment, last error,
+// priority and the history of failed attempts (NULL for none). Each
+// engine's row statements list them so.
 func ScanRow(s Scanner) (Row, error) {
 	var c Row
-	var gid sql.NullString
+	var gid, attempts sql.NullString
 	err := s.Scan(&c.Seq, &c.State, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
 		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body, &c.LockToken, &c.LockedUntil,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority, &attempts)
 	if gid.Valid {
 		c.GroupID = &gid.String
+	}
+	if err == nil && attempts.Valid {
+		c.Attempts, err = ParseAttempts(attempts.String)
 	}
 	return c, err
 }

@@ -15,8 +15,9 @@ const (
 	OpRelease Op = "release"
 )
 
-// Settlement is one fenced settlement request. Everything in it is part of
-// the receipt key: a retry must repeat the request exactly to replay.
+// Settlement is one fenced settlement request. Everything in it but
+// Worker is part of the receipt key: a retry must repeat the request
+// exactly to replay.
 type Settlement struct {
 	Op          Op
 	Queue       string
@@ -27,6 +28,10 @@ type Settlement struct {
 	Reason      string // Reject
 	Description string // Reject
 	Now         int64
+	// Worker names who held the delivery, for the attempt an Abandon or a
+	// Reject records in the message's history (Row.Attempts); "" for
+	// none known.
+	Worker string
 }
 
 // RenewRequest is one lease to extend.

@@ -20,10 +20,21 @@ const returning = `id, state, delivery_count, enqueued_at, expires_at, visible_a
 	group_id, coalesce(subject, ''), coalesce(properties, ''),
 	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority, attempts`
 
 // scanRow reads one row of returning (driver.ScanRow).
 func scanRow(s scanner) (Row, error) { return driver.ScanRow(s) }
+
+// withAttempts decodes the history attempts read beside row c (NULL for
+// none, the row of a message that never failed) into c.Attempts, unless
+// the scan failed with err.
+func withAttempts(c *Row, attempts sql.NullString, err error) error {
+	if err != nil || !attempts.Valid {
+		return err
+	}
+	c.Attempts, err = driver.ParseAttempts(attempts.String)
+	return err
+}
 
 // claimedColumns is returning without what a claim of one message sets to
 // values it knows (state, lock_token, locked_until): scanClaimed fills those
@@ -31,20 +42,20 @@ func scanRow(s scanner) (Row, error) { return driver.ScanRow(s) }
 const claimedColumns = `id, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''),
 	coalesce(body, (SELECT mb.body FROM mqlite_message_bodies mb WHERE mb.id = mqlite_messages.id)),
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority, attempts`
 
 // scanClaimed scans claimedColumns of a message locked under token until
 // the lease end until.
 func scanClaimed(s scanner, token string, until int64) (Row, error) {
 	c := Row{State: "locked", LockToken: token, LockedUntil: until}
-	var gid sql.NullString
+	var gid, attempts sql.NullString
 	err := s.Scan(&c.Seq, &c.DeliveryCount, &c.EnqueuedAt, &c.ExpiresAt, &c.VisibleAt,
 		&c.MessageID, &gid, &c.Subject, &c.Properties, &c.Body,
-		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority)
+		&c.DeadLetterReason, &c.DeadLetterDescription, &c.DeadLetteredAt, &c.LastError, &c.Priority, &attempts)
 	if gid.Valid {
 		c.GroupID = &gid.String
 	}
-	return c, err
+	return c, withAttempts(&c, attempts, err)
 }
 
 // newToken returns a fresh lock token (driver.NewToken), the form of
@@ -136,6 +147,7 @@ var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_a
 // reaper sweep (reapAllSQL) and recovery (recoverSQL) are the same statement
 // over other rows.
 var reapExpiredSQL = release{MaxDelivery: "?3", Now: "?2", Desc: descLeaseExpired, Back: "'active'",
+	Error: leaseExpired, Worker: "''",
 	Where: `queue = ?1 AND state = 'locked' AND locked_until <= ?2`}.sql()
 
 // claimRequest names the options of a Receive that a replay must repeat

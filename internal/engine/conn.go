@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	mqdriver "github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -28,6 +29,7 @@ const PageSize = 1024
 type storeFuncs struct {
 	now      func() int64
 	maxBytes int64
+	history  int         // ConnConfig.AttemptHistory
 	closing  func() bool // nil: closed
 	settling func(op Op, queue string, seq int64, token string)
 }
@@ -43,14 +45,15 @@ func load(p *atomic.Pointer[storeFuncs]) (*storeFuncs, error) {
 
 // openDB opens the store's database handle: a private driver instance whose
 // connections carry the SQL functions mqlite_now() and
-// mqlite_max_message_bytes(), reading this store's clock and limit, so that
+// mqlite_max_message_bytes(), reading this store's clock and limit, and
+// mqlite_attempt() (attemptSQL), bounded by its history, so that
 // outbox statements on a caller's transaction use the same time as the
 // store, and mqlite_store_id(), which tells which store a caller's
 // transaction is on. The pool holds exactly one connection: every statement of the
 // process is serialized on it before SQLite sees it.
 func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 	var fns atomic.Pointer[storeFuncs]
-	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes, closing: cfg.Closing, settling: cfg.Settling})
+	fns.Store(&storeFuncs{now: cfg.Now, maxBytes: cfg.MaxMessageBytes, history: cfg.AttemptHistory, closing: cfg.Closing, settling: cfg.Settling})
 	d := &sqlite.Driver{}
 	if err := d.RegisterScalarFunction("mqlite_now", 0,
 		func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
@@ -71,6 +74,16 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 			return f.maxBytes, nil
 		}); err != nil {
 		return nil, nil, fmt.Errorf("register mqlite_max_message_bytes: %w", err)
+	}
+	if err := d.RegisterScalarFunction("mqlite_attempt", 4,
+		func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			f, err := load(&fns)
+			if err != nil {
+				return nil, err
+			}
+			return appendAttempt(f.history, args)
+		}); err != nil {
+		return nil, nil, fmt.Errorf("register mqlite_attempt: %w", err)
 	}
 	if err := d.RegisterScalarFunction("mqlite_settling", 4,
 		func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
@@ -322,4 +335,18 @@ func queueHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
 	if name, ok := row[0].(string); ok {
 		report(name)
 	}
+}
+
+// appendAttempt is mqlite_attempt(history, at, error, worker): the
+// message's history (NULL for none) with the attempt appended, the last n
+// kept (driver.AppendAttempt); with n of 0 or less, the history as it is.
+func appendAttempt(n int, args []driver.Value) (driver.Value, error) {
+	if n <= 0 {
+		return args[0], nil
+	}
+	history, _ := args[0].(string)
+	at, _ := args[1].(int64)
+	text, _ := args[2].(string)
+	worker, _ := args[3].(string)
+	return mqdriver.AppendAttempt(history, mqdriver.Attempt{At: at, Error: text, Worker: worker}, n)
 }

@@ -16,6 +16,10 @@ import (
 // (driver.ReceiptArgs).
 var receiptArgs = driver.ReceiptArgs
 
+// rejectError is the error of a Reject's attempt: its reason (?5), and its
+// description (?6) after a colon when it has one.
+const rejectError = `?5 || CASE WHEN ?6 <> '' THEN ': ' || ?6 ELSE '' END`
+
 // fence is the WHERE every settlement and renewal shares: the current
 // token, a locked row, and a lease still running (equal is expired).
 const fence = `id = ?1 AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > ?4`
@@ -24,9 +28,11 @@ var settleSQL = map[Op]string{
 	OpComplete: `UPDATE mqlite_messages SET ` + settledSet("?4") + ` WHERE ` + fence,
 	OpAbandon: release{MaxDelivery: `(SELECT max_delivery_count FROM mqlite_queues WHERE name = ?2)`, Now: "?4",
 		Desc: "abandoned on the last allowed delivery", Back: `CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END`,
-		Set: ", visible_at = ?4 + ?5, last_error = coalesce(?6, last_error)", Where: fence}.sql(),
+		Set: ", visible_at = ?4 + ?5, last_error = coalesce(?6, last_error)", Where: fence,
+		Error: "coalesce(?6, '')", Worker: "?7"}.sql(),
 	OpReject: `UPDATE mqlite_messages SET state = 'dead_lettered', dead_letter_reason = ?5, dead_letter_desc = ?6,
-		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
+		dead_lettered_at = ?4, lock_token = ` + noToken + `, locked_until = 0` +
+		attemptSet("?4", rejectError, "?7") + ` WHERE ` + fence,
 	OpDefer: `UPDATE mqlite_messages SET state = 'deferred', lock_token = ` + noToken + `, locked_until = 0 WHERE ` + fence,
 	// OpRelease is Abandon with no delay on a delivery that is never the
 	// last: the row goes back to active under its own id (its place in the
@@ -66,9 +72,9 @@ func settle(ctx context.Context, tx DBTX, s Settlement, unmatched func(context.C
 		if s.LastError != "" {
 			lastErr = s.LastError
 		}
-		args = append(args, s.DelayMS, lastErr)
+		args = append(args, s.DelayMS, lastErr, s.Worker)
 	case OpReject:
-		args = append(args, s.Reason, s.Description)
+		args = append(args, s.Reason, s.Description, s.Worker)
 	}
 	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {

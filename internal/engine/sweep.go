@@ -16,6 +16,9 @@ const (
 	descTTL          = driver.DescTTL
 )
 
+// leaseExpired is the error of a lapsed lease's attempt, as SQL.
+const leaseExpired = "'" + driver.AttemptLeaseExpired + "'"
+
 // rowMaxDelivery is the delivery limit of the row being updated, for the
 // statements that span queues.
 const rowMaxDelivery = `(SELECT max_delivery_count FROM mqlite_queues WHERE name = mqlite_messages.queue)`
@@ -31,6 +34,10 @@ type release struct {
 	Back        string // the state to go back to: 'active', or Abandon's choice
 	Set         string // further assignments, each starting with ", "
 	Where       string // the rows
+	// Attempt is the error and the worker of the attempt each row's
+	// history records (attemptSQL), two SQL expressions; none when Error
+	// is "".
+	Error, Worker string
 }
 
 // sql returns the UPDATE statement.
@@ -41,8 +48,20 @@ func (r release) sql() string {
 	dead_letter_reason = CASE WHEN ` + last + ` THEN '` + ReasonMaxDelivery + `' END,
 	dead_letter_desc = CASE WHEN ` + last + ` THEN '` + r.Desc + `' END,
 	dead_lettered_at = CASE WHEN ` + last + ` THEN ` + r.Now + ` ELSE 0 END,
-	lock_token = ` + noToken + `, locked_until = 0` + r.Set + `
+	lock_token = ` + noToken + `, locked_until = 0` + r.Set + attemptSet(r.Now, r.Error, r.Worker) + `
 	WHERE ` + r.Where
+}
+
+// attemptSet is the assignment that appends the attempt (at, error,
+// worker: SQL expressions) to the history of the row a failure updates,
+// ", attempts = ..." ("" when error is ""). mqlite_attempt (conn.go) keeps
+// the last ConnConfig.AttemptHistory of them; a message that never fails
+// never runs it, and its attempts stay NULL.
+func attemptSet(at, error, worker string) string {
+	if error == "" {
+		return ""
+	}
+	return `, attempts = mqlite_attempt(attempts, ` + at + `, ` + error + `, ` + worker + `)`
 }
 
 // promoteSQL builds the UPDATE that makes due scheduled messages active.
@@ -59,6 +78,7 @@ const everyQueue = `queue IN (SELECT name FROM mqlite_queues)`
 var (
 	// reapAllSQL is reapExpiredSQL over every queue, one batch.
 	reapAllSQL = release{MaxDelivery: rowMaxDelivery, Now: "?1", Desc: descLeaseExpired, Back: "'active'",
+		Error: leaseExpired, Worker: "''",
 		Where: `id IN (SELECT id FROM mqlite_messages WHERE ` + everyQueue + ` AND state = 'locked' AND locked_until <= ?1 LIMIT ?2)`}.sql()
 	// promoteAllSQL is promoteDueSQL over every queue, one batch.
 	promoteAllSQL = promoteSQL(
@@ -67,6 +87,7 @@ var (
 	// orphan of a process that has ended (the file lock proves no other
 	// process holds the file). ?1 is now; there is no batch.
 	recoverSQL = release{MaxDelivery: rowMaxDelivery, Now: "?1", Desc: descRecovered, Back: "'active'",
+		Error: "'" + driver.AttemptRecovered + "'", Worker: "''",
 		Where: everyQueue + ` AND state = 'locked'`}.sql()
 )
 

@@ -66,6 +66,7 @@ const (
 	ErrScheduleNotFound      Sentinel = "mqlite: schedule not found"
 	ErrScheduleExists        Sentinel = "mqlite: schedule already exists"
 	ErrUnsupported           Sentinel = "mqlite: not supported by this engine"
+	ErrTargetNotEmpty        Sentinel = "mqlite: copy target is not empty"
 )
 
 // NewInvalid builds the error of one bad input value (the root package's

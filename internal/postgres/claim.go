@@ -18,7 +18,8 @@ import (
 const rowColumns = `id, state, delivery_count, enqueued_at, expires_at, visible_at, coalesce(message_id, ''),
 	group_id, coalesce(subject, ''), coalesce(properties, ''), coalesce(body, '\x'::bytea),
 	CASE WHEN state = 'locked' THEN lock_token ELSE '' END, locked_until,
-	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority`
+	coalesce(dead_letter_reason, ''), coalesce(dead_letter_desc, ''), dead_lettered_at, coalesce(last_error, ''), priority,
+	attempts`
 
 // scanRow scans rowColumns (driver.ScanRow).
 func scanRow(s driver.Scanner) (driver.Row, error) { return driver.ScanRow(s) }
@@ -107,7 +108,7 @@ const budgetSQL = `SELECT id AS pid FROM (
 // scheduled message whose moment came, or a lease that lapsed. Its seq is
 // 0, which no message has. The probe reads two index ranges.
 const dueMarker = `SELECT 0::bigint, '', 0::bigint, 0::bigint, 0::bigint, 0::bigint, '', NULL::text, '', '',
-	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint
+	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint, NULL::text
 	WHERE EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
 	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2)`
 

@@ -2,14 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
 
 	"github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 )
-
-// errNotBuilt is the answer of an operation the engine does not have yet.
-var errNotBuilt = errors.New("postgres: not built yet")
 
 // Now reads the store's now (see nowOf).
 func (PostgreSQL) Now(_ context.Context, db driver.DBTX) (int64, error) { return nowOf(db) }

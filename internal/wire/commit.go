@@ -3,14 +3,18 @@ package wire
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/jobs"
 )
 
-// CommitRequest is the body of POST /v1/commit: completions, rejects and
-// sends that commit in one transaction, all or none of them. A request
+// CommitRequest is the body of POST /v1/commit: completions, rejects,
+// sends, typed jobs and carried sends that commit in one transaction, all or none of
+// them. A request
 // with an IdempotencyKey that committed is answered again from its record
 // when it comes again (same key, same access key, same items), and commits
 // nothing new; the same key with other items is a conflict. A request
@@ -20,6 +24,18 @@ type CommitRequest struct {
 	Complete       []CommitLock   `json:"complete,omitempty"`
 	Reject         []CommitReject `json:"reject,omitempty"`
 	Send           []CommitSend   `json:"send,omitempty"`
+	Jobs           []CommitJob    `json:"jobs,omitempty"`
+	Carry          []CommitCarry  `json:"carry,omitempty"`
+}
+
+// CommitCarry is a message sent under the MessageID of a delivery the
+// same request completes (Queue and FromSeq name one of its Complete
+// locks), the MessageID's dedup entry moved from that delivery to the new
+// message: a unique job's snoozed copy keeps the job's key.
+type CommitCarry struct {
+	Queue   string      `json:"queue"`
+	FromSeq int64       `json:"from_seq"`
+	Message SendMessage `json:"message"`
 }
 
 // CommitLock is one delivery to complete: its queue, seq and token.
@@ -61,12 +77,80 @@ type CommitSend struct {
 	Messages []SendMessage `json:"messages"`
 }
 
+// CommitJob is one typed job to insert (package jobs): its queue, kind,
+// arguments (JSON) and options, the kind's defaults merged in. A unique
+// job is inserted after its key is looked up in the commit's transaction,
+// as jobs.Insert does on the store.
+type CommitJob struct {
+	Queue       string          `json:"queue"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	ScheduledAt time.Time       `json:"scheduled_at,omitzero"`
+	GroupID     string          `json:"group_id,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	Unique      *JobUnique      `json:"unique,omitempty"`
+}
+
+// JobUnique is a job's jobs.UniqueOpts, its period in milliseconds.
+type JobUnique struct {
+	ByArgs     bool     `json:"by_args,omitempty"`
+	ArgKeys    []string `json:"arg_keys,omitempty"`
+	ByPeriodMS int64    `json:"by_period_ms,omitempty"`
+}
+
+// FromRawJob encodes a job.
+func FromRawJob(j jobs.RawJob) CommitJob {
+	o := j.Opts
+	out := CommitJob{Queue: o.Queue, Kind: j.Kind, Args: j.Args, MaxAttempts: o.MaxAttempts,
+		ScheduledAt: o.ScheduledAt, GroupID: o.GroupID, Priority: o.Priority}
+	if u := o.Unique; u.ByArgs || len(u.ArgKeys) > 0 || u.ByPeriod != 0 {
+		out.Unique = &JobUnique{ByArgs: u.ByArgs, ArgKeys: u.ArgKeys, ByPeriodMS: DurMS(u.ByPeriod)}
+	}
+	return out
+}
+
+// RawJob decodes the job for jobs.InsertRaw.
+func (j CommitJob) RawJob() jobs.RawJob {
+	o := jobs.InsertOpts{Queue: j.Queue, MaxAttempts: j.MaxAttempts, ScheduledAt: j.ScheduledAt,
+		GroupID: j.GroupID, Priority: j.Priority}
+	if u := j.Unique; u != nil {
+		o.Unique = jobs.UniqueOpts{ByArgs: u.ByArgs, ArgKeys: u.ArgKeys}
+		if u.ByPeriodMS != 0 {
+			o.Unique.ByPeriod = MSDur(u.ByPeriodMS)
+		}
+	}
+	return jobs.RawJob{Kind: j.Kind, Args: j.Args, Opts: o}
+}
+
+// JobResult is the outcome of one CommitJob: the job's id (for a
+// duplicate, the job already there), the seq of its current message, and
+// whether it was there already.
+type JobResult struct {
+	ID        int64  `json:"id"`
+	Seq       int64  `json:"seq"`
+	Queue     string `json:"queue"`
+	Kind      string `json:"kind"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// FromInsertResult encodes a job's outcome.
+func FromInsertResult(r jobs.InsertResult) JobResult {
+	return JobResult{ID: r.ID, Seq: r.Seq, Queue: r.Queue, Kind: r.Kind, Duplicate: r.Duplicate}
+}
+
+// InsertResult decodes a job's outcome.
+func (r JobResult) InsertResult() jobs.InsertResult {
+	return jobs.InsertResult{ID: r.ID, Seq: r.Seq, Queue: r.Queue, Kind: r.Kind, Duplicate: r.Duplicate}
+}
+
 // CommitResponse is the answer of POST /v1/commit: one entry per entry of
-// the request's Send, in order, each with one result per message.
-// Replayed is true when the answer comes from the record of an earlier
-// request with the same idempotency key.
+// the request's Send, in order, each with one result per message, and one
+// result per entry of its Jobs. Replayed is true when the answer comes
+// from the record of an earlier request with the same idempotency key.
 type CommitResponse struct {
 	Sends    []SendBatchResponse `json:"sends"`
+	Jobs     []JobResult         `json:"jobs,omitempty"`
 	Replayed bool                `json:"replayed,omitempty"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/jobs"
 )
 
 // Stable error codes: the coarse class of an error, one per HTTP status
@@ -105,6 +106,8 @@ var sentinels = []sentinel{
 	{mqlite.ErrInvalidMessage, "invalid_message", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrInvalidFilter, "invalid_filter", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrInvalidSchedule, "invalid_schedule", CodeInvalid, http.StatusBadRequest},
+	{jobs.ErrInvalidKind, "invalid_job_kind", CodeInvalid, http.StatusBadRequest},
+	{jobs.ErrUniqueWindow, "unique_window", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrInvalidArgument, "invalid_argument", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrNilTx, "invalid_argument", CodeInvalid, http.StatusBadRequest},
 	{mqlite.ErrClosed, "closed", CodeUnavailable, http.StatusServiceUnavailable},

@@ -160,6 +160,34 @@ type ReceivedMessage struct {
 	DeadLetteredAt        time.Time         `json:"dead_lettered_at,omitzero"`
 	LastError             string            `json:"last_error,omitempty"`
 	Priority              int               `json:"priority,omitempty"`
+	// Attempts is the history of the message's failed deliveries
+	// (mqlite.Message.Attempts), oldest first; absent for none.
+	Attempts []Attempt `json:"attempts,omitempty"`
+}
+
+// Attempt is one failed delivery of a message (mqlite.Attempt).
+type Attempt struct {
+	At     time.Time `json:"at"`
+	Error  string    `json:"error"`
+	Worker string    `json:"worker,omitempty"`
+}
+
+// fromAttempts encodes a history; nil for none.
+func fromAttempts(as []mqlite.Attempt) []Attempt {
+	var out []Attempt
+	for _, a := range as {
+		out = append(out, Attempt{At: a.At, Error: a.Error, Worker: a.Worker})
+	}
+	return out
+}
+
+// toAttempts decodes a history; nil for none.
+func toAttempts(as []Attempt) []mqlite.Attempt {
+	var out []mqlite.Attempt
+	for _, a := range as {
+		out = append(out, mqlite.Attempt{At: a.At, Error: a.Error, Worker: a.Worker})
+	}
+	return out
 }
 
 // FromMessage encodes m.
@@ -169,7 +197,7 @@ func FromMessage(m mqlite.Message) ReceivedMessage {
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: string(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
 		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError,
-		Priority: m.Priority}
+		Priority: m.Priority, Attempts: fromAttempts(m.Attempts)}
 }
 
 // Message decodes m.
@@ -183,7 +211,7 @@ func (m ReceivedMessage) Message() mqlite.Message {
 		EnqueuedAt: m.EnqueuedAt, ExpiresAt: m.ExpiresAt, LockToken: m.LockToken, LockedUntil: m.LockedUntil,
 		State: mqlite.State(m.State), VisibleAt: m.VisibleAt, DeadLetterReason: m.DeadLetterReason,
 		DeadLetterDescription: m.DeadLetterDescription, DeadLetteredAt: m.DeadLetteredAt, LastError: m.LastError,
-		Priority: m.Priority}
+		Priority: m.Priority, Attempts: toAttempts(m.Attempts)}
 }
 
 // FromMessages encodes msgs; never nil, so the JSON is [] and not null.

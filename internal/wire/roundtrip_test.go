@@ -8,6 +8,7 @@ import (
 
 	"github.com/mqlite/mqlite"
 	"github.com/mqlite/mqlite/internal/wire"
+	"github.com/mqlite/mqlite/jobs"
 	"github.com/mqlite/mqlite/outbox"
 )
 
@@ -32,6 +33,10 @@ func fillValue(t *testing.T, s reflect.Value) {
 			f.Set(reflect.ValueOf(mqlite.FIFO)) // the one value besides the zero
 		case sf.Type == reflect.TypeFor[time.Time]():
 			f.Set(reflect.ValueOf(time.UnixMilli(1_800_000_000_000 + n*1000).UTC()))
+		case sf.Type == reflect.TypeFor[json.RawMessage]():
+			f.SetBytes([]byte(`{"field":"` + sf.Name + `"}`))
+		case sf.Type == reflect.TypeFor[[]string]():
+			f.Set(reflect.ValueOf([]string{"value of " + sf.Name}))
 		case sf.Type == reflect.TypeFor[[]byte]():
 			f.SetBytes([]byte("body of field " + sf.Name))
 		case sf.Type == reflect.TypeFor[map[string]string]():
@@ -44,6 +49,11 @@ func fillValue(t *testing.T, s reflect.Value) {
 			f.SetBool(true)
 		case f.Kind() == reflect.Struct:
 			fillValue(t, f)
+		case f.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct:
+			f.Set(reflect.MakeSlice(sf.Type, 2, 2)) // two elements, each filled
+			for j := range 2 {
+				fillValue(t, f.Index(j))
+			}
 		default:
 			t.Fatalf("fill: %s.%s is a %s: teach fill a value for it", s.Type(), sf.Name, sf.Type)
 		}
@@ -132,6 +142,19 @@ func TestEveryFieldCrossesTheWire(t *testing.T) {
 		if got, want := reflect.TypeFor[wire.CommitLock]().NumField(), reflect.TypeFor[mqlite.Lock]().NumField(); got != want {
 			t.Errorf("wire.CommitLock has %d fields, mqlite.Lock %d", got, want)
 		}
+	})
+	t.Run("job", func(t *testing.T) {
+		var j jobs.RawJob
+		fill(t, &j)
+		w := wire.FromRawJob(j)
+		nonZero(t, "wire.CommitJob", w)
+		nonZero(t, "wire.JobUnique", *w.Unique)
+		same(t, "jobs.RawJob", throughJSON[wire.CommitJob](t, w).RawJob(), j)
+		var r jobs.InsertResult
+		fill(t, &r)
+		jr := wire.FromInsertResult(r)
+		nonZero(t, "wire.JobResult", jr)
+		same(t, "jobs.InsertResult", throughJSON[wire.JobResult](t, jr).InsertResult(), r)
 	})
 	t.Run("queue options", func(t *testing.T) {
 		var o mqlite.QueueOptions

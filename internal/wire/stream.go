@@ -106,8 +106,12 @@ func appendComma(b []byte, start int) []byte {
 }
 
 // appendMessage appends m as json.Marshal does, or reports false for a
-// value it leaves to json.Marshal.
+// value it leaves to json.Marshal (a message with a history of failed
+// deliveries among them: rare, and its line is read by json.Unmarshal).
 func appendMessage(b []byte, m ReceivedMessage) ([]byte, bool) {
+	if len(m.Attempts) > 0 {
+		return b, false
+	}
 	ok := true
 	str := func(name, v string, omitEmpty bool) {
 		if !ok || omitEmpty && v == "" {

@@ -117,7 +117,7 @@ CREATE TABLE mqlite_messages (
     dead_letter_desc   TEXT,
     dead_lettered_at   INTEGER NOT NULL DEFAULT 0,
     last_error         TEXT,
-    settled_at         INTEGER, priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9),
+    settled_at         INTEGER, priority INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9), attempts TEXT,
     CHECK ((state = 'completed') = (settled_at IS NOT NULL))
 ) STRICT;
 
