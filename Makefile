@@ -7,7 +7,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # staticcheck at a pinned version, fetched from the module proxy by go run.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test race crash soak bench bench-brokers lint screenshots release tidy
+.PHONY: test race crash soak bench bench-brokers bench-postgres lint screenshots release tidy
 
 test:
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -race -shuffle=on -count=1 -timeout 20m ./...); done
@@ -70,6 +70,16 @@ bench:
 	go run -C bench .   # the peer table: mqlite, goqite, River, raw SQL (docs/benchmark.md)
 	for i in 1 2 3; do (cd powerloss && go test -run '^$$' -bench BenchmarkSyncMode -benchtime 3000x .); done   # FULL beside NORMAL (docs/operations.md, "Power loss")
 	$(MAKE) bench-brokers
+	$(MAKE) bench-postgres
+
+# mqlite on PostgreSQL beside River (its pgx driver) and a hand-written
+# SKIP LOCKED queue, on a database of the benchmark's own on the local
+# server (127.0.0.1:5432; -url for another), three runs a cell
+# (docs/benchmark.md, "On PostgreSQL"); then the send rows again with every
+# commit waiting for the disk (synchronous_commit on).
+bench-postgres:
+	go run -C bench ./postgres -v
+	go run -C bench ./postgres -v -sync on -rows '^send,'
 
 # The broker's five scenarios beside the local RabbitMQ (5672) and JetStream
 # (4222) in one run, with each server's CPU per message (docs/benchmark.md,
