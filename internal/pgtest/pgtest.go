@@ -56,16 +56,10 @@ func AdminURL() string {
 // it under MQLITE_REQUIRE_SERVICES=1. It must be called from t's goroutine.
 func Database(t testing.TB) string {
 	t.Helper()
-	admin := AdminURL()
-	u, err := url.Parse(admin)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Fatalf("pgtest: the shared server's URL %q (MQLITE_PG_URL) is not a postgres:// URL", admin)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitBudget(t, 30*time.Second))
 	defer cancel()
-	conn, err := connect(ctx, admin, reachTimeout)
-	if err != nil {
-		missingService(t, "PostgreSQL at "+u.Redacted(), err)
+	u, conn := dialAdmin(ctx, t)
+	if conn == nil {
 		return ""
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
@@ -78,12 +72,31 @@ func Database(t testing.TB) string {
 		t.Fatalf("pgtest: create database %s on %s: %v", name, u.Redacted(), err)
 	}
 	t.Cleanup(func() {
-		if err := dropDatabase(admin, name); err != nil {
+		if err := dropDatabase(AdminURL(), name); err != nil {
 			t.Errorf("pgtest: drop database %s on %s: %v", name, u.Redacted(), err)
 		}
 	})
 	u.Path = "/" + name
 	return u.String()
+}
+
+// dialAdmin connects to the shared server's maintenance database
+// (AdminURL) and returns its URL parsed and the connection; the
+// connection is nil when no server answers, and t is then skipped, or
+// failed under MQLITE_REQUIRE_SERVICES=1.
+func dialAdmin(ctx context.Context, t testing.TB) (*url.URL, *pgx.Conn) {
+	t.Helper()
+	admin := AdminURL()
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("pgtest: the shared server's URL %q (MQLITE_PG_URL) is not a postgres:// URL", admin)
+	}
+	conn, err := connect(ctx, admin, reachTimeout)
+	if err != nil {
+		missingService(t, "PostgreSQL at "+u.Redacted(), err)
+		return u, nil
+	}
+	return u, conn
 }
 
 // dropDatabase drops database name on the server of admin, closing the
@@ -181,20 +194,14 @@ const SharedDatabase = "mqlite_tests"
 // MQLITE_REQUIRE_SERVICES=1. It must be called from t's goroutine.
 func URL(t testing.TB) string {
 	t.Helper()
-	admin := AdminURL()
-	u, err := url.Parse(admin)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		t.Fatalf("pgtest: the shared server's URL %q (MQLITE_PG_URL) is not a postgres:// URL", admin)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitBudget(t, 30*time.Second))
 	defer cancel()
-	conn, err := connect(ctx, admin, reachTimeout)
-	if err != nil {
-		missingService(t, "PostgreSQL at "+u.Redacted(), err)
+	u, conn := dialAdmin(ctx, t)
+	if conn == nil {
 		return ""
 	}
 	create := "CREATE DATABASE " + SharedDatabase + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
-	_, err = conn.Exec(ctx, create)
+	_, err := conn.Exec(ctx, create)
 	_ = conn.Close(context.Background())
 	if err != nil && !isDuplicate(err) {
 		t.Fatalf("pgtest: create database %s on %s: %v", SharedDatabase, u.Redacted(), err)
