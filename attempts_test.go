@@ -78,8 +78,7 @@ func TestAttemptHistoryIntoDeadLettersAndBack(t *testing.T) {
 	if got := b.wantState("q", seq, mqlite.StateDeferred); got.Attempts != nil {
 		t.Fatalf("release and defer recorded %+v", got.Attempts)
 	}
-	m, err := b.Store.ReceiveDeferred(ctx, "q", seq)
-	if err != nil {
+	if _, err := b.Store.ReceiveDeferred(ctx, "q", seq); err != nil {
 		t.Fatal(err)
 	}
 	b.Clock.Advance(time.Minute) // the lease lapses

@@ -234,12 +234,12 @@ func TestRetainByAgeCountAndBytes(t *testing.T) {
 	}
 	letters := []dl{{now - 5000, 10}, {now - 3000, 10}, {now - 1000, 10}, {now, 10}}
 
-	ids := setup(driver.Queue{Name: "none"}, letters)
+	setup(driver.Queue{Name: "none"}, letters)
 	if n, err := pg.Retain(ctx, db, driver.Queue{Name: "none"}, now, nil); err != nil || n != 0 || len(left("none")) != 4 {
 		t.Fatalf("Retain unbounded = %d, %v", n, err)
 	}
 	q := driver.Queue{Name: "age", DLQMaxAgeMS: 3000}
-	ids = setup(q, letters)
+	ids := setup(q, letters)
 	if n, err := pg.Retain(ctx, db, q, now, nil); err != nil || n != 2 || !reflect.DeepEqual(left("age"), ids[2:]) {
 		t.Fatalf("Retain by age = %d, %v, left %v", n, err, left("age"))
 	}
