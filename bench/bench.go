@@ -10,10 +10,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/mqlite/mqlite/bench/internal/figures"
 	"github.com/mqlite/mqlite/internal/testdb"
 )
 
@@ -202,40 +202,6 @@ func walPerMessage(ctx context.Context, in Instance, bs [][]byte, per int) (floa
 	return float64(wal.Frames*(pageSize+frameHeader)) / float64(len(bs)-1), nil
 }
 
-// arrivals returns n Poisson arrival offsets at rate per second.
-func arrivals(rng *rand.Rand, n int, rate float64) []time.Duration {
-	at := make([]time.Duration, n)
-	var t float64
-	for i := range at {
-		t += rng.ExpFloat64() / rate
-		at[i] = time.Duration(t * float64(time.Second))
-	}
-	return at
-}
-
-// percentile returns the p-th percentile (0..100) of ds, nearest rank.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // Result holds every run of every cell: Cells[row][peer].
 type Result struct {
 	Peers []string
@@ -317,12 +283,12 @@ func measure(ctx context.Context, p Peer, path string, sc scenario, sz Sizes, rn
 		v, err = sc.run(ctx, p, in, sz, rng)
 		return v, 0, err
 	}
-	lat, err := in.Latency(ctx, arrivals(rng, sz.Latency, sz.Rate))
+	lat, err := in.Latency(ctx, figures.Arrivals(rng, sz.Latency, sz.Rate))
 	if err != nil {
 		return 0, 0, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return ms(percentile(lat, 50)), ms(percentile(lat, 99)), nil
+	return ms(figures.Percentile(lat, 50)), ms(figures.Percentile(lat, 99)), nil
 }
 
 func removeDB(path string) error {
@@ -343,7 +309,7 @@ func (r *Result) Markdown(w io.Writer) error {
 	for i, row := range r.Rows {
 		cells := make([]string, len(r.Peers))
 		for j := range r.Peers {
-			cells[j] = format(median(r.Cells[i][j]), r.Units[i])
+			cells[j] = figures.Cell(figures.Median(r.Cells[i][j]), r.Units[i])
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", row, r.Units[i], strings.Join(cells, " | "))
 	}
@@ -359,27 +325,4 @@ func (r *Result) runs() int {
 		}
 	}
 	return n
-}
-
-func format(v float64, unit string) string {
-	switch {
-	case math.IsNaN(v):
-		return "—"
-	case unit == "ms":
-		return fmt.Sprintf("%.2f", v)
-	default:
-		return commas(int64(math.Round(v)))
-	}
-}
-
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -34,24 +33,5 @@ func TestSmoke(t *testing.T) {
 		if !strings.Contains(out, "| "+row+" |") {
 			t.Errorf("table lacks row %q:\n%s", row, out)
 		}
-	}
-}
-
-func TestPercentileAndMedian(t *testing.T) {
-	t.Parallel()
-	ds := []time.Duration{5, 1, 4, 2, 3}
-	for _, tc := range []struct {
-		p    float64
-		want time.Duration
-	}{{50, 3}, {99, 5}, {0, 1}, {20, 1}, {21, 2}} {
-		if got := percentile(ds, tc.p); got != tc.want {
-			t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
-		}
-	}
-	if got := median([]float64{3, 1, 2, 10}); got != 2.5 {
-		t.Errorf("median = %v, want 2.5", got)
-	}
-	if got := commas(1234567); got != "1,234,567" {
-		t.Errorf("commas = %q", got)
 	}
 }

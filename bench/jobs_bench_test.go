@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/bench/internal/mqside"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/jobs"
 )
@@ -196,7 +197,7 @@ func (m *jobsMQ) work(n int, finished func()) error {
 	ran := make(chan error, 1)
 	go func() {
 		ran <- w.Run(ctx, m.st, jobs.DefaultQueue, consumer.LoopConfig{Concurrency: jobWorkers,
-			Logger: slog.New(slog.DiscardHandler), Observer: countCompleted(completed)})
+			Logger: slog.New(slog.DiscardHandler), Observer: mqside.Counter(completed)})
 	}()
 	deadline := time.After(5 * time.Minute)
 	for range n {
@@ -212,16 +213,6 @@ func (m *jobsMQ) work(n int, finished func()) error {
 	stop()
 	return <-ran
 }
-
-// countCompleted signals each completion.
-type countCompleted chan struct{}
-
-func (c countCompleted) Received(string, int)                                          {}
-func (c countCompleted) Completed(mqlite.Message, time.Duration)                       { c <- struct{}{} }
-func (c countCompleted) Abandoned(mqlite.Message, time.Duration, time.Duration, error) {}
-func (c countCompleted) Rejected(mqlite.Message, time.Duration, error)                 {}
-func (c countCompleted) LockLost(mqlite.Message, error)                                {}
-func (c countCompleted) SettleFailed(mqlite.Message, error)                            {}
 
 type jobsRiver struct {
 	sqlDB  *sql.DB

@@ -19,8 +19,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strings"
 	"time"
+
+	"github.com/mqlite/mqlite/bench/internal/figures"
 )
 
 func main() {
@@ -62,25 +63,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s, %s, %d cores (%s), %s; %d runs per cell; took %s\n\n",
-		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), cpuModel(),
+		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), figures.CPUModel(),
 		runtime.Version(), sz.Runs, time.Since(started).Round(time.Second))
 	if err := res.Markdown(stdout); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo, or "unknown CPU".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
 }

@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver of raw SQL, goqite and River
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/bench/internal/mqside"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -259,57 +260,15 @@ func (m *mq) message(body []byte) outbox.Message {
 }
 
 func (m *mq) Send(ctx context.Context, bodies [][]byte) error {
-	return m.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		if len(bodies) == 1 {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), queueName, m.message(bodies[0]))
-			return err
-		}
-		msgs := make([]outbox.Message, len(bodies))
-		for i, b := range bodies {
-			msgs[i] = m.message(b)
-		}
-		res, err := outbox.SendBatch(tx.Context(), tx.SQL(), queueName, msgs)
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			if r.Err != nil || r.Duplicate {
-				return fmt.Errorf("slot: duplicate %v, %w", r.Duplicate, r.Err)
-			}
-		}
-		return nil
-	})
+	msgs := make([]outbox.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = m.message(b)
+	}
+	return mqside.Send(ctx, m.st, queueName, msgs)
 }
 
 func (m *mq) Drain(ctx context.Context, n, batch int) error {
-	for done := 0; done < n; {
-		msgs, err := m.st.Receive(ctx, queueName, mqlite.ReceiveOptions{Max: batch})
-		if err != nil {
-			return err
-		}
-		if len(msgs) == 0 {
-			return fmt.Errorf("queue empty after %d of %d", done, n)
-		}
-		if len(msgs) == 1 {
-			if err := m.st.Complete(ctx, msgs[0].Lock()); err != nil {
-				return err
-			}
-		} else {
-			locks := make([]mqlite.Lock, len(msgs))
-			for i, msg := range msgs {
-				locks[i] = msg.Lock()
-			}
-			errs, err := m.st.CompleteBatch(ctx, locks)
-			if err != nil {
-				return err
-			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-		}
-		done += len(msgs)
-	}
-	return nil
+	return mqside.Drain(ctx, m.st, queueName, n, batch)
 }
 
 // Latency: consumer.Loop with its defaults but Concurrency (latencyWorkers).

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mqlite/mqlite/bench/internal/figures"
 )
 
 // Sizes are the work of one run.
@@ -207,7 +209,7 @@ func (c *cell) last(latency bool) string {
 	if latency {
 		return fmt.Sprintf("%.2f / %.2f ms", c.p50[len(c.p50)-1], c.p99[len(c.p99)-1])
 	}
-	return fmt.Sprintf("%s/s (%.0f µs CPU)", commas(c.rates[len(c.rates)-1]), c.cpus[len(c.cpus)-1])
+	return fmt.Sprintf("%s/s (%.0f µs CPU)", figures.Commas(c.rates[len(c.rates)-1]), c.cpus[len(c.cpus)-1])
 }
 
 func (c *cell) String() string {
@@ -217,7 +219,7 @@ func (c *cell) String() string {
 	case len(c.p50) > 0:
 		return fmt.Sprintf("%.2f / %.2f ms", median(c.p50), median(c.p99))
 	case len(c.rates) > 0:
-		return fmt.Sprintf("%s/s (%.0f µs)", commas(median(c.rates)), median(c.cpus))
+		return fmt.Sprintf("%s/s (%.0f µs)", figures.Commas(median(c.rates)), median(c.cpus))
 	}
 	return "—"
 }
@@ -310,18 +312,6 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func commas(v float64) string {
-	s := strconv.FormatInt(int64(v+0.5), 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // procCPU is the CPU time (user plus system) of process pid so far, from

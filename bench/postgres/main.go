@@ -26,7 +26,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -38,6 +37,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mqlite/mqlite/bench/internal/figures"
 )
 
 // BodySize is the size of every message body.
@@ -142,7 +143,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	started, load0 := time.Now(), loadAverage()
+	started, load0 := time.Now(), figures.LoadAverage()
 	res, err := run(ctx, db, ps, rowFilter, sz, progress)
 	err = errors.Join(err, db.drop())
 	if err != nil {
@@ -150,8 +151,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s, %s, %d cores (%s), %s, %s; load average %s at the start, %s at the end; %d runs per cell; took %s\n\n",
-		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), cpuModel(),
-		runtime.Version(), db.server, load0, loadAverage(), sz.Runs, time.Since(started).Round(time.Second))
+		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), figures.CPUModel(),
+		runtime.Version(), db.server, load0, figures.LoadAverage(), sz.Runs, time.Since(started).Round(time.Second))
 	if err := res.markdown(stdout); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -346,12 +347,12 @@ func measureOne(ctx context.Context, db *benchDB, p peer, r row, sz Sizes, rng *
 		v, err = r.measure(ctx, p, url, in, sz, rng)
 		return v, 0, err
 	}
-	lat, err := latency(ctx, p, url, in, arrivals(rng, sz.Latency, sz.Rate))
+	lat, err := latency(ctx, p, url, in, figures.Arrivals(rng, sz.Latency, sz.Rate))
 	if err != nil {
 		return 0, 0, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return ms(percentile(lat, 50)), ms(percentile(lat, 99)), nil
+	return ms(figures.Percentile(lat, 50)), ms(figures.Percentile(lat, 99)), nil
 }
 
 // latency starts the consumer process of p on url, waits until it runs,
@@ -478,40 +479,6 @@ func consumerProcess(ctx context.Context, name, url string, n int, stdout io.Wri
 	return err
 }
 
-// arrivals returns n Poisson arrival offsets at rate per second.
-func arrivals(rng *rand.Rand, n int, rate float64) []time.Duration {
-	at := make([]time.Duration, n)
-	var t float64
-	for i := range at {
-		t += rng.ExpFloat64() / rate
-		at[i] = time.Duration(t * float64(time.Second))
-	}
-	return at
-}
-
-// percentile returns the p-th percentile (0..100) of ds, nearest rank.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // markdown writes the table of medians, with mqlite's over each other
 // side's (for the throughput rows) when mqlite is in it.
 func (r *result) markdown(w io.Writer) error {
@@ -531,7 +498,7 @@ func (r *result) markdown(w io.Writer) error {
 	for i, name := range r.rows {
 		cells := []string{name, r.units[i]}
 		for j := range r.peers {
-			cells = append(cells, format(median(r.cells[i][j]), r.units[i]))
+			cells = append(cells, figures.Cell(figures.Median(r.cells[i][j]), r.units[i]))
 		}
 		if mi >= 0 {
 			for j := range r.peers {
@@ -539,7 +506,7 @@ func (r *result) markdown(w io.Writer) error {
 					continue
 				}
 				ratio := "—"
-				if m, o := median(r.cells[i][mi]), median(r.cells[i][j]); r.units[i] != "ms" && o > 0 {
+				if m, o := figures.Median(r.cells[i][mi]), figures.Median(r.cells[i][j]); r.units[i] != "ms" && o > 0 {
 					ratio = fmt.Sprintf("%.2fx", m/o)
 				}
 				cells = append(cells, ratio)
@@ -559,53 +526,4 @@ func (r *result) runs() int {
 		}
 	}
 	return n
-}
-
-func format(v float64, unit string) string {
-	switch {
-	case math.IsNaN(v):
-		return "—"
-	case unit == "ms":
-		return fmt.Sprintf("%.2f", v)
-	default:
-		return commas(int64(math.Round(v)))
-	}
-}
-
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo, or "unknown CPU".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
-}
-
-// loadAverage is the one-minute load average (/proc/loadavg), or "?".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }

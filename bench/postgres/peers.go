@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/bench/internal/mqside"
 	"github.com/mqlite/mqlite/consumer"
 	"github.com/mqlite/mqlite/outbox"
 )
@@ -110,57 +111,15 @@ func openMQ(ctx context.Context, url string, setup bool) (side, error) {
 func (m *mq) close() error { return m.st.Close() }
 
 func (m *mq) send(ctx context.Context, bodies [][]byte) error {
-	return m.st.Tx(ctx, func(tx *mqlite.Tx) error {
-		if len(bodies) == 1 {
-			_, err := outbox.SendOne(tx.Context(), tx.SQL(), queueName, outbox.Message{Body: bodies[0]})
-			return err
-		}
-		msgs := make([]outbox.Message, len(bodies))
-		for i, b := range bodies {
-			msgs[i] = outbox.Message{Body: b}
-		}
-		res, err := outbox.SendBatch(tx.Context(), tx.SQL(), queueName, msgs)
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			if r.Err != nil || r.Duplicate {
-				return fmt.Errorf("slot: duplicate %v, %w", r.Duplicate, r.Err)
-			}
-		}
-		return nil
-	})
+	msgs := make([]outbox.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = outbox.Message{Body: b}
+	}
+	return mqside.Send(ctx, m.st, queueName, msgs)
 }
 
 func (m *mq) drain(ctx context.Context, n, batch int) error {
-	for done := 0; done < n; {
-		msgs, err := m.st.Receive(ctx, queueName, mqlite.ReceiveOptions{Max: batch})
-		if err != nil {
-			return err
-		}
-		if len(msgs) == 0 {
-			return fmt.Errorf("queue empty after %d of %d", done, n)
-		}
-		if len(msgs) == 1 {
-			if err := m.st.Complete(ctx, msgs[0].Lock()); err != nil {
-				return err
-			}
-		} else {
-			locks := make([]mqlite.Lock, len(msgs))
-			for i, msg := range msgs {
-				locks[i] = msg.Lock()
-			}
-			errs, err := m.st.CompleteBatch(ctx, locks)
-			if err != nil {
-				return err
-			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-		}
-		done += len(msgs)
-	}
-	return nil
+	return mqside.Drain(ctx, m.st, queueName, n, batch)
 }
 
 // work: LoopTx, whose step writes the row in the transaction that
@@ -180,7 +139,7 @@ func (m *mq) work(ctx context.Context, n int) error {
 				_, err = sqlTx.ExecContext(ctx, `INSERT INTO done (n) VALUES ($1)`, msg.Seq)
 				return err
 			}, nil
-		}, consumer.LoopConfig{Concurrency: workers, Logger: slog.New(slog.DiscardHandler), Observer: countCompleted(completed)})
+		}, consumer.LoopConfig{Concurrency: workers, Logger: slog.New(slog.DiscardHandler), Observer: mqside.Counter(completed)})
 	}()
 	err := waitCount(ctx, completed, n, "mqlite completed")
 	stop()
@@ -205,16 +164,6 @@ func (m *mq) consume(ctx context.Context, n int, ready func(), got func([]byte))
 	stop()
 	return errors.Join(err, <-ran)
 }
-
-// countCompleted signals each completion.
-type countCompleted chan struct{}
-
-func (c countCompleted) Received(string, int)                                          {}
-func (c countCompleted) Completed(mqlite.Message, time.Duration)                       { c <- struct{}{} }
-func (c countCompleted) Abandoned(mqlite.Message, time.Duration, time.Duration, error) {}
-func (c countCompleted) Rejected(mqlite.Message, time.Duration, error)                 {}
-func (c countCompleted) LockLost(mqlite.Message, error)                                {}
-func (c countCompleted) SettleFailed(mqlite.Message, error)                            {}
 
 // ---- River ----------------------------------------------------------------
 
