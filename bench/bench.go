@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqlite/mqlite/bench/internal/figures"
+	"github.com/mqlite/mqlite/bench/internal/measure"
 	"github.com/mqlite/mqlite/internal/testdb"
 )
 
@@ -122,38 +122,15 @@ func scenarios() []scenario {
 	}
 }
 
-// bodies returns n distinct random bodies of printable ASCII (so that a
-// peer that stores JSON carries them as they are).
-func bodies(rng *rand.Rand, n int) [][]byte {
-	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	out := make([][]byte, n)
-	for i := range out {
-		b := make([]byte, BodySize)
-		for j := range b {
-			b[j] = letters[rng.IntN(len(letters))]
-		}
-		out[i] = b
-	}
-	return out
-}
+// bodies returns n distinct random bodies of BodySize bytes.
+func bodies(rng *rand.Rand, n int) [][]byte { return measure.Bodies(rng, n, BodySize) }
 
 func sendAll(ctx context.Context, in Instance, bs [][]byte, per int) error {
-	for len(bs) > 0 {
-		n := min(per, len(bs))
-		if err := in.Send(ctx, bs[:n]); err != nil {
-			return err
-		}
-		bs = bs[n:]
-	}
-	return nil
+	return measure.SendAll(ctx, in.Send, bs, per)
 }
 
 func sendRate(ctx context.Context, in Instance, bs [][]byte, per int) (float64, error) {
-	start := time.Now()
-	if err := sendAll(ctx, in, bs, per); err != nil {
-		return 0, err
-	}
-	return float64(len(bs)) / time.Since(start).Seconds(), nil
+	return measure.SendRate(ctx, in.Send, bs, per)
 }
 
 func drainRate(ctx context.Context, in Instance, bs [][]byte, batch int) (float64, error) {
@@ -242,7 +219,7 @@ func Run(ctx context.Context, dir string, peers []Peer, sz Sizes, progress io.Wr
 				p := peers[pi]
 				fileN++
 				path := filepath.Join(dir, fmt.Sprintf("%03d-%s.db", fileN, strings.NewReplacer(" ", "-", ",", "", "(", "", ")", "").Replace(p.Name)))
-				v, v99, err := measure(ctx, p, path, sc, sz, rng)
+				v, v99, err := measureOne(ctx, p, path, sc, sz, rng)
 				if err != nil {
 					return nil, fmt.Errorf("%s, %s, run %d: %w", p.Name, sc.name, run+1, err)
 				}
@@ -270,7 +247,7 @@ func Run(ctx context.Context, dir string, peers []Peer, sz Sizes, progress io.Wr
 	return res, nil
 }
 
-func measure(ctx context.Context, p Peer, path string, sc scenario, sz Sizes, rng *rand.Rand) (v, v99 float64, err error) {
+func measureOne(ctx context.Context, p Peer, path string, sc scenario, sz Sizes, rng *rand.Rand) (v, v99 float64, err error) {
 	if sc.p99 && p.NoLatency {
 		return math.NaN(), math.NaN(), nil
 	}
@@ -283,12 +260,12 @@ func measure(ctx context.Context, p Peer, path string, sc scenario, sz Sizes, rn
 		v, err = sc.run(ctx, p, in, sz, rng)
 		return v, 0, err
 	}
-	lat, err := in.Latency(ctx, figures.Arrivals(rng, sz.Latency, sz.Rate))
+	lat, err := in.Latency(ctx, measure.Arrivals(rng, sz.Latency, sz.Rate))
 	if err != nil {
 		return 0, 0, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return ms(figures.Percentile(lat, 50)), ms(figures.Percentile(lat, 99)), nil
+	return ms(measure.Percentile(lat, 50)), ms(measure.Percentile(lat, 99)), nil
 }
 
 func removeDB(path string) error {
@@ -309,7 +286,7 @@ func (r *Result) Markdown(w io.Writer) error {
 	for i, row := range r.Rows {
 		cells := make([]string, len(r.Peers))
 		for j := range r.Peers {
-			cells[j] = figures.Cell(figures.Median(r.Cells[i][j]), r.Units[i])
+			cells[j] = measure.Cell(measure.Median(r.Cells[i][j]), r.Units[i])
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", row, r.Units[i], strings.Join(cells, " | "))
 	}

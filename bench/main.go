@@ -21,7 +21,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/mqlite/mqlite/bench/internal/figures"
+	"github.com/mqlite/mqlite/bench/internal/measure"
 )
 
 func main() {
@@ -63,7 +63,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s, %s, %d cores (%s), %s; %d runs per cell; took %s\n\n",
-		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), figures.CPUModel(),
+		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), measure.CPUModel(),
 		runtime.Version(), sz.Runs, time.Since(started).Round(time.Second))
 	if err := res.Markdown(stdout); err != nil {
 		fmt.Fprintln(stderr, err)

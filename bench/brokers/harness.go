@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqlite/mqlite/bench/internal/figures"
+	"github.com/mqlite/mqlite/bench/internal/measure"
 )
 
 // Sizes are the work of one run.
@@ -209,7 +209,7 @@ func (c *cell) last(latency bool) string {
 	if latency {
 		return fmt.Sprintf("%.2f / %.2f ms", c.p50[len(c.p50)-1], c.p99[len(c.p99)-1])
 	}
-	return fmt.Sprintf("%s/s (%.0f µs CPU)", figures.Commas(c.rates[len(c.rates)-1]), c.cpus[len(c.cpus)-1])
+	return fmt.Sprintf("%s/s (%.0f µs CPU)", measure.Commas(c.rates[len(c.rates)-1]), c.cpus[len(c.cpus)-1])
 }
 
 func (c *cell) String() string {
@@ -219,7 +219,7 @@ func (c *cell) String() string {
 	case len(c.p50) > 0:
 		return fmt.Sprintf("%.2f / %.2f ms", median(c.p50), median(c.p99))
 	case len(c.rates) > 0:
-		return fmt.Sprintf("%s/s (%.0f µs)", figures.Commas(median(c.rates)), median(c.cpus))
+		return fmt.Sprintf("%s/s (%.0f µs)", measure.Commas(median(c.rates)), median(c.cpus))
 	}
 	return "—"
 }

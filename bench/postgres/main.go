@@ -38,7 +38,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqlite/mqlite/bench/internal/figures"
+	"github.com/mqlite/mqlite/bench/internal/measure"
 )
 
 // BodySize is the size of every message body.
@@ -143,7 +143,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	started, load0 := time.Now(), figures.LoadAverage()
+	started, load0 := time.Now(), measure.LoadAverage()
 	res, err := run(ctx, db, ps, rowFilter, sz, progress)
 	err = errors.Join(err, db.drop())
 	if err != nil {
@@ -151,8 +151,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s, %s, %d cores (%s), %s, %s; load average %s at the start, %s at the end; %d runs per cell; took %s\n\n",
-		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), figures.CPUModel(),
-		runtime.Version(), db.server, load0, figures.LoadAverage(), sz.Runs, time.Since(started).Round(time.Second))
+		started.UTC().Format("2006-01-02"), runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), measure.CPUModel(),
+		runtime.Version(), db.server, load0, measure.LoadAverage(), sz.Runs, time.Since(started).Round(time.Second))
 	if err := res.markdown(stdout); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -195,38 +195,15 @@ func rows() []row {
 	}
 }
 
-// bodies returns n distinct random bodies of printable ASCII (so that a
-// side that stores JSON carries them as they are).
-func bodies(rng *rand.Rand, n int) [][]byte {
-	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	out := make([][]byte, n)
-	for i := range out {
-		b := make([]byte, BodySize)
-		for j := range b {
-			b[j] = letters[rng.IntN(len(letters))]
-		}
-		out[i] = b
-	}
-	return out
-}
+// bodies returns n distinct random bodies of BodySize bytes.
+func bodies(rng *rand.Rand, n int) [][]byte { return measure.Bodies(rng, n, BodySize) }
 
 func sendAll(ctx context.Context, in side, bs [][]byte, per int) error {
-	for len(bs) > 0 {
-		n := min(per, len(bs))
-		if err := in.send(ctx, bs[:n]); err != nil {
-			return err
-		}
-		bs = bs[n:]
-	}
-	return nil
+	return measure.SendAll(ctx, in.send, bs, per)
 }
 
 func sendRate(ctx context.Context, in side, bs [][]byte, per int) (float64, error) {
-	start := time.Now()
-	if err := sendAll(ctx, in, bs, per); err != nil {
-		return 0, err
-	}
-	return float64(len(bs)) / time.Since(start).Seconds(), nil
+	return measure.SendRate(ctx, in.send, bs, per)
 }
 
 // timed sends bs as the backlog (100 per transaction, not timed), then
@@ -347,12 +324,12 @@ func measureOne(ctx context.Context, db *benchDB, p peer, r row, sz Sizes, rng *
 		v, err = r.measure(ctx, p, url, in, sz, rng)
 		return v, 0, err
 	}
-	lat, err := latency(ctx, p, url, in, figures.Arrivals(rng, sz.Latency, sz.Rate))
+	lat, err := latency(ctx, p, url, in, measure.Arrivals(rng, sz.Latency, sz.Rate))
 	if err != nil {
 		return 0, 0, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return ms(figures.Percentile(lat, 50)), ms(figures.Percentile(lat, 99)), nil
+	return ms(measure.Percentile(lat, 50)), ms(measure.Percentile(lat, 99)), nil
 }
 
 // latency starts the consumer process of p on url, waits until it runs,
@@ -498,7 +475,7 @@ func (r *result) markdown(w io.Writer) error {
 	for i, name := range r.rows {
 		cells := []string{name, r.units[i]}
 		for j := range r.peers {
-			cells = append(cells, figures.Cell(figures.Median(r.cells[i][j]), r.units[i]))
+			cells = append(cells, measure.Cell(measure.Median(r.cells[i][j]), r.units[i]))
 		}
 		if mi >= 0 {
 			for j := range r.peers {
@@ -506,7 +483,7 @@ func (r *result) markdown(w io.Writer) error {
 					continue
 				}
 				ratio := "—"
-				if m, o := figures.Median(r.cells[i][mi]), figures.Median(r.cells[i][j]); r.units[i] != "ms" && o > 0 {
+				if m, o := measure.Median(r.cells[i][mi]), measure.Median(r.cells[i][j]); r.units[i] != "ms" && o > 0 {
 					ratio = fmt.Sprintf("%.2fx", m/o)
 				}
 				cells = append(cells, ratio)

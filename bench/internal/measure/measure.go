@@ -1,9 +1,10 @@
-// Package figures holds what the benchmark commands of this module share to
-// turn measurements into a table: medians, percentiles, Poisson arrivals,
-// the cells' formatting and the machine's description.
-package figures
+// Package measure holds what the benchmark commands of this module share:
+// the bodies and their sending, Poisson arrivals, medians and percentiles,
+// the table's cells and the machine's description.
+package measure
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,6 +13,43 @@ import (
 	"strings"
 	"time"
 )
+
+// Bodies returns n distinct random bodies of size printable ASCII bytes
+// (so that a side that stores JSON carries them as they are).
+func Bodies(rng *rand.Rand, n, size int) [][]byte {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	out := make([][]byte, n)
+	for i := range out {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = letters[rng.IntN(len(letters))]
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// SendAll sends bs with send, per at a time.
+func SendAll(ctx context.Context, send func(context.Context, [][]byte) error, bs [][]byte, per int) error {
+	for len(bs) > 0 {
+		n := min(per, len(bs))
+		if err := send(ctx, bs[:n]); err != nil {
+			return err
+		}
+		bs = bs[n:]
+	}
+	return nil
+}
+
+// SendRate sends bs with send, per at a time, and returns the messages a
+// second.
+func SendRate(ctx context.Context, send func(context.Context, [][]byte) error, bs [][]byte, per int) (float64, error) {
+	start := time.Now()
+	if err := SendAll(ctx, send, bs, per); err != nil {
+		return 0, err
+	}
+	return float64(len(bs)) / time.Since(start).Seconds(), nil
+}
 
 // Arrivals returns n Poisson arrival offsets at rate per second.
 func Arrivals(rng *rand.Rand, n int, rate float64) []time.Duration {

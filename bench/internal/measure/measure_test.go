@@ -1,4 +1,4 @@
-package figures
+package measure
 
 import (
 	"math"
