@@ -106,6 +106,9 @@ const claimOneSQL = `UPDATE mqlite_messages SET state = 'locked', locked_until =
 	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.priority DESC, m.id LIMIT ?5 + 0)
 	RETURNING ` + claimedColumns
 
+// hotClaimOne is claimOneSQL on the hot path (hot.go).
+var hotClaimOne = hot(claimOneSQL)
+
 // claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
 const claimDeleteSQL = `DELETE FROM mqlite_messages
@@ -311,7 +314,7 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 func claimOne(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
 	token := newToken()
-	c, err := scanClaimed(tx.QueryRowContext(ctx, claimOneSQL,
+	c, err := scanClaimed(hotClaimOne.row(ctx, tx,
 		q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, 1, token), token, r.Now+q.LockDurationMS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -330,6 +333,9 @@ const dueProbeSQL = `SELECT
 	(SELECT min(visible_at) FROM mqlite_messages WHERE queue = ?1 AND state = 'scheduled'),
 	(SELECT min(locked_until) FROM mqlite_messages WHERE queue = ?1 AND state = 'locked')`
 
+// hotDueProbe is dueProbeSQL on the hot path (hot.go).
+var hotDueProbe = hot(dueProbeSQL)
+
 // MakeClaimable promotes the queue's due scheduled messages and reaps its
 // expired leases. It writes nothing when nothing is due.
 func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
@@ -340,7 +346,7 @@ func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
 // when nothing of the queue is due.
 func makeClaimable(ctx context.Context, tx DBTX, q Queue, now int64, bounds *DueBounds) error {
 	var sched, locked sql.NullInt64
-	if err := tx.QueryRowContext(ctx, dueProbeSQL, q.Name).Scan(&sched, &locked); err != nil {
+	if err := hotDueProbe.row(ctx, tx, q.Name).Scan(&sched, &locked); err != nil {
 		return fmt.Errorf("probe due: %w", err)
 	}
 	due := sched.Valid && sched.Int64 <= now

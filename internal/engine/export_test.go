@@ -14,3 +14,16 @@ func CompleteManyAs(ctx context.Context, tx DBTX, locks []Settlement, now int64,
 	}
 	return CompleteMany(ctx, tx, locks, now)
 }
+
+// HotLevers turns the hot path's levers on or off (hot.go): the
+// statements through the driver, and BEGIN/COMMIT by slot.
+func HotLevers(statements, beginCommit bool) {
+	var off uint32
+	if !statements {
+		off |= hotStatements
+	}
+	if !beginCommit {
+		off |= hotBeginCommit
+	}
+	hotOff.Store(off)
+}
