@@ -141,6 +141,14 @@ const (
 	RETURNING ` + returning
 )
 
+// The claims of several messages on the hot path (hot.go).
+var (
+	hotClaim             = hot(claimSQL)
+	hotClaimDelete       = hot(claimDeleteSQL)
+	hotClaimBudget       = hot(claimBudgetSQL)
+	hotClaimDeleteBudget = hot(claimDeleteBudgetSQL)
+)
+
 // promoteDueSQL makes the queue's due scheduled messages active. The
 // scheduler sweep runs the same statement over every queue (promoteAllSQL).
 var promoteDueSQL = promoteSQL(`queue = ?1 AND state = 'scheduled' AND visible_at <= ?2`)
@@ -269,30 +277,25 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	if r.Max == 1 && !r.Delete {
 		return claimOne(ctx, tx, r)
 	}
-	query := claimSQL
+	query := hotClaim
 	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max}
 	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
 	switch {
 	case r.Delete && budget:
-		query = claimDeleteBudgetSQL
+		query = hotClaimDeleteBudget
 	case r.Delete:
-		query = claimDeleteSQL
+		query = hotClaimDelete
 	case budget:
-		query = claimBudgetSQL
+		query = hotClaimBudget
 	}
 	if budget {
 		args = append(args, r.MaxBytes)
 	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	defer rows.Close()
 	var out []Row
-	for rows.Next() {
-		c, err := scanRow(rows)
+	if err := query.each(ctx, tx, args, func(row scanner) error {
+		c, err := scanRow(row)
 		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+			return err
 		}
 		if r.Delete {
 			// RETURNING shows the deleted row as it was: count this delivery.
@@ -300,8 +303,8 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 			c.DeliveryCount++
 		}
 		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	// In claim order: the highest priority first, then the lowest seq

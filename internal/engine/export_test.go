@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // CompleteManyAs is CompleteMany in the form the benchmark names: "mixed"
 // (CompleteMany's own choice), "keep" (the rows kept completed, whatever
@@ -26,4 +29,24 @@ func HotLevers(statements, beginCommit bool) {
 		off |= hotBeginCommit
 	}
 	hotOff.Store(off)
+}
+
+// HotPrepared reports whether the store's connection of db has prepared
+// the hot statement of a single send (hot.go): whether a send ran on the
+// hot path.
+func HotPrepared(ctx context.Context, db *sql.DB) (bool, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	var ok bool
+	err = conn.Raw(func(dc any) error {
+		c := dc.(*cachingConn)
+		c.run.Lock()
+		defer c.run.Unlock()
+		ok = hotInsertMessage.slot < len(c.hot) && c.hot[hotInsertMessage.slot] != nil
+		return nil
+	})
+	return ok, err
 }

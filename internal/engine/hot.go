@@ -349,3 +349,70 @@ func assign(d any, v driver.Value) error {
 	}
 	return fmt.Errorf("cannot assign %T to %T", v, d)
 }
+
+// each runs q on db with args and calls fn with each row it returns, in
+// order; fn reads the row (Scan) and runs no statement. It returns fn's
+// first error, or the statement's.
+func (q *hotQuery) each(ctx context.Context, db DBTX, args []any, fn func(scanner) error) error {
+	if c, tx := hotTx(db); c != nil {
+		c.run.Lock()
+		if !txEnded(tx) {
+			err, ran := c.runEach(ctx, q, args, fn)
+			c.run.Unlock()
+			if ran {
+				return err
+			}
+		} else {
+			c.run.Unlock()
+		}
+	}
+	rows, err := db.QueryContext(ctx, q.text, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
+}
+
+// runEach is each on c, c.run held.
+func (c *cachingConn) runEach(ctx context.Context, q *hotQuery, args []any, fn func(scanner) error) (error, bool) {
+	hs, err := c.prepared(ctx, q)
+	if err != nil {
+		return translate(err), true
+	}
+	if !hs.bind(args) {
+		hs.unbind()
+		return nil, false
+	}
+	rows, err := hs.stmt.(driver.StmtQueryContext).QueryContext(ctx, hs.args)
+	hs.unbind()
+	if err != nil {
+		return translate(err), true
+	}
+	if n := len(rows.Columns()); len(hs.dest) != n {
+		hs.dest = make([]driver.Value, n)
+	}
+	r := &hotRow{values: hs.dest}
+	for err == nil {
+		if err = rows.Next(hs.dest); err == nil {
+			err = fn(r)
+		}
+	}
+	clear(hs.dest)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return translate(err), true
+}

@@ -290,6 +290,15 @@ var completeSQLs = bySize(completeChunk, func(n int) [2]string { return [2]strin
 // receiptSQLs holds receiptSQL for every power of two up to completeChunk.
 var receiptSQLs = bySize(completeChunk, receiptSQL)
 
+// hotCompletes and hotReceipts are completeSQLs and receiptSQLs on the hot
+// path (hot.go).
+var (
+	hotCompletes = bySize(completeChunk, func(n int) [2]*hotQuery {
+		return [2]*hotQuery{hot(completeSQLs[n][0]), hot(completeSQLs[n][1])}
+	})
+	hotReceipts = bySize(completeChunk, func(n int) *hotQuery { return hot(receiptSQLs[n]) })
+)
+
 // chunkOf is the statement size for k deliveries: the least power of two
 // that holds them, at most completeChunk.
 func chunkOf(k int) int {
@@ -329,19 +338,14 @@ func completeMany(ctx context.Context, tx DBTX, locks []Settlement, now int64, d
 		for range n - k {
 			args = append(args, nil, nil, nil)
 		}
-		rows, err := tx.QueryContext(ctx, completeSQLs[n][bulk], args...)
-		if err != nil {
-			return nil, fmt.Errorf("complete: %w", err)
-		}
-		for rows.Next() {
+		if err := hotCompletes[n][bulk].each(ctx, tx, args, func(row scanner) error {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("complete: %w", err)
+			if err := row.Scan(&id); err != nil {
+				return err
 			}
 			completed[id] = true
-		}
-		if err := rows.Close(); err != nil {
+			return nil
+		}); err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
 		}
 		rest = rest[k:]
@@ -372,7 +376,7 @@ func completeMany(ctx context.Context, tx DBTX, locks []Settlement, now int64, d
 		for range n - k {
 			args = append(args, nil, nil, nil, nil)
 		}
-		if _, err := tx.ExecContext(ctx, receiptSQLs[n], args...); err != nil {
+		if _, err := hotReceipts[n].exec(ctx, tx, args...); err != nil {
 			return nil, fmt.Errorf("complete: write receipts: %w", err)
 		}
 		done = done[k:]
