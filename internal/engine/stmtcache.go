@@ -24,11 +24,11 @@ type cachingConn struct {
 	// calls (under its own lock of the connection, which the hot path
 	// does not take) and the hot path's (hot.go). hot is the hot
 	// statements, by slot, under run.
-	run    sync.Mutex
-	hot    []*hotStmt
-	mu     sync.Mutex
-	lru    *list.List // of *cachedStmt, most recently used first
-	byKey  map[string]*list.Element
+	run   sync.Mutex
+	hot   []*hotStmt
+	mu    sync.Mutex
+	lru   *list.List // of *cachedStmt, most recently used first
+	byKey map[string]*list.Element
 }
 
 type cachedStmt struct {
