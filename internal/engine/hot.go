@@ -169,27 +169,50 @@ func (hs *hotStmt) bind(args []any) bool {
 // unbind drops the arguments, so that no message outlives its statement.
 func (hs *hotStmt) unbind() { clear(hs.args) }
 
-// runExec runs q on c with args, c.run held.
-func (c *cachingConn) runExec(ctx context.Context, q *hotQuery, args []any) (hotResult, bool, error) {
-	hs, err := c.prepared(ctx, q)
+// onConn runs run on the store's connection when db is a transaction
+// open on it, under the connection's lock, and reports whether run ran
+// the statement (false: db is no such transaction, it has ended, or run
+// declined; the caller then goes through database/sql).
+func onConn(db DBTX, run func(c *cachingConn) bool) bool {
+	c, tx := hotTx(db)
+	if c == nil {
+		return false
+	}
+	c.run.Lock()
+	defer c.run.Unlock()
+	return !txEnded(tx) && run(c)
+}
+
+// bound returns the connection's statement of q with args bound; ok is
+// false when an argument is of a kind the hot path does not take.
+func (c *cachingConn) bound(ctx context.Context, q *hotQuery, args []any) (hs *hotStmt, ok bool, err error) {
+	hs, err = c.prepared(ctx, q)
 	if err != nil {
-		return hotResult{}, true, translate(err)
+		return nil, true, translate(err)
 	}
 	if !hs.bind(args) {
 		hs.unbind()
-		return hotResult{}, false, nil
+		return nil, false, nil
 	}
-	res, err := hs.stmt.(driver.StmtExecContext).ExecContext(ctx, hs.args)
+	return hs, true, nil
+}
+
+// runQuery runs q on c with args and returns its rows, and the statement
+// whose column slice reads them, c.run held; ok as bound's.
+func (c *cachingConn) runQuery(ctx context.Context, q *hotQuery, args []any) (hs *hotStmt, rows driver.Rows, ok bool, err error) {
+	hs, ok, err = c.bound(ctx, q, args)
+	if hs == nil {
+		return nil, nil, ok, err
+	}
+	rows, err = hs.stmt.(driver.StmtQueryContext).QueryContext(ctx, hs.args)
 	hs.unbind()
 	if err != nil {
-		return hotResult{}, true, translate(err)
+		return nil, nil, true, translate(err)
 	}
-	var r hotResult
-	if r.rows, err = res.RowsAffected(); err != nil {
-		return hotResult{}, true, err
+	if n := len(rows.Columns()); len(hs.dest) != n {
+		hs.dest = make([]driver.Value, n)
 	}
-	r.id, err = res.LastInsertId()
-	return r, true, err
+	return hs, rows, true, nil
 }
 
 // hotResult is what an exec of a hot statement reports: the rows it
@@ -198,24 +221,36 @@ type hotResult struct{ rows, id int64 }
 
 // exec runs q on db with args and returns the rows it changed and the last
 // rowid it inserted (as sql.Result has them).
-func (q *hotQuery) exec(ctx context.Context, db DBTX, args ...any) (hotResult, error) {
-	if c, tx := hotTx(db); c != nil {
-		c.run.Lock()
-		if !txEnded(tx) {
-			r, ran, err := c.runExec(ctx, q, args)
-			c.run.Unlock()
-			if ran {
-				return r, err
-			}
-		} else {
-			c.run.Unlock()
+func (q *hotQuery) exec(ctx context.Context, db DBTX, args ...any) (r hotResult, err error) {
+	if onConn(db, func(c *cachingConn) bool {
+		hs, ok, berr := c.bound(ctx, q, args)
+		if hs == nil {
+			err = berr
+			return ok
 		}
+		var res driver.Result
+		res, err = hs.stmt.(driver.StmtExecContext).ExecContext(ctx, hs.args)
+		hs.unbind()
+		if err != nil {
+			err = translate(err)
+			return true
+		}
+		r, err = readResult(res)
+		return true
+	}) {
+		return r, err
 	}
 	res, err := db.ExecContext(ctx, q.text, args...)
 	if err != nil {
 		return hotResult{}, err
 	}
+	return readResult(res)
+}
+
+// readResult reads res's counts.
+func readResult(res driver.Result) (hotResult, error) {
 	var r hotResult
+	var err error
 	if r.rows, err = res.RowsAffected(); err != nil {
 		return hotResult{}, err
 	}
@@ -226,53 +261,75 @@ func (q *hotQuery) exec(ctx context.Context, db DBTX, args ...any) (hotResult, e
 // row runs q on db with args for its first row, which the returned
 // scanner reads like *sql.Row: sql.ErrNoRows when there is none.
 func (q *hotQuery) row(ctx context.Context, db DBTX, args ...any) scanner {
-	if c, tx := hotTx(db); c != nil {
-		c.run.Lock()
-		if !txEnded(tx) {
-			r, ran := c.runRow(ctx, q, args)
-			c.run.Unlock()
-			if ran {
-				return r
-			}
-		} else {
-			c.run.Unlock()
+	r := &hotRow{}
+	if onConn(db, func(c *cachingConn) bool {
+		hs, rows, ok, err := c.runQuery(ctx, q, args)
+		if hs == nil {
+			r.err = err
+			return ok
 		}
+		switch err := rows.Next(hs.dest); {
+		case errors.Is(err, io.EOF):
+			r.err = sql.ErrNoRows
+		case err != nil:
+			r.err = translate(err)
+		default:
+			r.values = append([]driver.Value(nil), hs.dest...)
+		}
+		clear(hs.dest)
+		if cerr := rows.Close(); cerr != nil && r.err == nil {
+			r.err, r.values = translate(cerr), nil
+		}
+		return true
+	}) {
+		return r
 	}
 	return db.QueryRowContext(ctx, q.text, args...)
 }
 
-// runRow runs q on c with args and reads its first row, c.run held.
-func (c *cachingConn) runRow(ctx context.Context, q *hotQuery, args []any) (*hotRow, bool) {
-	hs, err := c.prepared(ctx, q)
+// each runs q on db with args and calls fn with each row it returns, in
+// order; fn reads the row (Scan) and runs no statement. It returns fn's
+// first error, or the statement's.
+func (q *hotQuery) each(ctx context.Context, db DBTX, args []any, fn func(scanner) error) (err error) {
+	if onConn(db, func(c *cachingConn) bool {
+		hs, rows, ok, qerr := c.runQuery(ctx, q, args)
+		if hs == nil {
+			err = qerr
+			return ok
+		}
+		r := &hotRow{values: hs.dest}
+		for err == nil {
+			if err = rows.Next(hs.dest); err == nil {
+				err = fn(r)
+			}
+		}
+		clear(hs.dest)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		err = translate(err)
+		return true
+	}) {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, q.text, args...)
 	if err != nil {
-		return &hotRow{err: translate(err)}, true
+		return err
 	}
-	if !hs.bind(args) {
-		hs.unbind()
-		return nil, false
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			rows.Close()
+			return err
+		}
 	}
-	rows, err := hs.stmt.(driver.StmtQueryContext).QueryContext(ctx, hs.args)
-	hs.unbind()
-	if err != nil {
-		return &hotRow{err: translate(err)}, true
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
 	}
-	if n := len(rows.Columns()); len(hs.dest) != n {
-		hs.dest = make([]driver.Value, n)
-	}
-	r := &hotRow{}
-	switch err := rows.Next(hs.dest); {
-	case errors.Is(err, io.EOF):
-		r.err = sql.ErrNoRows
-	case err != nil:
-		r.err = translate(err)
-	default:
-		r.values = append([]driver.Value(nil), hs.dest...)
-	}
-	clear(hs.dest)
-	if cerr := rows.Close(); cerr != nil && r.err == nil {
-		r.err, r.values = translate(cerr), nil
-	}
-	return r, true
+	return rows.Close()
 }
 
 // hotRow is the first row of a hot statement, or the error that stands in
@@ -348,71 +405,4 @@ func assign(d any, v driver.Value) error {
 		return d.Scan(v)
 	}
 	return fmt.Errorf("cannot assign %T to %T", v, d)
-}
-
-// each runs q on db with args and calls fn with each row it returns, in
-// order; fn reads the row (Scan) and runs no statement. It returns fn's
-// first error, or the statement's.
-func (q *hotQuery) each(ctx context.Context, db DBTX, args []any, fn func(scanner) error) error {
-	if c, tx := hotTx(db); c != nil {
-		c.run.Lock()
-		if !txEnded(tx) {
-			err, ran := c.runEach(ctx, q, args, fn)
-			c.run.Unlock()
-			if ran {
-				return err
-			}
-		} else {
-			c.run.Unlock()
-		}
-	}
-	rows, err := db.QueryContext(ctx, q.text, args...)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			rows.Close()
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
-}
-
-// runEach is each on c, c.run held.
-func (c *cachingConn) runEach(ctx context.Context, q *hotQuery, args []any, fn func(scanner) error) (error, bool) {
-	hs, err := c.prepared(ctx, q)
-	if err != nil {
-		return translate(err), true
-	}
-	if !hs.bind(args) {
-		hs.unbind()
-		return nil, false
-	}
-	rows, err := hs.stmt.(driver.StmtQueryContext).QueryContext(ctx, hs.args)
-	hs.unbind()
-	if err != nil {
-		return translate(err), true
-	}
-	if n := len(rows.Columns()); len(hs.dest) != n {
-		hs.dest = make([]driver.Value, n)
-	}
-	r := &hotRow{values: hs.dest}
-	for err == nil {
-		if err = rows.Next(hs.dest); err == nil {
-			err = fn(r)
-		}
-	}
-	clear(hs.dest)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	return translate(err), true
 }

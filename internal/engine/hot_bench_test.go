@@ -197,7 +197,7 @@ func hotDrainRound(b *testing.B, per, batch int) {
 			if vi == len(hotVariants) {
 				engine.HotLevers(true, true)
 				tallies[vi].measure(hotBlock, func() {
-					if n := rawDrainN(b, db, batch, hotBlock); n != hotBlock {
+					if n := rawDrainN(b, db, batch, hotBlock, nil); n != hotBlock {
 						b.Fatalf("raw drained %d", n)
 					}
 				})
@@ -206,26 +206,11 @@ func hotDrainRound(b *testing.B, per, batch int) {
 			engine.HotLevers(hotVariants[vi].statements, hotVariants[vi].beginCommit)
 			tallies[vi].measure(hotBlock, func() {
 				for n := 0; n < hotBlock; {
-					msgs, err := tb.Store.Receive(bctx, "q", mqlite.ReceiveOptions{Max: batch})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(msgs) == 0 {
+					got := receiveComplete(b, tb.Store, "q", batch, func() {})
+					if got == 0 {
 						b.Fatal("the backlog ran out")
 					}
-					locks := make([]mqlite.Lock, len(msgs))
-					for i, msg := range msgs {
-						locks[i] = msg.Lock()
-					}
-					if batch == 1 {
-						err = tb.Store.Complete(bctx, locks[0])
-					} else {
-						_, err = tb.Store.CompleteBatch(bctx, locks)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					n += len(msgs)
+					n += got
 				}
 			})
 		}
@@ -234,9 +219,10 @@ func hotDrainRound(b *testing.B, per, batch int) {
 	hotReport(b, tallies)
 }
 
-// rawDrainN is rawDrain for n rows: claims of batch rows in one
-// transaction, their deletes in another.
-func rawDrainN(b *testing.B, db *sql.DB, batch, n int) int {
+// rawDrainN drains up to n rows: claims of batch rows (the lowest ids) in
+// one transaction, their deletes in another. wal (nil: none) counts the
+// frames of every commit.
+func rawDrainN(b *testing.B, db *sql.DB, batch, n int, wal *testdb.WALCounter) int {
 	done := 0
 	for done < n {
 		tx, err := db.Begin()
@@ -263,6 +249,9 @@ func rawDrainN(b *testing.B, db *sql.DB, batch, n int) int {
 		if err := tx.Commit(); err != nil {
 			b.Fatal(err)
 		}
+		if wal != nil {
+			wal.Step()
+		}
 		if len(ids) == 0 {
 			return done
 		}
@@ -277,6 +266,9 @@ func rawDrainN(b *testing.B, db *sql.DB, batch, n int) int {
 		}
 		if err := tx.Commit(); err != nil {
 			b.Fatal(err)
+		}
+		if wal != nil {
+			wal.Step()
 		}
 		done += len(ids)
 	}

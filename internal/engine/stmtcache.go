@@ -163,22 +163,25 @@ func (s *lockedStmt) Close() error {
 
 func (s *lockedStmt) NumInput() int { return s.stmt.NumInput() }
 
-// Exec is the legacy form database/sql never calls on a StmtExecContext.
+// Exec is the legacy form, which database/sql never calls on a
+// StmtExecContext: ExecContext with the arguments numbered.
 func (s *lockedStmt) Exec(args []driver.Value) (driver.Result, error) {
-	s.c.run.Lock()
-	defer s.c.run.Unlock()
-	return s.stmt.Exec(args) //nolint:staticcheck // the legacy interface, forwarded
+	return s.ExecContext(context.Background(), numbered(args))
 }
 
-// Query is the legacy form database/sql never calls on a StmtQueryContext.
+// Query is the legacy form, which database/sql never calls on a
+// StmtQueryContext: QueryContext with the arguments numbered.
 func (s *lockedStmt) Query(args []driver.Value) (driver.Rows, error) {
-	s.c.run.Lock()
-	defer s.c.run.Unlock()
-	rows, err := s.stmt.Query(args) //nolint:staticcheck // the legacy interface, forwarded
-	if err != nil {
-		return nil, err
+	return s.QueryContext(context.Background(), numbered(args))
+}
+
+// numbered is args as positional named values.
+func numbered(args []driver.Value) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(args))
+	for i, v := range args {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
 	}
-	return &releasingRows{Rows: rows, c: s.c}, nil
+	return out
 }
 
 func (s *lockedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
