@@ -155,12 +155,14 @@ type lockedStmt struct {
 	c    *cachingConn
 }
 
+// Close finalizes the statement.
 func (s *lockedStmt) Close() error {
 	s.c.run.Lock()
 	defer s.c.run.Unlock()
 	return s.stmt.Close()
 }
 
+// NumInput is the driver's count of the statement's parameters.
 func (s *lockedStmt) NumInput() int { return s.stmt.NumInput() }
 
 // Exec is the legacy form, which database/sql never calls on a
@@ -184,6 +186,7 @@ func numbered(args []driver.Value) []driver.NamedValue {
 	return out
 }
 
+// ExecContext runs the statement under the connection's lock.
 func (s *lockedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.run.Lock()
 	defer s.c.run.Unlock()
@@ -191,6 +194,8 @@ func (s *lockedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) 
 	return res, translate(err)
 }
 
+// QueryContext runs the statement under the connection's lock; its
+// rows step under it too.
 func (s *lockedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.c.run.Lock()
 	defer s.c.run.Unlock()
