@@ -106,6 +106,9 @@ const claimOneSQL = `UPDATE mqlite_messages SET state = 'locked', locked_until =
 	WHERE id = (SELECT m.id FROM mqlite_messages m WHERE ` + eligible + ` ORDER BY m.priority DESC, m.id LIMIT ?5 + 0)
 	RETURNING ` + claimedColumns
 
+// hotClaimOne is claimOneSQL on the hot path (hot.go).
+var hotClaimOne = hot(claimOneSQL)
+
 // claimDeleteSQL is the receive-and-delete claim: the row leaves in the same
 // statement, so there is no lease and no token.
 const claimDeleteSQL = `DELETE FROM mqlite_messages
@@ -136,6 +139,14 @@ const (
 	claimDeleteBudgetSQL = `DELETE FROM mqlite_messages
 	WHERE id IN (` + budgetSQL + `)
 	RETURNING ` + returning
+)
+
+// The claims of several messages on the hot path (hot.go).
+var (
+	hotClaim             = hot(claimSQL)
+	hotClaimDelete       = hot(claimDeleteSQL)
+	hotClaimBudget       = hot(claimBudgetSQL)
+	hotClaimDeleteBudget = hot(claimDeleteBudgetSQL)
 )
 
 // promoteDueSQL makes the queue's due scheduled messages active. The
@@ -266,30 +277,25 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	if r.Max == 1 && !r.Delete {
 		return claimOne(ctx, tx, r)
 	}
-	query := claimSQL
+	query := hotClaim
 	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, r.Max}
 	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
 	switch {
 	case r.Delete && budget:
-		query = claimDeleteBudgetSQL
+		query = hotClaimDeleteBudget
 	case r.Delete:
-		query = claimDeleteSQL
+		query = hotClaimDelete
 	case budget:
-		query = claimBudgetSQL
+		query = hotClaimBudget
 	}
 	if budget {
 		args = append(args, r.MaxBytes)
 	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	defer rows.Close()
 	var out []Row
-	for rows.Next() {
-		c, err := scanRow(rows)
+	if err := query.each(ctx, tx, args, func(row scanner) error {
+		c, err := scanRow(row)
 		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+			return err
 		}
 		if r.Delete {
 			// RETURNING shows the deleted row as it was: count this delivery.
@@ -297,8 +303,8 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 			c.DeliveryCount++
 		}
 		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	// In claim order: the highest priority first, then the lowest seq
@@ -311,7 +317,7 @@ func claimUpTo(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 func claimOne(ctx context.Context, tx DBTX, r ClaimRequest) ([]Row, error) {
 	q := r.Queue
 	token := newToken()
-	c, err := scanClaimed(tx.QueryRowContext(ctx, claimOneSQL,
+	c, err := scanClaimed(hotClaimOne.row(ctx, tx,
 		q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, 1, token), token, r.Now+q.LockDurationMS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -330,6 +336,9 @@ const dueProbeSQL = `SELECT
 	(SELECT min(visible_at) FROM mqlite_messages WHERE queue = ?1 AND state = 'scheduled'),
 	(SELECT min(locked_until) FROM mqlite_messages WHERE queue = ?1 AND state = 'locked')`
 
+// hotDueProbe is dueProbeSQL on the hot path (hot.go).
+var hotDueProbe = hot(dueProbeSQL)
+
 // MakeClaimable promotes the queue's due scheduled messages and reaps its
 // expired leases. It writes nothing when nothing is due.
 func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
@@ -340,7 +349,7 @@ func MakeClaimable(ctx context.Context, tx DBTX, q Queue, now int64) error {
 // when nothing of the queue is due.
 func makeClaimable(ctx context.Context, tx DBTX, q Queue, now int64, bounds *DueBounds) error {
 	var sched, locked sql.NullInt64
-	if err := tx.QueryRowContext(ctx, dueProbeSQL, q.Name).Scan(&sched, &locked); err != nil {
+	if err := hotDueProbe.row(ctx, tx, q.Name).Scan(&sched, &locked); err != nil {
 		return fmt.Errorf("probe due: %w", err)
 	}
 	due := sched.Valid && sched.Int64 <= now

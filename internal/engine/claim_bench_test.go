@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -75,28 +76,11 @@ func BenchmarkDrain(b *testing.B) {
 				start, cpu := time.Now(), testdb.CPUTime()
 				n := 0
 				for {
-					msgs, err := tb.Store.Receive(bctx, "q", mqlite.ReceiveOptions{Max: batch})
-					if err != nil {
-						b.Fatal(err)
-					}
-					wal.Step()
-					if len(msgs) == 0 {
+					got := receiveComplete(b, tb.Store, "q", batch, wal.Step)
+					if got == 0 {
 						break
 					}
-					locks := make([]mqlite.Lock, len(msgs))
-					for i, m := range msgs {
-						locks[i] = m.Lock()
-					}
-					if batch == 1 {
-						err = tb.Store.Complete(bctx, locks[0])
-					} else {
-						_, err = tb.Store.CompleteBatch(bctx, locks)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					wal.Step()
-					n += len(msgs)
+					n += got
 				}
 				if n != drainBacklog {
 					b.Fatalf("drained %d", n)
@@ -132,53 +116,38 @@ func rawFill(b *testing.B, db *sql.DB, n int) {
 }
 
 // rawDrain claims batch rows (the lowest ids) in one transaction and deletes
-// them in another, like Receive followed by a settlement.
+// them in another, like Receive followed by a settlement, until none is
+// left.
 func rawDrain(b *testing.B, db *sql.DB, batch int, wal *testdb.WALCounter) int {
-	n := 0
-	for {
-		tx, err := db.Begin()
-		if err != nil {
-			b.Fatal(err)
-		}
-		rows, err := tx.Query(`UPDATE raw SET state = 'locked' WHERE id IN
-			(SELECT id FROM raw WHERE queue = 'q' AND state = 'ready' ORDER BY id LIMIT ?) RETURNING id, body`, batch)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			var body []byte
-			if err := rows.Scan(&id, &body); err != nil {
-				b.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
-		}
-		wal.Step()
-		if len(ids) == 0 {
-			return n
-		}
-		tx, err = db.Begin()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, id := range ids {
-			if _, err := tx.Exec(`DELETE FROM raw WHERE id = ?`, id); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
-		}
-		wal.Step()
-		n += len(ids)
+	return rawDrainN(b, db, batch, math.MaxInt, wal)
+}
+
+// receiveComplete receives up to batch messages of the queue q and
+// completes them (Complete for one, CompleteBatch for more), calling step
+// after each of the two calls, and returns how many it received.
+func receiveComplete(b *testing.B, st *mqlite.Store, q string, batch int, step func()) int {
+	msgs, err := st.Receive(bctx, q, mqlite.ReceiveOptions{Max: batch})
+	if err != nil {
+		b.Fatal(err)
 	}
+	step()
+	if len(msgs) == 0 {
+		return 0
+	}
+	locks := make([]mqlite.Lock, len(msgs))
+	for i, m := range msgs {
+		locks[i] = m.Lock()
+	}
+	if batch == 1 {
+		err = st.Complete(bctx, locks[0])
+	} else {
+		_, err = st.CompleteBatch(bctx, locks)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	step()
+	return len(msgs)
 }
 
 // BenchmarkClaimCost claims (and abandons) the one claimable message of a

@@ -70,6 +70,13 @@ const insertDedup = `INSERT OR REPLACE INTO mqlite_dedup (queue, key, seq, conte
 // insertBody writes the body of a message whose row keeps none.
 const insertBody = `INSERT INTO mqlite_message_bodies (id, body) VALUES (?, ?)`
 
+// The hot statements of a send (hot.go).
+var (
+	hotInsertMessage = hot(insertMessage)
+	hotInsertDedup   = hot(insertDedup)
+	hotInsertBody    = hot(insertBody)
+)
+
 // dedupKey is the dedup key of a message: its MessageID as TEXT, or its
 // content key (contentKey) as a BLOB when it has none. The two kinds never meet:
 // SQLite never finds a TEXT equal to a BLOB (the dedup table's key is ANY).
@@ -286,31 +293,24 @@ func insertOne(ctx context.Context, db DBTX, r oneRow) (int64, int64, error) {
 	if r.shape.fifo {
 		ordering = "fifo"
 	}
-	res, err := db.ExecContext(ctx, insertMessage, queue, nullString(m.MessageID), r.group,
+	res, err := hotInsertMessage.exec(ctx, db, queue, nullString(m.MessageID), r.group,
 		nullString(m.Subject), m.DeliverAt, m.TTLMS, nullString(m.Properties), r.ckey, r.body, r.key, m.Size(), len(m.Body),
 		ordering, r.shape.windowMS, r.shape.byBody, m.Priority)
-	if err != nil {
+	if err != nil || res.rows == 0 {
 		return 0, 0, interpret("send", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil || n == 0 {
-		return 0, 0, interpret("send", err)
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return 0, 0, interpret("send", err)
-	}
+	seq := res.id
 	if r.key != nil && r.shape.windowMS > 0 {
 		var orig []byte // a content key is its own: the row keeps none
 		if m.MessageID != "" {
 			orig = r.ckey
 		}
-		if _, err := db.ExecContext(ctx, insertDedup, queue, r.key, seq, orig, r.shape.windowMS); err != nil {
+		if _, err := hotInsertDedup.exec(ctx, db, queue, r.key, seq, orig, r.shape.windowMS); err != nil {
 			return 0, 0, interpret("send", err)
 		}
 	}
 	if r.body == nil {
-		if _, err := db.ExecContext(ctx, insertBody, seq, m.Body); err != nil {
+		if _, err := hotInsertBody.exec(ctx, db, seq, m.Body); err != nil {
 			return 0, 0, interpret("send", err)
 		}
 	}

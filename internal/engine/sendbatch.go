@@ -157,7 +157,7 @@ func sendBatch(ctx context.Context, db DBTX, name string, t target, msgs []SendM
 // earlier slot's key is its duplicate), and inserts the rest in one
 // statement.
 func sendChunk(ctx context.Context, db DBTX, name string, t target, chunk []pending, out []SendResult) error {
-	sqls := chunkSQLs[len(chunk)]
+	sqls := hotChunks[len(chunk)]
 	type seen struct {
 		seq  int64 // 0: a slot of this chunk, not yet numbered
 		slot int   // that slot
@@ -174,20 +174,15 @@ func sendChunk(ctx context.Context, db DBTX, name string, t target, chunk []pend
 		for i, p := range chunk {
 			args[1+i] = p.key
 		}
-		rows, err := db.QueryContext(ctx, sqls[1], args...)
-		if err != nil {
-			return interpret("send", err)
-		}
-		for rows.Next() {
+		if err := sqls[1].each(ctx, db, args, func(row scanner) error {
 			var k any
 			var s seen
-			if err := rows.Scan(&k, &s.seq, &s.ckey); err != nil {
-				rows.Close()
-				return interpret("send", err)
+			if err := row.Scan(&k, &s.seq, &s.ckey); err != nil {
+				return err
 			}
 			found[keyOf(k)] = s
-		}
-		if err := rows.Close(); err != nil {
+			return nil
+		}); err != nil {
 			return interpret("send", err)
 		}
 	}
@@ -234,7 +229,7 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 			n /= 2
 		}
 		var first int64
-		if err := db.QueryRowContext(ctx, `SELECT `+nextSeq).Scan(&first); err != nil {
+		if err := hotNextSeq.row(ctx, db).Scan(&first); err != nil {
 			return interpret("send", err)
 		}
 		args := make([]any, 1, 1+n*rowParams)
@@ -247,16 +242,12 @@ func insertChunk(ctx context.Context, db DBTX, name string, t target, fresh []pe
 			args = append(args, p.m.DeliverAt, p.m.TTLMS, nullString(p.m.MessageID), nullString(p.m.Subject),
 				nullString(p.m.Properties), p.ckey, body, first+int64(i), p.m.Priority)
 		}
-		res, err := db.ExecContext(ctx, chunkSQLs[n][0], args...)
+		res, err := hotChunks[n][0].exec(ctx, db, args...)
 		if err != nil {
 			return interpret("send", err)
 		}
-		count, err := res.RowsAffected()
-		if err != nil {
-			return interpret("send", err)
-		}
-		if count != int64(n) {
-			return fmt.Errorf("send: a multi-row insert of %d messages wrote %d", n, count)
+		if res.rows != int64(n) {
+			return fmt.Errorf("send: a multi-row insert of %d messages wrote %d", n, res.rows)
 		}
 		for i, p := range fresh[:n] {
 			seq := first + int64(i)
@@ -300,6 +291,16 @@ func dedupSQL(n int) string {
 // dedupSQLs holds dedupSQL for every power of two up to maxChunk.
 var dedupSQLs = bySize(maxChunk, dedupSQL)
 
+// The hot statements of a batch (hot.go): chunkSQLs' and dedupSQLs', and
+// the next seq.
+var (
+	hotChunks = bySize(maxChunk, func(n int) [2]*hotQuery {
+		return [2]*hotQuery{hot(chunkSQLs[n][0]), hot(chunkSQLs[n][1])}
+	})
+	hotDedups  = bySize(maxChunk, func(n int) *hotQuery { return hot(dedupSQLs[n]) })
+	hotNextSeq = hot(`SELECT ` + nextSeq)
+)
+
 // insertDedups writes the dedup rows of the slots of inserted that have a
 // key, numbered in out, with one statement (inserted holds at most
 // maxChunk slots).
@@ -324,7 +325,7 @@ func insertDedups(ctx context.Context, db DBTX, name string, t target, inserted 
 	for range n - k {
 		args = append(args, nil, nil, nil)
 	}
-	if _, err := db.ExecContext(ctx, dedupSQLs[n], args...); err != nil {
+	if _, err := hotDedups[n].exec(ctx, db, args...); err != nil {
 		return interpret("send", err)
 	}
 	return nil

@@ -42,6 +42,23 @@ var settleSQL = map[Op]string{
 		delivery_count = max(delivery_count - 1, 0) WHERE ` + fence,
 }
 
+// hotSettle is settleSQL on the hot path (hot.go), and hotReceipt the
+// receipt a settlement other than a completion writes.
+var (
+	hotSettle  = hotMap(settleSQL)
+	hotReceipt = hot(`INSERT OR REPLACE INTO mqlite_settlement_receipts
+		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`)
+)
+
+// hotMap is the hot statements of the texts of m, under the same keys.
+func hotMap[K comparable](m map[K]string) map[K]*hotQuery {
+	out := make(map[K]*hotQuery, len(m))
+	for k, text := range m {
+		out[k] = hot(text)
+	}
+	return out
+}
+
 // completedReceipt finds the completed message a completion of (?1 queue,
 // ?2 seq, ?3 token) left within the receipts' time of ?4 (now).
 var completedReceipt = `SELECT 1 FROM mqlite_messages
@@ -61,7 +78,7 @@ func Settle(ctx context.Context, tx DBTX, s Settlement) error {
 // settle is Settle, with unmatched answering a settlement whose fence
 // matched no row.
 func settle(ctx context.Context, tx DBTX, s Settlement, unmatched func(context.Context, DBTX, Settlement) error) error {
-	query, ok := settleSQL[s.Op]
+	query, ok := hotSettle[s.Op]
 	if !ok {
 		return fmt.Errorf("settle: unknown operation %q", s.Op)
 	}
@@ -76,22 +93,17 @@ func settle(ctx context.Context, tx DBTX, s Settlement, unmatched func(context.C
 	case OpReject:
 		args = append(args, s.Reason, s.Description, s.Worker)
 	}
-	res, err := tx.ExecContext(ctx, query, args...)
+	res, err := query.exec(ctx, tx, args...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Op, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.Op, err)
-	}
-	if n == 0 {
+	if res.rows == 0 {
 		return unmatched(ctx, tx, s)
 	}
 	if s.Op == OpComplete {
 		return nil // the completed message is the receipt
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mqlite_settlement_receipts
-		(queue, seq, lock_token, operation, args, expires_at) VALUES (?, ?, unhex(?), ?, ?, ?)`,
+	if _, err := hotReceipt.exec(ctx, tx,
 		s.Queue, s.Seq, s.Token, string(s.Op), receiptArgs(s), s.Now+ReceiptTTLMS); err != nil {
 		return fmt.Errorf("%s: write receipt: %w", s.Op, err)
 	}
@@ -161,20 +173,19 @@ var completeTxSQL = `UPDATE mqlite_messages SET ` + settledSet("mqlite_now()") +
 	WHERE id = (SELECT ?1 WHERE mqlite_settling('` + string(OpComplete) + `', ?2, ?1, ?3) IS NOT NULL)
 	  AND queue = ?2 AND lock_token = ?3 AND state = 'locked' AND locked_until > mqlite_now()`
 
+// hotCompleteTx is completeTxSQL on the hot path (hot.go).
+var hotCompleteTx = hot(completeTxSQL)
+
 // CompleteTx is SettleTx of a completion (s.Op and s.Now are ignored):
 // completeTxSQL, then, when it completed nothing, alreadySettled at the
 // store's now.
 func CompleteTx(ctx context.Context, tx DBTX, s Settlement) error {
 	s.Op = OpComplete
-	res, err := tx.ExecContext(ctx, completeTxSQL, s.Seq, s.Queue, s.Token)
+	res, err := hotCompleteTx.exec(ctx, tx, s.Seq, s.Queue, s.Token)
 	if err != nil {
 		return interpret(string(s.Op), err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.Op, err)
-	}
-	if n > 0 {
+	if res.rows > 0 {
 		return nil // the completed message is the receipt
 	}
 	if err := tx.QueryRowContext(ctx, `SELECT mqlite_now()`).Scan(&s.Now); err != nil {
@@ -187,13 +198,16 @@ func CompleteTx(ctx context.Context, tx DBTX, s Settlement) error {
 // lower(hex(randomblob(16))) (driver.IsToken).
 var isToken = driver.IsToken
 
+// hotRenew is the renewal of a lease, on the hot path (hot.go).
+var hotRenew = hot(`UPDATE mqlite_messages
+	SET locked_until = ?4 + (SELECT lock_duration_ms FROM mqlite_queues WHERE name = ?2)
+	WHERE ` + fence + ` RETURNING locked_until`)
+
 // Renew extends a live lease by the queue's lock duration from now and
 // returns the new expiry. It never revives an expired lease.
 func Renew(ctx context.Context, tx DBTX, r RenewRequest) (int64, error) {
 	var until int64
-	err := tx.QueryRowContext(ctx, `UPDATE mqlite_messages
-		SET locked_until = ?4 + (SELECT lock_duration_ms FROM mqlite_queues WHERE name = ?2)
-		WHERE `+fence+` RETURNING locked_until`, r.Seq, r.Queue, r.Token, r.Now).Scan(&until)
+	err := hotRenew.row(ctx, tx, r.Seq, r.Queue, r.Token, r.Now).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("renew %s/%d: %w", r.Queue, r.Seq, errs.ErrLockLost)
 	}
@@ -276,6 +290,15 @@ var completeSQLs = bySize(completeChunk, func(n int) [2]string { return [2]strin
 // receiptSQLs holds receiptSQL for every power of two up to completeChunk.
 var receiptSQLs = bySize(completeChunk, receiptSQL)
 
+// hotCompletes and hotReceipts are completeSQLs and receiptSQLs on the hot
+// path (hot.go).
+var (
+	hotCompletes = bySize(completeChunk, func(n int) [2]*hotQuery {
+		return [2]*hotQuery{hot(completeSQLs[n][0]), hot(completeSQLs[n][1])}
+	})
+	hotReceipts = bySize(completeChunk, func(n int) *hotQuery { return hot(receiptSQLs[n]) })
+)
+
 // chunkOf is the statement size for k deliveries: the least power of two
 // that holds them, at most completeChunk.
 func chunkOf(k int) int {
@@ -315,19 +338,14 @@ func completeMany(ctx context.Context, tx DBTX, locks []Settlement, now int64, d
 		for range n - k {
 			args = append(args, nil, nil, nil)
 		}
-		rows, err := tx.QueryContext(ctx, completeSQLs[n][bulk], args...)
-		if err != nil {
-			return nil, fmt.Errorf("complete: %w", err)
-		}
-		for rows.Next() {
+		if err := hotCompletes[n][bulk].each(ctx, tx, args, func(row scanner) error {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("complete: %w", err)
+			if err := row.Scan(&id); err != nil {
+				return err
 			}
 			completed[id] = true
-		}
-		if err := rows.Close(); err != nil {
+			return nil
+		}); err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
 		}
 		rest = rest[k:]
@@ -358,7 +376,7 @@ func completeMany(ctx context.Context, tx DBTX, locks []Settlement, now int64, d
 		for range n - k {
 			args = append(args, nil, nil, nil, nil)
 		}
-		if _, err := tx.ExecContext(ctx, receiptSQLs[n], args...); err != nil {
+		if _, err := hotReceipts[n].exec(ctx, tx, args...); err != nil {
 			return nil, fmt.Errorf("complete: write receipts: %w", err)
 		}
 		done = done[k:]

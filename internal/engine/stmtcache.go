@@ -20,9 +20,15 @@ const stmtCacheSize = 128
 type cachingConn struct {
 	driver.Conn
 	closed func() // called after the connection closed; may be nil
-	mu     sync.Mutex
-	lru    *list.List // of *cachedStmt, most recently used first
-	byKey  map[string]*list.Element
+	// run serializes the statements of the connection: database/sql's
+	// calls (under its own lock of the connection, which the hot path
+	// does not take) and the hot path's (hot.go). hot is the hot
+	// statements, by slot, under run.
+	run   sync.Mutex
+	hot   []*hotStmt
+	mu    sync.Mutex
+	lru   *list.List // of *cachedStmt, most recently used first
+	byKey map[string]*list.Element
 }
 
 type cachedStmt struct {
@@ -64,6 +70,8 @@ func (c *cachingConn) Unwrap() driver.Conn { return c.Conn }
 // write transaction begins IMMEDIATE, as the connection's _txlock says; a
 // read-only one DEFERRED. Other options go to the driver.
 func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.run.Lock()
+	defer c.run.Unlock()
 	if opts.Isolation != driver.IsolationLevel(0) {
 		tx, err := c.raw().BeginTx(ctx, opts)
 		if err != nil {
@@ -71,11 +79,11 @@ func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 		}
 		return translatingTx{tx}, nil
 	}
-	begin := "BEGIN IMMEDIATE"
+	begin := hotBeginWrite
 	if opts.ReadOnly {
-		begin = "BEGIN"
+		begin = hotBeginRead
 	}
-	if _, err := c.exec(ctx, begin, nil); err != nil {
+	if err := c.execHot(ctx, begin); err != nil {
 		return nil, translate(err)
 	}
 	return &cachedTx{c: c, ctx: ctx}, nil
@@ -93,9 +101,11 @@ type cachedTx struct {
 // busy lock): it is then rolled back, so that the connection goes back to
 // database/sql without one, and the commit's error is returned.
 func (t *cachedTx) Commit() error {
-	_, err := t.c.exec(t.ctx, "COMMIT", nil)
+	t.c.run.Lock()
+	defer t.c.run.Unlock()
+	err := t.c.execHot(t.ctx, hotCommit)
 	if err != nil {
-		_, _ = t.c.exec(context.Background(), "ROLLBACK", nil) // fails when the COMMIT ended the transaction
+		_ = t.c.execHot(context.Background(), hotRollback) // fails when the COMMIT ended the transaction
 	}
 	return translate(err)
 }
@@ -103,8 +113,23 @@ func (t *cachedTx) Commit() error {
 // Rollback rolls back, whatever the context: database/sql rolls back when
 // it is done.
 func (t *cachedTx) Rollback() error {
-	_, err := t.c.exec(context.Background(), "ROLLBACK", nil)
-	return translate(err)
+	t.c.run.Lock()
+	defer t.c.run.Unlock()
+	return translate(t.c.execHot(context.Background(), hotRollback))
+}
+
+// execHot runs the hot statement q, which takes no argument, c.run held.
+func (c *cachingConn) execHot(ctx context.Context, q *hotQuery) error {
+	if hotOff.Load()&hotBeginCommit != 0 {
+		_, err := c.exec(ctx, q.text, nil)
+		return err
+	}
+	hs, err := c.prepared(ctx, q)
+	if err != nil {
+		return err
+	}
+	_, err = hs.stmt.(driver.StmtExecContext).ExecContext(ctx, nil)
+	return err
 }
 
 // translatingTx gives a failed commit or rollback its sentinel (translate).
@@ -114,12 +139,84 @@ func (t translatingTx) Commit() error   { return translate(t.Tx.Commit()) }
 func (t translatingTx) Rollback() error { return translate(t.Tx.Rollback()) }
 
 func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.raw().PrepareContext(ctx, query)
+	c.run.Lock()
+	defer c.run.Unlock()
+	st, err := c.raw().PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return &lockedStmt{stmt: st, c: c}, nil
 }
 
-func (c *cachingConn) Ping(ctx context.Context) error { return c.raw().Ping(ctx) }
+// lockedStmt is a statement the application prepared: it runs under the
+// connection's lock, like every other statement of the connection.
+type lockedStmt struct {
+	stmt driver.Stmt
+	c    *cachingConn
+}
 
-func (c *cachingConn) ResetSession(ctx context.Context) error { return c.raw().ResetSession(ctx) }
+// Close finalizes the statement.
+func (s *lockedStmt) Close() error {
+	s.c.run.Lock()
+	defer s.c.run.Unlock()
+	return s.stmt.Close()
+}
+
+// NumInput is the driver's count of the statement's parameters.
+func (s *lockedStmt) NumInput() int { return s.stmt.NumInput() }
+
+// Exec is the legacy form, which database/sql never calls on a
+// StmtExecContext: ExecContext with the arguments numbered.
+func (s *lockedStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return s.ExecContext(context.Background(), numbered(args))
+}
+
+// Query is the legacy form, which database/sql never calls on a
+// StmtQueryContext: QueryContext with the arguments numbered.
+func (s *lockedStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return s.QueryContext(context.Background(), numbered(args))
+}
+
+// numbered is args as positional named values.
+func numbered(args []driver.Value) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(args))
+	for i, v := range args {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return out
+}
+
+// ExecContext runs the statement under the connection's lock.
+func (s *lockedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.c.run.Lock()
+	defer s.c.run.Unlock()
+	res, err := s.stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	return res, translate(err)
+}
+
+// QueryContext runs the statement under the connection's lock; its
+// rows step under it too.
+func (s *lockedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.c.run.Lock()
+	defer s.c.run.Unlock()
+	rows, err := s.stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	if err != nil {
+		return nil, translate(err)
+	}
+	return &releasingRows{Rows: rows, c: s.c}, nil
+}
+
+func (c *cachingConn) Ping(ctx context.Context) error {
+	c.run.Lock()
+	defer c.run.Unlock()
+	return c.raw().Ping(ctx)
+}
+
+func (c *cachingConn) ResetSession(ctx context.Context) error {
+	c.run.Lock()
+	defer c.run.Unlock()
+	return c.raw().ResetSession(ctx)
+}
 
 func (c *cachingConn) IsValid() bool { return c.raw().IsValid() }
 
@@ -167,6 +264,8 @@ func (c *cachingConn) release(cs *cachedStmt) {
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.run.Lock()
+	defer c.run.Unlock()
 	res, err := c.exec(ctx, query, args)
 	return res, translate(err)
 }
@@ -184,6 +283,8 @@ func (c *cachingConn) exec(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.run.Lock()
+	defer c.run.Unlock()
 	rows, err := c.query(ctx, query, args)
 	return rows, translate(err)
 }
@@ -194,18 +295,30 @@ func (c *cachingConn) query(ctx context.Context, query string, args []driver.Nam
 		return nil, err
 	}
 	if cs == nil {
-		return c.raw().QueryContext(ctx, query, args)
+		rows, err := c.raw().QueryContext(ctx, query, args)
+		if err != nil {
+			return nil, err
+		}
+		return &releasingRows{Rows: rows, c: c}, nil
 	}
 	rows, err := cs.stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 	if err != nil {
 		c.release(cs)
 		return nil, err
 	}
-	return &releasingRows{Rows: rows, release: func() { c.release(cs) }}, nil
+	return &releasingRows{Rows: rows, c: c, cs: cs}, nil
 }
 
 // Close finalizes every cached statement, then closes the connection.
 func (c *cachingConn) Close() error {
+	c.run.Lock()
+	defer c.run.Unlock()
+	for _, hs := range c.hot {
+		if hs != nil {
+			_ = hs.stmt.Close()
+		}
+	}
+	c.hot = nil
 	c.mu.Lock()
 	for el := c.lru.Front(); el != nil; el = el.Next() {
 		_ = el.Value.(*cachedStmt).stmt.Close()
@@ -220,19 +333,29 @@ func (c *cachingConn) Close() error {
 	return err
 }
 
-// releasingRows hands its statement back to the cache when closed.
+// releasingRows steps under the connection's lock, and hands its cached
+// statement (cs; nil for none) back to the cache when closed.
 type releasingRows struct {
 	driver.Rows
-	once    sync.Once
-	release func()
+	c    *cachingConn
+	cs   *cachedStmt
+	once sync.Once
 }
 
 // Next gives a failed step (a RETURNING statement writes as it steps) its
 // sentinel; io.EOF passes unchanged.
-func (r *releasingRows) Next(dest []driver.Value) error { return translate(r.Rows.Next(dest)) }
+func (r *releasingRows) Next(dest []driver.Value) error {
+	r.c.run.Lock()
+	defer r.c.run.Unlock()
+	return translate(r.Rows.Next(dest))
+}
 
 func (r *releasingRows) Close() error {
+	r.c.run.Lock()
 	err := r.Rows.Close()
-	r.once.Do(r.release)
+	r.c.run.Unlock()
+	if r.cs != nil {
+		r.once.Do(func() { r.c.release(r.cs) })
+	}
 	return err
 }
