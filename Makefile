@@ -52,6 +52,7 @@ bench:
 	for i in 1 2 3; do go test -run '^$$' -bench 'BenchmarkSend$$' -benchtime 20000x ./outbox/; done
 	go test -run '^$$' -bench BenchmarkSendTopic -benchtime 3000x ./outbox/
 	for i in 1 2 3; do go test -run '^$$' -bench BenchmarkDrain -benchtime 1x ./internal/engine/; done
+	for i in 1 2 3; do go test -run '^$$' -bench BenchmarkHotPath -benchtime 1x ./internal/engine/; done   # the hot path's levers beside raw SQL
 	go test -run '^$$' -bench 'BenchmarkLargeMessage|BenchmarkJanitor|BenchmarkPages' -benchtime 1x ./internal/engine/
 	go test -run '^$$' -bench 'BenchmarkStats' -benchtime 20x ./internal/engine/
 	go test -run '^$$' -bench 'BenchmarkLatency/single' -benchtime 1000x ./internal/engine/
