@@ -179,9 +179,7 @@ func (PostgreSQL) SettleTx(ctx context.Context, tx driver.DBTX, s driver.Settlem
 	if _, ok := settleSQL[s.Op]; !ok {
 		return fmt.Errorf("settle: unknown operation %q", s.Op)
 	}
-	if st := ownStore(tx); st != nil && st.cfg.Settling != nil {
-		st.cfg.Settling(s.Op, s.Queue, s.Seq, s.Token)
-	}
+	reporterOf(tx).settling(s.Op, s.Queue, s.Seq, s.Token)
 	return settle(ctx, tx, s, alreadySettled)
 }
 
