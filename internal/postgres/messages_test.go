@@ -55,7 +55,9 @@ func openAnother(t testing.TB, db *sql.DB, clock *testClock, settling func(drive
 	return openTwin(t, db, clock, func(c *driver.ConnConfig) {
 		c.MaxConns = 3
 		if settling != nil {
-			c.Settling = func(_ driver.TxKey, op driver.Op, queue string, seq int64, token string) { settling(op, queue, seq, token) }
+			c.Settling = func(_ driver.TxKey, op driver.Op, queue string, seq int64, token string) {
+				settling(op, queue, seq, token)
+			}
 		}
 	})
 }
