@@ -157,7 +157,7 @@ func (s *Store) start(ctx context.Context, name string) (*Store, error) {
 
 func (s *Store) open(ctx context.Context) error {
 	clock := s.opts.Clock
-	db, release, err := s.eng.Open(driver.ConnConfig{
+	db, release, err := s.eng.Open(s.oneKey(driver.ConnConfig{
 		Path:            s.path,
 		StoreID:         s.id,
 		SyncFull:        s.opts.Sync == SyncFull,
@@ -179,7 +179,7 @@ func (s *Store) open(ctx context.Context) error {
 		Bounds:          s.bounds,
 		Opened:          func() { s.conns.Add(1) },
 		Closed:          s.connClosed,
-	})
+	}))
 	if err != nil {
 		return err
 	}

@@ -344,6 +344,28 @@ func ignoreDone(err error) error {
 	return err
 }
 
+// oneKeyForTests, set by a test before Open, makes the store hear every
+// report under key 0: one list of records for every transaction of the
+// pool, as before the records were kept per transaction. It is the control
+// of the tests that show a rollback beside a commit keeps to its own.
+var oneKeyForTests bool
+
+// oneKey returns cfg, its reports all under key 0 when oneKeyForTests is
+// set.
+func (s *Store) oneKey(cfg driver.ConnConfig) driver.ConnConfig {
+	if !oneKeyForTests {
+		return cfg
+	}
+	commit, rollback, changed, settling, created, dropped := cfg.Commit, cfg.Rollback, cfg.Changed, cfg.Settling, cfg.Created, cfg.Dropped
+	cfg.Commit = func(driver.TxKey) { commit(0) }
+	cfg.Rollback = func(driver.TxKey) { rollback(0) }
+	cfg.Changed = func(_ driver.TxKey, c driver.RowChange) { changed(0, c) }
+	cfg.Settling = func(_ driver.TxKey, op driver.Op, q string, seq int64, tok string) { settling(0, op, q, seq, tok) }
+	cfg.Created = func(_ driver.TxKey, q string) { created(0, q) }
+	cfg.Dropped = func(_ driver.TxKey, q string) { dropped(0, q) }
+	return cfg
+}
+
 // committed applies what the transaction of key reported, which committed
 // (ConnConfig.Commit).
 func (s *Store) committed(key driver.TxKey) {

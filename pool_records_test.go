@@ -1,0 +1,185 @@
+package mqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/consumer"
+	"github.com/mqlite/mqlite/internal/pgtest"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// openPool opens a store on PostgreSQL with a pool of 8 connections and a
+// queue q, and sends it n messages.
+func openPool(t *testing.T, n int) *mqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := mqlite.Open(ctx, pgtest.URL(t), mqlite.Config{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := outbox.Send(ctx, st, "q", outbox.Message{Body: fmt.Appendf(nil, "seed %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// recordsMatch reports how the store's in-process counts (Metrics' on
+// SQLite, never read from the tables) and its registry's held leases
+// differ from the tables, "" when they agree, and that every transaction's
+// records were applied or dropped.
+func recordsMatch(t *testing.T, st *mqlite.Store) string {
+	t.Helper()
+	tables, err := mqlite.TableCounts(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := mqlite.TallyCounts(st)
+	var diff string
+	if mem["q"] != tables["q"] {
+		diff += fmt.Sprintf("counts (active, scheduled, locked, deferred, dead, bytes): in process %v, tables %v; ", mem["q"], tables["q"])
+	}
+	if _, locks := mqlite.ReceiversKept(st); int64(locks) != tables["q"][2] {
+		diff += fmt.Sprintf("the registry holds %d leases, the table %d locked rows; ", locks, tables["q"][2])
+	}
+	if tl, settled := mqlite.PendingRecords(st); tl != 0 || settled != 0 {
+		diff += fmt.Sprintf("%d transactions' counts and %d's settlements left pending", tl, settled)
+	}
+	return diff
+}
+
+// TestPoolRollbackBesideCommit: two application transactions on the
+// store's pool, each sending a message and completing a delivery
+// (consumer.CompleteTx); one rolls back while the other is open, then the
+// other commits. The in-process counts and the registry's leases equal the
+// tables: the rollback dropped its own records only. The control hears
+// both transactions under one key, the old store-wide list, and must
+// differ (the rollback drops the other's send and completion).
+func TestPoolRollbackBesideCommit(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "per transaction", true: "control: one list"}[control], func(t *testing.T) {
+			mqlite.SetOneKey(control)
+			st := openPool(t, 2)
+			mqlite.SetOneKey(false)
+			ctx := context.Background()
+			got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 2})
+			if err != nil || len(got) != 2 {
+				t.Fatalf("receive: %d, %v", len(got), err)
+			}
+			var txs [2]interface {
+				Commit() error
+				Rollback() error
+			}
+			for i := range txs {
+				tx, err := st.DB().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: []byte("in tx")}); err != nil {
+					t.Fatal(err)
+				}
+				if err := consumer.CompleteTx(ctx, tx, got[i].Lock()); err != nil {
+					t.Fatal(err)
+				}
+				txs[i] = tx
+			}
+			if err := txs[1].Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			if err := txs[0].Commit(); err != nil {
+				t.Fatal(err)
+			}
+			diff := recordsMatch(t, st)
+			t.Logf("one transaction rolled back beside another that committed: %q", diff)
+			if control && diff == "" {
+				t.Fatal("the control (one list of records) agreed with the tables: the test cannot tell")
+			}
+			if !control && diff != "" {
+				t.Fatal(diff)
+			}
+		})
+	}
+}
+
+// TestPoolRecordsConcurrent: goroutines on a store on PostgreSQL run, side
+// by side, Store.Tx and application transactions on Store.DB(), each
+// sending two messages and completing a delivery it received
+// (consumer.CompleteTx), half of them rolling back. Then the store's
+// in-process counts and its registry's held leases equal the tables, and
+// no transaction's records are left pending. Both forms of Store.Tx on a
+// pool run: a transaction per call and parallel group commits.
+func TestPoolRecordsConcurrent(t *testing.T) {
+	const workers, rounds = 8, 10
+	for _, alone := range []bool{true, false} {
+		t.Run(map[bool]string{true: "tx alone", false: "parallel groups"}[alone], func(t *testing.T) {
+			st := openPool(t, workers*rounds)
+			mqlite.SetTxAlone(st, alone)
+			ctx := context.Background()
+			errRollback := errors.New("roll back")
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var committed, rolledBack int
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for r := range rounds {
+						got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1})
+						if err != nil || len(got) != 1 {
+							t.Errorf("receive: %d, %v", len(got), err)
+							return
+						}
+						rollback := (w+r)%2 == 1
+						work := func(ctx context.Context, tx outbox.Execer) error {
+							for i := range 2 {
+								if _, err := outbox.SendOne(ctx, tx, "q", outbox.Message{Body: fmt.Appendf(nil, "%d/%d/%d", w, r, i)}); err != nil {
+									return err
+								}
+							}
+							if err := consumer.CompleteTx(ctx, tx, got[0].Lock()); err != nil {
+								return err
+							}
+							if rollback {
+								return errRollback
+							}
+							return nil
+						}
+						if r%2 == 0 {
+							err = st.Tx(ctx, func(tx *mqlite.Tx) error { return work(tx.Context(), tx.SQL()) })
+						} else {
+							err = mqlite.InTx(ctx, st.DB().BeginTx, func(ctx context.Context, tx *sql.Tx) error { return work(ctx, tx) })
+						}
+						if err != nil && !errors.Is(err, errRollback) {
+							t.Errorf("worker %d round %d: %v", w, r, err)
+							return
+						}
+						mu.Lock()
+						if rollback {
+							rolledBack++
+						} else {
+							committed++
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			t.Logf("%d transactions committed, %d rolled back, side by side", committed, rolledBack)
+			if diff := recordsMatch(t, st); diff != "" {
+				t.Fatal(diff)
+			}
+		})
+	}
+}
