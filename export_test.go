@@ -81,3 +81,6 @@ func SetOneKey(on bool) { oneKeyForTests = on }
 // SetTxAlone makes s's Tx run each call in a transaction of its own (on) or
 // in group commits (off).
 func SetTxAlone(s *Store, on bool) { s.txAlone = on }
+
+// SetTxParallel lets up to n of s's group commits run at once.
+func SetTxParallel(s *Store, n int) { s.group.Parallel(n) }

@@ -19,6 +19,19 @@ import (
 // queue q, and sends it n messages.
 func openPool(t *testing.T, n int) *mqlite.Store {
 	t.Helper()
+	st := openPoolB(t)
+	for i := range n {
+		if _, err := outbox.Send(context.Background(), st, "q", outbox.Message{Body: fmt.Appendf(nil, "seed %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// openPoolB opens a store on PostgreSQL with a pool of 8 connections and
+// a queue q.
+func openPoolB(t testing.TB) *mqlite.Store {
+	t.Helper()
 	ctx := context.Background()
 	st, err := mqlite.Open(ctx, pgtest.URL(t), mqlite.Config{MaxConns: 8})
 	if err != nil {
@@ -27,11 +40,6 @@ func openPool(t *testing.T, n int) *mqlite.Store {
 	t.Cleanup(func() { _ = st.Close() })
 	if err := st.CreateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: time.Hour}); err != nil {
 		t.Fatal(err)
-	}
-	for i := range n {
-		if _, err := outbox.Send(ctx, st, "q", outbox.Message{Body: fmt.Appendf(nil, "seed %d", i)}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return st
 }
