@@ -14,7 +14,8 @@ import (
 )
 
 // Tx is one callback's transaction of Store.Tx: its own savepoint inside
-// the transaction of a group commit. It is not safe for concurrent use.
+// the transaction of a group commit (on PostgreSQL, a transaction of its
+// own). It is not safe for concurrent use.
 type Tx struct {
 	tx  *sql.Tx
 	ctx context.Context
@@ -85,6 +86,20 @@ func (t *Tx) Context() context.Context { return t.ctx }
 // A store call made inside fn with an unrelated context
 // (context.Background()) cannot be recognised: it waits for its turn until
 // its own ctx ends, which without a deadline is for ever.
+//
+// On PostgreSQL the store keeps a pool (Config.MaxConns) and Tx groups
+// nothing: each call is a transaction of its own on a connection of the
+// pool, up to the pool's size at once (PostgreSQL groups the WAL flushes
+// of concurrent commits itself), and fn runs on the caller's goroutine.
+// What differs: a call waits only for a free connection (ctx ends that
+// wait as above); there are no savepoints, so undoing fn's work is the
+// transaction's rollback; a runtime.Goexit of fn rolls fn's work back and
+// goes on ending the caller's goroutine instead of making Tx return; and
+// fn may call the store's methods with an unrelated context without
+// waiting for ever, as long as the pool has another connection free.
+// Metrics, Receivers, wake-ups, the hand-off and consumer.CompleteTx's
+// settlements follow each transaction as above, kept apart from those of
+// the transactions beside it.
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := s.ready(ctx); err != nil {
 		return err
