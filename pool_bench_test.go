@@ -2,8 +2,6 @@ package mqlite_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/mqlite/mqlite"
@@ -26,31 +24,12 @@ func BenchmarkTxPostgres(b *testing.B) {
 			if form == "one group" {
 				mqlite.SetTxParallel(st, 1) // before: one group at a time
 			}
-			ctx := context.Background()
 			body := make([]byte, 256)
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, 8)
 			b.ResetTimer()
-			for range 8 {
-				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						if err := st.Tx(ctx, func(tx *mqlite.Tx) error {
-							_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
-							return err
-						}); err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			close(errs)
-			for err := range errs {
-				b.Fatal(err)
-			}
+			runTxCallers(context.Background(), b, st, 8, func(tx *mqlite.Tx) error {
+				_, err := outbox.SendOne(tx.Context(), tx.SQL(), "q", outbox.Message{Body: body})
+				return err
+			})
 		})
 	}
 }
