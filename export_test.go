@@ -78,6 +78,10 @@ func PendingRecords(s *Store) (tally, settled int) {
 // the tests of per-transaction records.
 func SetOneKey(on bool) { oneKeyForTests = on }
 
+// SetNoOps makes the stores opened next drop what each change says made it
+// (on): the control of the tests of the event counters.
+func SetNoOps(on bool) { noOpsForTests = on }
+
 // SetTxAlone makes s's Tx run each call in a transaction of its own (on) or
 // in group commits (off).
 func SetTxAlone(s *Store, on bool) { s.txAlone = on }

@@ -191,3 +191,99 @@ func TestPoolRecordsConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolCountersConcurrent: eight goroutines receive, complete, abandon
+// and reject at once on a store on PostgreSQL, each call a transaction of
+// its own beside the others': the event counters name every settlement
+// exactly (the statement tells what it does with each change), and a
+// receive-and-delete counts as received. The control drops what the
+// statements tell (SetNoOps), leaving each change to the store's own tag,
+// which cannot tell one transaction's from another's: a completion named
+// by another's tag counts as nothing, an abandon as a lost lock. It must
+// differ in one of three tries.
+func TestPoolCountersConcurrent(t *testing.T) {
+	if diff := countersRun(t); diff != "" {
+		t.Fatal(diff)
+	}
+	mqlite.SetNoOps(true)
+	defer mqlite.SetNoOps(false)
+	for try := range 3 {
+		if diff := countersRun(t); diff != "" {
+			t.Logf("control, try %d: %s", try, diff)
+			return
+		}
+	}
+	t.Fatal("the control (no Op told) counted exactly three times: the test cannot tell")
+}
+
+// countersRun runs TestPoolCountersConcurrent's work on a new store and
+// returns how its counters differ from the work done, "" when they agree.
+func countersRun(t *testing.T) string {
+	t.Helper()
+	const n = 240 // a third completed, a third rejected, a third abandoned once then completed
+	st := openPool(t, n)
+	ctx := context.Background()
+	if err := st.CreateQueue(ctx, "d", mqlite.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := outbox.Send(ctx, st, "d", outbox.Message{Body: fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				got, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 1})
+				if err != nil || len(got) == 0 {
+					if err != nil {
+						t.Error(err)
+					}
+					break
+				}
+				m := got[0]
+				var i int
+				_, _ = fmt.Sscanf(string(m.Body), "seed %d", &i)
+				switch {
+				case i%3 == 1:
+					err = st.Reject(ctx, m.Lock(), "bad", "input")
+				case i%3 == 2 && m.DeliveryCount == 1:
+					err = st.Abandon(ctx, m.Lock(), 0)
+				default:
+					err = st.Complete(ctx, m.Lock())
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			for {
+				got, err := st.Receive(ctx, "d", mqlite.ReceiveOptions{Max: 1, Mode: mqlite.ReceiveAndDelete})
+				if err != nil || len(got) == 0 {
+					if err != nil {
+						t.Error(err)
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ms, err := st.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]mqlite.QueueCounters{}
+	for _, m := range ms {
+		got[m.Queue] = m.Counters
+	}
+	want := mqlite.QueueCounters{Sent: n, Received: n + n/3, Completed: 2 * n / 3, Abandoned: n / 3, Rejected: n / 3, DeadLettered: n / 3, Redelivered: n / 3}
+	var diff string
+	if got["q"] != want {
+		diff += fmt.Sprintf("q's counters %+v, want %+v; ", got["q"], want)
+	}
+	if d := got["d"]; d.Sent != 40 || d.Received != 40 {
+		diff += fmt.Sprintf("d's counters %+v, want 40 sent and received", d)
+	}
+	return diff
+}

@@ -364,11 +364,17 @@ func ignoreDone(err error) error {
 // report under key 0: one list of records for every transaction of the
 // pool, as before the records were kept per transaction. It is the control
 // of the tests that show a rollback beside a commit keeps to its own.
-var oneKeyForTests bool
+// noOpsForTests makes it drop what each change says made it
+// (RowChange.Op): the control of the tests of the event counters.
+var oneKeyForTests, noOpsForTests bool
 
 // oneKey returns cfg, its reports all under key 0 when oneKeyForTests is
-// set.
+// set, its changes told without their Op when noOpsForTests is.
 func (s *Store) oneKey(cfg driver.ConnConfig) driver.ConnConfig {
+	if noOpsForTests {
+		changed := cfg.Changed
+		cfg.Changed = func(k driver.TxKey, c driver.RowChange) { c.Op = ""; changed(k, c) }
+	}
 	if !oneKeyForTests {
 		return cfg
 	}
@@ -402,7 +408,7 @@ func (s *Store) rolledBack(key driver.TxKey) {
 // transaction of key: the tally counts it, and the bytes it sends count
 // toward the group commit's bound.
 func (s *Store) changed(key driver.TxKey, c driver.RowChange) {
-	s.tally.Change(uint64(key), tally.Change(c))
+	s.tally.Change(uint64(key), tally.Change{Queue: c.Queue, Old: c.Old, New: c.New, Bytes: c.Bytes, Cause: causeOf(c.Op)})
 	if c.Old == "" {
 		s.group.Wrote(c.Bytes)
 	}
@@ -427,6 +433,8 @@ func causeOf(op driver.Op) tally.Cause {
 		return tally.Abandon
 	case driver.OpReject:
 		return tally.Reject
+	case driver.OpClaim:
+		return tally.Receive
 	}
 	return tally.None
 }

@@ -72,12 +72,19 @@ type ConnConfig struct {
 // that leaves the state alone (a renewal, a group release) is not reported.
 // Bytes is the body length of an inserted or deleted row (0 for an update,
 // which never changes a body): what keeps a queue's bytes without reading
-// a table.
+// a table. Op is what made the change when the engine's statement knows it
+// (a settlement's Op, or OpClaim), "" when it does not (the SQLite
+// engine's hook): the store then names it by what the transaction tagged,
+// which on a pool cannot tell one transaction's tag from another's.
 type RowChange struct {
 	Queue    string
 	Old, New string
 	Bytes    int64
+	Op       Op
 }
+
+// OpClaim is no settlement: it names a claim in RowChange.Op.
+const OpClaim Op = "claim"
 
 // DueBounds remembers, per queue, a moment before which no scheduled
 // message of the queue falls due and no lease of it lapses, so that a

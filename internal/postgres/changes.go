@@ -50,6 +50,16 @@ type reporter struct {
 	st   *store
 	key  driver.TxKey
 	auto bool
+	op   driver.Op // what the statement does, told with each change (by)
+}
+
+// by returns r telling op, the settlement the statement runs (or
+// driver.OpClaim), with each change it reports: on a pool the store cannot
+// tell which transaction a tag of its own belongs to, so a statement that
+// knows what it does says it.
+func (r reporter) by(op driver.Op) reporter {
+	r.op = op
+	return r
 }
 
 // reporterOf returns the reporter of the statements on db. A transaction
@@ -87,7 +97,7 @@ func (r reporter) change(queue, old, state string, bytes int64) {
 	if old == stateCompleted || (old == state && old != "") {
 		return
 	}
-	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes})
+	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Op: r.op})
 }
 
 // queue reports a queue created (created true) or dropped; in autocommit

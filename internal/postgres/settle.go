@@ -102,7 +102,7 @@ func settle(ctx context.Context, tx driver.DBTX, s driver.Settlement, unmatched 
 	if err != nil {
 		return interpret(string(s.Op), err)
 	}
-	rep := reporterOf(tx)
+	rep := reporterOf(tx).by(s.Op)
 	rep.change(s.Queue, "locked", state, bytes)
 	rep.done()
 	return nil
@@ -212,7 +212,7 @@ func (p PostgreSQL) CompleteMany(ctx context.Context, tx driver.DBTX, locks []dr
 		return nil, interpret("complete", err)
 	}
 	completed := make(map[int64]bool, len(locks))
-	rep := reporterOf(tx)
+	rep := reporterOf(tx).by(driver.OpComplete)
 	for rows.Next() {
 		var id, bytes int64
 		var queue string

@@ -59,11 +59,13 @@ const (
 
 // Change is one row of messages changing state, as the pre-update hook
 // reports it: Old is "" for a row inserted, New "" for one deleted; Bytes
-// is the row's body length.
+// is the row's body length. Cause, when not None, is what made the change
+// as the statement itself knew it; None leaves it to the transaction's tag.
 type Change struct {
 	Queue    string
 	Old, New string
 	Bytes    int64
+	Cause    Cause
 }
 
 // Counters counts the events of one queue since the tally was seeded (the
@@ -291,7 +293,10 @@ func (t *Tally) Change(key Key, c Change) {
 		return
 	}
 	r := t.records(key)
-	cause := r.cause
+	cause := c.Cause
+	if cause == None {
+		cause = r.cause
+	}
 	if cause == None && key != 0 {
 		cause = t.cause
 	}
