@@ -259,7 +259,9 @@ func (t *Tally) Refresh(queues []Seed) {
 // cannot name its transaction, it names the rows of every transaction
 // that tagged none itself (TagKey) until one of them ends: a transaction
 // beside it may then count a settlement under another's name (Completed
-// for LockLost); the counts per state are exact either way.
+// for LockLost), unless its change tells its own cause (Change.Cause), as
+// the PostgreSQL engine's settlements and claims do; the counts per state
+// are exact either way.
 func (t *Tally) Tag(c Cause) {
 	t.mu.Lock()
 	t.one.cause, t.cause = c, c
