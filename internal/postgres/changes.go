@@ -62,11 +62,16 @@ func (r reporter) by(op driver.Op) reporter {
 	return r
 }
 
-// reporterOf returns the reporter of the statements on db. A transaction
+// reporterOf returns the reporter of the statements on db: in autocommit
+// on the handle, or on a connection taken from it (*sql.Conn) with no
+// transaction open, under a key of the statement's own. A transaction
 // whose connection it cannot learn (driver.ConnOf answers nil: a Go
 // release moved database/sql's fields, which TestConnOf catches) reports
 // nothing rather than under another transaction's key: the counts are then
-// short until Metrics reads the tables again.
+// short until Metrics reads the tables again. A transaction begun by a
+// statement (BEGIN on a *sql.Conn) is none database/sql knows: its end is
+// not heard, and its records wait for the end of the connection's next
+// transaction.
 func reporterOf(db driver.DBTX) reporter {
 	st := ownStore(db)
 	if st == nil {
@@ -75,11 +80,16 @@ func reporterOf(db driver.DBTX) reporter {
 	if _, ok := db.(*sql.DB); ok {
 		return reporter{st: st, key: newKey(), auto: true}
 	}
-	key, ok := driver.KeyOf(db)
+	c, ok := driver.ConnOf(db).(*conn)
 	if !ok {
 		return reporter{}
 	}
-	return reporter{st: st, key: key}
+	if _, ok := db.(*sql.Conn); ok && c.idle() {
+		// A connection taken from the handle, outside any transaction: its
+		// statement is in autocommit, as on the handle itself.
+		return reporter{st: st, key: newKey(), auto: true}
+	}
+	return reporter{st: st, key: c.key}
 }
 
 // change reports one row of messages going from old to state as the

@@ -165,6 +165,11 @@ type conn struct {
 // transactions, of one store or of two, share one.
 var keys atomic.Uint64
 
+// idle reports whether no transaction is open on the connection, as the
+// server said at the end of its last statement: a statement run now is in
+// autocommit.
+func (c *conn) idle() bool { return c.Conn.Conn().PgConn().TxStatus() == 'I' }
+
 // TxKey is the key of the connection's transactions (driver.Keyed).
 func (c *conn) TxKey() driver.TxKey { return c.key }
 

@@ -15,7 +15,8 @@ import (
 // each one's rollback or commit reports that key, so the store can keep
 // their records apart; a statement on the handle itself, in autocommit,
 // reports under a key of its own that it commits at once, one key per
-// statement.
+// statement, and so does a statement on a connection taken from the handle
+// with no transaction open.
 func TestChangesKeyedByConnection(t *testing.T) {
 	db, clock := openTest(t)
 	var mu sync.Mutex
@@ -67,13 +68,36 @@ func TestChangesKeyedByConnection(t *testing.T) {
 	noErr(t, "commit", tx1.Commit())
 	send(store)
 	send(store)
+	// A connection taken from the handle: in autocommit its statement is
+	// committed at once, under a key of its own; in a transaction begun by
+	// a statement, it waits under the connection's key.
+	c, err := store.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send(c)
+	for _, q := range []string{"BEGIN", "", "ROLLBACK"} {
+		if q == "" {
+			send(c)
+			continue
+		}
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// CreateQueue runs a transaction of its own, on the connection tx1 then
 	// takes again: a connection keeps its key from transaction to
 	// transaction, one at a time.
 	want := []string{"a created q", "a commit", "a >active", "b >active", "b rollback", "a commit",
-		"c >active", "c commit", "d >active", "d commit"}
+		"c >active", "c commit", "d >active", "d commit", "e >active", "e commit", "a or b >active"}
 	mu.Lock()
 	defer mu.Unlock()
+	// The last is on the connection's own key, whichever of the two the
+	// handle gave.
+	if n := len(events); n > 0 && (events[n-1] == "a >active" || events[n-1] == "b >active") {
+		events[n-1] = "a or b >active"
+	}
 	if !reflect.DeepEqual(events, want) {
 		t.Fatalf("reports %q, want %q", events, want)
 	}
