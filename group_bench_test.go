@@ -34,30 +34,36 @@ func BenchmarkTxOverhead(b *testing.B) {
 				_, err := tx.SQL().ExecContext(tx.Context(), `INSERT INTO bench (v) VALUES (1)`)
 				return err
 			}
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, tc.callers)
 			commits := mqlite.GroupCommits(st)
 			cpu := testdb.CPUTime()
 			b.ResetTimer()
-			for range tc.callers {
-				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						if err := st.Tx(ctx, fn); err != nil {
-							errs <- err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			close(errs)
-			for err := range errs {
-				b.Fatal(err)
-			}
+			runTxCallers(ctx, b, st, tc.callers, fn)
 			b.ReportMetric(float64((testdb.CPUTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 			b.ReportMetric(float64(b.N)/float64(mqlite.GroupCommits(st)-commits), "calls/group")
 		})
+	}
+}
+
+// runTxCallers runs b.N calls of st.Tx with fn from callers goroutines at
+// once, and stops b's timer when they are done.
+func runTxCallers(ctx context.Context, b *testing.B, st *mqlite.Store, callers int, fn func(tx *mqlite.Tx) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := st.Tx(ctx, fn); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package mqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/mqlite/mqlite/internal/groupcommit"
 	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/notify"
+	"github.com/mqlite/mqlite/internal/postgres"
 	"github.com/mqlite/mqlite/internal/receivers"
 	"github.com/mqlite/mqlite/internal/tally"
 	"github.com/mqlite/mqlite/schema"
@@ -49,6 +51,9 @@ type Store struct {
 	handoffs handoff.Registry[Message, ReceiveOptions]
 	// group runs the callers of Tx in group commits.
 	group *groupcommit.Committer[func(tx *Tx) error, stepMark]
+	// txAlone: each call of Tx runs in a transaction of its own on the
+	// caller's goroutine (a pool's engine, txAloneOnPool), not in a group.
+	txAlone bool
 
 	migration Migration // what open did to the file's layout
 
@@ -127,6 +132,11 @@ func newStore(eng driver.Driver, l layout, path string, opts Config) *Store {
 	s.queues.eng, s.queues.shared = s.eng, s.eng.Shared()
 	s.receivers = receivers.New[ReceiverTag](s.now, ReceiverGrace, leaseOf)
 	s.group = groupcommit.New[func(tx *Tx) error, stepMark](txHooks{s})
+	if s.queues.shared {
+		// A pool: Store.Tx runs up to its size of transactions at once.
+		s.group.Parallel(cmp.Or(opts.MaxConns, postgres.DefaultMaxConns))
+		s.txAlone = txAloneOnPool
+	}
 	return s
 }
 
@@ -147,7 +157,7 @@ func (s *Store) start(ctx context.Context, name string) (*Store, error) {
 
 func (s *Store) open(ctx context.Context) error {
 	clock := s.opts.Clock
-	db, release, err := s.eng.Open(driver.ConnConfig{
+	db, release, err := s.eng.Open(s.oneKey(driver.ConnConfig{
 		Path:            s.path,
 		StoreID:         s.id,
 		SyncFull:        s.opts.Sync == SyncFull,
@@ -157,19 +167,19 @@ func (s *Store) open(ctx context.Context) error {
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
 		Due:             s.notify.Due,
-		Commit:          func() { s.tally.Commit(); s.notify.Commit(); s.receivers.Committed() },
-		Rollback:        func() { s.tally.Rollback(); s.notify.Rollback(); s.receivers.RolledBack() },
+		Commit:          s.committed,
+		Rollback:        s.rolledBack,
 		Settling:        s.settling,
 		Changed:         s.changed,
-		Created:         s.tally.Create,
-		Dropped:         s.tally.Drop,
+		Created:         func(k driver.TxKey, q string) { s.tally.Create(uint64(k), q) },
+		Dropped:         func(k driver.TxKey, q string) { s.tally.Drop(uint64(k), q) },
 		Woken:           s.notify.Wake,
 		MaxConns:        s.opts.MaxConns,
 		Closing:         s.isClosed,
 		Bounds:          s.bounds,
 		Opened:          func() { s.conns.Add(1) },
 		Closed:          s.connClosed,
-	})
+	}))
 	if err != nil {
 		return err
 	}

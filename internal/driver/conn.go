@@ -20,26 +20,29 @@ type ConnConfig struct {
 	// messages that an insert or update leaves active and not held; Due for
 	// each row it leaves scheduled or locked (and not held), with the moment
 	// the row becomes claimable without another write (its visible_at or
-	// locked_until); Commit and Rollback at the end of each transaction.
-	// Any may be nil.
+	// locked_until); Commit and Rollback at the end of each transaction,
+	// with the key of its connection (TxKey): they apply or drop what
+	// Settling, Changed, Created and Dropped reported under that key, and
+	// nothing of another. Any may be nil.
 	Claimable func(queue string)
 	Due       func(queue string, at int64)
-	Commit    func()
-	Rollback  func()
+	Commit    func(key TxKey)
+	Rollback  func(key TxKey)
 	// Settling is called, on the connection's goroutine, when a settlement
 	// runs inside a caller's bare transaction (SettleTx), before its
 	// statement: op and the delivery it names (queue, seq, token). Like
 	// Claimable it reports a write not yet committed: Commit and Rollback
 	// tell whether it stands. May be nil.
-	Settling func(op Op, queue string, seq int64, token string)
+	Settling func(key TxKey, op Op, queue string, seq int64, token string)
 	// Changed is called, on the connection's goroutine, for each row of
 	// messages inserted, deleted, or updated to another state: the raw
 	// material of the store's per-queue counts (see RowChange). Created and
 	// Dropped are called for each row of queues inserted or deleted, with
 	// the queue's name. Like Claimable they report writes not yet
-	// committed: Commit and Rollback tell which survive. Any may be nil.
-	Changed          func(RowChange)
-	Created, Dropped func(queue string)
+	// committed: the Commit or Rollback of the same key tells which
+	// survive. Any may be nil.
+	Changed          func(key TxKey, c RowChange)
+	Created, Dropped func(key TxKey, queue string)
 	// Closing reports that the store is closing: from then on every
 	// commit on the connection is refused (it rolls back, and the commit
 	// fails with errs.ErrClosed) and the SQL functions fail with
@@ -69,12 +72,19 @@ type ConnConfig struct {
 // that leaves the state alone (a renewal, a group release) is not reported.
 // Bytes is the body length of an inserted or deleted row (0 for an update,
 // which never changes a body): what keeps a queue's bytes without reading
-// a table.
+// a table. Op is what made the change when the engine's statement knows it
+// (a settlement's Op, or OpClaim), "" when it does not (the SQLite
+// engine's hook): the store then names it by what the transaction tagged,
+// which on a pool cannot tell one transaction's tag from another's.
 type RowChange struct {
 	Queue    string
 	Old, New string
 	Bytes    int64
+	Op       Op
 }
+
+// OpClaim is no settlement: it names a claim in RowChange.Op.
+const OpClaim Op = "claim"
 
 // DueBounds remembers, per queue, a moment before which no scheduled
 // message of the queue falls due and no lease of it lapses, so that a

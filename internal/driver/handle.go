@@ -42,6 +42,15 @@ func HandleOf(db DBTX) *sql.DB {
 		}
 		return *(**sql.DB)(unsafe.Add(unsafe.Pointer(v), connHandle))
 	}
+	if tx := embeddedTx(db); tx != nil {
+		return HandleOf(tx)
+	}
+	return nil
+}
+
+// embeddedTx returns the *sql.Tx that db, a pointer to a struct, embeds as
+// an exported field (sqlx.Tx), or nil.
+func embeddedTx(db DBTX) *sql.Tx {
 	rv := reflect.ValueOf(db)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
 		return nil
@@ -51,7 +60,7 @@ func HandleOf(db DBTX) *sql.DB {
 		f := s.Type().Field(i)
 		if f.Anonymous && f.IsExported() && f.Type == sqlTxType {
 			if tx, _ := s.Field(i).Interface().(*sql.Tx); tx != nil {
-				return HandleOf(tx)
+				return tx
 			}
 		}
 	}

@@ -31,7 +31,7 @@ type storeFuncs struct {
 	maxBytes int64
 	history  int         // ConnConfig.AttemptHistory
 	closing  func() bool // nil: closed
-	settling func(op Op, queue string, seq int64, token string)
+	settling func(key mqdriver.TxKey, op Op, queue string, seq int64, token string)
 }
 
 // load returns the live functions, or errs.ErrClosed once the store closes.
@@ -96,7 +96,7 @@ func openDB(cfg ConnConfig) (*sql.DB, func(), error) {
 			seq, _ := args[2].(int64)
 			token, _ := args[3].(string)
 			if f.settling != nil {
-				f.settling(Op(op), queue, seq, token)
+				f.settling(0, Op(op), queue, seq, token)
 			}
 			return f.now(), nil
 		}); err != nil {
@@ -206,7 +206,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 			return 1 // SQLite turns the commit into a rollback
 		}
 		if cfg.Commit != nil {
-			cfg.Commit()
+			cfg.Commit(0)
 		}
 		committed()
 		return 0
@@ -217,7 +217,7 @@ func registerHooks(c sqlite.ExecQuerierContext, cfg ConnConfig, committed func()
 				cfg.Bounds.Forget()
 			}
 			if cfg.Rollback != nil {
-				cfg.Rollback()
+				cfg.Rollback(0)
 			}
 		})
 	}
@@ -293,7 +293,7 @@ func (m *messageHook) write(d *sqlite.SQLitePreUpdateData) {
 			return
 		}
 	}
-	m.cfg.Changed(ch)
+	m.cfg.Changed(0, ch)
 }
 
 // wake reports a row left claimable (Claimable) or due at a known moment
@@ -317,7 +317,7 @@ func wake(cfg *ConnConfig, q, state string, row []any) {
 
 // queueHook reports a queue created or dropped.
 func queueHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
-	var report func(string)
+	var report func(mqdriver.TxKey, string)
 	read := d.New
 	switch d.Op {
 	case sqlite3.SQLITE_INSERT:
@@ -333,7 +333,7 @@ func queueHook(d *sqlite.SQLitePreUpdateData, cfg *ConnConfig) {
 		return
 	}
 	if name, ok := row[0].(string); ok {
-		report(name)
+		report(0, name)
 	}
 }
 

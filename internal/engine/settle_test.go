@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	mqdriver "github.com/mqlite/mqlite/internal/driver"
 	"github.com/mqlite/mqlite/internal/errs"
 	"github.com/mqlite/mqlite/schema"
 )
@@ -78,7 +79,7 @@ func TestSettlingOncePerCompletion(t *testing.T) {
 	var calls []int64 // the seqs reported, in order
 	db, release, err := openDB(ConnConfig{Path: filepath.Join(t.TempDir(), "c.db"), BusyTimeoutMS: 1000,
 		Now: func() int64 { return 1 }, Closing: func() bool { return false },
-		Settling: func(_ Op, _ string, seq int64, _ string) { calls = append(calls, seq) }})
+		Settling: func(_ mqdriver.TxKey, _ Op, _ string, seq int64, _ string) { calls = append(calls, seq) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,11 @@ type Hooks[F, M any] interface {
 	// runtime.Goexit of fn goes through.
 	Run(ctx context.Context, tx *sql.Tx, fn F) error
 	// MarkStep records where what the connection's hooks recorded of the
-	// open transaction stands, as a step begins.
-	MarkStep() M
-	// UndoStep drops what the connection's hooks recorded since mark: the
-	// step rolled back.
-	UndoStep(mark M)
+	// open transaction tx stands, as a step begins.
+	MarkStep(tx *sql.Tx) M
+	// UndoStep drops what the connection's hooks recorded of tx since
+	// mark: the step rolled back.
+	UndoStep(tx *sql.Tx, mark M)
 	// Commit commits tx, which holds the work of at least one caller.
 	Commit(tx *sql.Tx) error
 	// Closed returns the store's closed error once its Close has begun,
@@ -63,20 +63,37 @@ type Hooks[F, M any] interface {
 // recovered there and raised again in its caller, and a callback that ends
 // the driving goroutine (runtime.Goexit) has its step rolled back and a new
 // goroutine carry the group on. Safe for concurrent use.
+//
+// On a store with one connection one group runs at a time. On a pool
+// (Parallel), up to that many groups run at once, each driven by its own
+// goroutine on its own connection, taking the waiting callers from one
+// queue.
 type Committer[F, M any] struct {
-	hooks   Hooks[F, M]
-	mu      sync.Mutex
-	queue   []*member[F] // the callers waiting for their turn, oldest first
-	running bool         // a driving goroutine runs
+	hooks    Hooks[F, M]
+	mu       sync.Mutex
+	queue    []*member[F] // the callers waiting for their turn, oldest first
+	running  int          // the driving goroutines running
+	parallel int          // how many may run at once (1, or Parallel's)
 	// written counts the body bytes the group in progress has sent (the
-	// pre-update hook, Wrote): the group's byte bound.
+	// pre-update hook, Wrote): the group's byte bound. With several groups
+	// at once it counts theirs together, and each begin starts it again: the
+	// bound is then approximate.
 	written atomic.Int64
 	commits atomic.Int64 // the groups committed
 }
 
 // New returns a Committer over hooks.
 func New[F, M any](hooks Hooks[F, M]) *Committer[F, M] {
-	return &Committer[F, M]{hooks: hooks}
+	return &Committer[F, M]{hooks: hooks, parallel: 1}
+}
+
+// Parallel lets up to n groups run at once, each on its own connection:
+// for a store whose handle keeps a pool of n connections. n below 1 is 1.
+// Call it before the first Do.
+func (c *Committer[F, M]) Parallel(n int) {
+	c.mu.Lock()
+	c.parallel = max(n, 1)
+	c.mu.Unlock()
 }
 
 // The states of a member: waiting for its turn, taken by the committer
@@ -140,8 +157,10 @@ func (c *Committer[F, M]) join(ctx context.Context, fn F) *member[F] {
 	m := &member[F]{ctx: ctx, fn: fn, done: make(chan Outcome, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, m)
-	start := !c.running
-	c.running = true
+	start := c.running < c.parallel
+	if start {
+		c.running++
+	}
 	c.mu.Unlock()
 	if start {
 		go c.drive(nil)
@@ -173,7 +192,7 @@ func (c *Committer[F, M]) idle() bool {
 	if len(c.queue) > 0 {
 		return false
 	}
-	c.running = false
+	c.running--
 	return true
 }
 
@@ -309,7 +328,7 @@ func (c *Committer[F, M]) step(g *group[F], m *member[F]) {
 		g.tx = tx
 	}
 	stmtCtx := context.WithoutCancel(m.ctx)
-	mark := c.hooks.MarkStep()
+	mark := c.hooks.MarkStep(g.tx)
 	g.bare = len(g.kept) == 0
 	if !g.bare {
 		if _, err := g.tx.ExecContext(stmtCtx, "SAVEPOINT mqlite_step"); err != nil {
@@ -371,7 +390,7 @@ func (c *Committer[F, M]) step(g *group[F], m *member[F]) {
 // which is then released; a bare step's whole transaction, after which g
 // has none) and what the hooks recorded since mark.
 func (c *Committer[F, M]) rollbackStep(ctx context.Context, g *group[F], mark M) error {
-	c.hooks.UndoStep(mark)
+	c.hooks.UndoStep(g.tx, mark)
 	if g.bare {
 		err := g.tx.Rollback() // the transaction is done, even when this fails
 		g.tx = nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 )
@@ -31,10 +32,10 @@ type hooks struct {
 
 func (h *hooks) Begin() (*sql.Tx, error)                         { return h.db.BeginTx(context.Background(), nil) }
 func (h *hooks) Run(ctx context.Context, tx *sql.Tx, f fn) error { return f(ctx, tx) }
-func (h *hooks) MarkStep() int64                                 { return h.marks.Add(1) }
+func (h *hooks) MarkStep(*sql.Tx) int64                          { return h.marks.Add(1) }
 func (h *hooks) Commit(tx *sql.Tx) error                         { return tx.Commit() }
 
-func (h *hooks) UndoStep(m int64) {
+func (h *hooks) UndoStep(_ *sql.Tx, m int64) {
 	h.mu.Lock()
 	h.undone = append(h.undone, m)
 	h.mu.Unlock()
@@ -297,4 +298,65 @@ func TestBeginFailsClosed(t *testing.T) {
 	if o := c.Do(context.Background(), insert(1)); !errors.Is(o.Err, errClosed) {
 		t.Fatalf("outcome %+v", o)
 	}
+}
+
+// TestParallelGroups: with Parallel(n) on a pool of n connections, n
+// groups run at once: n callbacks are inside their transactions together
+// (each waits for the others before it returns), and every one commits.
+// The control, Parallel(1), runs one group at a time: the callbacks never
+// meet, and each gives up waiting for the others.
+func TestParallelGroups(t *testing.T) {
+	for _, parallel := range []int{3, 1} {
+		c, h := newCommitter(t)
+		h.db.SetMaxOpenConns(3)
+		c.Parallel(parallel)
+		var inside sync.WaitGroup
+		inside.Add(3)
+		met := make(chan struct{})
+		go func() { inside.Wait(); close(met) }()
+		var cur, most atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o := c.Do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+					var n int
+					if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil {
+						return err
+					}
+					n32 := cur.Add(1)
+					defer cur.Add(-1)
+					for m := most.Load(); n32 > m && !most.CompareAndSwap(m, n32); m = most.Load() {
+					}
+					inside.Done()
+					wait, cancel := context.WithTimeout(context.Background(), waitOthers(parallel))
+					defer cancel()
+					select {
+					case <-met:
+					case <-wait.Done():
+					}
+					return nil
+				})
+				if o.Err != nil {
+					t.Errorf("caller %d: %v", i, o.Err)
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("Parallel(%d): at most %d of 3 callbacks inside their transactions at once", parallel, most.Load())
+		if most.Load() != int32(parallel) {
+			t.Errorf("Parallel(%d): at most %d callbacks at once, want %d", parallel, most.Load(), parallel)
+		}
+	}
+}
+
+// waitOthers is how long a callback of TestParallelGroups waits for the
+// others: long when they should come (a loaded machine), short for the
+// control, where they cannot.
+func waitOthers(parallel int) time.Duration {
+	if parallel > 1 {
+		return 30 * time.Second
+	}
+	return 50 * time.Millisecond
 }

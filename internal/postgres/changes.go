@@ -20,8 +20,13 @@ import (
 // reported after its statement succeeded, before its transaction ends:
 // the store applies the changes at the commit it hears next and drops
 // them at a rollback, as with the SQLite engine's hooks. The store's pool
-// runs transactions side by side, which that tally keeps apart by
-// nothing: a rollback beside a commit may drop the other's changes.
+// runs transactions side by side: each report carries the key of the
+// connection its statement ran on (driver.TxKey), a connection runs one
+// transaction at a time, and its commit or rollback reports that key, so
+// the store applies or drops that transaction's records and no other's. A
+// statement on the handle itself, in autocommit, is committed when it
+// returns: its records go under a key of their own, applied at once
+// (reporter.done).
 
 // ownStore returns the store whose own handle db is (the handle itself, a
 // transaction or a connection on it), nil for any other handle.
@@ -37,19 +42,54 @@ func ownStore(db driver.DBTX) *store {
 }
 
 // reporter collects the changes of one statement on db and reports them
-// to db's own store (ownStore), if any, once the statement has succeeded.
+// to db's own store (ownStore), if any, once the statement has succeeded,
+// under key: that of the connection of db, a transaction or a connection
+// (driver.ConnOf), or one of the statement's own when db is the handle and
+// the statement runs in autocommit (auto).
 type reporter struct {
-	st *store
-	db driver.DBTX
+	st   *store
+	key  driver.TxKey
+	auto bool
+	op   driver.Op // what the statement does, told with each change (by)
 }
 
-// reporterOf returns the reporter of the statements on db.
+// by returns r telling op, the settlement the statement runs (or
+// driver.OpClaim), with each change it reports: on a pool the store cannot
+// tell which transaction a tag of its own belongs to, so a statement that
+// knows what it does says it.
+func (r reporter) by(op driver.Op) reporter {
+	r.op = op
+	return r
+}
+
+// reporterOf returns the reporter of the statements on db: in autocommit
+// on the handle, or on a connection taken from it (*sql.Conn) with no
+// transaction open, under a key of the statement's own. A transaction
+// whose connection it cannot learn (driver.ConnOf answers nil: a Go
+// release moved database/sql's fields, which TestConnOf catches) reports
+// nothing rather than under another transaction's key: the counts are then
+// short until Metrics reads the tables again. A transaction begun by a
+// statement (BEGIN on a *sql.Conn) is none database/sql knows: its end is
+// not heard, and its records wait for the end of the connection's next
+// transaction.
 func reporterOf(db driver.DBTX) reporter {
 	st := ownStore(db)
-	if st != nil && st.cfg.Changed == nil && st.cfg.Created == nil && st.cfg.Dropped == nil {
-		st = nil
+	if st == nil {
+		return reporter{}
 	}
-	return reporter{st: st, db: db}
+	if _, ok := db.(*sql.DB); ok {
+		return reporter{st: st, key: newKey(), auto: true}
+	}
+	c, ok := driver.ConnOf(db).(*conn)
+	if !ok {
+		return reporter{}
+	}
+	if _, ok := db.(*sql.Conn); ok && c.idle() {
+		// A connection taken from the handle, outside any transaction: its
+		// statement is in autocommit, as on the handle itself.
+		return reporter{st: st, key: newKey(), auto: true}
+	}
+	return reporter{st: st, key: c.key}
 }
 
 // change reports one row of messages going from old to state as the
@@ -67,32 +107,49 @@ func (r reporter) change(queue, old, state string, bytes int64) {
 	if old == stateCompleted || (old == state && old != "") {
 		return
 	}
-	r.st.cfg.Changed(driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes})
+	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Op: r.op})
 }
 
-// queue reports a queue created (created true) or dropped.
+// queue reports a queue created (created true) or dropped; in autocommit
+// it is applied at once.
 func (r reporter) queue(name string, created bool) {
 	if r.st == nil {
 		return
 	}
 	if created && r.st.cfg.Created != nil {
-		r.st.cfg.Created(name)
+		r.st.cfg.Created(r.key, name)
 	}
 	if !created && r.st.cfg.Dropped != nil {
-		r.st.cfg.Dropped(name)
+		r.st.cfg.Dropped(r.key, name)
 	}
+	r.done()
 }
 
-// done ends a statement that ran on the handle itself, outside any
-// transaction: PostgreSQL committed it on its own, which the store hears
-// as a commit (ConnConfig.Commit), as the SQLite engine's commit hook
-// fires for a statement in autocommit.
-func (r reporter) done() {
-	if r.st == nil {
+// settling reports a settlement of the delivery (queue, seq, token) about
+// to run in db's transaction (ConnConfig.Settling), which the store acts
+// on when that transaction commits. A settlement in autocommit is no
+// transaction's: the store's own call that runs it tells its registry
+// itself, so it is not reported.
+func (r reporter) settling(op driver.Op, queue string, seq int64, token string) {
+	if r.st == nil || r.auto || r.st.cfg.Settling == nil {
 		return
 	}
-	if _, ok := r.db.(*sql.DB); ok && r.st.cfg.Commit != nil {
-		r.st.cfg.Commit()
+	r.st.cfg.Settling(r.key, op, queue, seq, token)
+}
+
+// done ends a statement: one that ran on the handle itself, outside any
+// transaction, PostgreSQL committed on its own when it returned, so the
+// records it reported under its own key are applied at once
+// (ConnConfig.Commit of that key), as the SQLite engine's commit hook
+// fires for a statement in autocommit. A statement in a transaction waits
+// for that transaction's end, which hookTx reports. Every statement that
+// reports changes calls done once it has reported them all.
+func (r reporter) done() {
+	if r.st == nil || !r.auto {
+		return
+	}
+	if r.st.cfg.Commit != nil {
+		r.st.cfg.Commit(r.key)
 	}
 }
 

@@ -52,12 +52,12 @@ func openRecorded(t *testing.T, history int) (*sql.DB, *testClock, *recorder, st
 	db, release, err := pg.Open(driver.ConnConfig{
 		Path: url, StoreID: 1, MaxMessageBytes: 1 << 20, AttemptHistory: history,
 		Now: clock.now, Closing: func() bool { return false },
-		Changed: func(c driver.RowChange) {
+		Changed: func(_ driver.TxKey, c driver.RowChange) {
 			rec.add(fmt.Sprintf("%s %s>%s %d", c.Queue, c.Old, c.New, c.Bytes))
 		},
-		Created: func(q string) { rec.add("created " + q) },
-		Dropped: func(q string) { rec.add("dropped " + q) },
-		Commit:  func() { rec.mu.Lock(); rec.commits++; rec.mu.Unlock() },
+		Created: func(_ driver.TxKey, q string) { rec.add("created " + q) },
+		Dropped: func(_ driver.TxKey, q string) { rec.add("dropped " + q) },
+		Commit:  func(driver.TxKey) { rec.mu.Lock(); rec.commits++; rec.mu.Unlock() },
 	})
 	if err != nil {
 		t.Fatal(err)

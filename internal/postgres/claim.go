@@ -230,7 +230,7 @@ func claimUpTo(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest, max i
 	defer rows.Close()
 	var out []driver.Row
 	due := false
-	rep := reporterOf(tx)
+	rep := reporterOf(tx).by(driver.OpClaim)
 	for rows.Next() {
 		c, err := scanRow(rows)
 		if err != nil {

@@ -145,18 +145,36 @@ func (c connector) Connect(ctx context.Context) (sqldriver.Conn, error) {
 	if c.st.cfg.Opened != nil {
 		c.st.cfg.Opened()
 	}
-	return &conn{Conn: pc, st: c.st}, nil
+	return &conn{Conn: pc, st: c.st, key: newKey()}, nil
 }
 
 func (c connector) Driver() sqldriver.Driver { return c.inner.Driver() }
 
 // conn is a pgx connection whose transactions report their ends: a commit
 // to cfg.Commit (or, once the store is closing, a rollback and
-// errs.ErrClosed), a rollback to cfg.Rollback.
+// errs.ErrClosed), a rollback to cfg.Rollback, each with the connection's
+// key, under which its statements report their changes (reporterOf).
 type conn struct {
 	*stdlib.Conn
-	st *store
+	st  *store
+	key driver.TxKey
 }
+
+// keys hands out the TxKey of each connection and of each statement run in
+// autocommit (reporterOf): never 0, never twice in a process, so that no two
+// transactions, of one store or of two, share one.
+var keys atomic.Uint64
+
+// idle reports whether no transaction is open on the connection, as the
+// server said at the end of its last statement: a statement run now is in
+// autocommit.
+func (c *conn) idle() bool { return c.Conn.Conn().PgConn().TxStatus() == 'I' }
+
+// TxKey is the key of the connection's transactions (driver.Keyed).
+func (c *conn) TxKey() driver.TxKey { return c.key }
+
+// newKey returns a TxKey never given before.
+func newKey() driver.TxKey { return driver.TxKey(keys.Add(1)) }
 
 func (c *conn) Begin() (sqldriver.Tx, error) {
 	return c.BeginTx(context.Background(), sqldriver.TxOptions{})
@@ -167,7 +185,7 @@ func (c *conn) BeginTx(ctx context.Context, opts sqldriver.TxOptions) (sqldriver
 	if err != nil {
 		return nil, err
 	}
-	return &hookTx{tx: tx, st: c.st}, nil
+	return &hookTx{tx: tx, st: c.st, key: c.key}, nil
 }
 
 func (c *conn) Close() error {
@@ -178,9 +196,12 @@ func (c *conn) Close() error {
 	return err
 }
 
+// hookTx is a transaction of conn: its end is reported with the key of
+// its connection.
 type hookTx struct {
-	tx sqldriver.Tx
-	st *store
+	tx  sqldriver.Tx
+	st  *store
+	key driver.TxKey
 }
 
 func (t *hookTx) Commit() error {
@@ -188,18 +209,18 @@ func (t *hookTx) Commit() error {
 	if t.st.closed.Load() || cfg.Closing() {
 		err := t.tx.Rollback()
 		if cfg.Rollback != nil {
-			cfg.Rollback()
+			cfg.Rollback(t.key)
 		}
 		return errors.Join(errs.ErrClosed, err)
 	}
 	if err := t.tx.Commit(); err != nil {
 		if cfg.Rollback != nil {
-			cfg.Rollback()
+			cfg.Rollback(t.key)
 		}
 		return err
 	}
 	if cfg.Commit != nil {
-		cfg.Commit()
+		cfg.Commit(t.key)
 	}
 	return nil
 }
@@ -207,7 +228,7 @@ func (t *hookTx) Commit() error {
 func (t *hookTx) Rollback() error {
 	err := t.tx.Rollback()
 	if t.st.cfg.Rollback != nil {
-		t.st.cfg.Rollback()
+		t.st.cfg.Rollback(t.key)
 	}
 	return err
 }

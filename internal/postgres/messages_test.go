@@ -52,7 +52,14 @@ func addQueue(t testing.TB, db *sql.DB, q driver.Queue) {
 // nil) as its ConnConfig.Settling.
 func openAnother(t testing.TB, db *sql.DB, clock *testClock, settling func(driver.Op, string, int64, string)) *sql.DB {
 	t.Helper()
-	return openTwin(t, db, clock, func(c *driver.ConnConfig) { c.MaxConns, c.Settling = 3, settling })
+	return openTwin(t, db, clock, func(c *driver.ConnConfig) {
+		c.MaxConns = 3
+		if settling != nil {
+			c.Settling = func(_ driver.TxKey, op driver.Op, queue string, seq int64, token string) {
+				settling(op, queue, seq, token)
+			}
+		}
+	})
 }
 
 // inTx runs f in a transaction on db and commits it.

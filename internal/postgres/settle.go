@@ -102,7 +102,7 @@ func settle(ctx context.Context, tx driver.DBTX, s driver.Settlement, unmatched 
 	if err != nil {
 		return interpret(string(s.Op), err)
 	}
-	rep := reporterOf(tx)
+	rep := reporterOf(tx).by(s.Op)
 	rep.change(s.Queue, "locked", state, bytes)
 	rep.done()
 	return nil
@@ -179,9 +179,7 @@ func (PostgreSQL) SettleTx(ctx context.Context, tx driver.DBTX, s driver.Settlem
 	if _, ok := settleSQL[s.Op]; !ok {
 		return fmt.Errorf("settle: unknown operation %q", s.Op)
 	}
-	if st := ownStore(tx); st != nil && st.cfg.Settling != nil {
-		st.cfg.Settling(s.Op, s.Queue, s.Seq, s.Token)
-	}
+	reporterOf(tx).settling(s.Op, s.Queue, s.Seq, s.Token)
 	return settle(ctx, tx, s, alreadySettled)
 }
 
@@ -214,7 +212,7 @@ func (p PostgreSQL) CompleteMany(ctx context.Context, tx driver.DBTX, locks []dr
 		return nil, interpret("complete", err)
 	}
 	completed := make(map[int64]bool, len(locks))
-	rep := reporterOf(tx)
+	rep := reporterOf(tx).by(driver.OpComplete)
 	for rows.Next() {
 		var id, bytes int64
 		var queue string

@@ -232,13 +232,21 @@ func (r *Registry[T, M]) List() []Entry[T] {
 // settledInTx is what the settlements made inside a caller's transaction
 // (consumer.CompleteTx, consumer.RejectTx) leave to do once it ends: the
 // registry forgets their deliveries when the transaction commits, and
-// never when it rolls back. Its methods run on the connection's goroutine
-// (the SQL function and the hooks); the mutex keeps the race detector's
-// view of that plain.
+// never when it rolls back. They are kept per transaction, by the key of
+// its connection (Key): on a pool, transactions run side by side, and one's
+// rollback must neither drop nor apply another's. Key 0 (the one
+// connection of SQLite) is a field, so its path costs no map. Its methods
+// run on the connections' goroutines (the SQL function and the hooks); the
+// mutex keeps them apart.
 type settledInTx struct {
-	mu    sync.Mutex
-	locks []settledLock
+	mu     sync.Mutex
+	one    []settledLock         // Key 0's
+	others map[Key][]settledLock // every other key's open transaction
 }
+
+// Key names the transaction a settlement belongs to: the connection it
+// runs on (driver.TxKey). A store with one connection reports Key 0.
+type Key = uint64
 
 // settledLock is a delivery settled inside the open transaction.
 type settledLock struct {
@@ -247,54 +255,88 @@ type settledLock struct {
 	token string
 }
 
+// locks returns the settlements of key; r.inTx.mu is held.
+func (s *settledInTx) locks(key Key) []settledLock {
+	if key == 0 {
+		return s.one
+	}
+	return s.others[key]
+}
+
+// set makes l the settlements of key (none: forgotten); s.mu is held.
+func (s *settledInTx) set(key Key, l []settledLock) {
+	switch {
+	case key == 0:
+		s.one = l
+	case len(l) == 0:
+		delete(s.others, key)
+	default:
+		if s.others == nil {
+			s.others = map[Key][]settledLock{}
+		}
+		s.others[key] = l
+	}
+}
+
 // SettledInTx records a settlement of the delivery (queue, seq) of token
-// inside the open transaction: Committed forgets it, RolledBack does not.
-// The whole lock is kept: a settlement that names another seq releases
+// inside the open transaction of key: Committed forgets it, RolledBack does
+// not. The whole lock is kept: a settlement that names another seq releases
 // nothing, and the registry must not forget the lock its token holds.
-func (r *Registry[T, M]) SettledInTx(queue string, seq int64, token string) {
+func (r *Registry[T, M]) SettledInTx(key Key, queue string, seq int64, token string) {
 	r.inTx.mu.Lock()
-	r.inTx.locks = append(r.inTx.locks, settledLock{queue: queue, seq: seq, token: token})
+	r.inTx.set(key, append(r.inTx.locks(key), settledLock{queue: queue, seq: seq, token: token}))
 	r.inTx.mu.Unlock()
 }
 
-// Committed forgets the deliveries settled inside the transaction that
-// committed (the commit hook).
-func (r *Registry[T, M]) Committed() {
+// Committed forgets the deliveries settled inside the transaction of key,
+// which committed (the commit hook).
+func (r *Registry[T, M]) Committed(key Key) {
 	r.inTx.mu.Lock()
-	locks := r.inTx.locks
-	r.inTx.locks = nil
+	locks := r.inTx.locks(key)
+	r.inTx.set(key, nil)
 	r.inTx.mu.Unlock()
 	for _, l := range locks {
 		r.Settled(l.queue, l.seq, l.token)
 	}
 }
 
-// RolledBack drops the deliveries settled inside the transaction that
-// rolled back: they are still held (the rollback hook).
-func (r *Registry[T, M]) RolledBack() {
+// RolledBack drops the deliveries settled inside the transaction of key,
+// which rolled back: they are still held (the rollback hook). Another
+// transaction's are kept.
+func (r *Registry[T, M]) RolledBack(key Key) {
 	r.inTx.mu.Lock()
-	r.inTx.locks = nil
+	r.inTx.set(key, nil)
 	r.inTx.mu.Unlock()
 }
 
-// MarkInTx returns where the settlements of the open transaction stand,
-// for UndoInTx: a step of a group commit begins.
-func (r *Registry[T, M]) MarkInTx() int {
+// MarkInTx returns where the settlements of the open transaction of key
+// stand, for UndoInTx: a step of a group commit begins.
+func (r *Registry[T, M]) MarkInTx(key Key) int {
 	r.inTx.mu.Lock()
 	defer r.inTx.mu.Unlock()
-	return len(r.inTx.locks)
+	return len(r.inTx.locks(key))
 }
 
-// UndoInTx drops the settlements recorded since mark: the step that
-// followed it rolled back, so they are not applied when the group commits.
-//
-// On a store whose transactions run at once (PostgreSQL's pool), another
-// transaction's commit or rollback may have taken the records since the
-// mark; what is left past it is dropped, and nothing below it.
-func (r *Registry[T, M]) UndoInTx(mark int) {
+// UndoInTx drops the settlements of the transaction of key recorded since
+// mark: the step that followed it rolled back, so they are not applied
+// when the group commits.
+func (r *Registry[T, M]) UndoInTx(key Key, mark int) {
 	r.inTx.mu.Lock()
-	mark = min(mark, len(r.inTx.locks))
-	clear(r.inTx.locks[mark:])
-	r.inTx.locks = r.inTx.locks[:mark]
+	l := r.inTx.locks(key)
+	mark = min(mark, len(l))
+	clear(l[mark:])
+	r.inTx.set(key, l[:mark])
 	r.inTx.mu.Unlock()
+}
+
+// PendingInTx is how many transactions hold settlements not yet applied or
+// dropped: for the tests, which check that every one ended.
+func (r *Registry[T, M]) PendingInTx() int {
+	r.inTx.mu.Lock()
+	defer r.inTx.mu.Unlock()
+	n := len(r.inTx.others)
+	if len(r.inTx.one) > 0 {
+		n++
+	}
+	return n
 }

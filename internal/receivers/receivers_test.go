@@ -90,16 +90,16 @@ func TestSettledInTx(t *testing.T) {
 	r := newRegistry(&now)
 	a := ID[string]{Queue: "q", Tag: "a"}
 	r.Leave(a, []msg{{Token: "t1", Seq: 1, Until: 100}, {Token: "t2", Seq: 2, Until: 100}, {Token: "t3", Seq: 3, Until: 100}})
-	r.SettledInTx("q", 1, "t1")
-	r.RolledBack()
-	r.SettledInTx("q", 2, "t2")
-	m := r.MarkInTx()
-	r.SettledInTx("q", 3, "t3")
-	r.UndoInTx(m)
+	r.SettledInTx(0, "q", 1, "t1")
+	r.RolledBack(0)
+	r.SettledInTx(0, "q", 2, "t2")
+	m := r.MarkInTx(0)
+	r.SettledInTx(0, "q", 3, "t3")
+	r.UndoInTx(0, m)
 	if _, locks := r.Size(); locks != 3 {
 		t.Fatalf("applied before the commit: %d locks", locks)
 	}
-	r.Committed()
+	r.Committed(0)
 	if _, locks := r.Size(); locks != 2 {
 		t.Fatalf("after the commit: %d locks, want 2 (t1, t3)", locks)
 	}
@@ -110,23 +110,30 @@ func TestSettledInTx(t *testing.T) {
 	}
 }
 
-// TestUndoInTxAfterAnotherCommit: on a store whose transactions run at
-// once, a step marked before another transaction's commit took the
-// records undoes past the records left, without a panic. (The records of
-// transactions that run at once share one list: the registry, a view for
-// the operator, may then forget a lease early or late.)
-func TestUndoInTxAfterAnotherCommit(t *testing.T) {
+// TestInTxKeysApart: on a store whose transactions run at once (a pool),
+// each transaction's settlements wait under its own key: a rollback beside
+// a commit neither drops nor applies the other's, and a step's undo
+// touches its own key's only.
+func TestInTxKeysApart(t *testing.T) {
 	now := int64(0)
 	r := newRegistry(&now)
 	a := ID[string]{Queue: "q", Tag: "a"}
-	r.Leave(a, []msg{{Token: "t1", Seq: 1, Until: 100}, {Token: "t2", Seq: 2, Until: 100}})
-	r.SettledInTx("q", 1, "t1")
-	m := r.MarkInTx() // a step of one transaction begins
-	r.Committed()     // another transaction commits, taking the record
-	r.SettledInTx("q", 2, "t2")
-	r.UndoInTx(m) // the mark is past the records: no panic
-	r.Committed()
-	if _, locks := r.Size(); locks > 1 {
-		t.Fatalf("%d locks, want t1 forgotten", locks)
+	r.Leave(a, []msg{{Token: "t1", Seq: 1, Until: 100}, {Token: "t2", Seq: 2, Until: 100}, {Token: "t3", Seq: 3, Until: 100}})
+	r.SettledInTx(1, "q", 1, "t1")
+	m := r.MarkInTx(2)
+	r.SettledInTx(2, "q", 2, "t2")
+	r.SettledInTx(3, "q", 3, "t3")
+	r.UndoInTx(2, m) // key 2's step rolled back: t2 stays held, t1 waits
+	r.RolledBack(3)  // t3 stays held, t1 waits
+	r.Committed(2)   // nothing of key 2's is left
+	if _, locks := r.Size(); locks != 3 {
+		t.Fatalf("%d locks before key 1 committed, want 3", locks)
+	}
+	r.Committed(1)
+	if _, locks := r.Size(); locks != 2 {
+		t.Fatalf("%d locks, want t2 and t3 still held", locks)
+	}
+	if n := r.PendingInTx(); n != 0 {
+		t.Fatalf("%d transactions pending", n)
 	}
 }

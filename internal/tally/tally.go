@@ -59,11 +59,13 @@ const (
 
 // Change is one row of messages changing state, as the pre-update hook
 // reports it: Old is "" for a row inserted, New "" for one deleted; Bytes
-// is the row's body length.
+// is the row's body length. Cause, when not None, is what made the change
+// as the statement itself knew it; None leaves it to the transaction's tag.
 type Change struct {
 	Queue    string
 	Old, New string
 	Bytes    int64
+	Cause    Cause
 }
 
 // Counters counts the events of one queue since the tally was seeded (the
@@ -144,19 +146,80 @@ type queueTally struct {
 	claim, settle histogram
 }
 
-// Tally keeps the per-queue counts: the messages per state and the event
-// counters, from the rows the connection's pre-update hook reports. Seeded
-// once at Open. The zero value is ready (and off until Seed). Safe for
-// concurrent use: the hooks run on the connection's goroutine, the readers
-// anywhere.
-type Tally struct {
-	mu      sync.Mutex
-	on      bool // seeded: before that (migrations, recovery) rows are ignored
-	queues  map[string]*queueTally
-	pending []queueDelta // the open transaction's, one per queue touched
+// Key names the transaction a change belongs to: the connection it runs
+// on (driver.TxKey), which runs one transaction at a time. A store with
+// one connection (SQLite) reports everything as Key 0.
+type Key = uint64
+
+// txRecords is what one open transaction reported and its commit applies:
+// its changes, one delta per queue touched, the queues it created and
+// dropped, and the cause it tagged.
+type txRecords struct {
+	pending []queueDelta
 	created []string
 	dropped []string
 	cause   Cause
+}
+
+// Tally keeps the per-queue counts: the messages per state and the event
+// counters, from the rows the connection's pre-update hook reports. Seeded
+// once at Open. The zero value is ready (and off until Seed). Safe for
+// concurrent use: the hooks run on the connections' goroutines, the
+// readers anywhere.
+//
+// The changes wait per transaction, by Key: a rollback drops its own
+// transaction's records and no other's, a commit applies its own. Key 0
+// (the one connection of SQLite) is a field, so its path costs no map.
+type Tally struct {
+	mu     sync.Mutex
+	on     bool // seeded: before that (migrations, recovery) rows are ignored
+	queues map[string]*queueTally
+	one    txRecords          // Key 0's
+	others map[Key]*txRecords // every other key's open transaction, made on its first record
+	free   []*txRecords       // ended records of others, for reuse
+	cause  Cause              // Tag's, for the keys that tagged none (TagKey)
+}
+
+// records returns the records of key, made if need be; t.mu is held.
+func (t *Tally) records(key Key) *txRecords {
+	if key == 0 {
+		return &t.one
+	}
+	if r := t.others[key]; r != nil {
+		return r
+	}
+	if t.others == nil {
+		t.others = map[Key]*txRecords{}
+	}
+	var r *txRecords
+	if n := len(t.free); n > 0 {
+		r, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		r = &txRecords{}
+	}
+	t.others[key] = r
+	return r
+}
+
+// lookup returns the records of key, nil for a key with none; t.mu is held.
+func (t *Tally) lookup(key Key) *txRecords {
+	if key == 0 {
+		return &t.one
+	}
+	return t.others[key]
+}
+
+// end forgets the records of key, which ended; t.mu is held.
+func (t *Tally) end(key Key, r *txRecords) {
+	r.reset()
+	if key != 0 {
+		delete(t.others, key)
+		if len(t.free) < 64 {
+			t.free = append(t.free, r)
+		}
+		// A keyless Tag may have named this transaction's rows: it ends.
+		t.cause = None
+	}
 }
 
 // Seed takes the counts of every queue, read once from the state indexes,
@@ -191,32 +254,55 @@ func (t *Tally) Refresh(queues []Seed) {
 	t.queues, t.on = next, true
 }
 
-// Tag names the cause of the rows the current transaction writes next.
+// Tag names the cause of the rows the current transaction writes next,
+// on a store with one connection (Key 0). On a pool, where the caller
+// cannot name its transaction, it names the rows of every transaction
+// that tagged none itself (TagKey) until one of them ends: a transaction
+// beside it may then count a settlement under another's name (Completed
+// for LockLost), unless its change tells its own cause (Change.Cause), as
+// the PostgreSQL engine's settlements and claims do; the counts per state
+// are exact either way.
 func (t *Tally) Tag(c Cause) {
 	t.mu.Lock()
-	t.cause = c
+	t.one.cause, t.cause = c, c
+	t.mu.Unlock()
+}
+
+// TagKey names the cause of the rows the transaction of key writes next.
+func (t *Tally) TagKey(key Key, c Cause) {
+	t.mu.Lock()
+	t.records(key).cause = c
 	t.mu.Unlock()
 }
 
 // delta returns the pending delta of queue; t.mu is held.
-func (t *Tally) delta(queue string) *queueDelta {
-	for i := range t.pending {
-		if t.pending[i].queue == queue {
-			return &t.pending[i]
+func (r *txRecords) delta(queue string) *queueDelta {
+	for i := range r.pending {
+		if r.pending[i].queue == queue {
+			return &r.pending[i]
 		}
 	}
-	t.pending = append(t.pending, queueDelta{queue: queue})
-	return &t.pending[len(t.pending)-1]
+	r.pending = append(r.pending, queueDelta{queue: queue})
+	return &r.pending[len(r.pending)-1]
 }
 
-// Change records one row of messages changing state (the pre-update hook).
-func (t *Tally) Change(c Change) {
+// Change records one row of messages changing state in the transaction
+// of key (the pre-update hook).
+func (t *Tally) Change(key Key, c Change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.on || c.Queue == "" {
 		return
 	}
-	d := t.delta(c.Queue)
+	r := t.records(key)
+	cause := c.Cause
+	if cause == None {
+		cause = r.cause
+	}
+	if cause == None && key != 0 {
+		cause = t.cause
+	}
+	d := r.delta(c.Queue)
 	moveState(&d.states, &d.bytes, c)
 	if d.exact != nil {
 		// Counts read (Stats) earlier in the transaction, a group commit's
@@ -228,19 +314,19 @@ func (t *Tally) Change(c Change) {
 	case c.Old == "":
 		n.Sent++
 	case c.New == stateLocked,
-		c.New == "" && c.Old == stateActive && t.cause == Receive: // receive-and-delete
+		c.New == "" && c.Old == stateActive && cause == Receive: // receive-and-delete
 		n.Received++
 	}
 	if c.Old == stateLocked {
 		switch {
 		case c.New == "":
-			if t.cause == Complete {
+			if cause == Complete {
 				n.Completed++
 			}
 		case c.New == stateDeferred:
-		case t.cause == Abandon:
+		case cause == Abandon:
 			n.Abandoned++
-		case t.cause == Reject:
+		case cause == Reject:
 			n.Rejected++
 		default:
 			// The lease ended with no settlement: the reaper, a claim or a
@@ -277,30 +363,45 @@ type Mark struct {
 }
 
 // Mark copies the open transaction's pending changes and clears its cause:
-// a group commit's step begins, which names its own.
-func (t *Tally) Mark() Mark {
+// a group commit's step begins, which names its own. It is MarkKey of Key
+// 0, the one connection's.
+func (t *Tally) Mark() Mark { return t.MarkKey(0) }
+
+// MarkKey is Mark of the transaction of key.
+func (t *Tally) MarkKey(key Key) Mark {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := Mark{pending: make([]queueDelta, len(t.pending)), created: len(t.created), dropped: len(t.dropped)}
-	for i, d := range t.pending {
+	r := t.lookup(key)
+	if r == nil {
+		return Mark{}
+	}
+	m := Mark{pending: make([]queueDelta, len(r.pending)), created: len(r.created), dropped: len(r.dropped)}
+	for i, d := range r.pending {
 		if d.exact != nil {
 			e := *d.exact
 			d.exact = &e
 		}
 		m.pending[i] = d
 	}
-	t.cause = None
+	r.cause = None
 	return m
 }
 
 // Undo brings the pending changes back to m: the step that followed it
-// rolled back to its savepoint.
-func (t *Tally) Undo(m Mark) {
+// rolled back to its savepoint. It is UndoKey of Key 0.
+func (t *Tally) Undo(m Mark) { t.UndoKey(0, m) }
+
+// UndoKey is Undo of the transaction of key.
+func (t *Tally) UndoKey(key Key, m Mark) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	clear(t.pending)
-	t.pending = append(t.pending[:0], m.pending...)
-	t.created, t.dropped, t.cause = t.created[:m.created], t.dropped[:m.dropped], None
+	r := t.lookup(key)
+	if r == nil {
+		return
+	}
+	clear(r.pending)
+	r.pending = append(r.pending[:0], m.pending...)
+	r.created, r.dropped, r.cause = r.created[:min(m.created, len(r.created))], r.dropped[:min(m.dropped, len(r.dropped))], None
 }
 
 // Correct takes the counts per state of queue as the current transaction
@@ -312,14 +413,16 @@ func (t *Tally) Undo(m Mark) {
 // commits while the transaction runs: when it wrote nothing to queue, the
 // counts read are the committed ones and are taken at once (a transaction
 // that wrote nothing fires no commit hook); otherwise its commit takes them.
+// It is the transaction of Key 0's (on a pool, Metrics reads the counts
+// again anyway: Refresh).
 func (t *Tally) Correct(queue string, exact Exact) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.on {
 		return
 	}
-	for i := range t.pending {
-		if d := &t.pending[i]; d.queue == queue {
+	for i := range t.one.pending {
+		if d := &t.one.pending[i]; d.queue == queue {
 			d.exact = &exact
 			return
 		}
@@ -333,49 +436,74 @@ func (t *Tally) Correct(queue string, exact Exact) {
 // transaction claimed on queue: the claim path counts them from the rows it
 // returns, which carry their delivery count (the hook does not read it, to
 // stay cheap). A Receive that replayed an attempt claimed nothing in this
-// transaction and counts nothing.
+// transaction and counts nothing. The caller names no transaction: Key 0's
+// is looked at first, then, on a pool, the first transaction that claimed
+// on queue.
 func (t *Tally) Redelivered(queue string, n int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.on || n == 0 {
 		return
 	}
-	for i := range t.pending {
-		if d := &t.pending[i]; d.queue == queue && d.counters.Received > 0 {
-			d.counters.Redelivered += n
+	if t.one.redelivered(queue, n) {
+		return
+	}
+	for _, r := range t.others {
+		if r.redelivered(queue, n) {
+			return
 		}
 	}
 }
 
-// Create records a queue created (the pre-update hook on queues).
-func (t *Tally) Create(queue string) {
+// redelivered adds n redeliveries to the delta of queue when it claimed,
+// and reports whether it did.
+func (r *txRecords) redelivered(queue string, n int64) bool {
+	for i := range r.pending {
+		if d := &r.pending[i]; d.queue == queue && d.counters.Received > 0 {
+			d.counters.Redelivered += n
+			return true
+		}
+	}
+	return false
+}
+
+// Create records a queue created in the transaction of key (the
+// pre-update hook on queues).
+func (t *Tally) Create(key Key, queue string) {
 	t.mu.Lock()
 	if t.on {
-		t.created = append(t.created, queue)
+		r := t.records(key)
+		r.created = append(r.created, queue)
 	}
 	t.mu.Unlock()
 }
 
-// Drop records a queue deleted (the pre-update hook on queues).
-func (t *Tally) Drop(queue string) {
+// Drop records a queue deleted in the transaction of key (the pre-update
+// hook on queues).
+func (t *Tally) Drop(key Key, queue string) {
 	t.mu.Lock()
 	if t.on {
-		t.dropped = append(t.dropped, queue)
+		r := t.records(key)
+		r.dropped = append(r.dropped, queue)
 	}
 	t.mu.Unlock()
 }
 
-// Commit applies the transaction's changes (the commit hook).
-func (t *Tally) Commit() {
+// Commit applies the changes of the transaction of key (the commit hook).
+func (t *Tally) Commit(key Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, q := range t.created {
+	r := t.lookup(key)
+	if r == nil {
+		return
+	}
+	for _, q := range r.created {
 		if t.queues[q] == nil {
 			t.queues[q] = &queueTally{}
 		}
 	}
-	for i := range t.pending {
-		d := &t.pending[i]
+	for i := range r.pending {
+		d := &r.pending[i]
 		qt := t.queues[d.queue]
 		if qt == nil {
 			qt = &queueTally{}
@@ -391,23 +519,40 @@ func (t *Tally) Commit() {
 		}
 		qt.counters.add(d.counters)
 	}
-	for _, q := range t.dropped {
+	for _, q := range r.dropped {
 		delete(t.queues, q)
 	}
-	t.reset()
+	t.end(key, r)
 }
 
-// Rollback drops the transaction's changes (the rollback hook).
-func (t *Tally) Rollback() {
+// Rollback drops the changes of the transaction of key (the rollback
+// hook), and no other's.
+func (t *Tally) Rollback(key Key) {
 	t.mu.Lock()
-	t.reset()
+	if r := t.lookup(key); r != nil {
+		t.end(key, r)
+	}
 	t.mu.Unlock()
 }
 
+// Pending reports how many transactions hold records not yet applied or
+// dropped: for the tests, which check that every one ended.
+func (t *Tally) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.others)
+	if len(t.one.pending)+len(t.one.created)+len(t.one.dropped) > 0 {
+		n++
+	}
+	return n
+}
+
 // reset empties the pending changes, keeping their memory; t.mu is held.
-func (t *Tally) reset() {
-	clear(t.pending) // no queue name or exact count outlives its transaction
-	t.pending, t.created, t.dropped, t.cause = t.pending[:0], t.created[:0], t.dropped[:0], None
+func (r *txRecords) reset() {
+	clear(r.pending) // no queue name or exact count outlives its transaction
+	clear(r.created)
+	clear(r.dropped)
+	r.pending, r.created, r.dropped, r.cause = r.pending[:0], r.created[:0], r.dropped[:0], None
 }
 
 // Duration is which duration histogram Observe adds to.

@@ -27,29 +27,29 @@ func queue(t *testing.T, tl *Tally, name string) Queue {
 // not at all when it rolls back; the cause names a lock's end.
 func TestCountsFollowCommits(t *testing.T) {
 	tl := seeded()
-	tl.Change(Change{Queue: "q", New: "active", Bytes: 10})
-	tl.Change(Change{Queue: "q", New: "active", Bytes: 5})
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 10})
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 5})
 	if q := queue(t, tl, "q"); q.Active != 0 {
 		t.Fatalf("counted before the commit: %+v", q)
 	}
-	tl.Commit()
+	tl.Commit(0)
 	tl.Tag(Receive)
-	tl.Change(Change{Queue: "q", Old: "active", New: "locked", Bytes: 10})
-	tl.Commit()
+	tl.Change(0, Change{Queue: "q", Old: "active", New: "locked", Bytes: 10})
+	tl.Commit(0)
 	tl.Tag(Complete)
-	tl.Change(Change{Queue: "q", Old: "locked", Bytes: 10})
-	tl.Rollback()
+	tl.Change(0, Change{Queue: "q", Old: "locked", Bytes: 10})
+	tl.Rollback(0)
 	q := queue(t, tl, "q")
 	want := Counters{Sent: 2, Received: 1}
 	if q.Active != 1 || q.Locked != 1 || q.Bytes != 15 || q.Counters != want {
 		t.Fatalf("got %+v", q)
 	}
 	tl.Tag(Abandon)
-	tl.Change(Change{Queue: "q", Old: "locked", New: "active", Bytes: 10})
-	tl.Commit()
-	tl.Change(Change{Queue: "q", Old: "active", New: "locked", Bytes: 10})
-	tl.Change(Change{Queue: "q", Old: "locked", New: "dead_lettered", Bytes: 10}) // no cause: the reaper
-	tl.Commit()
+	tl.Change(0, Change{Queue: "q", Old: "locked", New: "active", Bytes: 10})
+	tl.Commit(0)
+	tl.Change(0, Change{Queue: "q", Old: "active", New: "locked", Bytes: 10})
+	tl.Change(0, Change{Queue: "q", Old: "locked", New: "dead_lettered", Bytes: 10}) // no cause: the reaper
+	tl.Commit(0)
 	q = queue(t, tl, "q")
 	want = Counters{Sent: 2, Received: 2, Abandoned: 1, LockLost: 1, DeadLettered: 1}
 	if q.Active != 1 || q.DeadLettered != 1 || q.Counters != want {
@@ -60,9 +60,9 @@ func TestCountsFollowCommits(t *testing.T) {
 // TestOffUntilSeeded: rows before Seed (migrations, recovery) count nothing.
 func TestOffUntilSeeded(t *testing.T) {
 	var tl Tally
-	tl.Change(Change{Queue: "q", New: "active"})
-	tl.Create("q")
-	tl.Commit()
+	tl.Change(0, Change{Queue: "q", New: "active"})
+	tl.Create(0, "q")
+	tl.Commit(0)
 	tl.Seed(nil)
 	if got := tl.Names(); len(got) != 0 {
 		t.Fatalf("names %v", got)
@@ -73,14 +73,14 @@ func TestOffUntilSeeded(t *testing.T) {
 // queues created) out of the pending counts; the step before stays.
 func TestMarkUndo(t *testing.T) {
 	tl := seeded()
-	tl.Change(Change{Queue: "q", New: "active", Bytes: 1})
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 1})
 	m := tl.Mark()
 	tl.Tag(Receive)
-	tl.Change(Change{Queue: "q", New: "active", Bytes: 1})
-	tl.Create("r")
-	tl.Change(Change{Queue: "r", New: "active", Bytes: 1})
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 1})
+	tl.Create(0, "r")
+	tl.Change(0, Change{Queue: "r", New: "active", Bytes: 1})
 	tl.Undo(m)
-	tl.Commit()
+	tl.Commit(0)
 	if q := queue(t, tl, "q"); q.Active != 1 || q.Counters.Sent != 1 {
 		t.Fatalf("q %+v", q)
 	}
@@ -101,10 +101,10 @@ func TestCorrect(t *testing.T) {
 	if q := queue(t, tl, "q"); q.Active != 7 || q.Bytes != 75 {
 		t.Fatalf("q %+v", q)
 	}
-	tl.Change(Change{Queue: "q", New: "active", Bytes: 1})
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 1})
 	tl.Correct("q", e)
-	tl.Change(Change{Queue: "q", New: "active", Bytes: 1})
-	tl.Commit()
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 1})
+	tl.Commit(0)
 	if q := queue(t, tl, "q"); q.Active != 8 || q.Bytes != 76 {
 		t.Fatalf("q %+v", q)
 	}
@@ -114,10 +114,10 @@ func TestRedeliveredCreateDropPaused(t *testing.T) {
 	tl := seeded()
 	tl.Redelivered("q", 1) // nothing received: nothing counted
 	tl.Tag(Receive)
-	tl.Change(Change{Queue: "q", Old: "active", New: "locked"})
+	tl.Change(0, Change{Queue: "q", Old: "active", New: "locked"})
 	tl.Redelivered("q", 1)
-	tl.Create("r")
-	tl.Commit()
+	tl.Create(0, "r")
+	tl.Commit(0)
 	if c := tl.Counters("q"); c.Redelivered != 1 || c.Received != 1 {
 		t.Fatalf("counters %+v", c)
 	}
@@ -125,8 +125,8 @@ func TestRedeliveredCreateDropPaused(t *testing.T) {
 	if q := queue(t, tl, "r"); !q.Paused {
 		t.Fatalf("r %+v", q)
 	}
-	tl.Drop("r")
-	tl.Commit()
+	tl.Drop(0, "r")
+	tl.Commit(0)
 	if got := tl.Names(); !slices.Equal(got, []string{"q"}) {
 		t.Fatalf("names %v", got)
 	}
@@ -148,5 +148,34 @@ func TestObserve(t *testing.T) {
 	}
 	if q.Settle.Count != 1 || q.Settle.Buckets[len(Buckets)-1] != 0 || q.Settle.Sum < time.Minute {
 		t.Fatalf("settle %+v", q.Settle)
+	}
+}
+
+// TestKeysApart: on a pool, transactions run side by side; each key's
+// rollback drops its own changes and no other's, each commit applies its
+// own, and a step's Undo of one key leaves the other's alone.
+func TestKeysApart(t *testing.T) {
+	var tl Tally
+	tl.Seed([]Seed{{Queue: "q"}})
+	tl.Change(1, Change{Queue: "q", New: "active", Bytes: 3})
+	tl.Change(2, Change{Queue: "q", New: "active", Bytes: 5})
+	tl.Create(2, "r")
+	tl.Change(0, Change{Queue: "q", New: "active", Bytes: 7})
+	m := tl.MarkKey(1)
+	tl.Change(1, Change{Queue: "q", New: "active", Bytes: 100})
+	tl.Change(2, Change{Queue: "q", New: "scheduled", Bytes: 11})
+	tl.UndoKey(1, m) // key 1's step rolled back to its savepoint
+	tl.Rollback(2)   // key 2's whole transaction
+	if got := tl.Snapshot(); len(got) != 1 || got[0].Active != 0 {
+		t.Fatalf("before any commit: %+v", got)
+	}
+	tl.Commit(1)
+	tl.Commit(0)
+	got := tl.Snapshot()
+	if len(got) != 1 || got[0].Active != 2 || got[0].Scheduled != 0 || got[0].Bytes != 10 || got[0].Counters.Sent != 2 {
+		t.Fatalf("after the commits of keys 1 and 0, key 2 rolled back: %+v", got)
+	}
+	if n := tl.Pending(); n != 0 {
+		t.Fatalf("%d transactions left pending", n)
 	}
 }
