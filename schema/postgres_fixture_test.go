@@ -538,11 +538,3 @@ func pgKeptPromises(t *testing.T, u string, exp pgV1Expect) *mqlite.Store {
 	}
 	return st
 }
-
-// TestPostgresFixtureV1Opens opens a store on the fixture and checks its
-// promises.
-func TestPostgresFixtureV1Opens(t *testing.T) {
-	t.Parallel()
-	u, exp := loadPGV1(t)
-	pgKeptPromises(t, u, exp)
-}
