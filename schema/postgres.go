@@ -272,3 +272,16 @@ func upgradeNames(ctx context.Context, tx *sql.Tx) error {
 	}
 	return step("write the guard "+PostgresToken, `UPDATE mqlite_guard SET token = $1 WHERE id = 1`, PostgresToken)
 }
+
+// PostgresReadOnly reports whether the sessions of db cannot write: their
+// transactions are READ ONLY (default_transaction_read_only, set on the
+// role, the database or the URL), or the server is a standby. A store on
+// such a database only reads: Open refuses to create or migrate it, as
+// with Config.ExistingOnly. It only reads.
+func PostgresReadOnly(ctx context.Context, db *sql.DB) (bool, error) {
+	var ro bool
+	if err := db.QueryRowContext(ctx, `SELECT current_setting('transaction_read_only') = 'on'`).Scan(&ro); err != nil {
+		return false, fmt.Errorf("read transaction_read_only: %w", err)
+	}
+	return ro, nil
+}

@@ -439,3 +439,64 @@ func TestPostgresMigrationTwoProcesses(t *testing.T) {
 		t.Logf("round %d: %q", round, results)
 	}
 }
+
+// readOnlyURL is u with every transaction of its sessions READ ONLY.
+func readOnlyURL(t *testing.T, u string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := p.Query()
+	q.Set("default_transaction_read_only", "on")
+	p.RawQuery = q.Encode()
+	return p.String()
+}
+
+// TestPostgresReadOnlySession: Open on a session that cannot write creates
+// nothing (ErrNoStore) and upgrades nothing (ErrMigrationNeeded), even
+// without ExistingOnly, and leaves the schema as it was; on a store of
+// this layout it opens, reads, and a write fails with ErrReadOnly.
+func TestPostgresReadOnlySession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fresh := pgtest.URL(t)
+	if _, err := mqlite.Open(ctx, readOnlyURL(t, fresh), noLoops(nil)); !errors.Is(err, mqlite.ErrNoStore) {
+		t.Fatalf("Open of an empty schema, read only: %v, want ErrNoStore", err)
+	}
+	if n := pgInt(t, plainPG(t, fresh), `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema()`); n != 0 {
+		t.Fatalf("the refused Open left %d relations", n)
+	}
+	older, exp := loadPGV1(t)
+	before := pgSnapshot(t, plainPG(t, older))
+	if _, err := mqlite.Open(ctx, readOnlyURL(t, older), noLoops(atClock(exp.T0))); !errors.Is(err, mqlite.ErrMigrationNeeded) {
+		t.Fatalf("Open of the fixture, read only: %v, want ErrMigrationNeeded", err)
+	}
+	if !mapsEqual(pgSnapshot(t, plainPG(t, older)), before) || pgGuard(t, plainPG(t, older)) != pgV1Token {
+		t.Fatal("the refused Open changed the fixture")
+	}
+	if _, err := mqlite.Migrate(ctx, older, noLoops(atClock(exp.T0))); err != nil {
+		t.Fatal(err)
+	}
+	st, err := mqlite.Open(ctx, readOnlyURL(t, older), noLoops(atClock(exp.T0.Add(time.Hour))))
+	if err != nil {
+		t.Fatalf("Open of the upgraded fixture, read only: %v", err)
+	}
+	defer st.Close()
+	before = pgSnapshot(t, plainPG(t, older))
+	// An hour on, the leases have lapsed and the scheduled message is due:
+	// a store that writes would catch the queue up at this peek.
+	if ms, err := st.Peek(ctx, "orders", mqlite.PeekParams{Max: 100}); err != nil || len(ms) == 0 {
+		t.Fatalf("peek: %d messages, %v", len(ms), err)
+	}
+	if _, err := st.Stats(ctx, "orders"); err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	if !mapsEqual(pgSnapshot(t, plainPG(t, older)), before) {
+		t.Fatal("the reads of a read-only store changed rows")
+	}
+	if err := st.CreateQueue(ctx, "new", mqlite.QueueOptions{}); !errors.Is(err, mqlite.ErrReadOnly) {
+		t.Fatalf("a write: %v, want ErrReadOnly", err)
+	}
+}

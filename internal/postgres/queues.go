@@ -48,7 +48,7 @@ func claimName(ctx context.Context, tx driver.DBTX, name, kind string, taken err
 		return fmt.Errorf("%w: %q is a queue or a topic: %w", taken, name, err)
 	}
 	if err != nil {
-		return fmt.Errorf("create %s: %w", kind, err)
+		return interpret("create "+kind, err) // a read-only session: errs.ErrReadOnly
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%w: %q is a queue or a topic", taken, name)
