@@ -48,6 +48,16 @@ func TestMigrationCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("runs only as the migration crash test's child process")
 	}
+	killAfterStep()
+	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil {
+		t.Fatalf("child migrate: %v", err)
+	}
+	fmt.Println("migrated")
+}
+
+// killAfterStep makes a child process print each step of an upgrade and
+// SIGKILL itself after the one envMigrateKill names, and says it started.
+func killAfterStep() {
 	kill := os.Getenv(envMigrateKill)
 	schema.SetAfterStep(func(step string) {
 		fmt.Printf("%s%s\n", stepPrefix, step)
@@ -57,10 +67,6 @@ func TestMigrationCrashChild(t *testing.T) {
 		}
 	})
 	fmt.Println("started")
-	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil {
-		t.Fatalf("child migrate: %v", err)
-	}
-	fmt.Println("migrated")
 }
 
 // startChild starts the child on path, killing itself after step ("" for

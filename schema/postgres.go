@@ -6,7 +6,6 @@ import (
 	_ "embed" // postgres.sql
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/pressly/goose/v3"
@@ -196,32 +195,6 @@ func postgresStatement(head string) string {
 	return rest[:strings.Index(rest, ";")]
 }
 
-// postgresUpgradeFrom is upgradeFrom on PostgreSQL: the step function of
-// an upgrade from layout from to layout to when the database holds from;
-// nil and no error when it holds to or a later layout; nil and an error
-// otherwise.
-func postgresUpgradeFrom(ctx context.Context, tx *sql.Tx, from, to string) (stepFunc, error) {
-	var token string
-	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
-		return nil, fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
-	}
-	if at := slices.Index(postgresTokens, token); at >= 0 && at >= slices.Index(postgresTokens, to) {
-		return nil, nil
-	}
-	if token != from {
-		return nil, fmt.Errorf("%w: upgrade: database has %q", errs.ErrSchemaVersionMismatch, token)
-	}
-	return func(name, query string, args ...any) error {
-		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-			return fmt.Errorf("%w: upgrade from %s to %s, %s: %w", errs.ErrMigration, from, to, name, err)
-		}
-		if afterStep != nil {
-			afterStep(name)
-		}
-		return nil
-	}, nil
-}
-
 // upgradeNames moves a database of the first PostgreSQL layout to the
 // current one, in the migration's one transaction: it locks the queues'
 // and the topics' tables against creations and deletions (SHARE: a
@@ -234,7 +207,7 @@ func postgresUpgradeFrom(ctx context.Context, tx *sql.Tx, from, to string) (step
 // topic of that name with the older binary, then open again. No other row
 // changes.
 func upgradeNames(ctx context.Context, tx *sql.Tx) error {
-	step, err := postgresUpgradeFrom(ctx, tx, postgresFirstToken, PostgresToken)
+	step, err := upgradeAmong(ctx, tx, postgresTokens, postgresFirstToken, PostgresToken)
 	if step == nil {
 		return err
 	}

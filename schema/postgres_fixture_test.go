@@ -273,11 +273,21 @@ var dumpLine = regexp.MustCompile(`^(--.*|\s*|\\.*|SET .*|CREATE SCHEMA .*|SELEC
 // that is first on the search path.
 func dumpSchemaPG(t *testing.T, u string) string {
 	t.Helper()
+	return "-- The fixture of mqlite's PostgreSQL layout " + schema.PostgresToken + " (schema/postgres_fixture_test.go made it,\n" +
+		"-- pg_dump wrote it). Load it into a schema first on the search path.\n" +
+		pgDump(t, u, "--column-inserts", "--rows-per-insert=1")
+}
+
+// pgDump runs pg_dump on the schema of the pgtest.URL u, with no owners,
+// grants nor comments and with args, and returns its script without the
+// lines dumpLine matches and without the schema's name.
+func pgDump(t *testing.T, u string, args ...string) string {
+	t.Helper()
 	name := pgSchemaOf(t, u)
 	p, _ := url.Parse(u)
 	conn := url.URL{Scheme: p.Scheme, User: p.User, Host: p.Host, Path: p.Path}
-	cmd := exec.Command("pg_dump", "--dbname="+conn.String(), "--schema="+name, "--no-owner", "--no-privileges",
-		"--column-inserts", "--rows-per-insert=1", "--no-comments")
+	cmd := exec.Command("pg_dump", append([]string{"--dbname=" + conn.String(), "--schema=" + name, "--no-owner",
+		"--no-privileges", "--no-comments"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -285,14 +295,10 @@ func dumpSchemaPG(t *testing.T, u string) string {
 		t.Fatalf("pg_dump: %v: %s", err, stderr.String())
 	}
 	var b strings.Builder
-	b.WriteString("-- The fixture of mqlite's PostgreSQL layout " + schema.PostgresToken + " (schema/postgres_fixture_test.go made it,\n" +
-		"-- pg_dump wrote it). Load it into a schema first on the search path.\n")
 	for line := range strings.SplitSeq(string(out), "\n") {
-		if dumpLine.MatchString(line) {
-			continue
+		if !dumpLine.MatchString(line) {
+			b.WriteString(strings.ReplaceAll(line, name+".", "") + "\n")
 		}
-		b.WriteString(strings.ReplaceAll(line, name+".", ""))
-		b.WriteByte('\n')
 	}
 	return b.String()
 }

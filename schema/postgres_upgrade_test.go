@@ -2,7 +2,6 @@ package schema_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,24 +63,7 @@ func TestPostgresGoldenDDL(t *testing.T) {
 // u (pg_dump --schema-only), without the schema's name.
 func pgLayoutText(t *testing.T, u string) string {
 	t.Helper()
-	name := pgSchemaOf(t, u)
-	p, _ := url.Parse(u)
-	conn := url.URL{Scheme: p.Scheme, User: p.User, Host: p.Host, Path: p.Path}
-	cmd := exec.Command("pg_dump", "--dbname="+conn.String(), "--schema="+name, "--schema-only", "--no-owner",
-		"--no-privileges", "--no-comments")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("pg_dump: %v: %s", err, stderr.String())
-	}
-	var b strings.Builder
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if !dumpLine.MatchString(line) {
-			b.WriteString(strings.ReplaceAll(line, name+".", "") + "\n")
-		}
-	}
-	return b.String()
+	return pgDump(t, u, "--schema-only")
 }
 
 // pgGuard reads the guard token at db, "" when it has none.
@@ -206,15 +187,7 @@ func TestPostgresMigrationCrashChild(t *testing.T) {
 	if u == "" {
 		t.Skip("runs only as a PostgreSQL migration test's child process")
 	}
-	kill := os.Getenv(envMigrateKill)
-	schema.SetAfterStep(func(step string) {
-		fmt.Printf("%s%s\n", stepPrefix, step)
-		if step == kill {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-	})
-	fmt.Println("started")
+	killAfterStep()
 	m, err := mqlite.Migrate(context.Background(), u, noLoops(nil))
 	if err != nil {
 		t.Fatalf("child migrate: %v", err)
