@@ -73,8 +73,16 @@ func killAfterStep() {
 // never), and returns it with its stdout.
 func startChild(t *testing.T, path, step string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMigrationCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envMigrateChild+"="+path, envMigrateKill+"="+step)
+	return startTestChild(t, "TestMigrationCrashChild", envMigrateChild+"="+path, envMigrateKill+"="+step)
+}
+
+// startTestChild starts this test binary again, running the test named
+// test alone with env added to its environment, and returns it with its
+// stdout.
+func startTestChild(t *testing.T, test string, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

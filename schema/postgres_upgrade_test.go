@@ -199,17 +199,7 @@ func TestPostgresMigrationCrashChild(t *testing.T) {
 // never), and returns it with its stdout.
 func startPGChild(t *testing.T, u, step string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPostgresMigrationCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envPGMigrateChild+"="+u, envMigrateKill+"="+step)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, bufio.NewScanner(out)
+	return startTestChild(t, "TestPostgresMigrationCrashChild", envPGMigrateChild+"="+u, envMigrateKill+"="+step)
 }
 
 // pgLayoutOf says which layout the database at db holds: the fixture's
