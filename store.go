@@ -121,7 +121,8 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 
 // openPostgres opens the store on the PostgreSQL database at url. No file
 // lock: any number of stores, in any number of processes, share one
-// database.
+// database. On sessions that cannot write (default_transaction_read_only,
+// a standby) the store only reads (Store.readOnly).
 func openPostgres(ctx context.Context, url string, opts Config) (*Store, error) {
 	return newStore(postgresql, postgresLayout, url, opts).start(ctx, redactURL(url))
 }
