@@ -39,11 +39,16 @@ type layout struct {
 	version func(context.Context, *sql.DB) (int64, error)
 	apply   func(context.Context, *sql.DB) error
 	latest  int64
+	token   string // the guard token of the layout, for errors
+	// readOnly reports whether the database's sessions cannot write; nil:
+	// they can.
+	readOnly func(context.Context, *sql.DB) (bool, error)
 }
 
 var (
-	sqliteLayout   = layout{schema.Check, schema.Version, schema.Apply, schema.Latest}
-	postgresLayout = layout{schema.CheckPostgres, schema.PostgresVersion, schema.ApplyPostgres, schema.PostgresLatest}
+	sqliteLayout   = layout{schema.Check, schema.Version, schema.Apply, schema.Latest, schema.Token, nil}
+	postgresLayout = layout{schema.CheckPostgres, schema.PostgresVersion, schema.ApplyPostgres, schema.PostgresLatest, schema.PostgresToken,
+		schema.PostgresReadOnly}
 )
 
 // IsPostgresURL reports whether path names a PostgreSQL database (a URL

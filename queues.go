@@ -514,10 +514,13 @@ func (s *Store) setPaused(ctx context.Context, name string, pause bool) error {
 // scheduled messages become active, lapsed leases end (dead-lettered on the
 // last allowed delivery), exactly as the next claim would. The operator
 // calls (Peek, Stats, Redrive, Purge) see and act on that state, not on one
-// that waits for the next Receive or sweep.
+// that waits for the next Receive or sweep. A store whose sessions cannot
+// write (readOnly) reads the rows as they are: a due scheduled message
+// still scheduled, a lapsed lease still locked, until a store that writes
+// catches the queue up.
 func (s *Store) catchUp(ctx context.Context, tx *sql.Tx, queue string) error {
 	q, err := s.queues.get(ctx, tx, queue)
-	if err != nil {
+	if err != nil || s.readOnly {
 		return err
 	}
 	return s.eng.MakeClaimable(ctx, tx, q, s.now())

@@ -56,6 +56,12 @@ type Store struct {
 	txAlone bool
 
 	migration Migration // what open did to the file's layout
+	// readOnly: the store's sessions cannot write (a PostgreSQL role or
+	// URL whose transactions are READ ONLY, or a standby). Open then
+	// neither creates nor migrates (as with Config.ExistingOnly), no
+	// background loop runs, and the operator reads do not catch a queue up
+	// (catchUp).
+	readOnly bool
 
 	scheduleWake chan struct{} // a schedule changed (see scheduleLoop)
 
@@ -120,7 +126,8 @@ func Open(ctx context.Context, path string, opts Config) (*Store, error) {
 
 // openPostgres opens the store on the PostgreSQL database at url. No file
 // lock: any number of stores, in any number of processes, share one
-// database.
+// database. On sessions that cannot write (default_transaction_read_only,
+// a standby) the store only reads (Store.readOnly).
 func openPostgres(ctx context.Context, url string, opts Config) (*Store, error) {
 	return newStore(postgresql, postgresLayout, url, opts).start(ctx, redactURL(url))
 }
@@ -151,7 +158,9 @@ func (s *Store) start(ctx context.Context, name string) (*Store, error) {
 	if s.eng.Shared() {
 		s.path = name // never the password
 	}
-	s.startLoops()
+	if !s.readOnly {
+		s.startLoops()
+	}
 	return s, nil
 }
 
@@ -188,7 +197,13 @@ func (s *Store) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.opts.refuse(state); err != nil {
+	if s.layout.readOnly != nil {
+		if s.readOnly, err = s.layout.readOnly(ctx, db); err != nil {
+			return err
+		}
+	}
+	existingOnly := s.opts.ExistingOnly || s.readOnly
+	if err := (Config{ExistingOnly: existingOnly}).refuse(state, s.layout.token); err != nil {
 		return err
 	}
 	if s.migration.From, err = s.layout.version(ctx, db); err != nil {
@@ -197,8 +212,15 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.eng.Prepare(ctx, db, state == schema.Fresh); err != nil {
 		return err
 	}
-	if err := s.layout.apply(ctx, db); err != nil {
-		return err
+	// With ExistingOnly (or a session that cannot write) the store is up
+	// to date (refuse): the migrator
+	// would find nothing to do, so it does not run at all, and takes no
+	// lock (on PostgreSQL, its session lock would wait behind another
+	// process migrating).
+	if !existingOnly {
+		if err := s.layout.apply(ctx, db); err != nil {
+			return err
+		}
 	}
 	s.migration.To = s.layout.latest
 	if err := s.recover(ctx); err != nil {
@@ -210,16 +232,18 @@ func (s *Store) open(ctx context.Context) error {
 // storeIDs numbers the stores of the process, for mqlite_store_id().
 var storeIDs atomic.Int64
 
-// refuse returns the error of a file that Config.ExistingOnly does not let
-// Open create or migrate.
-func (o Config) refuse(state schema.State) error {
+// refuse returns the error of a store that Config.ExistingOnly does not
+// let Open create or migrate; token is the layout this binary needs.
+func (o Config) refuse(state schema.State, token string) error {
 	switch {
 	case !o.ExistingOnly:
 		return nil
+	case state == schema.Fresh && token == schema.PostgresToken:
+		return fmt.Errorf("%w: the database has no mqlite schema", ErrNoStore)
 	case state == schema.Fresh:
 		return fmt.Errorf("%w: the file has no mqlite schema", ErrNoStore)
 	case state == schema.Outdated:
-		return fmt.Errorf("%w: the store's layout is older than this binary's (%s)", ErrMigrationNeeded, schema.Token)
+		return fmt.Errorf("%w: the store's layout is older than this binary's (%s)", ErrMigrationNeeded, token)
 	}
 	return nil
 }
@@ -247,7 +271,7 @@ func probe(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	return Config{ExistingOnly: true}.refuse(state)
+	return Config{ExistingOnly: true}.refuse(state, schema.Token)
 }
 
 // Migration is what Open did to the file's layout, in goose versions of

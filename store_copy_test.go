@@ -283,6 +283,12 @@ func TestCopyToPostgres(t *testing.T) {
 	if state, err := schema.CheckPostgres(ctx, pg); err != nil || state != schema.Current {
 		t.Errorf("the target's layout: %v, %v", state, err)
 	}
+	// Every queue's and topic's name is in the namespace both share, so
+	// that a creation on the target meets it.
+	names := tableRows(t, pg, `SELECT name, kind FROM mqlite_names ORDER BY 1, 2`)
+	if want := tableRows(t, pg, `SELECT name, 'queue' FROM mqlite_queues UNION ALL SELECT name, 'topic' FROM mqlite_topics ORDER BY 1, 2`); len(names) == 0 || !slices.Equal(names, want) {
+		t.Errorf("mqlite_names: %q, want %q", names, want)
+	}
 
 	// The retry: already copied, the same report, nothing written.
 	before := targetSnapshot(t, pg)

@@ -75,7 +75,7 @@ const (
 // has a row in any of them is not empty.
 var copyTables = []string{"mqlite_queues", "mqlite_topics", "mqlite_subscriptions", "mqlite_messages",
 	"mqlite_dedup", "mqlite_settlement_receipts", "mqlite_receive_attempts", "mqlite_commits",
-	"mqlite_access_keys", "mqlite_schedules", "mqlite_copies"}
+	"mqlite_access_keys", "mqlite_schedules", "mqlite_names", "mqlite_copies"}
 
 // CopyToPostgres copies the store of src, a SQLite file of this binary's
 // layout, into dst, a PostgreSQL database: the queues with their
@@ -84,7 +84,8 @@ var copyTables = []string{"mqlite_queues", "mqlite_topics", "mqlite_subscription
 // entries (a content key becomes kind 'body' with its hex), the settlement
 // receipts, receive attempts and commit records (so that the retries of
 // the requests the source answered are answered alike), the topics and
-// their subscriptions, the schedules and the access keys. The target's
+// their subscriptions (each name in mqlite_names, the namespace queues and
+// topics share), the schedules and the access keys. The target's
 // sequences are then set past the highest ids the source gave, so that no
 // send on the target reuses one.
 //
@@ -395,6 +396,14 @@ func (c *copier) run(ctx context.Context) (CopyReport, error) {
 			return CopyReport{}, fmt.Errorf("%s: %w", t.name, err)
 		}
 		*t.count(&c.rep) = n
+	}
+	// Every queue's and topic's name in the namespace both share (a SQLite
+	// store never gives one name to both: its creations are serialized).
+	if c.write != nil {
+		if _, err := c.write.ExecContext(ctx, `INSERT INTO mqlite_names (name, kind)
+			SELECT name, 'queue' FROM mqlite_queues UNION ALL SELECT name, 'topic' FROM mqlite_topics`); err != nil {
+			return CopyReport{}, fmt.Errorf("name the queues and the topics: %w", err)
+		}
 	}
 	// The next message id is past the highest ever given, deleted ones
 	// included (mqlite_sequence keeps that floor on SQLite).

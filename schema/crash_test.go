@@ -48,6 +48,16 @@ func TestMigrationCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("runs only as the migration crash test's child process")
 	}
+	killAfterStep()
+	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil {
+		t.Fatalf("child migrate: %v", err)
+	}
+	fmt.Println("migrated")
+}
+
+// killAfterStep makes a child process print each step of an upgrade and
+// SIGKILL itself after the one envMigrateKill names, and says it started.
+func killAfterStep() {
 	kill := os.Getenv(envMigrateKill)
 	schema.SetAfterStep(func(step string) {
 		fmt.Printf("%s%s\n", stepPrefix, step)
@@ -57,18 +67,22 @@ func TestMigrationCrashChild(t *testing.T) {
 		}
 	})
 	fmt.Println("started")
-	if _, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil {
-		t.Fatalf("child migrate: %v", err)
-	}
-	fmt.Println("migrated")
 }
 
 // startChild starts the child on path, killing itself after step ("" for
 // never), and returns it with its stdout.
 func startChild(t *testing.T, path, step string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMigrationCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envMigrateChild+"="+path, envMigrateKill+"="+step)
+	return startTestChild(t, "TestMigrationCrashChild", envMigrateChild+"="+path, envMigrateKill+"="+step)
+}
+
+// startTestChild starts this test binary again, running the test named
+// test alone with env added to its environment, and returns it with its
+// stdout.
+func startTestChild(t *testing.T, test string, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

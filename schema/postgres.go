@@ -17,10 +17,20 @@ import (
 
 // PostgresToken names the layout this binary reads and writes on
 // PostgreSQL, as Token does on SQLite.
-const PostgresToken = "mqlite-postgres-1"
+const PostgresToken = "mqlite-postgres-2"
+
+// postgresFirstToken is the guard token of the first PostgreSQL layout,
+// before mqlite_names: a queue and a topic of one name created at once by
+// two REPEATABLE READ transactions could both commit; migration 2
+// upgrades it in place, to PostgresToken.
+const postgresFirstToken = "mqlite-postgres-1"
+
+// postgresTokens are the guard tokens of the PostgreSQL layouts, oldest
+// first.
+var postgresTokens = []string{postgresFirstToken, PostgresToken}
 
 // PostgresLatest is the highest migration of the PostgreSQL layout.
-const PostgresLatest = 1
+const PostgresLatest = 2
 
 //go:embed postgres.sql
 var postgresLayout string
@@ -64,6 +74,8 @@ func CheckPostgres(ctx context.Context, db *sql.DB) (State, error) {
 	switch token {
 	case "":
 		return Fresh, refuseForeignPostgres(ctx, db)
+	case postgresFirstToken:
+		return Outdated, nil
 	case PostgresToken:
 		v, err := version(ctx, db)
 		if err != nil {
@@ -135,13 +147,18 @@ func refuseForeignPostgres(ctx context.Context, db *sql.DB) error {
 // ApplyPostgres runs every pending migration of the PostgreSQL layout on
 // db, each in its own transaction, under a session advisory lock, so that
 // processes opening one database at once migrate it once. Call
-// CheckPostgres first.
+// CheckPostgres first. The first migration writes the whole layout into a
+// database that has none; the second finds it there, or upgrades a
+// database of the first layout in place (upgradeNames).
 func ApplyPostgres(ctx context.Context, db *sql.DB) error {
 	store, err := database.NewStore(database.DialectPostgres, VersionTable)
 	if err != nil {
 		return fmt.Errorf("migration store: %w", err)
 	}
-	locker, err := lock.NewPostgresSessionLocker()
+	// goose tries the lock every 5 s by default: a second process opening
+	// a database that another migrates would wait that long for a
+	// migration of milliseconds. Every second, for the same 5 minutes.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return fmt.Errorf("migration lock: %w", err)
 	}
@@ -153,7 +170,8 @@ func ApplyPostgres(ctx context.Context, db *sql.DB) error {
 	}
 	p, err := goose.NewProvider(goose.DialectCustom, db, nil,
 		goose.WithStore(store), goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker),
-		goose.WithGoMigrations(goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil)))
+		goose.WithGoMigrations(goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
+			goose.NewGoMigration(2, &goose.GoFunc{RunTx: upgradeNames}, nil)))
 	if err != nil {
 		return fmt.Errorf("migration provider: %w", err)
 	}
@@ -164,4 +182,79 @@ func ApplyPostgres(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
 	return nil
+}
+
+// postgresStatement returns the statement of postgres.sql that begins with
+// head, up to its semicolon: a table or an index.
+func postgresStatement(head string) string {
+	i := strings.Index(postgresLayout, "\n"+head)
+	if i < 0 {
+		panic("schema: postgres.sql has no " + head) // the embedded file is fixed at build time
+	}
+	rest := postgresLayout[i+1:]
+	return rest[:strings.Index(rest, ";")]
+}
+
+// upgradeNames moves a database of the first PostgreSQL layout to the
+// current one, in the migration's one transaction: it locks the queues'
+// and the topics' tables against creations and deletions (SHARE: a
+// process of the older binary creating a name waits, then commits after
+// the upgrade, or its creation is in the names read here), makes
+// mqlite_names and fills it with every queue's and every topic's name.
+// A name that is both a queue and a topic (two creations at once under
+// REPEATABLE READ, which that layout let through) is refused with
+// ErrMigration naming it, and nothing changes: delete the queue or the
+// topic of that name with the older binary, then open again. No other row
+// changes.
+func upgradeNames(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeAmong(ctx, tx, postgresTokens, postgresFirstToken, PostgresToken)
+	if step == nil {
+		return err
+	}
+	if err := step("lock the queues and the topics", `LOCK TABLE mqlite_queues, mqlite_topics IN SHARE MODE`); err != nil {
+		return err
+	}
+	var both []string
+	rows, err := tx.QueryContext(ctx, `SELECT q.name FROM mqlite_queues q JOIN mqlite_topics t USING (name) ORDER BY 1`)
+	if err != nil {
+		return fmt.Errorf("%w: upgrade from %s to %s, look for names of both kinds: %w", errs.ErrMigration, postgresFirstToken, PostgresToken, err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			_ = rows.Close()
+			return fmt.Errorf("%w: upgrade: %w", errs.ErrMigration, err)
+		}
+		both = append(both, name)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("%w: upgrade: %w", errs.ErrMigration, err)
+	}
+	if len(both) > 0 {
+		return fmt.Errorf("%w: upgrade from %s to %s: %q each name both a queue and a topic; delete one of each pair (with the binary of layout %s), then open the store again",
+			errs.ErrMigration, postgresFirstToken, PostgresToken, both, postgresFirstToken)
+	}
+	for _, s := range []struct{ name, query string }{
+		{"create mqlite_names", postgresStatement("CREATE TABLE mqlite_names (")},
+		{"name the queues", `INSERT INTO mqlite_names (name, kind) SELECT name, 'queue' FROM mqlite_queues`},
+		{"name the topics", `INSERT INTO mqlite_names (name, kind) SELECT name, 'topic' FROM mqlite_topics`},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
+	return step("write the guard "+PostgresToken, `UPDATE mqlite_guard SET token = $1 WHERE id = 1`, PostgresToken)
+}
+
+// PostgresReadOnly reports whether the sessions of db cannot write: their
+// transactions are READ ONLY (default_transaction_read_only, set on the
+// role, the database or the URL), or the server is a standby. A store on
+// such a database only reads: Open refuses to create or migrate it, as
+// with Config.ExistingOnly. It only reads.
+func PostgresReadOnly(ctx context.Context, db *sql.DB) (bool, error) {
+	var ro bool
+	if err := db.QueryRowContext(ctx, `SELECT current_setting('transaction_read_only') = 'on'`).Scan(&ro); err != nil {
+		return false, fmt.Errorf("read transaction_read_only: %w", err)
+	}
+	return ro, nil
 }

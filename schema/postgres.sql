@@ -25,7 +25,7 @@ CREATE TABLE mqlite_guard (
     id    integer PRIMARY KEY CHECK (id = 1),
     token text    NOT NULL
 );
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-postgres-1');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-postgres-2');
 
 -- mqlite: tables
 
@@ -119,6 +119,17 @@ CREATE TABLE mqlite_commits (
     request         text   NOT NULL,
     result          bytea  NOT NULL,
     expires_at      bigint NOT NULL
+);
+
+-- Every queue's and every topic's name, with its kind: queues and topics
+-- share one namespace across two tables, and this table's key decides
+-- between two transactions creating one name at once, at any isolation
+-- (a REPEATABLE READ snapshot taken before the other's commit does not see
+-- its row, but the unique index does). A creation inserts the name here
+-- before its queue or topic row, a deletion deletes it with that row.
+CREATE TABLE mqlite_names (
+    name text PRIMARY KEY,
+    kind text NOT NULL CHECK (kind IN ('queue', 'topic'))
 );
 
 CREATE TABLE mqlite_topics (

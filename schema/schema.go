@@ -270,15 +270,21 @@ type stepFunc func(name, query string, args ...any) error
 // later one (a new file, or one an earlier migration brought up to date);
 // nil and an error otherwise.
 func upgradeFrom(ctx context.Context, tx *sql.Tx, from, to string) (stepFunc, error) {
+	return upgradeAmong(ctx, tx, tokens, from, to)
+}
+
+// upgradeAmong is upgradeFrom among the guard tokens known, oldest first
+// (tokens on SQLite, postgresTokens on PostgreSQL).
+func upgradeAmong(ctx context.Context, tx *sql.Tx, known []string, from, to string) (stepFunc, error) {
 	var token string
 	if err := tx.QueryRowContext(ctx, `SELECT token FROM mqlite_guard WHERE id = 1`).Scan(&token); err != nil {
 		return nil, fmt.Errorf("%w: upgrade: read the guard: %w", errs.ErrMigration, err)
 	}
-	if at := slices.Index(tokens, token); at >= 0 && at >= slices.Index(tokens, to) {
+	if at := slices.Index(known, token); at >= 0 && at >= slices.Index(known, to) {
 		return nil, nil
 	}
 	if token != from {
-		return nil, fmt.Errorf("%w: upgrade: file has %q", errs.ErrSchemaVersionMismatch, token)
+		return nil, fmt.Errorf("%w: upgrade: the store has %q", errs.ErrSchemaVersionMismatch, token)
 	}
 	return func(name, query string, args ...any) error {
 		if _, err := tx.ExecContext(ctx, query, args...); err != nil {

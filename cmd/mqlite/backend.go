@@ -160,9 +160,16 @@ type openMode int
 
 const (
 	// existingStore opens a store in this binary's layout and never
-	// creates or migrates one: the mode of every command that only reads,
-	// and of those that change what a store holds.
+	// creates or migrates one: the mode of the commands that change what a
+	// store holds.
 	existingStore openMode = iota
+	// readStore is existingStore for the commands that only read: no
+	// background sweep runs, so nothing is written (a lease that lapses
+	// while the command runs stays for the store's own processes to take
+	// back), and on PostgreSQL every transaction of the command's sessions
+	// is READ ONLY (default_transaction_read_only), so that the server
+	// refuses any write: a role with SELECT alone can run them.
+	readStore
 	// createStore creates the store in a file that has none, or migrates
 	// an older one, and says so on stderr: the mode of the commands that
 	// make a queue, a topic or a key, which a store without one needs first.
@@ -189,8 +196,14 @@ func (g *globals) open(ctx context.Context, mode openMode) (backend, error) {
 // openStore opens the store at --db with opts in mode, and explains the
 // refusals a user can act on.
 func (g *globals) openStore(ctx context.Context, mode openMode, opts mqlite.Config) (*mqlite.Store, error) {
-	opts.ExistingOnly = mode == existingStore
-	st, err := mqlite.Open(ctx, g.db, opts)
+	opts.ExistingOnly = mode != createStore
+	path := g.db
+	if mode == readStore {
+		opts.ReaperInterval, opts.SchedulerInterval, opts.TTLInterval = -1, -1, -1
+		opts.JanitorInterval, opts.RetentionInterval, opts.ScheduleInterval = -1, -1, -1
+		path = readOnlyURL(g.db)
+	}
+	st, err := mqlite.Open(ctx, path, opts)
 	switch {
 	case errors.Is(err, mqlite.ErrDBLocked):
 		return nil, fmt.Errorf("%w (is a broker serving it? use --url)", err)
@@ -219,6 +232,28 @@ func (g *globals) announce(st *mqlite.Store) {
 // and closes it.
 func (g *globals) with(ctx context.Context, fn func(b backend) error) error {
 	return g.withMode(ctx, existingStore, fn)
+}
+
+// read is with for the commands that only read: nothing is written
+// (readStore).
+func (g *globals) read(ctx context.Context, fn func(b backend) error) error {
+	return g.withMode(ctx, readStore, fn)
+}
+
+// readOnlyURL is path, a PostgreSQL URL, with every transaction of its
+// sessions READ ONLY; any other path as it is.
+func readOnlyURL(path string) string {
+	if !mqlite.IsPostgresURL(path) {
+		return path
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return path // Open says what is wrong with it
+	}
+	q := u.Query()
+	q.Set("default_transaction_read_only", "on")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // withCreate is with for the commands that make something: the store is

@@ -23,7 +23,7 @@ time taken.`,
 		Example: `  mqlite backup app-2026-01-02.db --db app.db
   mqlite backup app-2026-01-02.db --url http://127.0.0.1:7420 --key $ADMIN_KEY`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				stop := g.backupBar(args[0])
 				err := b.Backup(cmd.Context(), args[0])
 				stop()

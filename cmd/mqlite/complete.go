@@ -19,7 +19,7 @@ func (g *globals) completeQueues(cmd *cobra.Command, args []string, _ string) ([
 	ctx, cancel := context.WithTimeout(cmd.Context(), time.Second)
 	defer cancel()
 	var names []string
-	err := g.with(ctx, func(b backend) error {
+	err := g.read(ctx, func(b backend) error {
 		qs, err := b.ListQueues(ctx)
 		for _, q := range qs {
 			names = append(names, q.Name)

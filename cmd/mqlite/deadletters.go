@@ -29,7 +29,7 @@ func dlqCmd(g *globals) *cobra.Command {
 		Example:           `  mqlite dlq list orders --db app.db`,
 		Args:              exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				msgs, err := b.PeekDeadLetters(cmd.Context(), args[0], opts)
 				if err != nil {
 					return err

@@ -32,7 +32,7 @@ searches the dead letters (an admin key through a broker).`,
 				}
 				opts.PropertyKey, opts.PropertyValue = k, v
 			}
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				res, err := b.Find(cmd.Context(), args[0], opts)
 				if err != nil {
 					return err

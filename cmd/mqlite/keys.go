@@ -62,7 +62,7 @@ and topics by name; "*" is all of them.`,
 		Use: "list", Short: "list the access keys (never their secrets)", Args: noArgs,
 		Example: `  mqlite keys list --db app.db`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				ks, err := b.ListKeys(cmd.Context())
 				if err != nil {
 					return err

@@ -462,7 +462,7 @@ func peekCmd(g *globals) *cobra.Command {
 		Example:           `  mqlite peek orders --max 20 --db app.db`,
 		Args:              exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				msgs, err := b.Peek(cmd.Context(), args[0], opts)
 				if err != nil {
 					return err

@@ -47,7 +47,7 @@ func queuesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "list the queues", Args: noArgs,
 		Example: `  mqlite queues list --db app.db`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				qs, err := b.ListQueues(cmd.Context())
 				if err != nil {
 					return err
@@ -285,7 +285,7 @@ func statsCmd(g *globals) *cobra.Command {
 		Args:              rangeArgs(0, 1),
 		ValidArgsFunction: g.completeQueues,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				names := args
 				if len(names) == 0 {
 					qs, err := b.ListQueues(cmd.Context())

@@ -105,7 +105,7 @@ func schedulesCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "list the schedules", Args: noArgs,
 		Example: `  mqlite schedules list --db app.db`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				ss, err := allSchedules(cmd.Context(), b)
 				if err != nil {
 					return err

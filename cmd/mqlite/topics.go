@@ -52,7 +52,7 @@ func topicsCmd(g *globals) *cobra.Command {
 		Use: "list", Short: "list the topics and their subscriptions", Args: noArgs,
 		Example: `  mqlite topics list --db app.db`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.with(cmd.Context(), func(b backend) error {
+			return g.read(cmd.Context(), func(b backend) error {
 				ts, err := b.ListTopics(cmd.Context())
 				if err != nil {
 					return err

@@ -17,27 +17,51 @@ const queueColumns = `name, ordering = 'fifo', max_delivery_count, lock_duration
 	default_ttl_ms, dead_letter_on_ttl, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dedup_by_body,
 	created_at, updated_at, paused_at`
 
-// nameLockClass is the first key of the advisory lock that serializes the
-// creations of one queue or topic name (lockName); the second is the
-// name's hash. The two-key space of advisory locks never meets the
-// one-key space the migration's session lock uses.
-const nameLockClass = 0x6d716e6d // "mqnm"
-
-// lockName takes, in tx, the advisory lock of name until tx ends: queues
-// and topics share one namespace across two tables, which no unique index
-// covers, so every creation of a name checks the other table and inserts
-// under this lock, and the second of two processes creating one name at
-// once sees the first's row (READ COMMITTED: a statement after the wait
-// reads what committed before it). Names whose hashes collide merely wait
-// for each other. It needs READ COMMITTED, the default and the store's
-// own: a caller's REPEATABLE READ transaction read its snapshot before the
-// wait, so the second of two creations of one queue fails with a
-// serialization error, and a queue and a topic of one name both commit.
-func lockName(ctx context.Context, tx driver.DBTX, name string) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, nameLockClass, name); err != nil {
-		return fmt.Errorf("lock the name %q: %w", name, err)
+// claimName inserts name, of kind ("queue" or "topic"), into
+// mqlite_names in tx: queues and topics share one namespace across two
+// tables, and that table's key decides between two transactions creating
+// one name at once, whatever their isolation. A name in use is taken (the
+// typed error of the creation, errs.ErrQueueExists or
+// errs.ErrTopicExists): one that tx sees (in mqlite_names, or as a queue
+// or a topic that a process of the first layout, without mqlite_names,
+// created after the upgrade), or one that another transaction inserts at
+// the same moment. Under READ COMMITTED the insert waits for that
+// transaction and, when it commits, inserts nothing (ON CONFLICT DO
+// NOTHING), so tx stays usable; under REPEATABLE READ or SERIALIZABLE,
+// whose snapshot does not see the other's row, PostgreSQL fails the insert
+// with a serialization failure (SQLSTATE 40001), which is taken too, with
+// that failure wrapped (tx is then aborted, as any serialization failure
+// leaves it).
+func claimName(ctx context.Context, tx driver.DBTX, name, kind string, taken error) error {
+	var other string
+	err := tx.QueryRowContext(ctx, `SELECT kind FROM mqlite_names WHERE name = $1
+		UNION ALL SELECT 'queue' FROM mqlite_queues WHERE name = $1
+		UNION ALL SELECT 'topic' FROM mqlite_topics WHERE name = $1 LIMIT 1`, name).Scan(&other)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: %q is a %s", taken, name, other)
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("create %s: %w", kind, err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO mqlite_names (name, kind) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, kind)
+	if uniqueViolation(err) || serializationFailure(err) {
+		return fmt.Errorf("%w: %q is a queue or a topic: %w", taken, name, err)
+	}
+	if err != nil {
+		return interpret("create "+kind, err) // a read-only session: errs.ErrReadOnly
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %q is a queue or a topic", taken, name)
 	}
 	return nil
+}
+
+// serializationFailure reports SQLSTATE 40001: under REPEATABLE READ or
+// SERIALIZABLE, a row another transaction committed after the snapshot
+// stands in the statement's way.
+func serializationFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40001"
 }
 
 // inTx runs fn in db when db is a transaction (or a connection the caller
@@ -69,23 +93,16 @@ func uniqueViolation(err error) bool {
 }
 
 // CreateQueue inserts q; a name in use by a queue or a topic is
-// errs.ErrQueueExists, also when another process creates it at the same
-// moment (the name's lock, then ON CONFLICT DO NOTHING).
+// errs.ErrQueueExists, also when another transaction creates it at the
+// same moment, at any isolation (claimName).
 func (PostgreSQL) CreateQueue(ctx context.Context, db driver.DBTX, q driver.Queue, now int64) error {
 	return inTx(ctx, db, func(tx driver.DBTX) error { return createQueue(ctx, tx, q, now) })
 }
 
 // createQueue is CreateQueue in tx.
 func createQueue(ctx context.Context, tx driver.DBTX, q driver.Queue, now int64) error {
-	if err := lockName(ctx, tx, q.Name); err != nil {
+	if err := claimName(ctx, tx, q.Name, "queue", errs.ErrQueueExists); err != nil {
 		return err
-	}
-	var topic bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM mqlite_topics WHERE name = $1)`, q.Name).Scan(&topic); err != nil {
-		return fmt.Errorf("create queue: %w", err)
-	}
-	if topic {
-		return fmt.Errorf("%w: %q is a topic", errs.ErrQueueExists, q.Name)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO mqlite_queues (name, ordering, max_delivery_count,
 		lock_duration_ms, dedup_window_ms, default_ttl_ms, dead_letter_on_ttl,
@@ -186,6 +203,7 @@ func deleteQueue(ctx context.Context, tx driver.DBTX, name string) error {
 		`DELETE FROM mqlite_receive_attempts WHERE queue = $1`,
 		`DELETE FROM mqlite_subscriptions WHERE queue = $1`,
 		`DELETE FROM mqlite_queues WHERE name = $1`,
+		`DELETE FROM mqlite_names WHERE name = $1 AND kind = 'queue'`,
 	} {
 		if _, err := tx.ExecContext(ctx, stmt, name); err != nil {
 			return fmt.Errorf("delete queue: %w", err)

@@ -12,19 +12,12 @@ import (
 )
 
 // CreateTopic inserts the topic name; a name in use by a queue or a topic
-// is errs.ErrTopicExists, also when another process creates it at the
-// same moment (the name's lock, then ON CONFLICT DO NOTHING).
+// is errs.ErrTopicExists, also when another transaction creates it at the
+// same moment, at any isolation (claimName).
 func (PostgreSQL) CreateTopic(ctx context.Context, db driver.DBTX, name string, now int64) error {
 	return inTx(ctx, db, func(tx driver.DBTX) error {
-		if err := lockName(ctx, tx, name); err != nil {
+		if err := claimName(ctx, tx, name, "topic", errs.ErrTopicExists); err != nil {
 			return err
-		}
-		var queue bool
-		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM mqlite_queues WHERE name = $1)`, name).Scan(&queue); err != nil {
-			return fmt.Errorf("create topic: %w", err)
-		}
-		if queue {
-			return fmt.Errorf("%w: %q is a queue or a topic", errs.ErrTopicExists, name)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO mqlite_topics (name, created_at) VALUES ($1, $2)
 			ON CONFLICT (name) DO NOTHING`, name, now)
@@ -61,6 +54,9 @@ func (PostgreSQL) DeleteTopic(ctx context.Context, db driver.DBTX, name string) 
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM mqlite_topics WHERE name = $1`, name); err != nil {
+			return fmt.Errorf("delete topic: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mqlite_names WHERE name = $1 AND kind = 'topic'`, name); err != nil {
 			return fmt.Errorf("delete topic: %w", err)
 		}
 		return nil
