@@ -31,10 +31,10 @@ func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error 
 	start := time.Now()
 	defer s.tally.Observe(l.Queue, tally.Settle, start)
 	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.alone(ctx, func(ctx context.Context, db driver.DBTX) error {
 		st.Now = s.now() // sampled once the connection is ours
 		s.tally.Tag(causeOf(st.Op))
-		return s.eng.Settle(ctx, tx, st)
+		return s.eng.Settle(ctx, db, st)
 	})
 	endSettle(span, err)
 	if err == nil || errors.Is(err, ErrLockLost) {
@@ -74,10 +74,10 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	}
 	var out []error
 	start := time.Now()
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.alone(ctx, func(ctx context.Context, db driver.DBTX) error {
 		s.tally.Tag(tally.Complete)
 		var err error
-		out, err = s.eng.CompleteMany(ctx, tx, sets, s.now())
+		out, err = s.eng.CompleteMany(ctx, db, sets, s.now())
 		return err
 	})
 	for i, l := range locks {
@@ -203,10 +203,10 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 		}
 	}
 	out := make([]RenewResult, len(locks))
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.alone(ctx, func(ctx context.Context, db driver.DBTX) error {
 		now := s.now()
 		for i, l := range locks {
-			until, err := s.eng.Renew(ctx, tx, driver.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
+			until, err := s.eng.Renew(ctx, db, driver.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
 			if err != nil && !errors.Is(err, ErrLockLost) {
 				return err
 			}

@@ -157,7 +157,7 @@ func (s *Store) open(ctx context.Context) error {
 		Now:             func() int64 { return millis(clock.Now()) },
 		Claimable:       s.notify.Mark,
 		Due:             s.notify.Due,
-		Commit:          func() { s.tally.Commit(); s.notify.Commit(); s.receivers.Committed() },
+		Commit:          s.committed,
 		Rollback:        func() { s.tally.Rollback(); s.notify.Rollback(); s.receivers.RolledBack() },
 		Settling:        s.settling,
 		Changed:         s.changed,
