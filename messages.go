@@ -394,7 +394,7 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 // claimIn claims up to opts.Max messages of queue in tx: nothing while the
 // queue is paused (paused reports it).
 func (s *Store) claimIn(ctx context.Context, tx driver.DBTX, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
-	if s.eng.Shared() {
+	if s.eng.Shared() && opts.AttemptID == "" {
 		return s.claimShared(ctx, tx, queue, opts)
 	}
 	q, err := s.queues.get(ctx, tx, queue)
@@ -407,17 +407,17 @@ func (s *Store) claimIn(ctx context.Context, tx driver.DBTX, queue string, opts 
 	s.tally.Tag(tally.Receive)
 	claimed, err = s.eng.Claim(ctx, tx, driver.ClaimRequest{
 		Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
-		AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
+		MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
 	})
 	s.tally.Redelivered(queue, redeliveries(claimed))
 	return claimed, false, err
 }
 
-// claimShared is claimIn on a shared engine (PostgreSQL), in a
-// transaction or outside any (autocommit): the claim statement reads the
-// queue's settings and pause itself, so a Receive that finds messages is
-// that one statement, and a setting another process changed counts from
-// its commit on. Only when it claims nothing does a read of the queue tell
+// claimShared is claimIn without an AttemptID on a shared engine
+// (PostgreSQL), in a transaction or outside any (autocommit): the claim
+// statement reads the queue's settings and pause itself, so a Receive that
+// finds messages is that one statement, and a setting another process
+// changed counts from its commit on. Only when it claims nothing does a read of the queue tell
 // an empty queue from a paused one (paused) or none (ErrQueueNotFound).
 func (s *Store) claimShared(ctx context.Context, db driver.DBTX, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
 	s.tally.Tag(tally.Receive)

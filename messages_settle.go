@@ -16,7 +16,9 @@ import (
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
-// settle runs one fenced settlement in its own transaction.
+// settle runs one fenced settlement in its own transaction: on PostgreSQL
+// one statement in autocommit (alone), which a replay follows with the
+// look at its receipt.
 func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error {
 	if err := s.ready(ctx); err != nil {
 		return err
@@ -55,8 +57,9 @@ func (s *Store) Complete(ctx context.Context, l Lock) error {
 }
 
 // CompleteBatch completes several deliveries in one transaction (one
-// commit). Each lock gets its own result, nil or ErrLockLost, exactly as
-// Complete would give it; err is for failures of the whole call.
+// commit; on PostgreSQL one statement, with no BEGIN or COMMIT). Each lock
+// gets its own result, nil or ErrLockLost, exactly as Complete would give
+// it; err is for failures of the whole call.
 func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -191,8 +194,10 @@ type RenewResult struct {
 	Err         error // ErrLockLost for a lease that was not running
 }
 
-// RenewBatch renews several leases in one transaction. Each lock gets its
-// own result; err is for failures of the whole call.
+// RenewBatch renews several leases in one transaction (on PostgreSQL, one
+// statement each, each committed on its own: a call that fails may have
+// renewed the leases before the failure). Each lock gets its own result;
+// err is for failures of the whole call.
 func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err

@@ -102,23 +102,25 @@ m AS (
 	 WHERE s.kind IS NULL OR d.seq = s.id
 	RETURNING id, state, body_len)
 SELECT s.n, s.id, s.kind IS NOT NULL, coalesce(d.seq, 0), d.content_key, coalesce(m.state, ''), coalesce(m.body_len, 0),
-       q.win = 0 AND NOT q.fifo
+       (q.win = 0 OR NOT q.by_body) AND NOT q.fifo
   FROM s CROSS JOIN q LEFT JOIN d ON d.kind = s.kind AND d.key = s.key LEFT JOIN m ON m.id = s.id
  ORDER BY s.n`
 
 // plainQueue is the condition, on the row of mqlite_queues named $1, of a
 // queue that plain messages (plainBatch) go into with a plain insert: no
-// dedup window (nothing to look up or record) and not FIFO (no group to
-// lock). The plain statements read it in the statement that inserts, so a
-// queue altered meanwhile by another process is judged as it is when the
-// statement runs: a queue that gained a window inserts nothing, and the
-// full statement (sendSQL) runs instead.
-const plainQueue = `name = $1 AND dedup_window_ms = 0 AND ordering <> 'fifo'`
+// dedup key for a message without a MessageID (no dedup window, or a
+// window that does not deduplicate bodies: nothing to look up or record)
+// and not FIFO (no group to lock). The plain statements read it in the
+// statement that inserts, from the same snapshot as sendSQL's q reads it,
+// so a queue altered meanwhile by another process is judged as sendSQL
+// would judge it: a queue that now deduplicates bodies inserts nothing,
+// and the full statement (sendSQL) runs instead.
+const plainQueue = `name = $1 AND (dedup_window_ms = 0 OR NOT dedup_by_body) AND ordering <> 'fifo'`
 
 // plainColumns is the columns of mqlite_messages a plain statement writes.
 // content_key is empty: it is read only through a dedup row, which a
-// plain message never has (its queue has no window and it no MessageID),
-// so the send spares the body's SHA-256.
+// plain message never has (it has no MessageID, and its queue does not
+// deduplicate bodies), so the send spares the body's SHA-256.
 const plainColumns = `(queue, state, visible_at, expires_at, enqueued_at, subject, properties, content_key,
 	body_len, body, priority)`
 
@@ -231,8 +233,9 @@ func checkSizes(ctx context.Context, tx driver.DBTX, name string, msgs []driver.
 }
 
 // plainBatch reports whether msgs are plain: none has a MessageID or a
-// GroupID, so that into a queue without a dedup window or FIFO order
-// (plainQueue) each is one row of mqlite_messages and nothing else.
+// GroupID, so that into a queue that neither deduplicates bodies nor
+// orders FIFO (plainQueue) each is one row of mqlite_messages and nothing
+// else.
 func plainBatch(msgs []driver.SendMessage) bool {
 	for _, m := range msgs {
 		if m.MessageID != "" || m.GroupID != "" {
@@ -243,8 +246,8 @@ func plainBatch(msgs []driver.SendMessage) bool {
 }
 
 // notPlain remembers, per store and name, a target that plain messages
-// found not plainQueue (a queue with a dedup window or FIFO order, a
-// topic), so that its next sends go to the full statement at once
+// found not plainQueue (a queue that deduplicates bodies or orders FIFO,
+// a topic), so that its next sends go to the full statement at once
 // instead of paying for a plain one that inserts nothing. It is only a
 // hint: either statement judges the queue as it is when it runs; sendQueue
 // forgets a queue it finds plain again.

@@ -1,0 +1,392 @@
+package pgmulti_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite"
+	"github.com/mqlite/mqlite/internal/fakeclock"
+	"github.com/mqlite/mqlite/internal/pgtest"
+	"github.com/mqlite/mqlite/outbox"
+)
+
+// wire counts the round trips a store makes to PostgreSQL: it sits between
+// the store and the server as a TCP proxy and reads what the store sends.
+// A round trip is a simple query ('Q': BEGIN, COMMIT, LISTEN) or the Sync
+// ('S') that ends a batch of the extended protocol (a prepared statement's
+// Bind and Execute, or a Parse and Describe); the ping database/sql makes
+// of a connection idle for a second is left out. It keeps the text of what
+// it counted, for a failure's message.
+type wire struct {
+	mu    sync.Mutex
+	trips int
+	seen  []string
+	stmts map[string]string // prepared statements' queries by name
+	next  string            // what the next Sync ends: a Parse's or a Bind's query
+}
+
+// count records one frontend message of type typ with payload body.
+func (w *wire) count(typ byte, body []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch typ {
+	case 'Q':
+		text := strings.TrimRight(string(body), "\x00")
+		if text == "-- ping" {
+			return
+		}
+		w.trips++
+		w.seen = append(w.seen, text)
+	case 'P': // Parse: name\0 query\0 ...
+		if parts := strings.SplitN(string(body), "\x00", 3); len(parts) == 3 {
+			if w.stmts == nil {
+				w.stmts = map[string]string{}
+			}
+			w.stmts[parts[0]], w.next = parts[1], "prepare "+parts[1]
+		}
+	case 'B': // Bind: portal\0 statement\0 ...
+		if parts := strings.SplitN(string(body), "\x00", 3); len(parts) == 3 {
+			w.next = w.stmts[parts[1]]
+		}
+	case 'S':
+		w.trips++
+		w.seen = append(w.seen, oneLine(w.next))
+	}
+}
+
+// oneLine shortens a statement's text for a log line.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}
+
+// since returns how many round trips were made after mark, and their text.
+func (w *wire) since(mark int) (int, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.trips - mark, append([]string(nil), w.seen[mark:]...)
+}
+
+// mark is where the count stands.
+func (w *wire) mark() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.trips
+}
+
+// proxy starts a counting proxy to the server of rawURL and returns the
+// URL that goes through it (TLS off, so that the proxy reads the protocol)
+// and its counter. It stops when t ends.
+func proxy(t *testing.T, rawURL string) (string, *wire) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wire{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(c, s); _ = c.Close() })
+			wg.Go(func() { _ = w.relay(s, c); _ = s.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	u.Host = ln.Addr().String()
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	return u.String(), w
+}
+
+// relay copies the frontend messages of from to to, counting each.
+func (w *wire) relay(to io.Writer, from io.Reader) error {
+	var head [5]byte
+	// Untyped messages first: an SSL or GSS request (answered with one
+	// byte, then the startup follows), then the startup message.
+	for {
+		if _, err := io.ReadFull(from, head[:4]); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(head[:4]))
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(from, body); err != nil {
+			return err
+		}
+		if _, err := to.Write(append(head[:4:4], body...)); err != nil {
+			return err
+		}
+		if code := binary.BigEndian.Uint32(body[:4]); code != 80877103 && code != 80877104 {
+			break // the startup message (or a cancel request, after which nothing comes)
+		}
+	}
+	for {
+		if _, err := io.ReadFull(from, head[:]); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(head[1:]))
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(from, body); err != nil {
+			return err
+		}
+		w.count(head[0], body)
+		if _, err := to.Write(append(head[:], body...)); err != nil {
+			return err
+		}
+	}
+}
+
+// quiet is a store's configuration with no background loop, so that every
+// statement the proxy sees is the test's; one connection, so that every
+// statement is prepared once by the warm-up.
+func quiet(clock mqlite.Clock) mqlite.Config {
+	return mqlite.Config{Clock: clock, MaxConns: 1,
+		ReaperInterval: -1, SchedulerInterval: -1, TTLInterval: -1,
+		JanitorInterval: -1, RetentionInterval: -1, ScheduleInterval: -1}
+}
+
+// TestRoundTrips pins how many round trips the store's message path costs
+// on PostgreSQL: a Receive, a Complete, a CompleteBatch and each plain
+// settlement outside a caller's transaction are one statement each, sent
+// in autocommit; a plain send in Store.Tx is BEGIN, one statement, COMMIT.
+// The control (a Store.Tx of one statement counts 3) shows the proxy sees
+// the transaction's own round trips.
+func TestRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	through, w := proxy(t, pgtest.URL(t))
+	clock := fakeclock.New()
+	st, err := mqlite.Open(ctx, through, quiet(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, q := range []string{"q", "other"} {
+		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CreateQueue(ctx, "fifo", mqlite.QueueOptions{Ordering: mqlite.FIFO}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(queue string, n int) {
+		t.Helper()
+		msgs := make([]outbox.Message, n)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Body: []byte("body")}
+		}
+		if err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+			_, err := outbox.SendBatch(tx.Context(), tx.SQL(), queue, msgs)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive := func(max int) []mqlite.Message {
+		t.Helper()
+		msgs, err := st.Receive(ctx, "q", mqlite.ReceiveOptions{Max: max})
+		if err != nil || len(msgs) != max {
+			t.Fatalf("Receive(%d): %d messages, %v", max, len(msgs), err)
+		}
+		return msgs
+	}
+	locks := func(msgs []mqlite.Message) []mqlite.Lock {
+		out := make([]mqlite.Lock, len(msgs))
+		for i, m := range msgs {
+			out[i] = m.Lock()
+		}
+		return out
+	}
+	ops := []struct {
+		name string
+		want int
+		run  func() error
+	}{
+		{"send one, plain, in Store.Tx", 3, func() error { send("q", 1); return nil }},
+		{"send 100, plain, in Store.Tx", 3, func() error { send("q", 100); return nil }},
+		{"send one into a FIFO queue, in Store.Tx", 3, func() error { send("fifo", 1); return nil }},
+		{"Receive", 1, func() error { receive(1); return nil }},
+		{"Complete", 1, func() error { return st.Complete(ctx, receive(1)[0].Lock()) }},
+		{"Complete replayed", 2, nil}, // set below: the fence misses, the receipt answers
+		{"CompleteBatch", 1, nil},     // set below: of locks received before
+		{"Abandon", 1, func() error { return st.Abandon(ctx, receive(1)[0].Lock(), 0) }},
+		{"Reject", 1, func() error { return st.Reject(ctx, receive(1)[0].Lock(), "r", "d") }},
+		{"Defer", 1, func() error { return st.Defer(ctx, receive(1)[0].Lock()) }},
+		{"Release", 1, func() error { return st.Release(ctx, receive(1)[0].Lock()) }},
+		{"Renew", 1, func() error { _, err := st.Renew(ctx, receive(1)[0].Lock()); return err }},
+		{"control: a Store.Tx of one statement", 3, func() error {
+			return st.Tx(ctx, func(tx *mqlite.Tx) error {
+				_, err := tx.SQL().ExecContext(tx.Context(), "SELECT 1")
+				return err
+			})
+		}},
+	}
+	var completed mqlite.Lock
+	ops[5].run = func() error { return st.Complete(ctx, completed) }
+	var batch []mqlite.Lock
+	ops[6].run = func() error {
+		res, err := st.CompleteBatch(ctx, batch)
+		return errors.Join(err, errors.Join(res...))
+	}
+	send("q", 400)
+	for pass := range 2 { // the first prepares every statement on the connection
+		for i, op := range ops {
+			if op.name == "CompleteBatch" {
+				batch = locks(receive(3))
+			}
+			if op.name == "Complete replayed" {
+				completed = receive(1)[0].Lock()
+				if err := st.Complete(ctx, completed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mark int
+			var err error
+			if op.name == "Complete" || op.name == "Abandon" || op.name == "Reject" || op.name == "Defer" ||
+				op.name == "Release" || op.name == "Renew" {
+				// Count the settlement alone: receive first.
+				msg := receive(1)[0]
+				mark = w.mark()
+				err = settleOne(ctx, st, op.name, msg.Lock())
+			} else {
+				mark = w.mark()
+				err = op.run()
+			}
+			got, seen := w.since(mark)
+			if err != nil {
+				t.Fatalf("%s: %v", op.name, err)
+			}
+			if pass == 0 {
+				continue
+			}
+			t.Logf("%-40s %d round trips: %s", op.name, got, strings.Join(seen, " | "))
+			if got != op.want {
+				t.Errorf("%s: %d round trips, want %d: %s", ops[i].name, got, op.want, strings.Join(seen, " | "))
+			}
+		}
+	}
+	// The drain of the benchmark: a batch is two round trips.
+	mark := w.mark()
+	res, err := st.CompleteBatch(ctx, locks(receive(100)))
+	if err := errors.Join(err, errors.Join(res...)); err != nil {
+		t.Fatal(err)
+	}
+	if got, seen := w.since(mark); got != 2 {
+		t.Errorf("Receive of 100 and their CompleteBatch: %d round trips, want 2: %s", got, strings.Join(seen, " | "))
+	}
+}
+
+// settleOne settles l as the operation named op of TestRoundTrips.
+func settleOne(ctx context.Context, st *mqlite.Store, op string, l mqlite.Lock) error {
+	switch op {
+	case "Complete":
+		return st.Complete(ctx, l)
+	case "Abandon":
+		return st.Abandon(ctx, l, 0)
+	case "Reject":
+		return st.Reject(ctx, l, "r", "d")
+	case "Defer":
+		return st.Defer(ctx, l)
+	case "Release":
+		return st.Release(ctx, l)
+	}
+	_, err := st.Renew(ctx, l)
+	return err
+}
+
+// TestSettingsAcrossStores checks that a queue's settings changed by one
+// store count at once for the claims of another store on the same
+// database, which reads them in the claim statement itself: the lock
+// duration of the next Receive, a pause and a resume.
+func TestSettingsAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	clock := fakeclock.New()
+	admin, err := mqlite.Open(ctx, url, quiet(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	consumer, err := mqlite.Open(ctx, url, quiet(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	if err := admin.CreateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Tx(ctx, func(tx *mqlite.Tx) error {
+		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", []outbox.Message{{Body: []byte("a")}, {Body: []byte("b")}, {Body: []byte("c")}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lease := func(want time.Duration) {
+		t.Helper()
+		msgs, err := consumer.Receive(ctx, "q", mqlite.ReceiveOptions{})
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("Receive: %d messages, %v", len(msgs), err)
+		}
+		if got := msgs[0].LockedUntil.Sub(clock.Now()); got != want {
+			t.Errorf("lease of %v, want %v (the queue's LockDuration as the other store set it)", got, want)
+		}
+	}
+	lease(30 * time.Second)
+	if err := admin.UpdateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	lease(2 * time.Minute)
+	if err := admin.PauseQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := consumer.Receive(ctx, "q", mqlite.ReceiveOptions{}); err != nil || len(msgs) != 0 {
+		t.Fatalf("Receive on a queue the other store paused: %d messages, %v; want none", len(msgs), err)
+	}
+	if err := admin.ResumeQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	lease(2 * time.Minute)
+	if err := admin.DeleteQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := consumer.Receive(ctx, "q", mqlite.ReceiveOptions{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
+		t.Fatalf("Receive on a queue the other store deleted: %v, want ErrQueueNotFound", err)
+	}
+}
