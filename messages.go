@@ -407,7 +407,7 @@ func (s *Store) claimIn(ctx context.Context, tx driver.DBTX, queue string, opts 
 	s.tally.Tag(tally.Receive)
 	claimed, err = s.eng.Claim(ctx, tx, driver.ClaimRequest{
 		Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
-		MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
+		AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
 	})
 	s.tally.Redelivered(queue, redeliveries(claimed))
 	return claimed, false, err
@@ -417,8 +417,9 @@ func (s *Store) claimIn(ctx context.Context, tx driver.DBTX, queue string, opts 
 // (PostgreSQL), in a transaction or outside any (autocommit): the claim
 // statement reads the queue's settings and pause itself, so a Receive that
 // finds messages is that one statement, and a setting another process
-// changed counts from its commit on. Only when it claims nothing does a read of the queue tell
-// an empty queue from a paused one (paused) or none (ErrQueueNotFound).
+// changed counts from its commit on. Only when it claims nothing does a
+// read of the queue tell an empty queue from a paused one (paused) or none
+// (ErrQueueNotFound).
 func (s *Store) claimShared(ctx context.Context, db driver.DBTX, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
 	s.tally.Tag(tally.Receive)
 	claimed, err = s.eng.Claim(ctx, db, driver.ClaimRequest{

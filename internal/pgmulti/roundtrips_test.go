@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -238,25 +239,28 @@ func TestRoundTrips(t *testing.T) {
 		name string
 		want int
 		run  func() error
+		stmt string // the start of a statement the round trips must include
 	}{
-		{"send one, plain, in Store.Tx", 3, func() error { send("q", 1); return nil }},
-		{"send 100, plain, in Store.Tx", 3, func() error { send("q", 100); return nil }},
-		{"send one into a FIFO queue, in Store.Tx", 3, func() error { send("fifo", 1); return nil }},
-		{"Receive", 1, func() error { receive(1); return nil }},
-		{"Complete", 1, func() error { return st.Complete(ctx, receive(1)[0].Lock()) }},
-		{"Complete replayed", 2, nil}, // set below: the fence misses, the receipt answers
-		{"CompleteBatch", 1, nil},     // set below: of locks received before
-		{"Abandon", 1, func() error { return st.Abandon(ctx, receive(1)[0].Lock(), 0) }},
-		{"Reject", 1, func() error { return st.Reject(ctx, receive(1)[0].Lock(), "r", "d") }},
-		{"Defer", 1, func() error { return st.Defer(ctx, receive(1)[0].Lock()) }},
-		{"Release", 1, func() error { return st.Release(ctx, receive(1)[0].Lock()) }},
-		{"Renew", 1, func() error { _, err := st.Renew(ctx, receive(1)[0].Lock()); return err }},
+		{"send one, plain, in Store.Tx", 3, func() error { send("q", 1); return nil }, "INSERT INTO mqlite_messages"},
+		{"send 100, plain, in Store.Tx", 3, func() error { send("q", 100); return nil }, "WITH q AS (SELECT default_ttl_ms"},
+		// The plain statement found the FIFO queue not plain once: the
+		// full statement goes first from then on.
+		{"send one into a FIFO queue, in Store.Tx", 3, func() error { send("fifo", 1); return nil }, "WITH q AS ( SELECT ordering"},
+		{"Receive", 1, func() error { receive(1); return nil }, "WITH q AS (SELECT max_delivery_count"},
+		{"Complete", 1, nil, "UPDATE mqlite_messages SET state = 'completed'"}, // settleOne
+		{"Complete replayed", 2, nil, ""},                                                   // set below: the fence misses, the receipt answers
+		{"CompleteBatch", 1, nil, "WITH l AS ("},                                            // set below: of locks received before
+		{"Abandon", 1, nil, "WITH u AS (UPDATE"},                                            // settleOne
+		{"Reject", 1, nil, "WITH u AS (UPDATE mqlite_messages SET state = 'dead_lettered'"}, // settleOne
+		{"Defer", 1, nil, "WITH u AS (UPDATE mqlite_messages SET state = 'deferred'"},       // settleOne
+		{"Release", 1, nil, "WITH u AS (UPDATE mqlite_messages SET state = 'active'"},       // settleOne
+		{"Renew", 1, nil, "UPDATE mqlite_messages SET locked_until"},                        // settleOne
 		{"control: a Store.Tx of one statement", 3, func() error {
 			return st.Tx(ctx, func(tx *mqlite.Tx) error {
 				_, err := tx.SQL().ExecContext(tx.Context(), "SELECT 1")
 				return err
 			})
-		}},
+		}, "SELECT 1"},
 	}
 	var completed mqlite.Lock
 	ops[5].run = func() error { return st.Complete(ctx, completed) }
@@ -299,6 +303,9 @@ func TestRoundTrips(t *testing.T) {
 			t.Logf("%-40s %d round trips: %s", op.name, got, strings.Join(seen, " | "))
 			if got != op.want {
 				t.Errorf("%s: %d round trips, want %d: %s", ops[i].name, got, op.want, strings.Join(seen, " | "))
+			}
+			if op.stmt != "" && !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, op.stmt) }) {
+				t.Errorf("%s: no statement %q… among %s", op.name, op.stmt, strings.Join(seen, " | "))
 			}
 		}
 	}
@@ -388,5 +395,85 @@ func TestSettingsAcrossStores(t *testing.T) {
 	}
 	if _, err := consumer.Receive(ctx, "q", mqlite.ReceiveOptions{}); !errors.Is(err, mqlite.ErrQueueNotFound) {
 		t.Fatalf("Receive on a queue the other store deleted: %v, want ErrQueueNotFound", err)
+	}
+}
+
+// TestPlainSendFollowsTheQueue checks the plain send (one INSERT for
+// messages with no MessageID and no GroupID) against queue settings
+// another store changes: once the queue deduplicates bodies, a body sent
+// twice is a duplicate; once it no longer does, the same body is a new
+// message again; a batch's seqs follow its slots, with the queue's
+// default TTL and each message's DeliverAt.
+func TestPlainSendFollowsTheQueue(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	clock := fakeclock.New()
+	sender, err := mqlite.Open(ctx, url, quiet(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	admin, err := mqlite.Open(ctx, url, quiet(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	opts := mqlite.QueueOptions{DefaultTTL: time.Hour}
+	if err := admin.CreateQueue(ctx, "q", opts); err != nil {
+		t.Fatal(err)
+	}
+	send := func(msgs ...outbox.Message) []outbox.Result {
+		t.Helper()
+		var res []outbox.Result
+		if err := sender.Tx(ctx, func(tx *mqlite.Tx) error {
+			var err error
+			res, err = outbox.SendBatch(tx.Context(), tx.SQL(), "q", msgs)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	body := outbox.Message{Body: []byte("same")}
+	first := send(body, body)
+	if first[0].Duplicate || first[1].Duplicate || first[1].Seq <= first[0].Seq {
+		t.Fatalf("a queue without dedup by body: %+v, want two new messages in slot order", first)
+	}
+	opts.DedupByBody = true
+	if err := admin.UpdateQueue(ctx, "q", opts); err != nil {
+		t.Fatal(err)
+	}
+	again := send(body)
+	if again[0].Duplicate {
+		t.Fatalf("the first send after DedupByBody: %+v, want a new message", again)
+	}
+	if dup := send(body); !dup[0].Duplicate || dup[0].Seq != again[0].Seq {
+		t.Fatalf("the same body again inside the window: %+v, want a duplicate of seq %d", dup, again[0].Seq)
+	}
+	opts.DedupByBody = false
+	if err := admin.UpdateQueue(ctx, "q", opts); err != nil {
+		t.Fatal(err)
+	}
+	later := clock.Now().Add(time.Minute)
+	batch := send(body, outbox.Message{Body: []byte("later"), DeliverAt: later}, body)
+	for i, r := range batch {
+		if r.Duplicate || (i > 0 && r.Seq <= batch[i-1].Seq) {
+			t.Fatalf("DedupByBody off again: %+v, want new messages in slot order", batch)
+		}
+	}
+	msgs, err := sender.Peek(ctx, "q", mqlite.PeekParams{Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if want := clock.Now().Add(time.Hour); !m.ExpiresAt.Equal(want) {
+			t.Errorf("seq %d expires at %v, want the queue's default TTL: %v", m.Seq, m.ExpiresAt, want)
+		}
+		if m.Seq == batch[1].Seq && (m.State != mqlite.StateScheduled || !m.VisibleAt.Equal(later)) {
+			t.Errorf("seq %d: %s visible at %v, want scheduled at %v", m.Seq, m.State, m.VisibleAt, later)
+		}
+	}
+	if len(msgs) != 6 {
+		t.Errorf("%d messages in the queue, want 6", len(msgs))
 	}
 }
