@@ -449,16 +449,28 @@ func (s *Store) alone(ctx context.Context, fn func(ctx context.Context, db drive
 // (PostgreSQL), on a connection of the store's pool outside any
 // transaction: each statement commits on its own (autocommit), which
 // spares the BEGIN and COMMIT round trips of inTx where every statement
-// fn runs is whole on its own (a claim, a settlement). The wait for a
-// connection honours ctx; once fn runs its statements get ctx without its
+// fn runs is whole on its own (a claim, a settlement). The waits for its
+// turn and for a connection honour ctx; once fn runs its statements get ctx without its
 // cancellation, as inside Store.Tx, so that none is cut off after the
 // server committed it. What the statements reported is applied when fn
 // returns (autocommitted), whatever fn returns: a statement reports only
 // once it succeeded, and in autocommit what succeeded is committed.
+//
+// The calls of one store take turns (s.auto), from the cause fn tags to
+// the records applied: the tally keeps one cause for the whole store, so
+// two calls at once would count each other's rows under the wrong cause
+// (a completion as a receive). A group commit of Store.Tx beside it still
+// may (each of its steps clears the cause), as a caller's transaction on
+// the store's pool could before; records kept per transaction lift both.
 func (s *Store) autocommit(ctx context.Context, fn func(ctx context.Context, db driver.DBTX) error) error {
-	if err := s.checkOpen(); err != nil {
-		return err
+	select {
+	case s.auto <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closed:
+		return ErrClosed
 	}
+	defer func() { <-s.auto }()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		if s.isClosed() {

@@ -49,6 +49,10 @@ type Store struct {
 	handoffs handoff.Registry[Message, ReceiveOptions]
 	// group runs the callers of Tx in group commits.
 	group *groupcommit.Committer[func(tx *Tx) error, stepMark]
+	// auto takes the autocommit calls of a shared engine one at a time
+	// (autocommit): the tally's cause is store-wide. Holding it is a
+	// value in it.
+	auto chan struct{}
 
 	migration Migration // what open did to the file's layout
 
@@ -123,7 +127,7 @@ func openPostgres(ctx context.Context, url string, opts Config) (*Store, error) 
 // newStore is a store on eng not yet opened.
 func newStore(eng driver.Driver, l layout, path string, opts Config) *Store {
 	s := &Store{id: storeIDs.Add(1), eng: eng, layout: l, opts: opts, path: path, closed: make(chan struct{}), notify: notify.New(),
-		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1)}
+		unlocked: make(chan struct{}), scheduleWake: make(chan struct{}, 1), auto: make(chan struct{}, 1)}
 	s.queues.eng, s.queues.shared = s.eng, s.eng.Shared()
 	s.receivers = receivers.New[ReceiverTag](s.now, ReceiverGrace, leaseOf)
 	s.group = groupcommit.New[func(tx *Tx) error, stepMark](txHooks{s})

@@ -63,13 +63,19 @@ func (w *wire) count(typ byte, body []byte) {
 	}
 }
 
-// oneLine shortens a statement's text for a log line.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 60 {
-		s = s[:60] + "…"
+// oneLine puts a statement's text on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// short joins statements for a log line, each cut to its start.
+func short(stmts []string) string {
+	out := make([]string, len(stmts))
+	for i, s := range stmts {
+		if len(s) > 60 {
+			s = s[:60] + "…"
+		}
+		out[i] = s
 	}
-	return s
+	return strings.Join(out, " | ")
 }
 
 // since returns how many round trips were made after mark, and their text.
@@ -300,12 +306,12 @@ func TestRoundTrips(t *testing.T) {
 			if pass == 0 {
 				continue
 			}
-			t.Logf("%-40s %d round trips: %s", op.name, got, strings.Join(seen, " | "))
+			t.Logf("%-40s %d round trips: %s", op.name, got, short(seen))
 			if got != op.want {
-				t.Errorf("%s: %d round trips, want %d: %s", ops[i].name, got, op.want, strings.Join(seen, " | "))
+				t.Errorf("%s: %d round trips, want %d: %s", ops[i].name, got, op.want, short(seen))
 			}
 			if op.stmt != "" && !slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, op.stmt) }) {
-				t.Errorf("%s: no statement %q… among %s", op.name, op.stmt, strings.Join(seen, " | "))
+				t.Errorf("%s: no statement %q… among %s", op.name, op.stmt, short(seen))
 			}
 		}
 	}
@@ -316,7 +322,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, seen := w.since(mark); got != 2 {
-		t.Errorf("Receive of 100 and their CompleteBatch: %d round trips, want 2: %s", got, strings.Join(seen, " | "))
+		t.Errorf("Receive of 100 and their CompleteBatch: %d round trips, want 2: %s", got, short(seen))
 	}
 }
 
