@@ -63,8 +63,9 @@ const inFlight = `(b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' A
 // The queue's settings come from q (queueSettings), read by the statement
 // itself: a setting another process changed counts from its commit on,
 // and no round trip reads them first. A paused queue, or none of that
-// name, gives q's limit NULL, which no delivery count is below: nothing
-// is claimed (the one-time filter of the plan).
+// name, fails the EXISTS, which names no column of m: the plan checks it
+// once, before it reads any message (a one-time filter), so a paused
+// queue's backlog is never scanned.
 //
 // A grouped message is claimable when no live member of its group has a
 // lower id and no member is in flight. Sends into a group commit in id
@@ -74,7 +75,8 @@ const inFlight = `(b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' A
 const candidates = `SELECT m.id, m.priority, ` + sizeSQL + ` AS size FROM mqlite_messages m
 	WHERE m.queue = $1 AND m.state = 'active'
 	  AND (m.expires_at = 0 OR m.expires_at > $2)
-	  AND m.delivery_count < (SELECT max_delivery_count FROM q WHERE paused_at = 0)` + groupRule + `
+	  AND EXISTS (SELECT 1 FROM q WHERE paused_at = 0)
+	  AND m.delivery_count < (SELECT max_delivery_count FROM q)` + groupRule + `
 	ORDER BY m.priority DESC, m.id
 	LIMIT $3
 	FOR UPDATE OF m SKIP LOCKED`
