@@ -188,7 +188,11 @@ func (PostgreSQL) Enqueue(ctx context.Context, tx driver.DBTX, name string, msgs
 		}
 		return out, nil
 	}
-	return publish(ctx, tx, name, msgs, now)
+	out, err := publish(ctx, tx, name, msgs, now)
+	if err == nil && plainBatch(msgs) {
+		notPlain.Store(plainKey{storeOf(tx), name}, struct{}{}) // a topic: never a plain queue
+	}
+	return out, err
 }
 
 // checkDeliverAt refuses a DeliverAt more than MaxDelay after now.
@@ -250,7 +254,8 @@ func plainBatch(msgs []driver.SendMessage) bool {
 // a topic), so that its next sends go to the full statement at once
 // instead of paying for a plain one that inserts nothing. It is only a
 // hint: either statement judges the queue as it is when it runs; sendQueue
-// forgets a queue it finds plain again.
+// forgets a queue it finds plain again. Only a target that exists is
+// remembered, so names sent to in vain do not fill it.
 var notPlain sync.Map // plainKey → struct{}
 
 // plainKey names a target of the store st (nil: a handle of no store).
@@ -264,11 +269,10 @@ type plainKey struct {
 // is false when it wrote nothing (the messages or the target are not
 // plain: the caller runs sendSQL).
 func sendPlain(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.SendMessage, now int64) ([]driver.Copy, bool, error) {
-	key := plainKey{storeOf(tx), queue}
 	if !plainBatch(msgs) {
 		return nil, false, nil
 	}
-	if _, ok := notPlain.Load(key); ok {
+	if _, ok := notPlain.Load(plainKey{storeOf(tx), queue}); ok {
 		return nil, false, nil
 	}
 	n := len(msgs)
@@ -306,8 +310,7 @@ func sendPlain(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.
 		return nil, false, interpret("send", err)
 	}
 	if len(out) == 0 {
-		notPlain.Store(key, struct{}{})
-		return nil, false, nil
+		return nil, false, nil // the hint is left to what finds the target (sendQueue, Enqueue)
 	}
 	if len(out) != n {
 		return nil, false, fmt.Errorf("send: %d messages answered %d rows", n, len(out))
@@ -366,8 +369,10 @@ func sendQueue(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.
 	if len(out) != n {
 		return nil, false, fmt.Errorf("send: %d messages answered %d rows", n, len(out))
 	}
-	if plain {
-		notPlain.Delete(plainKey{storeOf(tx), queue})
+	if key := (plainKey{storeOf(tx), queue}); plain {
+		notPlain.Delete(key)
+	} else if plainBatch(msgs) {
+		notPlain.Store(key, struct{}{})
 	}
 	rep.done()
 	return out, true, nil
