@@ -119,11 +119,14 @@ const budgetSQL = `SELECT id AS pid FROM (
 // dueMarker is the row a claim statement adds to what it claimed when a
 // message of the queue $1 is due at $2 without being claimable yet: a
 // scheduled message whose moment came, or a lease that lapsed. Its seq is
-// 0, which no message has. The probe reads two index ranges; a paused
-// queue, or none, skips it (nothing is claimed from it).
+// 0, which no message has. The probe reads two index ranges; a claim that
+// took its $3 messages skips it, as does a paused queue, or none (nothing
+// is claimed from it): the plan evaluates each condition only once those
+// before it held, so a full claim pays for neither range. What is due then
+// waits for the next claim that has room, or the sweeps.
 const dueMarker = `SELECT 0::bigint, '', 0::bigint, 0::bigint, 0::bigint, 0::bigint, '', NULL::text, '', '',
 	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint, NULL::text
-	WHERE EXISTS (SELECT 1 FROM q WHERE paused_at = 0) AND (
+	WHERE (SELECT count(*) FROM u) < $3 AND EXISTS (SELECT 1 FROM q WHERE paused_at = 0) AND (
 	      EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
 	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2))`
 
