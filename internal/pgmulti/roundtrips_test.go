@@ -344,24 +344,32 @@ func settleOne(ctx context.Context, st *mqlite.Store, op string, l mqlite.Lock) 
 	return err
 }
 
+// twoStores opens two stores on one new database (pgtest.URL), as two
+// processes would, on clock and without background loops (quiet); they
+// close when t ends.
+func twoStores(t *testing.T, clock mqlite.Clock) (*mqlite.Store, *mqlite.Store) {
+	t.Helper()
+	url := pgtest.URL(t)
+	var out [2]*mqlite.Store
+	for i := range out {
+		st, err := mqlite.Open(context.Background(), url, quiet(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		out[i] = st
+	}
+	return out[0], out[1]
+}
+
 // TestSettingsAcrossStores checks that a queue's settings changed by one
 // store count at once for the claims of another store on the same
 // database, which reads them in the claim statement itself: the lock
 // duration of the next Receive, a pause and a resume.
 func TestSettingsAcrossStores(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.URL(t)
 	clock := fakeclock.New()
-	admin, err := mqlite.Open(ctx, url, quiet(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	consumer, err := mqlite.Open(ctx, url, quiet(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer consumer.Close()
+	admin, consumer := twoStores(t, clock)
 	if err := admin.CreateQueue(ctx, "q", mqlite.QueueOptions{LockDuration: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -412,18 +420,8 @@ func TestSettingsAcrossStores(t *testing.T) {
 // default TTL and each message's DeliverAt.
 func TestPlainSendFollowsTheQueue(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.URL(t)
 	clock := fakeclock.New()
-	sender, err := mqlite.Open(ctx, url, quiet(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sender.Close()
-	admin, err := mqlite.Open(ctx, url, quiet(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	sender, admin := twoStores(t, clock)
 	opts := mqlite.QueueOptions{DefaultTTL: time.Hour}
 	if err := admin.CreateQueue(ctx, "q", opts); err != nil {
 		t.Fatal(err)

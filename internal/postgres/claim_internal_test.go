@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,30 @@ import (
 	"github.com/mqlite/mqlite/internal/pgtest"
 	"github.com/mqlite/mqlite/schema"
 )
+
+// testNow is the store's now of openWithQueue's handle.
+const testNow = int64(1_700_000_000_000)
+
+// openWithQueue opens the engine on a new, empty database with the current
+// layout (pgtest.URL) and the queue q, its clock standing at testNow; it
+// closes when tb ends.
+func openWithQueue(tb testing.TB, q driver.Queue) *sql.DB {
+	tb.Helper()
+	ctx := context.Background()
+	db, release, err := PostgreSQL{}.Open(driver.ConnConfig{Path: pgtest.URL(tb), StoreID: 1, MaxMessageBytes: 1 << 20,
+		Now: func() int64 { return testNow }, Closing: func() bool { return false }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = db.Close(); release() })
+	if err := schema.ApplyPostgres(ctx, db); err != nil {
+		tb.Fatal(err)
+	}
+	if err := (PostgreSQL{}).CreateQueue(ctx, db, q, testNow); err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
 
 // TestClaimPlanOfAPausedQueue: the claim reads the queue's pause in its own
 // statement, as a one-time filter, so on a paused queue its plan reads no
@@ -20,20 +45,8 @@ import (
 func TestClaimPlanOfAPausedQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	now := int64(1_700_000_000_000)
-	db, release, err := PostgreSQL{}.Open(driver.ConnConfig{Path: pgtest.URL(t), StoreID: 1, MaxMessageBytes: 1 << 20,
-		Now: func() int64 { return now }, Closing: func() bool { return false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = db.Close(); release() }()
-	if err := schema.ApplyPostgres(ctx, db); err != nil {
-		t.Fatal(err)
-	}
 	q := driver.Queue{Name: "q", MaxDeliveryCount: 5, LockDurationMS: 30_000}
-	if err := (PostgreSQL{}).CreateQueue(ctx, db, q, now); err != nil {
-		t.Fatal(err)
-	}
+	db := openWithQueue(t, q)
 	msgs := make([]driver.SendMessage, 200)
 	for i := range msgs {
 		msgs[i] = driver.SendMessage{Body: []byte("m")}
@@ -41,7 +54,7 @@ func TestClaimPlanOfAPausedQueue(t *testing.T) {
 	if _, err := (PostgreSQL{}).Enqueue(ctx, db, "q", msgs); err != nil {
 		t.Fatal(err)
 	}
-	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", now); err != nil {
+	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", testNow); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -49,7 +62,7 @@ func TestClaimPlanOfAPausedQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the claim
-	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", now, 10)
+	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", testNow, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +93,11 @@ func TestClaimPlanOfAPausedQueue(t *testing.T) {
 	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", 0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := PostgreSQL{}.Claim(ctx, db, driver.ClaimRequest{Queue: driver.Queue{Name: "q"}, Max: 3, Now: now})
+	got, err := PostgreSQL{}.Claim(ctx, db, driver.ClaimRequest{Queue: driver.Queue{Name: "q"}, Max: 3, Now: testNow})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim on the queue resumed: %d rows, %v; want 3", len(got), err)
 	}
-	if got[0].LockedUntil != now+q.LockDurationMS || got[0].DeliveryCount != 1 {
+	if got[0].LockedUntil != testNow+q.LockDurationMS || got[0].DeliveryCount != 1 {
 		t.Errorf("claimed %+v, want a lease of the queue's %d ms and a first delivery", got[0], q.LockDurationMS)
 	}
 }

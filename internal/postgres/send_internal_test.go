@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/mqlite/mqlite/internal/driver"
-	"github.com/mqlite/mqlite/internal/pgtest"
-	"github.com/mqlite/mqlite/schema"
 )
 
 // BenchmarkSend times a transaction that sends a batch of 1 or 100 plain
@@ -21,21 +19,8 @@ import (
 //	go test -run '^$' -bench BenchmarkSend -count 5 ./internal/postgres
 func BenchmarkSend(b *testing.B) {
 	ctx := context.Background()
-	now := int64(1_700_000_000_000)
-	db, release, err := PostgreSQL{}.Open(driver.ConnConfig{Path: pgtest.URL(b), StoreID: 1, MaxMessageBytes: 1 << 20,
-		Now: func() int64 { return now }, Closing: func() bool { return false }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = db.Close(); release() }()
+	db := openWithQueue(b, driver.Queue{Name: "q", MaxDeliveryCount: 5, LockDurationMS: 30_000, DedupWindowMS: 600_000})
 	db.SetMaxOpenConns(1) // every statement prepared once, on one connection
-	if err := schema.ApplyPostgres(ctx, db); err != nil {
-		b.Fatal(err)
-	}
-	q := driver.Queue{Name: "q", MaxDeliveryCount: 5, LockDurationMS: 30_000, DedupWindowMS: 600_000}
-	if err := (PostgreSQL{}).CreateQueue(ctx, db, q, now); err != nil {
-		b.Fatal(err)
-	}
 	body := make([]byte, 256)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
@@ -57,7 +42,7 @@ func BenchmarkSend(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, found, err := f.send(ctx, tx, "q", msgs, now); err != nil || !found {
+					if _, found, err := f.send(ctx, tx, "q", msgs, testNow); err != nil || !found {
 						b.Fatalf("send: found %v, %v", found, err)
 					}
 					if err := tx.Commit(); err != nil {
