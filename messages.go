@@ -365,16 +365,22 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 	var nextDue int64
 	start := time.Now()
 	defer s.tally.Observe(queue, tally.Claim, start)
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	work := func(ctx context.Context, db driver.DBTX) error {
 		var paused bool
 		var err error
-		claimed, paused, err = s.claimIn(ctx, tx, queue, opts)
+		claimed, paused, err = s.claimIn(ctx, db, queue, opts)
 		if err != nil || paused || len(claimed) > 0 || opts.Wait <= 0 {
 			return err // paused: nothing to claim, nothing due; ResumeQueue wakes the wait
 		}
-		nextDue, err = s.eng.NextDue(ctx, tx, queue)
+		nextDue, err = s.eng.NextDue(ctx, db, queue)
 		return err
-	})
+	}
+	var err error
+	if opts.AttemptID == "" {
+		err = s.alone(ctx, work)
+	} else { // an attempt's lock and its record need a transaction
+		err = s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return work(ctx, tx) })
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -387,7 +393,10 @@ func (s *Store) receiveOnce(ctx context.Context, queue string, opts ReceiveOptio
 
 // claimIn claims up to opts.Max messages of queue in tx: nothing while the
 // queue is paused (paused reports it).
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
+func (s *Store) claimIn(ctx context.Context, tx driver.DBTX, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
+	if s.eng.Shared() && opts.AttemptID == "" {
+		return s.claimShared(ctx, tx, queue, opts)
+	}
 	q, err := s.queues.get(ctx, tx, queue)
 	if err != nil {
 		return nil, false, err
@@ -402,6 +411,63 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, queue string, opts Rece
 	})
 	s.tally.Redelivered(queue, redeliveries(claimed))
 	return claimed, false, err
+}
+
+// claimShared is claimIn without an AttemptID on a shared engine
+// (PostgreSQL), in a transaction or outside any (autocommit): the claim
+// statement reads the queue's settings and pause itself, so a Receive that
+// finds messages is that one statement, and a setting another process
+// changed counts from its commit on. Only when it claims nothing does a
+// read of the queue tell an empty queue from a paused one (paused) or none
+// (ErrQueueNotFound).
+func (s *Store) claimShared(ctx context.Context, db driver.DBTX, queue string, opts ReceiveOptions) (claimed []driver.Row, paused bool, err error) {
+	s.tally.Tag(tally.Receive)
+	claimed, err = s.eng.Claim(ctx, db, driver.ClaimRequest{
+		Queue: driver.Queue{Name: queue}, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
+		MaxBytes: opts.MaxBytes, Now: s.now(),
+	})
+	s.tally.Redelivered(queue, redeliveries(claimed))
+	if err != nil || len(claimed) > 0 {
+		return claimed, false, err
+	}
+	q, err := s.eng.GetQueue(ctx, db, queue)
+	return nil, err == nil && q.PausedAt != 0, err
+}
+
+// alone runs fn, the statements of one call of the store each of which is
+// whole on its own (a claim, a settlement), outside any transaction on a
+// shared engine (autocommit), and in a transaction of Store.Tx on SQLite,
+// whose group commit is what makes a write cheap there.
+func (s *Store) alone(ctx context.Context, fn func(ctx context.Context, db driver.DBTX) error) error {
+	if s.eng.Shared() {
+		return s.autocommit(ctx, fn)
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+}
+
+// autocommit runs fn, the work of one call of the store on a shared engine
+// (PostgreSQL), on a connection of the store's pool outside any
+// transaction: each statement commits on its own (autocommit), which
+// spares the BEGIN and COMMIT round trips of inTx where every statement
+// fn runs is whole on its own (a claim, a settlement). The wait for a
+// connection honours ctx; once fn runs its statements get ctx without its
+// cancellation, as inside Store.Tx, so that none is cut off after the
+// server committed it. The engine applies what each statement reported
+// once it succeeded, under a key of the statement's own: in autocommit
+// what succeeded is committed.
+func (s *Store) autocommit(ctx context.Context, fn func(ctx context.Context, db driver.DBTX) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		if s.isClosed() {
+			return ErrClosed
+		}
+		return fmt.Errorf("connection: %w", err)
+	}
+	defer conn.Close()
+	return fn(context.WithoutCancel(ctx), conn)
 }
 
 // claimHandoff claims in tx, the open transaction of a group commit about

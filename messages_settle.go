@@ -16,7 +16,9 @@ import (
 	"github.com/mqlite/mqlite/internal/tracing"
 )
 
-// settle runs one fenced settlement in its own transaction.
+// settle runs one fenced settlement in its own transaction: on PostgreSQL
+// one statement in autocommit (alone), which a replay follows with the
+// look at its receipt.
 func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error {
 	if err := s.ready(ctx); err != nil {
 		return err
@@ -31,10 +33,10 @@ func (s *Store) settle(ctx context.Context, st driver.Settlement, l Lock) error 
 	start := time.Now()
 	defer s.tally.Observe(l.Queue, tally.Settle, start)
 	span := s.startSettle(ctx, string(st.Op), l.Queue, 1)
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.alone(ctx, func(ctx context.Context, db driver.DBTX) error {
 		st.Now = s.now() // sampled once the connection is ours
 		s.tally.Tag(causeOf(st.Op))
-		return s.eng.Settle(ctx, tx, st)
+		return s.eng.Settle(ctx, db, st)
 	})
 	endSettle(span, err)
 	if err == nil || errors.Is(err, ErrLockLost) {
@@ -55,8 +57,9 @@ func (s *Store) Complete(ctx context.Context, l Lock) error {
 }
 
 // CompleteBatch completes several deliveries in one transaction (one
-// commit). Each lock gets its own result, nil or ErrLockLost, exactly as
-// Complete would give it; err is for failures of the whole call.
+// commit; on PostgreSQL one statement, with no BEGIN or COMMIT). Each lock
+// gets its own result, nil or ErrLockLost, exactly as Complete would give
+// it; err is for failures of the whole call.
 func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -74,10 +77,10 @@ func (s *Store) CompleteBatch(ctx context.Context, locks []Lock) ([]error, error
 	}
 	var out []error
 	start := time.Now()
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.alone(ctx, func(ctx context.Context, db driver.DBTX) error {
 		s.tally.Tag(tally.Complete)
 		var err error
-		out, err = s.eng.CompleteMany(ctx, tx, sets, s.now())
+		out, err = s.eng.CompleteMany(ctx, db, sets, s.now())
 		return err
 	})
 	for i, l := range locks {
@@ -191,8 +194,10 @@ type RenewResult struct {
 	Err         error // ErrLockLost for a lease that was not running
 }
 
-// RenewBatch renews several leases in one transaction. Each lock gets its
-// own result; err is for failures of the whole call.
+// RenewBatch renews several leases in one transaction (on PostgreSQL, one
+// statement each, each committed on its own: a call that fails may have
+// renewed the leases before the failure). Each lock gets its own result;
+// err is for failures of the whole call.
 func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -203,10 +208,10 @@ func (s *Store) RenewBatch(ctx context.Context, locks []Lock) ([]RenewResult, er
 		}
 	}
 	out := make([]RenewResult, len(locks))
-	err := s.inTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.alone(ctx, func(ctx context.Context, db driver.DBTX) error {
 		now := s.now()
 		for i, l := range locks {
-			until, err := s.eng.Renew(ctx, tx, driver.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
+			until, err := s.eng.Renew(ctx, db, driver.RenewRequest{Queue: l.Queue, Seq: l.Seq, Token: l.Token, Now: now})
 			if err != nil && !errors.Is(err, ErrLockLost) {
 				return err
 			}

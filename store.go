@@ -488,7 +488,11 @@ func (s *Store) inTx(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 // every call. The store is the only writer of a SQLite file, so the cache
 // is invalidated by the store's own queue administration; on a shared
 // database (PostgreSQL), where another process may change a queue, it
-// keeps nothing and every call reads.
+// keeps nothing and every call reads. There the claim and the
+// settlements read the settings in their own statement (claimShared), so
+// the message path needs no cache: a cache forgotten on a notification of
+// another process's change would hand out leases of the old settings, or
+// claim from a queue just paused, until the notification came.
 type queueCache struct {
 	eng    driver.Executor // reads a queue the cache does not hold
 	shared bool

@@ -49,15 +49,23 @@ const live = `b.state IN ('active', 'locked', 'deferred', 'scheduled')`
 // delivery that ended with a delay.
 const inFlight = `(b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' AND b.delivery_count > 0))`
 
-// candidates picks, in claim order (priority, then id), up to $5 claimable
-// messages of the queue $1 at now $2 with fewer than $3 deliveries, and
-// locks their rows FOR UPDATE SKIP LOCKED: a row another transaction holds
-// (another claimer, a settlement, a sweep) is passed over, never waited
-// for, so claimers in any number of processes each take different rows
-// and never deadlock. A row whose claim committed after this statement's
-// snapshot is checked again as it is now (READ COMMITTED re-reads a row
-// it locks), so it is no longer active and is skipped: no delivery is
-// handed out twice, and delivery_count never passes $3.
+// candidates picks, in claim order (priority, then id), up to $3
+// claimable messages of the queue $1 at now $2 with fewer deliveries than
+// the queue allows, and locks their rows FOR UPDATE SKIP LOCKED: a row
+// another transaction holds (another claimer, a settlement, a sweep) is
+// passed over, never waited for, so claimers in any number of processes
+// each take different rows and never deadlock. A row whose claim committed
+// after this statement's snapshot is checked again as it is now (READ
+// COMMITTED re-reads a row it locks), so it is no longer active and is
+// skipped: no delivery is handed out twice, and delivery_count never
+// passes the queue's MaxDeliveryCount.
+//
+// The queue's settings come from q (queueSettings), read by the statement
+// itself: a setting another process changed counts from its commit on,
+// and no round trip reads them first. A paused queue, or none of that
+// name, fails the EXISTS, which names no column of m: the plan checks it
+// once, before it reads any message (a one-time filter), so a paused
+// queue's backlog is never scanned.
 //
 // A grouped message is claimable when no live member of its group has a
 // lower id and no member is in flight. Sends into a group commit in id
@@ -67,10 +75,15 @@ const inFlight = `(b.state IN ('locked', 'deferred') OR (b.state = 'scheduled' A
 const candidates = `SELECT m.id, m.priority, ` + sizeSQL + ` AS size FROM mqlite_messages m
 	WHERE m.queue = $1 AND m.state = 'active'
 	  AND (m.expires_at = 0 OR m.expires_at > $2)
-	  AND m.delivery_count < $3` + groupRule + `
+	  AND EXISTS (SELECT 1 FROM q WHERE paused_at = 0)
+	  AND m.delivery_count < (SELECT max_delivery_count FROM q)` + groupRule + `
 	ORDER BY m.priority DESC, m.id
-	LIMIT $5
+	LIMIT $3
 	FOR UPDATE OF m SKIP LOCKED`
+
+// queueSettings is the CTE q of the claim: the settings of the queue $1,
+// one row, none when there is no such queue.
+const queueSettings = `SELECT max_delivery_count, lock_duration_ms, paused_at FROM mqlite_queues WHERE name = $1`
 
 // groupRule is the condition of candidates on a grouped message.
 const groupRule = `
@@ -95,42 +108,46 @@ const sizeSQL = `m.body_len + coalesce(octet_length(m.message_id), 0) + coalesce
 	+ coalesce(octet_length(m.subject), 0) + coalesce(octet_length(m.properties), 0)`
 
 // budgetSQL keeps, of the candidates c in claim order, the first whatever
-// its size (when $7: the claim's first message) and after it those whose
-// sizes add up, with all before them, to at most $6. The others stay
+// its size (when $5: the claim's first message) and after it those whose
+// sizes add up, with all before them, to at most $4. The others stay
 // locked by this transaction until it ends, unclaimed.
 const budgetSQL = `SELECT id AS pid FROM (
 	SELECT id, row_number() OVER w AS n, sum(size) OVER w AS total FROM c
 	WINDOW w AS (ORDER BY priority DESC, id ROWS UNBOUNDED PRECEDING)) t
-	WHERE (n = 1 AND $7::boolean) OR total <= $6`
+	WHERE (n = 1 AND $5::boolean) OR total <= $4`
 
 // dueMarker is the row a claim statement adds to what it claimed when a
 // message of the queue $1 is due at $2 without being claimable yet: a
 // scheduled message whose moment came, or a lease that lapsed. Its seq is
-// 0, which no message has. The probe reads two index ranges.
+// 0, which no message has. The probe reads two index ranges; a claim that
+// took its $3 messages skips it, as does a paused queue, or none (nothing
+// is claimed from it): the plan evaluates each condition only once those
+// before it held, so a full claim pays for neither range. What is due then
+// waits for the next claim that has room, or the sweeps.
 const dueMarker = `SELECT 0::bigint, '', 0::bigint, 0::bigint, 0::bigint, 0::bigint, '', NULL::text, '', '',
 	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint, NULL::text
-	WHERE EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
-	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2)`
+	WHERE (SELECT count(*) FROM u) < $3 AND EXISTS (SELECT 1 FROM q WHERE paused_at = 0) AND (
+	      EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
+	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2))`
 
-// claimSQL is the peek-lock claim in one statement: the candidates, then
-// their lease ($4 the lock duration), a token drawn for each and one more
-// delivery; or, receive-and-delete, their rows deleted. p names its ids
-// pid, so that RETURNING reads the message's columns unqualified. The
-// rows claimed come with dueMarker's row when something is due.
+// claimSQL is the peek-lock claim in one statement: the queue's settings
+// (q), the candidates, then their lease (the queue's lock duration), a
+// token drawn for each and one more delivery; or, receive-and-delete,
+// their rows deleted. p names its ids pid, so that RETURNING reads the
+// message's columns unqualified. The rows claimed come with dueMarker's
+// row when something is due.
 func claimSQL(candidates string, budget, del bool) string {
 	pick := `SELECT id AS pid FROM c`
 	if budget {
 		pick = budgetSQL
 	}
-	write := `UPDATE mqlite_messages SET state = 'locked', locked_until = $2 + $4,
+	write := `UPDATE mqlite_messages SET state = 'locked', locked_until = $2 + q.lock_duration_ms,
 	lock_token = ` + newTokenSQL + `, delivery_count = delivery_count + 1
-	FROM p WHERE id = pid RETURNING ` + rowColumns
+	FROM p, q WHERE id = pid RETURNING ` + rowColumns
 	if del {
-		// No lease: $4 (the lock duration) is only typed, so that the
-		// statement takes the arguments of the others.
-		write = `DELETE FROM mqlite_messages USING p WHERE id = pid AND $4::bigint IS NOT NULL RETURNING ` + rowColumns
+		write = `DELETE FROM mqlite_messages USING p WHERE id = pid RETURNING ` + rowColumns
 	}
-	return `WITH c AS (` + candidates + `), p AS (` + pick + `), u AS (` + write + `)
+	return `WITH q AS (` + queueSettings + `), c AS (` + candidates + `), p AS (` + pick + `), u AS (` + write + `)
 	SELECT * FROM u UNION ALL ` + dueMarker
 }
 
@@ -154,7 +171,16 @@ func claimSQLsOf(c string) [2][2]string {
 // them: a Receive never waits for a sweep. A group whose front's lease
 // lapsed stays in flight until then, so its next member never overtakes
 // it. r.Bounds is not read: other processes write the queue, so no bound
-// kept by this one holds.
+// kept by this one holds. Of r.Queue only the name is read: each statement
+// reads the queue's settings itself, claims nothing from a paused queue
+// and nothing from a queue that does not exist (the caller tells those
+// apart from an empty queue when it finds nothing).
+//
+// Without an AttemptID, tx may be a connection of the store's pool
+// outside any transaction (the store's Receive on PostgreSQL): each
+// statement then commits alone, which costs nothing here, since each is
+// complete on its own. An AttemptID needs a transaction: its lock and its
+// record go with the claim.
 func (PostgreSQL) Claim(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest) ([]driver.Row, error) {
 	q := r.Queue
 	if r.AttemptID != "" {
@@ -219,7 +245,7 @@ func claimUpTo(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest, max i
 	q := r.Queue
 	budget := r.MaxBytes > 0 && r.Max > 1 // one message needs no budget: it always comes
 	query := claimSQLs[b2i(budget)][b2i(r.Delete)]
-	args := []any{q.Name, r.Now, q.MaxDeliveryCount, q.LockDurationMS, max}
+	args := []any{q.Name, r.Now, max}
 	if budget {
 		args = append(args, maxBytes, first)
 	}
@@ -321,8 +347,9 @@ func replay(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest) (out []d
 
 // makeClaimableSQL promotes the queue $1's scheduled messages due by $2 and
 // releases its leases lapsed by $2: back to active, or to the dead letters
-// when the delivery that lapsed was the last one allowed ($3), each lapse
-// a failed attempt kept in histories of $4. Each update
+// when the delivery that lapsed was the last one allowed (the queue's
+// MaxDeliveryCount, read by the statement, as the claim reads it), each
+// lapse a failed attempt kept in histories of $3. Each update
 // takes its rows FOR UPDATE SKIP LOCKED: a row another transaction holds
 // (a claimer that promoted or reaped it a moment ago, a settlement) is
 // left to it, so claimers running this at once never wait on each other,
@@ -332,7 +359,8 @@ var makeClaimableSQL = `WITH p AS (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2
 		FOR UPDATE SKIP LOCKED)
 	RETURNING queue, state, body_len),
-r AS (` + releaseSQL("$3", "$2", descLeaseExpired, `'active'`, attemptSet("$2", leaseExpired, "''", "$4"), `id IN (
+r AS (` + releaseSQL("(SELECT max_delivery_count FROM mqlite_queues WHERE name = $1)", "$2", descLeaseExpired, `'active'`,
+	attemptSet("$2", leaseExpired, "''", "$3"), `id IN (
 		SELECT id FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2
 		FOR UPDATE SKIP LOCKED)`) + ` RETURNING queue, state, body_len)
 SELECT queue, 'scheduled', state, body_len FROM p UNION ALL SELECT queue, 'locked', state, body_len FROM r`
@@ -353,13 +381,13 @@ func releaseSQL(maxDelivery, now, desc, back, set, where string) string {
 }
 
 // MakeClaimable promotes q's due scheduled messages and reaps its lapsed
-// leases (makeClaimableSQL).
+// leases (makeClaimableSQL); of q only its name is read.
 func (PostgreSQL) MakeClaimable(ctx context.Context, tx driver.DBTX, q driver.Queue, now int64) error {
 	return makeClaimable(ctx, tx, q, now)
 }
 
 func makeClaimable(ctx context.Context, tx driver.DBTX, q driver.Queue, now int64) error {
-	if _, err := movedRows(ctx, tx, makeClaimableSQL, q.Name, now, q.MaxDeliveryCount, historyOf(tx)); err != nil {
+	if _, err := movedRows(ctx, tx, makeClaimableSQL, q.Name, now, historyOf(tx)); err != nil {
 		return interpret("make claimable", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -100,9 +101,56 @@ m AS (
 	  FROM s CROSS JOIN q LEFT JOIN d ON d.kind = s.kind AND d.key = s.key
 	 WHERE s.kind IS NULL OR d.seq = s.id
 	RETURNING id, state, body_len)
-SELECT s.n, s.id, s.kind IS NOT NULL, coalesce(d.seq, 0), d.content_key, coalesce(m.state, ''), coalesce(m.body_len, 0)
-  FROM s LEFT JOIN d ON d.kind = s.kind AND d.key = s.key LEFT JOIN m ON m.id = s.id
+SELECT s.n, s.id, s.kind IS NOT NULL, coalesce(d.seq, 0), d.content_key, coalesce(m.state, ''), coalesce(m.body_len, 0),
+       (q.win = 0 OR NOT q.by_body) AND NOT q.fifo
+  FROM s CROSS JOIN q LEFT JOIN d ON d.kind = s.kind AND d.key = s.key LEFT JOIN m ON m.id = s.id
  ORDER BY s.n`
+
+// plainQueue is the condition, on the row of mqlite_queues named $1, of a
+// queue that plain messages (plainBatch) go into with a plain insert: no
+// dedup key for a message without a MessageID (no dedup window, or a
+// window that does not deduplicate bodies: nothing to look up or record)
+// and not FIFO (no group to lock). The plain statements read it in the
+// statement that inserts, from the same snapshot as sendSQL's q reads it,
+// so a queue altered meanwhile by another process is judged as sendSQL
+// would judge it: a queue that now deduplicates bodies inserts nothing,
+// and the full statement (sendSQL) runs instead.
+const plainQueue = `name = $1 AND (dedup_window_ms = 0 OR NOT dedup_by_body) AND ordering <> 'fifo'`
+
+// plainColumns is the columns of mqlite_messages a plain statement writes.
+// content_key is empty: it is read only through a dedup row, which a
+// plain message never has (it has no MessageID, and its queue does not
+// deduplicate bodies), so the send spares the body's SHA-256.
+const plainColumns = `(queue, state, visible_at, expires_at, enqueued_at, subject, properties, content_key,
+	body_len, body, priority)`
+
+// plainOneSQL sends one plain message into the queue $1 at now $2 ($3
+// subject, $4 properties, "" for none; $5 body, $6 DeliverAt, $7 TTL, $8
+// priority): one row when the queue is plainQueue, none otherwise.
+const plainOneSQL = `INSERT INTO mqlite_messages ` + plainColumns + `
+	SELECT $1, CASE WHEN $6::bigint > $2::bigint THEN 'scheduled' ELSE 'active' END, greatest($6::bigint, $2::bigint),
+	       CASE WHEN $7::bigint > 0 THEN $2 + $7 WHEN default_ttl_ms > 0 THEN $2 + default_ttl_ms ELSE 0 END, $2,
+	       nullif($3::text, ''), nullif($4::text, ''), '\x'::bytea, octet_length($5::bytea), $5, $8::smallint
+	  FROM mqlite_queues WHERE ` + plainQueue + `
+	RETURNING id, state, body_len`
+
+// plainManySQL is plainOneSQL for a batch, as arrays ($3 subject, $4
+// properties, $5 body, $6 DeliverAt, $7 TTL, $8 priority): s draws the ids
+// in slot order, as sendSQL's s does, and the answer is one row per slot
+// in slot order, none when the queue is not plainQueue.
+var plainManySQL = `WITH q AS (SELECT default_ttl_ms AS ttl FROM mqlite_queues WHERE ` + plainQueue + `),
+s AS (
+	SELECT o.*, nextval('mqlite_messages_id_seq') AS id
+	  FROM (SELECT u.* FROM q, unnest($3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[], $8::smallint[])
+	                    WITH ORDINALITY AS u(subj, props, body, at, ttl, pri, n) ORDER BY u.n) o),
+m AS (
+	INSERT INTO mqlite_messages (id, ` + plainColumns[1:] + `
+	SELECT s.id, $1, CASE WHEN s.at > $2 THEN 'scheduled' ELSE 'active' END, greatest(s.at, $2),
+	       CASE WHEN s.ttl > 0 THEN $2 + s.ttl WHEN q.ttl > 0 THEN $2 + q.ttl ELSE 0 END, $2,
+	       nullif(s.subj, ''), nullif(s.props, ''), '\x'::bytea, octet_length(s.body), s.body, s.pri
+	  FROM s CROSS JOIN q
+	RETURNING id, state, body_len)
+SELECT m.id, m.state, m.body_len FROM m JOIN s ON s.id = m.id ORDER BY s.n`
 
 // Enqueue sends msgs into the queue or the topic name inside tx at the
 // store's now (nowOf): every message of a batch to a queue in one
@@ -126,7 +174,10 @@ func (PostgreSQL) Enqueue(ctx context.Context, tx driver.DBTX, name string, msgs
 	if err := checkSizes(ctx, tx, name, msgs); err != nil {
 		return nil, err
 	}
-	copies, found, err := sendQueue(ctx, tx, name, msgs, now)
+	copies, found, err := sendPlain(ctx, tx, name, msgs, now)
+	if err == nil && !found {
+		copies, found, err = sendQueue(ctx, tx, name, msgs, now)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +188,11 @@ func (PostgreSQL) Enqueue(ctx context.Context, tx driver.DBTX, name string, msgs
 		}
 		return out, nil
 	}
-	return publish(ctx, tx, name, msgs, now)
+	out, err := publish(ctx, tx, name, msgs, now)
+	if err == nil && plainBatch(msgs) {
+		notPlain.Store(plainKey{storeOf(tx), name}, struct{}{}) // a topic: never a plain queue
+	}
+	return out, err
 }
 
 // checkDeliverAt refuses a DeliverAt more than MaxDelay after now.
@@ -181,6 +236,89 @@ func checkSizes(ctx context.Context, tx driver.DBTX, name string, msgs []driver.
 	return nil
 }
 
+// plainBatch reports whether msgs are plain: none has a MessageID or a
+// GroupID, so that into a queue that neither deduplicates bodies nor
+// orders FIFO (plainQueue) each is one row of mqlite_messages and nothing
+// else.
+func plainBatch(msgs []driver.SendMessage) bool {
+	for _, m := range msgs {
+		if m.MessageID != "" || m.GroupID != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// notPlain remembers, per store and name, a target that plain messages
+// found not plainQueue (a queue that deduplicates bodies or orders FIFO,
+// a topic), so that its next sends go to the full statement at once
+// instead of paying for a plain one that inserts nothing. It is only a
+// hint: either statement judges the queue as it is when it runs; sendQueue
+// forgets a queue it finds plain again. Only a target that exists is
+// remembered, so names sent to in vain do not fill it.
+var notPlain sync.Map // plainKey → struct{}
+
+// plainKey names a target of the store st (nil: a handle of no store).
+type plainKey struct {
+	st   *store
+	name string
+}
+
+// sendPlain sends plain messages (plainBatch) into queue when it is
+// plainQueue, in one plain statement, and returns each slot's copy; found
+// is false when it wrote nothing (the messages or the target are not
+// plain: the caller runs sendSQL).
+func sendPlain(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.SendMessage, now int64) ([]driver.Copy, bool, error) {
+	if !plainBatch(msgs) {
+		return nil, false, nil
+	}
+	if _, ok := notPlain.Load(plainKey{storeOf(tx), queue}); ok {
+		return nil, false, nil
+	}
+	n := len(msgs)
+	var rows *sql.Rows
+	var err error
+	if n == 1 {
+		m := msgs[0]
+		rows, err = tx.QueryContext(ctx, plainOneSQL, queue, now, m.Subject, m.Properties, nonNil(m.Body),
+			m.DeliverAt, m.TTLMS, int16(m.Priority))
+	} else {
+		subjs, props, bodies := make([]string, n), make([]string, n), make([][]byte, n)
+		ats, ttls, pris := make([]int64, n), make([]int64, n), make([]int16, n)
+		for i, m := range msgs {
+			subjs[i], props[i], bodies[i] = m.Subject, m.Properties, nonNil(m.Body)
+			ats[i], ttls[i], pris[i] = m.DeliverAt, m.TTLMS, int16(m.Priority)
+		}
+		rows, err = tx.QueryContext(ctx, plainManySQL, queue, now, subjs, props, bodies, ats, ttls, pris)
+	}
+	if err != nil {
+		return nil, false, interpret("send", err)
+	}
+	defer rows.Close()
+	out := make([]driver.Copy, 0, n)
+	rep := reporterOf(tx)
+	for rows.Next() {
+		var id, bytes int64
+		var state string
+		if err := rows.Scan(&id, &state, &bytes); err != nil {
+			return nil, false, interpret("send", err)
+		}
+		rep.change(queue, "", state, bytes)
+		out = append(out, driver.Copy{Queue: queue, Seq: id})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, interpret("send", err)
+	}
+	if len(out) == 0 {
+		return nil, false, nil // the hint is left to what finds the target (sendQueue, Enqueue)
+	}
+	if len(out) != n {
+		return nil, false, fmt.Errorf("send: %d messages answered %d rows", n, len(out))
+	}
+	rep.done()
+	return out, true, nil
+}
+
 // sendQueue runs sendSQL for msgs into queue and returns each slot's copy;
 // found is false when queue is not a queue (nothing was written).
 func sendQueue(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.SendMessage, now int64) ([]driver.Copy, bool, error) {
@@ -204,12 +342,13 @@ func sendQueue(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.
 	defer rows.Close()
 	out := make([]driver.Copy, 0, n)
 	rep := reporterOf(tx)
+	plain := false
 	for rows.Next() {
 		var slot, id, orig, bytes int64
 		var keyed bool
 		var origKey []byte
 		var state string
-		if err := rows.Scan(&slot, &id, &keyed, &orig, &origKey, &state, &bytes); err != nil {
+		if err := rows.Scan(&slot, &id, &keyed, &orig, &origKey, &state, &bytes, &plain); err != nil {
 			return nil, false, interpret("send", err)
 		}
 		if state != "" { // the row was written
@@ -229,6 +368,11 @@ func sendQueue(ctx context.Context, tx driver.DBTX, queue string, msgs []driver.
 	}
 	if len(out) != n {
 		return nil, false, fmt.Errorf("send: %d messages answered %d rows", n, len(out))
+	}
+	if key := (plainKey{storeOf(tx), queue}); plain {
+		notPlain.Delete(key)
+	} else if plainBatch(msgs) {
+		notPlain.Store(key, struct{}{})
 	}
 	rep.done()
 	return out, true, nil

@@ -438,7 +438,8 @@ func (t *Tally) Correct(queue string, exact Exact) {
 // stay cheap). A Receive that replayed an attempt claimed nothing in this
 // transaction and counts nothing. The caller names no transaction: Key 0's
 // is looked at first, then, on a pool, the first transaction that claimed
-// on queue.
+// on queue; a claim in autocommit (none pending claimed on queue) was
+// committed with its statement, so its redeliveries count at once.
 func (t *Tally) Redelivered(queue string, n int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -452,6 +453,9 @@ func (t *Tally) Redelivered(queue string, n int64) {
 		if r.redelivered(queue, n) {
 			return
 		}
+	}
+	if qt := t.queues[queue]; qt != nil {
+		qt.counters.Redelivered += n
 	}
 }
 

@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mqlite/mqlite/internal/driver"
+	"github.com/mqlite/mqlite/internal/pgtest"
+	"github.com/mqlite/mqlite/schema"
+)
+
+// testNow is the store's now of openWithQueue's handle.
+const testNow = int64(1_700_000_000_000)
+
+// openWithQueue opens the engine on a new, empty database with the current
+// layout (pgtest.URL) and the queue q, its clock standing at testNow; it
+// closes when tb ends.
+func openWithQueue(tb testing.TB, q driver.Queue) *sql.DB {
+	tb.Helper()
+	ctx := context.Background()
+	db, release, err := PostgreSQL{}.Open(driver.ConnConfig{Path: pgtest.URL(tb), StoreID: 1, MaxMessageBytes: 1 << 20,
+		Now: func() int64 { return testNow }, Closing: func() bool { return false }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = db.Close(); release() })
+	if err := schema.ApplyPostgres(ctx, db); err != nil {
+		tb.Fatal(err)
+	}
+	if err := (PostgreSQL{}).CreateQueue(ctx, db, q, testNow); err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
+
+// TestClaimPlanOfAPausedQueue: the claim reads the queue's pause in its own
+// statement, as a one-time filter, so on a paused queue its plan reads no
+// message (the scan of the active messages is never executed) however
+// many wait; on the queue resumed the same statement claims. The plan is
+// behaviour: a pause written as a condition on each row would scan the
+// whole backlog on every Receive of a paused queue.
+func TestClaimPlanOfAPausedQueue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q := driver.Queue{Name: "q", MaxDeliveryCount: 5, LockDurationMS: 30_000}
+	db := openWithQueue(t, q)
+	msgs := make([]driver.SendMessage, 200)
+	for i := range msgs {
+		msgs[i] = driver.SendMessage{Body: []byte("m")}
+	}
+	if _, err := (PostgreSQL{}).Enqueue(ctx, db, "q", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", testNow); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the claim
+	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", testNow, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	t.Logf("the claim's plan on a paused queue of %d messages:\n%s", len(msgs), text)
+	if !strings.Contains(text, "One-Time Filter") {
+		t.Errorf("no one-time filter in the claim's plan on a paused queue")
+	}
+	for _, line := range plan {
+		if strings.Contains(line, "on mqlite_messages m") && !strings.Contains(line, "never executed") {
+			t.Errorf("the claim read the paused queue's messages: %s", strings.TrimSpace(line))
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := PostgreSQL{}.Claim(ctx, db, driver.ClaimRequest{Queue: driver.Queue{Name: "q"}, Max: 3, Now: testNow})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim on the queue resumed: %d rows, %v; want 3", len(got), err)
+	}
+	if got[0].LockedUntil != testNow+q.LockDurationMS || got[0].DeliveryCount != 1 {
+		t.Errorf("claimed %+v, want a lease of the queue's %d ms and a first delivery", got[0], q.LockDurationMS)
+	}
+}
