@@ -426,7 +426,11 @@ func (s *Store) claimShared(ctx context.Context, db driver.DBTX, queue string, o
 		Queue: driver.Queue{Name: queue}, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 		MaxBytes: opts.MaxBytes, Now: s.now(),
 	})
-	s.tally.Redelivered(queue, redeliveries(claimed))
+	if _, inTx := db.(*sql.Tx); inTx {
+		s.tally.Redelivered(queue, redeliveries(claimed))
+	} else {
+		s.tally.RedeliveredCommitted(queue, redeliveries(claimed))
+	}
 	if err != nil || len(claimed) > 0 {
 		return claimed, false, err
 	}

@@ -438,8 +438,7 @@ func (t *Tally) Correct(queue string, exact Exact) {
 // stay cheap). A Receive that replayed an attempt claimed nothing in this
 // transaction and counts nothing. The caller names no transaction: Key 0's
 // is looked at first, then, on a pool, the first transaction that claimed
-// on queue; a claim in autocommit (none pending claimed on queue) was
-// committed with its statement, so its redeliveries count at once.
+// on queue.
 func (t *Tally) Redelivered(queue string, n int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -454,7 +453,15 @@ func (t *Tally) Redelivered(queue string, n int64) {
 			return
 		}
 	}
-	if qt := t.queues[queue]; qt != nil {
+}
+
+// RedeliveredCommitted records n redeliveries among the rows a claim in
+// autocommit took from queue: its statement committed them already, so
+// they count at once.
+func (t *Tally) RedeliveredCommitted(queue string, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if qt := t.queues[queue]; t.on && qt != nil {
 		qt.counters.Redelivered += n
 	}
 }

@@ -179,3 +179,18 @@ func TestKeysApart(t *testing.T) {
 		t.Fatalf("%d transactions left pending", n)
 	}
 }
+
+// TestRedeliveredCommitted: a claim in autocommit counts its redeliveries
+// at once, with nothing pending; a queue the tally does not know counts
+// nothing.
+func TestRedeliveredCommitted(t *testing.T) {
+	tl := seeded()
+	tl.RedeliveredCommitted("q", 2)
+	tl.RedeliveredCommitted("nowhere", 5)
+	if c := tl.Counters("q"); c.Redelivered != 2 {
+		t.Fatalf("counters %+v", c)
+	}
+	if c := tl.Counters("nowhere"); c.Redelivered != 0 {
+		t.Fatalf("nowhere %+v", c)
+	}
+}
