@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/mqlite/mqlite/bench/internal/measure"
 )
 
 // Sizes are the work of one run.
@@ -209,7 +207,7 @@ func (c *cell) last(latency bool) string {
 	if latency {
 		return fmt.Sprintf("%.2f / %.2f ms", c.p50[len(c.p50)-1], c.p99[len(c.p99)-1])
 	}
-	return fmt.Sprintf("%s/s (%.0f µs CPU)", measure.Commas(c.rates[len(c.rates)-1]), c.cpus[len(c.cpus)-1])
+	return fmt.Sprintf("%s/s (%.0f µs CPU)", commas(c.rates[len(c.rates)-1]), c.cpus[len(c.cpus)-1])
 }
 
 func (c *cell) String() string {
@@ -219,7 +217,7 @@ func (c *cell) String() string {
 	case len(c.p50) > 0:
 		return fmt.Sprintf("%.2f / %.2f ms", median(c.p50), median(c.p99))
 	case len(c.rates) > 0:
-		return fmt.Sprintf("%s/s (%.0f µs)", measure.Commas(median(c.rates)), median(c.cpus))
+		return fmt.Sprintf("%s/s (%.0f µs)", commas(median(c.rates)), median(c.cpus))
 	}
 	return "—"
 }
@@ -312,6 +310,18 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func commas(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // procCPU is the CPU time (user plus system) of process pid so far, from

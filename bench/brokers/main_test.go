@@ -40,6 +40,11 @@ func TestMedianAndCommas(t *testing.T) {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
+	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567"} {
+		if got := commas(in); got != want {
+			t.Errorf("commas(%v) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 // TestLoopPrefetch: the Loop of a stream of window streams exactly window
