@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,25 @@ func openLayoutDB(b *testing.B, path, ddl string) (*sql.DB, *testdb.WALCounter) 
 		b.Fatalf("ddl: %v", err)
 	}
 	return db, testdb.NewWALCounter(b, path)
+}
+
+// layoutPlan logs the query plan of query on db.
+func layoutPlan(b *testing.B, db *sql.DB, name, query string, args ...any) {
+	rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			b.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	b.Logf("%s: %s", name, strings.Join(lines, "; "))
 }
 
 const layoutQueueSQL = `INSERT INTO mqlite_queues (name, ordering, max_delivery_count, lock_duration_ms, dedup_window_ms,
@@ -124,10 +145,8 @@ func layoutDrain(b *testing.B, l *layoutDB, batch int) int {
 	}
 	var locks []lock
 	layoutTx(b, l, func(tx *sql.Tx) {
-		var sched, locked sql.NullInt64
-		if err := tx.QueryRow(f.DueProbe, "q").Scan(&sched, &locked); err != nil {
-			b.Fatal(err)
-		}
+		// No due probe: the store skips it while nothing of the queue can
+		// be due (DueBounds), as in a drain.
 		if batch == 1 {
 			token := engine.NewToken()
 			r, err := engine.ScanClaimed(tx.QueryRow(f.ClaimOne, "q", now, 10, 30000, 1, token), token, now+30000)
@@ -223,6 +242,9 @@ func BenchmarkLayoutForms(b *testing.B) {
 		b.Fatal(err)
 	}
 	forms := engine.LayoutForms(string(v12))
+	if only := os.Getenv("LAYOUT_FORMS"); only != "" {
+		forms = slices.DeleteFunc(forms, func(f engine.LayoutForm) bool { return !slices.Contains(strings.Split(only, ","), f.Name) })
+	}
 	per := 20_000
 	if s := os.Getenv("LAYOUT_PER"); s != "" {
 		_, _ = fmt.Sscan(s, &per)
@@ -253,6 +275,15 @@ func layoutRound(b *testing.B, forms []engine.LayoutForm, op string, batch, per 
 			l.db, l.wal = openLayoutDB(b, filepath.Join(dir, forms[i].Name+".db"), forms[i].DDL)
 			if _, err := l.db.Exec(layoutQueueSQL); err != nil {
 				b.Fatal(err)
+			}
+			if op == "drain" && batch == 1 {
+				f := l.form
+				layoutPlan(b, l.db, f.Name+" claim one", f.ClaimOne, "q", 1, 10, 30000, 1, "t")
+				layoutPlan(b, l.db, f.Name+" claim", f.ClaimMany, "q", 1, 10, 30000, 100)
+				layoutPlan(b, l.db, f.Name+" complete", f.CompleteOne, 1, "q", "t", 1)
+				if f.Compact[0] != "" {
+					layoutPlan(b, l.db, f.Name+" janitor", f.Compact[1], 1, 10)
+				}
 			}
 		} else {
 			l.db, l.wal = openLayoutDB(b, filepath.Join(dir, "raw.db"), `CREATE TABLE raw (id INTEGER PRIMARY KEY,

@@ -87,6 +87,10 @@ func dropDDL(ddl, head string) string {
 //   - narrow: a completion that writes only the state and settled_at
 //     (the body and the TTL kept until the janitor deletes the row).
 //   - idx-nogroup-narrow: the three.
+//   - flow: one index (flowIndex) in place of the claim's
+//     (mqlite_msg_active), the leases' (mqlite_msg_locked) and the
+//     janitor's (mqlite_msg_settled).
+//   - flow-nogroup: flow and nogroup.
 func LayoutForms(v12 string) []LayoutForm {
 	base := LayoutForm{
 		Name: "v12", DDL: v12, InsertOne: insertMessage,
@@ -130,19 +134,36 @@ func LayoutForms(v12 string) []LayoutForm {
 				f.DDL = dropDDL(f.DDL, head)
 			}
 		}
-		f.DDL = must(f.DDL, "WHERE state = 'active' AND held = 0;", "WHERE state = 'active';")
+		f.DDL = strings.ReplaceAll(f.DDL, "WHERE state = 'active' AND held = 0;", "WHERE state = 'active';")
 		f.InsertOne = must(f.InsertOne, `?3 IS NOT NULL AND EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.`+live+` AND b.group_id = ?3)`, "0")
 		i := strings.Index(f.ClaimOne, "\n\tAND (m.group_id IS NULL OR NOT EXISTS")
 		j := strings.Index(f.ClaimOne[i:], "b.id < m.id))")
 		probe := f.ClaimOne[i : i+j+len("b.id < m.id))")]
 		f.ClaimOne = must(f.ClaimOne, probe, "")
 		f.ClaimMany = must(f.ClaimMany, probe, "")
-		f.ClaimOne = must(f.ClaimOne, "AND m.held = 0", "")
-		f.ClaimMany = must(f.ClaimMany, "AND m.held = 0", "")
+		f.ClaimOne = strings.ReplaceAll(f.ClaimOne, "m.queue = ?1 AND m.state = 'active' AND m.held = 0", "m.queue = ?1 AND m.state = 'active'")
+		f.ClaimMany = strings.ReplaceAll(f.ClaimMany, "m.queue = ?1 AND m.state = 'active' AND m.held = 0", "m.queue = ?1 AND m.state = 'active'")
 		return f
 	}
 	narrow := func(f LayoutForm) LayoutForm {
 		f.CompleteOne = must(f.CompleteOne, settledSet("?4"), `state = '`+StateCompleted+`', settled_at = ?4`)
+		return f
+	}
+	// flow: the claim's, the leases' and the completions' indexes made one
+	// (flowIndex), so that a claim and a completion each move one entry
+	// between neighbouring ranges of one index.
+	flow := func(f LayoutForm) LayoutForm {
+		f.DDL = dropDDL(f.DDL, "CREATE INDEX mqlite_msg_active ")
+		f.DDL = dropDDL(f.DDL, "CREATE INDEX mqlite_msg_locked ")
+		f.DDL = dropDDL(f.DDL, "CREATE INDEX mqlite_msg_settled ")
+		f.DDL = must(f.DDL, "CREATE INDEX mqlite_msg_ttl ", flowIndex+"\nCREATE INDEX mqlite_msg_ttl ")
+		for _, q := range []*string{&f.ClaimOne, &f.ClaimMany} {
+			*q = must(*q, "m.queue = ?1 AND m.state = 'active' AND m.held = 0", "m.queue = ?1 AND "+flowCode("m.")+" = 2 AND m.state = 'active'")
+			*q = must(*q, "ORDER BY m.priority DESC, m.id", "ORDER BY "+flowKey("m.")+", m.id")
+		}
+		settledFlow := `SELECT id FROM mqlite_messages WHERE queue = 'q' AND ` + flowCode("") + ` = 0 AND state = 'completed'
+		AND settled_at <= ?1 ORDER BY ` + flowKey("") + `, id LIMIT ?2`
+		f.Compact = [2]string{must(f.Compact[0], settled, settledFlow), must(f.Compact[1], settled, settledFlow)}
 		return f
 	}
 	named := func(name string, f LayoutForm) LayoutForm { f.Name = name; return f }
@@ -155,8 +176,34 @@ func LayoutForms(v12 string) []LayoutForm {
 		named("idx-nogroup", nogroup(indexes(base))),
 		named("narrow", narrow(base)),
 		named("idx-nogroup-narrow", narrow(nogroup(indexes(base)))),
+		named("flow", flow(base)),
+		named("flow-nogroup", nogroup(flow(base))),
 	}
 }
 
 // nextSeqSQL reads the seq the next message gets.
 const nextSeqSQL = `SELECT ` + nextSeq
+
+// flowCode is the range of a message in mqlite_msg_flow: the completed
+// first, then the locked, then the claimable, then the held; p qualifies
+// the columns ("m." or "").
+func flowCode(p string) string {
+	return `(CASE WHEN ` + p + `state = 'active' AND ` + p + `held = 0 THEN 2 WHEN ` + p + `state = 'locked' THEN 1 WHEN ` +
+		p + `state = 'completed' THEN 0 ELSE 3 END)`
+}
+
+// flowKey orders a range of mqlite_msg_flow: the lease end of a locked
+// message, the moment of a completed one, and the priority (highest
+// first) of a claimable one, which id then orders.
+func flowKey(p string) string {
+	return `(CASE WHEN ` + p + `state = 'locked' THEN ` + p + `locked_until WHEN ` + p + `state = 'completed' THEN ` +
+		p + `settled_at ELSE -` + p + `priority END)`
+}
+
+// flowIndex is the one index of the flow form: a queue's completed
+// messages, then its leases, then its claimable messages, so that the
+// entry a claim moves (the head of the claimable, to the end of the
+// leases) and the one a completion moves (a lease, to the end of the
+// completed) stay in neighbouring ranges, most often one page.
+var flowIndex = `CREATE INDEX mqlite_msg_flow ON mqlite_messages (queue, ` + flowCode("") + `, ` + flowKey("") +
+	`, id, body_len) WHERE state = 'active' OR state = 'locked' OR state = 'completed';`
