@@ -91,6 +91,11 @@ func dropDDL(ddl, head string) string {
 //     (mqlite_msg_active), the leases' (mqlite_msg_locked) and the
 //     janitor's (mqlite_msg_settled).
 //   - flow-nogroup: flow and nogroup.
+//   - onetrigger: the three group triggers on an update of the state
+//     made one.
+//   - notriggers: the four group triggers gone, the rest of the group
+//     machinery kept (an ablation: what the triggers cost).
+//   - flow-onetrigger: flow and onetrigger.
 func LayoutForms(v12 string) []LayoutForm {
 	base := LayoutForm{
 		Name: "v12", DDL: v12, InsertOne: insertMessage,
@@ -166,6 +171,37 @@ func LayoutForms(v12 string) []LayoutForm {
 		f.Compact = [2]string{must(f.Compact[0], settled, settledFlow), must(f.Compact[1], settled, settledFlow)}
 		return f
 	}
+	// onetrigger: the three group triggers on an update of the state made
+	// one, each statement of theirs guarded by its trigger's WHEN, so that
+	// an update of a message runs one trigger program where it ran three.
+	onetrigger := func(f LayoutForm) LayoutForm {
+		var body []string
+		for _, name := range []string{"mqlite_group_release_on_leave", "mqlite_group_rejoin", "mqlite_group_handover"} {
+			head := "CREATE TRIGGER " + name + " "
+			i := strings.Index(f.DDL, head)
+			j := i + strings.Index(f.DDL[i:], "\nEND;\n")
+			text := f.DDL[i:j]
+			when := text[strings.Index(text, "\nWHEN ")+len("\nWHEN ") : strings.Index(text, "\nBEGIN\n")]
+			for _, st := range strings.Split(text[strings.Index(text, "\nBEGIN\n")+len("\nBEGIN\n"):], ";\n") {
+				if st = strings.TrimSpace(st); st != "" {
+					body = append(body, "    "+strings.TrimSuffix(st, ";")+"\n       AND ("+when+");")
+				}
+			}
+			f.DDL = dropDDL(f.DDL, head)
+		}
+		f.DDL = must(f.DDL, "-- mqlite: other indexes", "CREATE TRIGGER mqlite_group_state AFTER UPDATE OF state ON mqlite_messages\n"+
+			"WHEN NEW.group_id IS NOT NULL\nBEGIN\n"+strings.Join(body, "\n")+"\nEND;\n\n-- mqlite: other indexes")
+		return f
+	}
+	// notriggers: the group triggers gone, the group indexes and the
+	// claim's probe kept (what of nogroup the triggers are).
+	notriggers := func(f LayoutForm) LayoutForm {
+		for _, head := range []string{"CREATE TRIGGER mqlite_group_release_on_delete ", "CREATE TRIGGER mqlite_group_release_on_leave ",
+			"CREATE TRIGGER mqlite_group_rejoin ", "CREATE TRIGGER mqlite_group_handover "} {
+			f.DDL = dropDDL(f.DDL, head)
+		}
+		return f
+	}
 	named := func(name string, f LayoutForm) LayoutForm { f.Name = name; return f }
 	return []LayoutForm{
 		base,
@@ -178,6 +214,9 @@ func LayoutForms(v12 string) []LayoutForm {
 		named("idx-nogroup-narrow", narrow(nogroup(indexes(base)))),
 		named("flow", flow(base)),
 		named("flow-nogroup", nogroup(flow(base))),
+		named("onetrigger", onetrigger(base)),
+		named("notriggers", notriggers(base)),
+		named("flow-onetrigger", onetrigger(flow(base))),
 	}
 }
 
