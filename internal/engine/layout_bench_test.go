@@ -29,7 +29,14 @@ type layoutDB struct {
 	// receipt rows after the drain (forms that keep them).
 	janitor hotTally
 	jframes int64
+	// split: with LAYOUT_SPLIT set, the drain's CPU by transaction
+	// (the claim's, the completion's).
+	split [2]time.Duration
 }
+
+// layoutSplit is whether the drain measures its two transactions apart
+// (two more getrusage calls a transaction, on every form alike).
+var layoutSplit = os.Getenv("LAYOUT_SPLIT") != ""
 
 // openLayoutDB opens a fresh file at path with the engine's connection
 // (pragmas, page size, WAL, SQL functions; no hooks: they are the same
@@ -54,21 +61,7 @@ func openLayoutDB(b *testing.B, path, ddl string) (*sql.DB, *testdb.WALCounter) 
 
 // layoutPlan logs the query plan of query on db.
 func layoutPlan(b *testing.B, db *sql.DB, name, query string, args ...any) {
-	rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
-	if err != nil {
-		b.Fatalf("%s: %v", name, err)
-	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			b.Fatal(err)
-		}
-		lines = append(lines, detail)
-	}
-	b.Logf("%s: %s", name, strings.Join(lines, "; "))
+	b.Logf("%s: %s", name, strings.ReplaceAll(engine.Explain(b, db, query, args...), "\n", "; "))
 }
 
 const layoutQueueSQL = `INSERT INTO mqlite_queues (name, ordering, max_delivery_count, lock_duration_ms, dedup_window_ms,
@@ -144,6 +137,7 @@ func layoutDrain(b *testing.B, l *layoutDB, batch int) int {
 		token string
 	}
 	var locks []lock
+	c0 := cpuIf(layoutSplit)
 	layoutTx(b, l, func(tx *sql.Tx) {
 		// No due probe: the store skips it while nothing of the queue can
 		// be due (DueBounds), as in a drain.
@@ -177,6 +171,13 @@ func layoutDrain(b *testing.B, l *layoutDB, batch int) int {
 	if len(locks) == 0 {
 		return 0
 	}
+	c1 := cpuIf(layoutSplit)
+	defer func() {
+		if layoutSplit {
+			l.split[0] += c1 - c0
+			l.split[1] += testdb.CPUTime() - c1
+		}
+	}()
 	layoutTx(b, l, func(tx *sql.Tx) {
 		if len(locks) == 1 {
 			res, err := tx.Exec(f.CompleteOne, locks[0].seq, "q", locks[0].token, now)
@@ -372,10 +373,22 @@ func layoutRound(b *testing.B, forms []engine.LayoutForm, op string, batch, per 
 		}
 		b.ReportMetric(float64(l.tally.cpu.Microseconds())/float64(l.tally.msgs), name+"-cpu-µs/msg")
 		b.ReportMetric(float64(l.frames*1048)/float64(l.tally.msgs), name+"-walB/msg")
+		if layoutSplit && op == "drain" {
+			b.ReportMetric(float64(l.split[0].Microseconds())/float64(l.tally.msgs), name+"-claim-cpu-µs/msg")
+			b.ReportMetric(float64(l.split[1].Microseconds())/float64(l.tally.msgs), name+"-complete-cpu-µs/msg")
+		}
 		if l.janitor.msgs > 0 {
 			b.ReportMetric(float64(l.janitor.cpu.Microseconds())/float64(l.janitor.msgs), name+"-janitor-cpu-µs/msg")
 			b.ReportMetric(float64(l.jframes*1048)/float64(l.janitor.msgs), name+"-janitor-walB/msg")
 		}
 	}
 	loadAverage(b)
+}
+
+// cpuIf is the process CPU so far when on, else 0.
+func cpuIf(on bool) time.Duration {
+	if !on {
+		return 0
+	}
+	return testdb.CPUTime()
 }

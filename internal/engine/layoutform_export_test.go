@@ -18,9 +18,9 @@ type LayoutForm struct {
 	InsertOne   string
 	InsertChunk func(n int) string
 	NextSeq     string
-	// DueProbe is dueProbeSQL; ClaimOne claimOneSQL (scanned by
-	// ScanClaimed); ClaimMany claimSQL (scanned by ScanRow).
-	DueProbe, ClaimOne, ClaimMany string
+	// ClaimOne is claimOneSQL (scanned by ScanClaimed); ClaimMany
+	// claimSQL (scanned by ScanRow).
+	ClaimOne, ClaimMany string
 	// CompleteOne is the completion of one delivery (?1 seq, ?2 queue, ?3
 	// token, ?4 now); ReceiptOne, when not empty, the receipt it writes
 	// beside (?1 queue, ?2 seq, ?3 token, ?4 expires_at).
@@ -42,6 +42,7 @@ var (
 	ChunkOf      = chunkOf
 	ReceiptTTL   = int64(ReceiptTTLMS)
 	LayoutChunks = maxChunk
+	Explain      = explain
 )
 
 // must replaces old by new in s and panics when s does not hold old: a
@@ -100,7 +101,7 @@ func LayoutForms(v12 string) []LayoutForm {
 	base := LayoutForm{
 		Name: "v12", DDL: v12, InsertOne: insertMessage,
 		InsertChunk: func(n int) string { return chunkSQLs[n][0] }, NextSeq: nextSeqSQL,
-		DueProbe: dueProbeSQL, ClaimOne: claimOneSQL, ClaimMany: claimSQL,
+		ClaimOne: claimOneSQL, ClaimMany: claimSQL,
 		CompleteOne:  settleSQL[OpComplete],
 		CompleteMany: func(n int) string { return completeSQLs[n][1] },
 		ReceiptMany:  func(n int) string { return receiptSQLs[n] },
