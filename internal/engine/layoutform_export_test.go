@@ -97,6 +97,9 @@ func dropDDL(ddl, head string) string {
 //   - notriggers: the four group triggers gone, the rest of the group
 //     machinery kept (an ablation: what the triggers cost).
 //   - flow-onetrigger: flow and onetrigger.
+//   - trampoline: onetrigger's program behind a view's INSTEAD OF
+//     trigger, run by a one-statement trigger on the messages.
+//   - flow-trampoline: flow and trampoline.
 func LayoutForms(v12 string) []LayoutForm {
 	base := LayoutForm{
 		Name: "v12", DDL: v12, InsertOne: insertMessage,
@@ -203,6 +206,33 @@ func LayoutForms(v12 string) []LayoutForm {
 		}
 		return f
 	}
+	// trampoline: onetrigger's program behind a view's INSTEAD OF trigger,
+	// which a small trigger on the messages (one INSERT into the view)
+	// runs only for a grouped message: a message without a group runs the
+	// small program alone.
+	trampoline := func(f LayoutForm) LayoutForm {
+		f = onetrigger(f)
+		head := "CREATE TRIGGER mqlite_group_state "
+		i := strings.Index(f.DDL, head)
+		j := i + strings.Index(f.DDL[i:], "\nEND;\n")
+		body := f.DDL[i+strings.Index(f.DDL[i:], "\nBEGIN\n")+len("\nBEGIN\n") : j]
+		body = strings.NewReplacer("OLD.state", "NEW.old_state", "OLD.held", "NEW.old_held").Replace(body)
+		f.DDL = dropDDL(f.DDL, head)
+		f.DDL = must(f.DDL, "-- mqlite: other indexes", `CREATE VIEW mqlite_group_moves AS
+SELECT 0 AS id, '' AS queue, '' AS group_id, '' AS state, 0 AS held, '' AS old_state, 0 AS old_held WHERE 0;
+CREATE TRIGGER mqlite_group_move INSTEAD OF INSERT ON mqlite_group_moves
+BEGIN
+`+body+`
+END;
+CREATE TRIGGER mqlite_group_state AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL
+BEGIN
+    INSERT INTO mqlite_group_moves VALUES (NEW.id, NEW.queue, NEW.group_id, NEW.state, NEW.held, OLD.state, OLD.held);
+END;
+
+-- mqlite: other indexes`)
+		return f
+	}
 	named := func(name string, f LayoutForm) LayoutForm { f.Name = name; return f }
 	return []LayoutForm{
 		base,
@@ -218,6 +248,8 @@ func LayoutForms(v12 string) []LayoutForm {
 		named("onetrigger", onetrigger(base)),
 		named("notriggers", notriggers(base)),
 		named("flow-onetrigger", onetrigger(flow(base))),
+		named("trampoline", trampoline(base)),
+		named("flow-trampoline", trampoline(flow(base))),
 	}
 }
 
