@@ -32,7 +32,7 @@ func planDB(t *testing.T) DBTX {
 // explain returns the EXPLAIN QUERY PLAN details of query, one line each,
 // with "COVERING INDEX" folded into "INDEX" (a covering index is still the
 // index a test pins).
-func explain(t *testing.T, db DBTX, query string, args ...any) string {
+func explain(t testing.TB, db DBTX, query string, args ...any) string {
 	t.Helper()
 	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
