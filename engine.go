@@ -1,6 +1,7 @@
 package mqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"net/url"
@@ -50,6 +51,10 @@ var (
 	postgresLayout = layout{schema.CheckPostgres, schema.PostgresVersion, schema.ApplyPostgres, schema.PostgresLatest, schema.PostgresToken,
 		schema.PostgresReadOnly}
 )
+
+// poolSize is how many connections a store on a shared engine keeps
+// (Config.MaxConns, or the PostgreSQL engine's default).
+func poolSize(opts Config) int { return cmp.Or(opts.MaxConns, postgres.DefaultMaxConns) }
 
 // IsPostgresURL reports whether path names a PostgreSQL database (a URL
 // of scheme postgres or postgresql), which Open opens on the PostgreSQL

@@ -1,7 +1,6 @@
 package mqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -21,7 +20,6 @@ import (
 	"github.com/mqlite/mqlite/internal/groupcommit"
 	"github.com/mqlite/mqlite/internal/handoff"
 	"github.com/mqlite/mqlite/internal/notify"
-	"github.com/mqlite/mqlite/internal/postgres"
 	"github.com/mqlite/mqlite/internal/receivers"
 	"github.com/mqlite/mqlite/internal/tally"
 	"github.com/mqlite/mqlite/schema"
@@ -141,7 +139,7 @@ func newStore(eng driver.Driver, l layout, path string, opts Config) *Store {
 	s.group = groupcommit.New[func(tx *Tx) error, stepMark](txHooks{s})
 	if s.queues.shared {
 		// A pool: Store.Tx runs up to its size of transactions at once.
-		s.group.Parallel(cmp.Or(opts.MaxConns, postgres.DefaultMaxConns))
+		s.group.Parallel(poolSize(opts))
 		s.txAlone = txAloneOnPool
 	}
 	return s
