@@ -17,8 +17,9 @@
 //
 // The store holds a row of every kind: queues with every option, messages in
 // every state (active, scheduled, locked with its token and lease, deferred,
-// dead-lettered with reason and description, held behind their group (and
-// a group whose front was dead-lettered, so that its next member leads), one
+// dead-lettered with reason and description, held behind their group (and,
+// on the queue "groups", a group whose front was dead-lettered, so that its
+// next member leads), one
 // abandoned with a reason on a paused queue, one dead-lettered after its
 // last allowed delivery came back with an error), messages of three
 // priorities, a body too large for its row, dedup rows of both kinds, a
@@ -194,12 +195,19 @@ func run(ctx context.Context, dir string) error {
 	must(st.Defer(ctx, g2.Lock()))
 	send("fifo", outbox.Message{Body: []byte("g3-1"), GroupID: "g3", DeliverAt: T0.Add(time.Minute)},
 		outbox.Message{Body: []byte("g3-2"), GroupID: "g3"})
-	// g4: its front dead-lettered (a redrive puts it back ahead of g4-2,
-	// which leads the group meanwhile).
-	send("fifo", outbox.Message{Body: []byte("g4-1"), GroupID: "g4"}, outbox.Message{Body: []byte("g4-2"), GroupID: "g4"})
-	g4 := receive("fifo", mqlite.ReceiveOptions{})
+	// groups: g4 with its front dead-lettered (a redrive puts it back
+	// ahead of g4-2, which leads the group meanwhile), g5 with its front
+	// locked and one member held behind it.
+	must(st.CreateQueue(ctx, "groups", mqlite.QueueOptions{Ordering: mqlite.FIFO}))
+	send("groups", outbox.Message{Body: []byte("g5-1"), GroupID: "g5"})
+	if g5 := receive("groups", mqlite.ReceiveOptions{}); string(g5.Body) != "g5-1" {
+		return fmt.Errorf("groups: received %q, want g5-1", g5.Body)
+	}
+	send("groups", outbox.Message{Body: []byte("g5-2"), GroupID: "g5"})
+	send("groups", outbox.Message{Body: []byte("g4-1"), GroupID: "g4"}, outbox.Message{Body: []byte("g4-2"), GroupID: "g4"})
+	g4 := receive("groups", mqlite.ReceiveOptions{})
 	if string(g4.Body) != "g4-1" {
-		return fmt.Errorf("fifo: received %q, want g4-1", g4.Body)
+		return fmt.Errorf("groups: received %q, want g4-1", g4.Body)
 	}
 	must(st.Reject(ctx, g4.Lock(), "bad-step", "g4-1 failed"))
 
