@@ -254,35 +254,39 @@ func checkBackup(t *testing.T, r *rig, step int) bool {
 // settled_at (mqlite-schema-7), the one whose states were IN lists
 // (mqlite-schema-8), the one whose receive attempts kept the broker's
 // commit records (mqlite-schema-9), the one before priorities
-// (mqlite-schema-10), and the one before the history of failed deliveries
-// (mqlite-schema-11). Every upgrade but the unprefixed layout's and
-// mqlite-schema-11's runs two migrations or more, each in its own
+// (mqlite-schema-10), the one before the history of failed deliveries
+// (mqlite-schema-11), and the one whose group triggers ran for every
+// message (mqlite-schema-12). Every upgrade but the unprefixed layout's and
+// mqlite-schema-12's runs two migrations or more, each in its own
 // transaction: a cut between them leaves the layout of mqlite-schema-5, of
-// mqlite-schema-7, of mqlite-schema-9, of mqlite-schema-10 or of
-// mqlite-schema-11 (between).
+// mqlite-schema-7, of mqlite-schema-9, of mqlite-schema-10, of
+// mqlite-schema-11 or of mqlite-schema-12 (between).
 var migrationFixtures = []struct {
 	name, file, messages string
 	between              []string
 }{
 	{"v3", "../schema/testdata/v3/store.db", "messages", nil},
-	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", []string{"../schema/testdata/v5/store.db", sharedAttemptsFile, commitsFile, priorityFile}},
-	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile, priorityFile}},
-	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", []string{"../schema/testdata/v7/store.db", sharedAttemptsFile, commitsFile, priorityFile}},
-	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile, priorityFile}},
-	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile, priorityFile}},
-	{"v9", sharedAttemptsFile, "mqlite_messages", []string{commitsFile, priorityFile}},
-	{"v10", commitsFile, "mqlite_messages", []string{priorityFile}},
-	{"v11", priorityFile, "mqlite_messages", nil},
+	{"v4", "../schema/testdata/v4/store.db", "mqlite_messages", []string{"../schema/testdata/v5/store.db", sharedAttemptsFile, commitsFile, priorityFile, attemptsFile}},
+	{"v5", "../schema/testdata/v5/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile, priorityFile, attemptsFile}},
+	{"v6", "../schema/testdata/v6/store.db", "mqlite_messages", []string{"../schema/testdata/v7/store.db", sharedAttemptsFile, commitsFile, priorityFile, attemptsFile}},
+	{"v7", "../schema/testdata/v7/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile, priorityFile, attemptsFile}},
+	{"v8", "../schema/testdata/v8/store.db", "mqlite_messages", []string{sharedAttemptsFile, commitsFile, priorityFile, attemptsFile}},
+	{"v9", sharedAttemptsFile, "mqlite_messages", []string{commitsFile, priorityFile, attemptsFile}},
+	{"v10", commitsFile, "mqlite_messages", []string{priorityFile, attemptsFile}},
+	{"v11", priorityFile, "mqlite_messages", []string{attemptsFile}},
+	{"v12", attemptsFile, "mqlite_messages", nil},
 }
 
 // sharedAttemptsFile is the fixture of mqlite-schema-9, the layout before
 // mqlite_commits, commitsFile that of mqlite-schema-10, the layout
-// before priorities, and priorityFile that of mqlite-schema-11, the layout
-// before the history of failed deliveries.
+// before priorities, priorityFile that of mqlite-schema-11, the layout
+// before the history of failed deliveries, and attemptsFile that of
+// mqlite-schema-12, the layout whose group triggers ran for every message.
 const (
 	sharedAttemptsFile = "../schema/testdata/v9/store.db"
 	commitsFile        = "../schema/testdata/v10/store.db"
 	priorityFile       = "../schema/testdata/v11/store.db"
+	attemptsFile       = "../schema/testdata/v12/store.db"
 )
 
 // commitRecords counts the broker's commit records of the file at path,

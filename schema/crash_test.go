@@ -129,6 +129,8 @@ func (f fixture) layoutOf(t *testing.T, path string) string {
 		return "before priority"
 	case f.version < priorityFixture.version && token == priorityFixture.token && layout == priorityFixture.layout(t):
 		return "before attempts"
+	case f.version < attemptsFixture.version && token == attemptsFixture.token && layout == attemptsFixture.layout(t):
+		return "before group moves"
 	}
 	t.Fatalf("a mix of layouts: token %q, layout:\n%s", token, layout)
 	return ""
@@ -176,7 +178,7 @@ func copyFile(t *testing.T, src, dst string) {
 func TestMigrationCrash(t *testing.T) {
 	t.Parallel()
 	fixtures := []fixture{unprefixedFixture, prefixedFixture, receiptFixture, completedRowFixture, settledFixture, inListFixture,
-		sharedAttemptsFixture, commitsFixture, priorityFixture}
+		sharedAttemptsFixture, commitsFixture, priorityFixture, attemptsFixture}
 	for i, f := range fixtures {
 		randomKills := migrationRandomKills / len(fixtures)
 		if i < migrationRandomKills%len(fixtures) {
@@ -243,6 +245,8 @@ func (f fixture) crash(t *testing.T, randomKills int) {
 			from = commitsFixture.version
 		case "before attempts":
 			from = priorityFixture.version
+		case "before group moves":
+			from = attemptsFixture.version
 		}
 		if m, err := mqlite.Migrate(context.Background(), path, mqlite.Config{}); err != nil || m.From != from {
 			t.Fatalf("upgrade after the kill at %q: %+v, %v", step, m, err)

@@ -19,7 +19,7 @@ CREATE TABLE mqlite_guard (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     token TEXT    NOT NULL
 ) STRICT;
-INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-12');
+INSERT INTO mqlite_guard (id, token) VALUES (1, 'mqlite-schema-13');
 
 -- mqlite: tables
 
@@ -304,57 +304,72 @@ BEGIN
             ORDER BY b.id LIMIT 1);
 END;
 
-CREATE TRIGGER mqlite_group_release_on_leave AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
- AND NEW.state IN ('dead_lettered', 'completed') AND OLD.state NOT IN ('dead_lettered', 'completed')
+-- An update of a grouped message's state runs mqlite_group_state, one
+-- INSERT into the view mqlite_group_moves of the row's new and old state and
+-- held flag, whose INSTEAD OF trigger mqlite_group_move runs the group's
+-- program; a message without a group runs only that one-line trigger, whose
+-- program SQLite sizes by its body (a trigger's WHEN is evaluated inside
+-- it). The program is three moves, each guarded by when it applies (no two
+-- apply to the same change of state):
+--
+-- The live front of a group left (dead-lettered or completed): release the
+-- next one.
+--
+-- A redriven message rejoins its group in id order, but never overtakes a
+-- member in flight: while the group's front (held = 0) is locked, deferred or
+-- scheduled, the redriven message waits behind it (held = 1), and becomes the
+-- front when that one leaves or comes back to active (the third move).
+-- Before an active front, or in a group with no live member, it takes its
+-- place in id order at once.
+--
+-- A front back to active (abandoned, reaped, promoted) hands the front over to
+-- an earlier member redriven while it was in flight: the group goes on in id
+-- order.
+CREATE VIEW mqlite_group_moves AS
+SELECT 0 AS id, '' AS queue, '' AS group_id, '' AS state, 0 AS held, '' AS old_state, 0 AS old_held WHERE 0;
+
+CREATE TRIGGER mqlite_group_move INSTEAD OF INSERT ON mqlite_group_moves
 BEGIN
     UPDATE mqlite_messages SET held = 0
      WHERE held = 1 AND id = (
            SELECT b.id FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state NOT IN ('dead_lettered', 'completed')
-            ORDER BY b.id LIMIT 1);
-END;
-
--- A redriven message rejoins its group in id order, but never overtakes a
--- member in flight: while the group's front (held = 0) is locked, deferred or
--- scheduled, the redriven message waits behind it (held = 1), and becomes the
--- front when that one leaves or comes back to active (mqlite_group_handover).
--- Before an active front, or in a group with no live member, it takes its
--- place in id order at once.
-CREATE TRIGGER mqlite_group_rejoin AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL
- AND OLD.state = 'dead_lettered' AND NEW.state <> 'dead_lettered'
-BEGIN
+            ORDER BY b.id LIMIT 1)
+       AND NEW.old_held = 0
+       AND NEW.state IN ('dead_lettered', 'completed') AND NEW.old_state NOT IN ('dead_lettered', 'completed');
     UPDATE mqlite_messages SET held = EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state NOT IN ('dead_lettered', 'completed') AND b.id <> NEW.id
               AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
-     WHERE id = NEW.id;
+     WHERE id = NEW.id
+       AND NEW.old_state = 'dead_lettered' AND NEW.state <> 'dead_lettered';
     UPDATE mqlite_messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
        AND state NOT IN ('dead_lettered', 'completed') AND id > NEW.id AND held = 0
-       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
-END;
-
--- A front back to active (abandoned, reaped, promoted) hands the front over to
--- an earlier member redriven while it was in flight: the group goes on in id
--- order.
-CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
- AND (OLD.state = 'locked' OR OLD.state = 'deferred' OR OLD.state = 'scheduled')
-BEGIN
+       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0
+       AND NEW.old_state = 'dead_lettered' AND NEW.state <> 'dead_lettered';
     UPDATE mqlite_messages SET held = 0
      WHERE id = (SELECT b.id FROM mqlite_messages b
                   WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
                     AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id
-                  ORDER BY b.id LIMIT 1);
+                  ORDER BY b.id LIMIT 1)
+       AND NEW.held = 0 AND NEW.state = 'active'
+       AND (NEW.old_state = 'locked' OR NEW.old_state = 'deferred' OR NEW.old_state = 'scheduled');
     UPDATE mqlite_messages SET held = 1
      WHERE id = NEW.id AND EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id);
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id)
+       AND NEW.held = 0 AND NEW.state = 'active'
+       AND (NEW.old_state = 'locked' OR NEW.old_state = 'deferred' OR NEW.old_state = 'scheduled');
+END;
+
+CREATE TRIGGER mqlite_group_state AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL
+BEGIN
+    INSERT INTO mqlite_group_moves VALUES (NEW.id, NEW.queue, NEW.group_id, NEW.state, NEW.held, OLD.state, OLD.held);
 END;
 
 -- mqlite: other indexes

@@ -29,7 +29,7 @@ import (
 // Token names the table layout this binary reads and writes. An incompatible
 // change to the layout must change it, so that an older binary refuses the
 // file instead of misreading it.
-const Token = "mqlite-schema-12"
+const Token = "mqlite-schema-13"
 
 // unprefixedToken is the guard token of the layout before every name took
 // the mqlite_ prefix; migration 3 upgrades it in place, straight to Token.
@@ -82,8 +82,16 @@ const commitsToken = "mqlite-schema-10"
 
 // priorityToken is the guard token of the layout before the history of
 // failed deliveries: a message kept only its last error (last_error);
-// migration 11 adds the column attempts, to Token.
+// migration 11 adds the column attempts, to attemptsToken.
 const priorityToken = "mqlite-schema-11"
+
+// attemptsToken is the guard token of the layout whose three group
+// triggers on an update of a message's state (mqlite_group_release_on_leave,
+// mqlite_group_rejoin, mqlite_group_handover) ran for every message, a
+// message without a group included; migration 12 makes them one program
+// behind the view mqlite_group_moves, which only a grouped message runs, to
+// Token.
+const attemptsToken = "mqlite-schema-12"
 
 // commitScopePrefix begins the queue name under which the layout with
 // shared attempts kept a commit record: no queue's name can (a queue name
@@ -93,13 +101,13 @@ const commitScopePrefix = "/commit/"
 // tokens are the guard tokens of the layouts, oldest first: an upgrade
 // finds nothing to do on a file of its target layout or a later one.
 var tokens = []string{unprefixedToken, prefixedToken, receiptToken, tombstoneToken, scheduledToken,
-	inListToken, sharedAttemptsToken, commitsToken, priorityToken, Token}
+	inListToken, sharedAttemptsToken, commitsToken, priorityToken, attemptsToken, Token}
 
 // VersionTable is the table in which goose records applied migrations.
 const VersionTable = "mqlite_migrations"
 
 // Latest is the goose version of a file in this binary's layout.
-const Latest = 11
+const Latest = 12
 
 // Prefix begins the name of every object mqlite adds to a file.
 const Prefix = "mqlite_"
@@ -171,7 +179,9 @@ func SQL() string {
 // the claim index its priority order. The eleventh, in its own
 // transaction, gives the messages of a file of the layout before the
 // history of failed deliveries their attempts column (NULL: no failure
-// recorded).
+// recorded). The twelfth, in its own transaction, makes the three group
+// triggers on an update of a message's state one program behind a view,
+// which only a grouped message runs.
 func migrations() []*goose.Migration {
 	return []*goose.Migration{
 		goose.NewGoMigration(1, &goose.GoFunc{RunTx: create}, nil),
@@ -185,6 +195,7 @@ func migrations() []*goose.Migration {
 		goose.NewGoMigration(9, &goose.GoFunc{RunTx: upgradeCommits}, nil),
 		goose.NewGoMigration(10, &goose.GoFunc{RunTx: upgradePriority}, nil),
 		goose.NewGoMigration(11, &goose.GoFunc{RunTx: upgradeAttempts}, nil),
+		goose.NewGoMigration(12, &goose.GoFunc{RunTx: upgradeGroupMoves}, nil),
 	}
 }
 
@@ -379,8 +390,8 @@ func newSequence(step stepFunc) error {
 // table fire mqlite_sequence_floor). The sequence's floor must be in
 // mqlite_sequence before it runs (newSequence, for a layout without it).
 // The table and indexes it makes are those of the layout before priorities
-// (unprioritized), which migration 10 then takes on like any file of that
-// layout.
+// (unprioritized, with the group triggers of that layout: separate), which
+// migration 10 then takes on like any file of that layout.
 func rebuildMessages(step stepFunc, into, from, to string) error {
 	for _, s := range []struct{ name, query string }{
 		{"copy the messages aside", `CREATE TEMP TABLE mqlite_messages_copy AS SELECT * FROM mqlite_messages`},
@@ -388,7 +399,7 @@ func rebuildMessages(step stepFunc, into, from, to string) error {
 		{"create mqlite_messages", unprioritized(statement("CREATE TABLE mqlite_messages ("))},
 		{"copy the messages back", `INSERT INTO mqlite_messages (` + into + `) SELECT ` + from + ` FROM temp.mqlite_messages_copy`},
 		{"drop the copy of the messages", `DROP TABLE temp.mqlite_messages_copy`},
-		{"create the message indexes and triggers", unprioritized(part("message indexes and triggers"))},
+		{"create the message indexes and triggers", separateGroupTriggers(unprioritized(part("message indexes and triggers")))},
 	} {
 		if err := step(s.name, s.query); err != nil {
 			return err
@@ -557,14 +568,127 @@ const attemptsColumn = `attempts TEXT`
 // which rewrites no row: every message reads NULL, no failure recorded;
 // its last_error stays as it was). No index changes.
 func upgradeAttempts(ctx context.Context, tx *sql.Tx) error {
-	step, err := upgradeFrom(ctx, tx, priorityToken, Token)
+	step, err := upgradeFrom(ctx, tx, priorityToken, attemptsToken)
 	if step == nil {
 		return err
 	}
 	if err := step("add the attempts column", `ALTER TABLE mqlite_messages ADD COLUMN `+attemptsColumn); err != nil {
 		return err
 	}
+	return step("write the guard "+attemptsToken, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, attemptsToken)
+}
+
+// upgradeGroupMoves moves a file of the layout whose group triggers ran
+// for every message to the current one, in the migration's one
+// transaction: the three triggers on an update of a message's state go,
+// and their statements, each guarded by its trigger's WHEN, come back as
+// one program (mqlite_group_move) behind the view mqlite_group_moves, which
+// mqlite_group_state runs for a grouped message alone. No row changes: a
+// group's held flags are what the old triggers left, which the new program
+// keeps as they would have.
+func upgradeGroupMoves(ctx context.Context, tx *sql.Tx) error {
+	step, err := upgradeFrom(ctx, tx, attemptsToken, Token)
+	if step == nil {
+		return err
+	}
+	for _, s := range []struct{ name, query string }{
+		{"drop mqlite_group_release_on_leave", `DROP TRIGGER mqlite_group_release_on_leave`},
+		{"drop mqlite_group_rejoin", `DROP TRIGGER mqlite_group_rejoin`},
+		{"drop mqlite_group_handover", `DROP TRIGGER mqlite_group_handover`},
+		{"create mqlite_group_moves", statement("CREATE VIEW mqlite_group_moves ")},
+		{"create mqlite_group_move", trigger("CREATE TRIGGER mqlite_group_move ")},
+		{"create mqlite_group_state", trigger("CREATE TRIGGER mqlite_group_state ")},
+	} {
+		if err := step(s.name, s.query); err != nil {
+			return err
+		}
+	}
 	return step("write the guard "+Token, `UPDATE mqlite_guard SET token = ? WHERE id = 1`, Token)
+}
+
+// trigger returns the trigger of layout.sql that begins with head, up to
+// its END.
+func trigger(head string) string {
+	i := strings.Index(layout, "\n"+head)
+	if i < 0 {
+		panic("schema: layout.sql has no " + head) // the embedded file is fixed at build time
+	}
+	rest := layout[i+1:]
+	return rest[:strings.Index(rest, "\nEND;")+len("\nEND")]
+}
+
+// groupMoves is the text of layout.sql that makes the view
+// mqlite_group_moves and the triggers mqlite_group_move and
+// mqlite_group_state, and separateTriggers what the layouts before
+// mqlite-schema-13 held in its place: the three group triggers on an update
+// of a message's state, as rebuildMessages makes them.
+var groupMoves = func() string {
+	head := "CREATE VIEW mqlite_group_moves "
+	i := strings.Index(layout, head)
+	end := trigger("CREATE TRIGGER mqlite_group_state ")
+	j := strings.Index(layout, end)
+	if i < 0 || j < i {
+		panic("schema: layout.sql has no mqlite_group_moves before mqlite_group_state")
+	}
+	return layout[i : j+len(end)+len(";\n")]
+}()
+
+// separateTriggers are the group triggers of the layouts before
+// mqlite-schema-13 (see groupMoves).
+const separateTriggers = `CREATE TRIGGER mqlite_group_release_on_leave AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
+ AND NEW.state IN ('dead_lettered', 'completed') AND OLD.state NOT IN ('dead_lettered', 'completed')
+BEGIN
+    UPDATE mqlite_messages SET held = 0
+     WHERE held = 1 AND id = (
+           SELECT b.id FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state NOT IN ('dead_lettered', 'completed')
+            ORDER BY b.id LIMIT 1);
+END;
+
+CREATE TRIGGER mqlite_group_rejoin AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL
+ AND OLD.state = 'dead_lettered' AND NEW.state <> 'dead_lettered'
+BEGIN
+    UPDATE mqlite_messages SET held = EXISTS (
+           SELECT 1 FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id <> NEW.id
+              AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
+     WHERE id = NEW.id;
+    UPDATE mqlite_messages SET held = 1
+     WHERE queue = NEW.queue AND group_id = NEW.group_id
+       AND state NOT IN ('dead_lettered', 'completed') AND id > NEW.id AND held = 0
+       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
+END;
+
+CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
+ AND (OLD.state = 'locked' OR OLD.state = 'deferred' OR OLD.state = 'scheduled')
+BEGIN
+    UPDATE mqlite_messages SET held = 0
+     WHERE id = (SELECT b.id FROM mqlite_messages b
+                  WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+                    AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id
+                  ORDER BY b.id LIMIT 1);
+    UPDATE mqlite_messages SET held = 1
+     WHERE id = NEW.id AND EXISTS (
+           SELECT 1 FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id);
+END;
+`
+
+// separateGroupTriggers turns DDL of layout.sql into that of the layouts
+// before mqlite-schema-13: the three group triggers on an update of the
+// state where the view and its two triggers are. It panics if the text has
+// not the view, so that a change to layout.sql cannot slip past it.
+func separateGroupTriggers(ddl string) string {
+	if !strings.Contains(ddl, groupMoves) {
+		panic("schema: the DDL has no mqlite_group_moves")
+	}
+	return strings.Replace(ddl, groupMoves, separateTriggers, 1)
 }
 
 // statement returns the statement of layout.sql that begins with head, up
@@ -683,7 +807,7 @@ func Check(ctx context.Context, db *sql.DB) (State, error) {
 		return Fresh, refuseForeign(ctx, db, VersionTable)
 	case unprefixedToken:
 		return Outdated, refuseForeign(ctx, db, VersionTable, "mqlite_guard")
-	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken, priorityToken:
+	case prefixedToken, receiptToken, tombstoneToken, scheduledToken, inListToken, sharedAttemptsToken, commitsToken, priorityToken, attemptsToken:
 		return Outdated, nil
 	case Token:
 		v, err := version(ctx, db)

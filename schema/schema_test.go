@@ -229,7 +229,7 @@ func TestOperationsListsEveryObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger) \\|").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `(mqlite_\\w+)` \\| (?:table|index|trigger|view) \\|").FindAllStringSubmatch(string(doc), -1) {
 		listed[m[1]] = true
 	}
 	b := testdb.Open(t, mqlite.Config{})

@@ -71,6 +71,9 @@ var (
 	// priorityFixture is the layout before the history of failed
 	// deliveries: priorities, and a message's last error alone.
 	priorityFixture = fixture{dir: "testdata/v11", token: "mqlite-schema-11", version: 10, prefix: "mqlite_", tables: tables}
+	// attemptsFixture is the layout whose three group triggers on an
+	// update of a message's state ran for every message.
+	attemptsFixture = fixture{dir: "testdata/v12", token: "mqlite-schema-12", version: 11, prefix: "mqlite_", tables: tables}
 )
 
 // commitPrefix begins the queue name of a commit record in the attempts'
@@ -726,6 +729,82 @@ func TestUpgradeFromPriorities(t *testing.T) {
 	old, err := st.PeekDeadLetters(ctx, "retried", mqlite.PeekParams{})
 	if err != nil || len(old) != 1 || old[0].LastError != "the worker gave up" || old[0].Attempts != nil {
 		t.Fatalf("the fixture's dead letter: %+v, %v, want its last error and no history", old, err)
+	}
+}
+
+// TestUpgradeFromAttempts upgrades the fixture of the layout whose group
+// triggers ran for every message: no row changes (every held flag as the
+// old triggers left it), and the groups go on in order under the new
+// program, one in flight per group: g1 after its front, g2 behind its
+// deferred front, and on "groups" g5 behind its front and g4, whose front
+// was dead-lettered, with that front redriven back ahead of the member
+// that leads meanwhile.
+func TestUpgradeFromAttempts(t *testing.T) {
+	t.Parallel()
+	path, exp, before := attemptsFixture.upgrade(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := testdb.Strings(t, db, `SELECT body || ':' || state || ':' || held
+		FROM mqlite_messages WHERE group_id IS NOT NULL ORDER BY id`)
+	want := []string{"g1-1:locked:0", "g1-2:active:1", "g1-3:active:1", "g2-1:deferred:0", "g2-2:active:1",
+		"g3-1:scheduled:0", "g3-2:active:1", "g5-1:locked:0", "g5-2:active:1", "g4-1:dead_lettered:0", "g4-2:active:0"}
+	if !slices.Equal(held, want) {
+		t.Errorf("the groups after the upgrade:\n got  %q\n want %q", held, want)
+	}
+	if n := testdb.Int(t, db, `SELECT count(*) FROM mqlite_messages WHERE attempts IS NOT NULL`); n == 0 {
+		t.Error("the fixture's history of failed deliveries is gone")
+	}
+	bodySeq := testdb.Int(t, db, `SELECT id FROM mqlite_messages WHERE queue = 'bodies'`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// keptPromises takes g1's front and then g1-2 on "fifo", one at a time.
+	st := keptPromises(t, path, exp, before, "bodies", "same", bodySeq, 11)
+	ctx := context.Background()
+	// Redrive g4-1: it rejoins ahead of g4-2, which waits again.
+	if n, err := st.Redrive(ctx, "groups", mqlite.RedriveOptions{}); err != nil || n != 1 {
+		t.Fatalf("redrive groups: %d, %v, want g4-1", n, err)
+	}
+	if got := testdb.Strings(t, st.DB(), `SELECT body || ':' || held FROM mqlite_messages WHERE group_id = 'g4' ORDER BY id`); !slices.Equal(got, []string{"g4-1:0", "g4-2:1"}) {
+		t.Errorf("g4 after the redrive: %q, want g4-1 leading and g4-2 held", got)
+	}
+	var batches [][]string
+	for range 5 {
+		ms, err := st.Receive(ctx, "groups", mqlite.ReceiveOptions{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		var batch []string
+		for _, m := range ms {
+			batch = append(batch, string(m.Body))
+			if err := st.Complete(ctx, m.Lock()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		batches = append(batches, batch)
+	}
+	// g5's front, released by the recovery, and g4's redriven front first,
+	// one of each group; then the next of each.
+	if got, want := fmt.Sprint(batches), "[[g5-1 g4-1] [g5-2 g4-2]]"; got != want {
+		t.Errorf("groups gave %s after the upgrade, want %s", got, want)
+	}
+	// g2's deferred front completed releases g2-2; g1-2 is still locked
+	// and g3's front scheduled, so g2-2 comes alone.
+	d, err := st.ReceiveDeferred(ctx, "fifo", testdb.Int(t, st.DB(), `SELECT id FROM mqlite_messages WHERE group_id = 'g2' AND state = 'deferred'`))
+	if err != nil {
+		t.Fatalf("receive g2's deferred front: %v", err)
+	}
+	if err := st.Complete(ctx, d.Lock()); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := st.Receive(ctx, "fifo", mqlite.ReceiveOptions{Max: 10})
+	if err != nil || len(ms) != 1 || string(ms[0].Body) != "g2-2" {
+		t.Fatalf("fifo gave %+v (%v) after g2's front, want g2-2 alone", ms, err)
 	}
 }
 

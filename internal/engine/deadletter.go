@@ -82,8 +82,8 @@ func Retain(ctx context.Context, db DBTX, q Queue, now int64, stop func() bool) 
 // count at zero and the dead-letter fields cleared: the seqs listed, or all
 // of them when seqs is empty. A message whose time to live has passed comes
 // back without one (it would expire again at once). Grouped messages rejoin
-// their group in order behind any member in flight (triggers
-// mqlite_group_rejoin and mqlite_group_handover). It returns how many
+// their group in order behind any member in flight (the group program
+// mqlite_group_move, which mqlite_group_state runs). It returns how many
 // messages came back; seqs that are not dead letters of the queue are
 // skipped.
 func Redrive(ctx context.Context, db DBTX, queue string, seqs []int64, now int64) (int64, error) {

@@ -104,7 +104,7 @@ const (
 	ephReturning = 1 // RETURNING gathers its rows before it hands them out
 	ephInSelect  = 1 // the rows of an IN (SELECT ...)
 	ephManyRows  = 1 // an UPDATE that may change many rows gathers their rowids first
-	ephRejoin    = 1 // mqlite_group_rejoin's second UPDATE, of many rows, in every UPDATE of state
+	ephRejoin    = 1 // mqlite_group_move's rejoin UPDATE, of many rows, in every UPDATE of state
 	ephWindow    = 1 // the byte budget's window
 )
 

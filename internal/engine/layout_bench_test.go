@@ -227,7 +227,7 @@ func layoutDrain(b *testing.B, l *layoutDB, batch int) int {
 }
 
 // BenchmarkLayoutForms measures the per-message path's SQL on today's
-// layout (mqlite-schema-12) and on candidate forms of it
+// layout (mqlite-schema-13) and on candidate forms of it
 // (engine.LayoutForms), beside the raw baseline of BenchmarkHotPath, each
 // in a fresh file of its own on the engine's connection settings, the
 // forms taking turns in blocks of 200 messages so that the machine's
@@ -238,11 +238,11 @@ func layoutDrain(b *testing.B, l *layoutDB, batch int) int {
 // that keep completed rows, what turning them into receipt rows costs the
 // janitor afterwards (<form>-janitor-cpu-µs/msg, -janitor-walB/msg).
 func BenchmarkLayoutForms(b *testing.B) {
-	v12, err := os.ReadFile(filepath.Join("..", "..", "schema", "layout.sql"))
+	v13, err := os.ReadFile(filepath.Join("..", "..", "schema", "layout.sql"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	forms := engine.LayoutForms(string(v12))
+	forms := engine.LayoutForms(string(v13))
 	if only := os.Getenv("LAYOUT_FORMS"); only != "" {
 		forms = slices.DeleteFunc(forms, func(f engine.LayoutForm) bool { return !slices.Contains(strings.Split(only, ","), f.Name) })
 	}

@@ -69,10 +69,22 @@ func dropDDL(ddl, head string) string {
 	return ddl[:i] + ddl[i+j+len(end):]
 }
 
+// dropGroupMoves removes the group triggers on an update of a message's
+// state from the layout ddl: mqlite_group_state, and the view
+// mqlite_group_moves with its trigger mqlite_group_move.
+func dropGroupMoves(ddl string) string {
+	for _, head := range []string{"CREATE TRIGGER mqlite_group_state ", "CREATE TRIGGER mqlite_group_move ", "CREATE VIEW mqlite_group_moves "} {
+		ddl = dropDDL(ddl, head)
+	}
+	return ddl
+}
+
 // LayoutForms returns today's form and the candidates, from the layout
-// text v12 (schema/layout.sql):
+// text v13 (schema/layout.sql):
 //
-//   - v12: today.
+//   - v13: today (the group triggers on an update of the state one
+//     program behind the view mqlite_group_moves, which a one-line
+//     trigger runs for a grouped message alone).
 //   - indexes: the state indexes consolidated: the scheduled-by-id,
 //     deferred and dead indexes made one (queue, state, id) index over
 //     the three parked states, and the group probe on the live-group
@@ -92,17 +104,11 @@ func dropDDL(ddl, head string) string {
 //     (mqlite_msg_active), the leases' (mqlite_msg_locked) and the
 //     janitor's (mqlite_msg_settled).
 //   - flow-nogroup: flow and nogroup.
-//   - onetrigger: the three group triggers on an update of the state
-//     made one.
-//   - notriggers: the four group triggers gone, the rest of the group
-//     machinery kept (an ablation: what the triggers cost).
-//   - flow-onetrigger: flow and onetrigger.
-//   - trampoline: onetrigger's program behind a view's INSTEAD OF
-//     trigger, run by a one-statement trigger on the messages.
-//   - flow-trampoline: flow and trampoline.
-func LayoutForms(v12 string) []LayoutForm {
+//   - notriggers: the group triggers and their view gone, the rest of
+//     the group machinery kept (an ablation: what the triggers cost).
+func LayoutForms(v13 string) []LayoutForm {
 	base := LayoutForm{
-		Name: "v12", DDL: v12, InsertOne: insertMessage,
+		Name: "v13", DDL: v13, InsertOne: insertMessage,
 		InsertChunk: func(n int) string { return chunkSQLs[n][0] }, NextSeq: nextSeqSQL,
 		ClaimOne: claimOneSQL, ClaimMany: claimSQL,
 		CompleteOne:  settleSQL[OpComplete],
@@ -137,12 +143,12 @@ func LayoutForms(v12 string) []LayoutForm {
 	}
 	nogroup := func(f LayoutForm) LayoutForm {
 		for _, head := range []string{"CREATE INDEX mqlite_msg_group_flight ", "CREATE INDEX mqlite_msg_group_live ",
-			"CREATE TRIGGER mqlite_group_release_on_delete ", "CREATE TRIGGER mqlite_group_release_on_leave ",
-			"CREATE TRIGGER mqlite_group_rejoin ", "CREATE TRIGGER mqlite_group_handover "} {
+			"CREATE TRIGGER mqlite_group_release_on_delete "} {
 			if strings.Contains(f.DDL, head) {
 				f.DDL = dropDDL(f.DDL, head)
 			}
 		}
+		f.DDL = dropGroupMoves(f.DDL)
 		f.DDL = strings.ReplaceAll(f.DDL, "WHERE state = 'active' AND held = 0;", "WHERE state = 'active';")
 		f.InsertOne = must(f.InsertOne, `?3 IS NOT NULL AND EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = ?1 AND b.`+live+` AND b.group_id = ?3)`, "0")
 		i := strings.Index(f.ClaimOne, "\n\tAND (m.group_id IS NULL OR NOT EXISTS")
@@ -175,62 +181,11 @@ func LayoutForms(v12 string) []LayoutForm {
 		f.Compact = [2]string{must(f.Compact[0], settled, settledFlow), must(f.Compact[1], settled, settledFlow)}
 		return f
 	}
-	// onetrigger: the three group triggers on an update of the state made
-	// one, each statement of theirs guarded by its trigger's WHEN, so that
-	// an update of a message runs one trigger program where it ran three.
-	onetrigger := func(f LayoutForm) LayoutForm {
-		var body []string
-		for _, name := range []string{"mqlite_group_release_on_leave", "mqlite_group_rejoin", "mqlite_group_handover"} {
-			head := "CREATE TRIGGER " + name + " "
-			i := strings.Index(f.DDL, head)
-			j := i + strings.Index(f.DDL[i:], "\nEND;\n")
-			text := f.DDL[i:j]
-			when := text[strings.Index(text, "\nWHEN ")+len("\nWHEN ") : strings.Index(text, "\nBEGIN\n")]
-			for _, st := range strings.Split(text[strings.Index(text, "\nBEGIN\n")+len("\nBEGIN\n"):], ";\n") {
-				if st = strings.TrimSpace(st); st != "" {
-					body = append(body, "    "+strings.TrimSuffix(st, ";")+"\n       AND ("+when+");")
-				}
-			}
-			f.DDL = dropDDL(f.DDL, head)
-		}
-		f.DDL = must(f.DDL, "-- mqlite: other indexes", "CREATE TRIGGER mqlite_group_state AFTER UPDATE OF state ON mqlite_messages\n"+
-			"WHEN NEW.group_id IS NOT NULL\nBEGIN\n"+strings.Join(body, "\n")+"\nEND;\n\n-- mqlite: other indexes")
-		return f
-	}
 	// notriggers: the group triggers gone, the group indexes and the
 	// claim's probe kept (what of nogroup the triggers are).
 	notriggers := func(f LayoutForm) LayoutForm {
-		for _, head := range []string{"CREATE TRIGGER mqlite_group_release_on_delete ", "CREATE TRIGGER mqlite_group_release_on_leave ",
-			"CREATE TRIGGER mqlite_group_rejoin ", "CREATE TRIGGER mqlite_group_handover "} {
-			f.DDL = dropDDL(f.DDL, head)
-		}
-		return f
-	}
-	// trampoline: onetrigger's program behind a view's INSTEAD OF trigger,
-	// which a small trigger on the messages (one INSERT into the view)
-	// runs only for a grouped message: a message without a group runs the
-	// small program alone.
-	trampoline := func(f LayoutForm) LayoutForm {
-		f = onetrigger(f)
-		head := "CREATE TRIGGER mqlite_group_state "
-		i := strings.Index(f.DDL, head)
-		j := i + strings.Index(f.DDL[i:], "\nEND;\n")
-		body := f.DDL[i+strings.Index(f.DDL[i:], "\nBEGIN\n")+len("\nBEGIN\n") : j]
-		body = strings.NewReplacer("OLD.state", "NEW.old_state", "OLD.held", "NEW.old_held").Replace(body)
-		f.DDL = dropDDL(f.DDL, head)
-		f.DDL = must(f.DDL, "-- mqlite: other indexes", `CREATE VIEW mqlite_group_moves AS
-SELECT 0 AS id, '' AS queue, '' AS group_id, '' AS state, 0 AS held, '' AS old_state, 0 AS old_held WHERE 0;
-CREATE TRIGGER mqlite_group_move INSTEAD OF INSERT ON mqlite_group_moves
-BEGIN
-`+body+`
-END;
-CREATE TRIGGER mqlite_group_state AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL
-BEGIN
-    INSERT INTO mqlite_group_moves VALUES (NEW.id, NEW.queue, NEW.group_id, NEW.state, NEW.held, OLD.state, OLD.held);
-END;
-
--- mqlite: other indexes`)
+		f.DDL = dropDDL(f.DDL, "CREATE TRIGGER mqlite_group_release_on_delete ")
+		f.DDL = dropGroupMoves(f.DDL)
 		return f
 	}
 	named := func(name string, f LayoutForm) LayoutForm { f.Name = name; return f }
@@ -245,11 +200,7 @@ END;
 		named("idx-nogroup-narrow", narrow(nogroup(indexes(base)))),
 		named("flow", flow(base)),
 		named("flow-nogroup", nogroup(flow(base))),
-		named("onetrigger", onetrigger(base)),
 		named("notriggers", notriggers(base)),
-		named("flow-onetrigger", onetrigger(flow(base))),
-		named("trampoline", trampoline(base)),
-		named("flow-trampoline", trampoline(flow(base))),
 	}
 }
 

@@ -222,38 +222,43 @@ BEGIN
     DELETE FROM mqlite_message_bodies WHERE id = OLD.id;
 END;
 
--- trigger mqlite_group_handover
-CREATE TRIGGER mqlite_group_handover AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL AND NEW.held = 0 AND NEW.state = 'active'
- AND (OLD.state = 'locked' OR OLD.state = 'deferred' OR OLD.state = 'scheduled')
+-- trigger mqlite_group_move
+CREATE TRIGGER mqlite_group_move INSTEAD OF INSERT ON mqlite_group_moves
 BEGIN
     UPDATE mqlite_messages SET held = 0
-     WHERE id = (SELECT b.id FROM mqlite_messages b
-                  WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-                    AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id
-                  ORDER BY b.id LIMIT 1);
-    UPDATE mqlite_messages SET held = 1
-     WHERE id = NEW.id AND EXISTS (
-           SELECT 1 FROM mqlite_messages b
+     WHERE held = 1 AND id = (
+           SELECT b.id FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id);
-END;
-
--- trigger mqlite_group_rejoin
-CREATE TRIGGER mqlite_group_rejoin AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL
- AND OLD.state = 'dead_lettered' AND NEW.state <> 'dead_lettered'
-BEGIN
+              AND b.state NOT IN ('dead_lettered', 'completed')
+            ORDER BY b.id LIMIT 1)
+       AND NEW.old_held = 0
+       AND NEW.state IN ('dead_lettered', 'completed') AND NEW.old_state NOT IN ('dead_lettered', 'completed');
     UPDATE mqlite_messages SET held = EXISTS (
            SELECT 1 FROM mqlite_messages b
             WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
               AND b.state NOT IN ('dead_lettered', 'completed') AND b.id <> NEW.id
               AND (b.id < NEW.id OR (b.held = 0 AND b.state <> 'active')))
-     WHERE id = NEW.id;
+     WHERE id = NEW.id
+       AND NEW.old_state = 'dead_lettered' AND NEW.state <> 'dead_lettered';
     UPDATE mqlite_messages SET held = 1
      WHERE queue = NEW.queue AND group_id = NEW.group_id
        AND state NOT IN ('dead_lettered', 'completed') AND id > NEW.id AND held = 0
-       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0;
+       AND (SELECT held FROM mqlite_messages WHERE id = NEW.id) = 0
+       AND NEW.old_state = 'dead_lettered' AND NEW.state <> 'dead_lettered';
+    UPDATE mqlite_messages SET held = 0
+     WHERE id = (SELECT b.id FROM mqlite_messages b
+                  WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+                    AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id
+                  ORDER BY b.id LIMIT 1)
+       AND NEW.held = 0 AND NEW.state = 'active'
+       AND (NEW.old_state = 'locked' OR NEW.old_state = 'deferred' OR NEW.old_state = 'scheduled');
+    UPDATE mqlite_messages SET held = 1
+     WHERE id = NEW.id AND EXISTS (
+           SELECT 1 FROM mqlite_messages b
+            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
+              AND b.state NOT IN ('dead_lettered', 'completed') AND b.id < NEW.id)
+       AND NEW.held = 0 AND NEW.state = 'active'
+       AND (NEW.old_state = 'locked' OR NEW.old_state = 'deferred' OR NEW.old_state = 'scheduled');
 END;
 
 -- trigger mqlite_group_release_on_delete
@@ -268,17 +273,11 @@ BEGIN
             ORDER BY b.id LIMIT 1);
 END;
 
--- trigger mqlite_group_release_on_leave
-CREATE TRIGGER mqlite_group_release_on_leave AFTER UPDATE OF state ON mqlite_messages
-WHEN NEW.group_id IS NOT NULL AND OLD.held = 0
- AND NEW.state IN ('dead_lettered', 'completed') AND OLD.state NOT IN ('dead_lettered', 'completed')
+-- trigger mqlite_group_state
+CREATE TRIGGER mqlite_group_state AFTER UPDATE OF state ON mqlite_messages
+WHEN NEW.group_id IS NOT NULL
 BEGIN
-    UPDATE mqlite_messages SET held = 0
-     WHERE held = 1 AND id = (
-           SELECT b.id FROM mqlite_messages b
-            WHERE b.queue = NEW.queue AND b.group_id = NEW.group_id
-              AND b.state NOT IN ('dead_lettered', 'completed')
-            ORDER BY b.id LIMIT 1);
+    INSERT INTO mqlite_group_moves VALUES (NEW.id, NEW.queue, NEW.group_id, NEW.state, NEW.held, OLD.state, OLD.held);
 END;
 
 -- trigger mqlite_sequence_floor
@@ -288,3 +287,7 @@ BEGIN
     INSERT OR REPLACE INTO mqlite_sequence (id, floor)
     VALUES (1, max(OLD.id, coalesce((SELECT floor FROM mqlite_sequence WHERE id = 1), 0)));
 END;
+
+-- view mqlite_group_moves
+CREATE VIEW mqlite_group_moves AS
+SELECT 0 AS id, '' AS queue, '' AS group_id, '' AS state, 0 AS held, '' AS old_state, 0 AS old_held WHERE 0;
