@@ -26,10 +26,14 @@ import (
 // (BEGIN, the send, COMMIT, as the engine's plain path), synchronous_commit
 // off. The four steps (send one, send 100, claim one + complete, claim 100
 // + complete 100) run one after another, each across all forms in an order
-// that rotates, so that the machine's load falls on every form alike. It
-// logs the median over the runs of each statement's time (wall time on the
-// one connection: the round trip is in it, the same for every form; the
-// "SELECT 1" row shows it) and of msgs/s, with the ratio to raw.
+// that rotates, so that the machine's load falls on every form alike.
+// Within a run each figure is a median over the step's statements, which
+// keeps out the moments another process held the CPU: a statement's time
+// (wall time on the one connection: the round trip is in it, the same for
+// every form; the "SELECT 1" line shows it), and msgs/s as the messages of
+// one iteration (a send's transaction, a claim and its completion) over
+// its median time. It logs the median over the runs of each, msgs/s's
+// ratio to raw's median, and the median of the runs' own ratios.
 //
 // It runs its whole matrix once whatever b.N:
 //
@@ -122,7 +126,7 @@ type layoutForm struct {
 // layoutQueue is the queue every mqlite form sends to.
 const layoutQueue = "bench"
 
-// rawSchema is bench/postgres's hand-written queue (peers.go), word for word.
+// rawLayout is bench/postgres's hand-written queue (peers.go), word for word.
 var rawLayout = []string{
 	`CREATE TABLE raw_messages (
 		id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -327,8 +331,8 @@ func openForm(b *testing.B, ctx context.Context, f layoutForm) *sql.DB {
 }
 
 // layoutStep is one row of the matrix: run does it once on a form and
-// answers the mean time of its statement (and of its second statement,
-// when two) and the messages a second.
+// answers the median time of its statement (and of its second statement,
+// when two) and the messages a second of its median iteration.
 type layoutStep struct {
 	name string
 	two  bool
