@@ -121,14 +121,18 @@ const budgetSQL = `SELECT id AS pid FROM (
 // scheduled message whose moment came, or a lease that lapsed. Its seq is
 // 0, which no message has. The probe reads two index ranges; a claim that
 // took its $3 messages skips it, as does a paused queue, or none (nothing
-// is claimed from it): the plan evaluates each condition only once those
-// before it held, so a full claim pays for neither range. What is due then
-// waits for the next claim that has room, or the sweeps.
+// is claimed from it). The CASE is what makes it skip: PostgreSQL orders
+// the conditions of an AND by its own estimate of their cost, and put the
+// count last, so both ranges were read on every claim; the branches of a
+// CASE run only when reached, so a full claim pays for neither range
+// (TestClaimSkipsTheDueProbeWhenFull). What is due then waits for the next
+// claim that has room, or the sweeps.
 const dueMarker = `SELECT 0::bigint, '', 0::bigint, 0::bigint, 0::bigint, 0::bigint, '', NULL::text, '', '',
 	'\x'::bytea, '', 0::bigint, '', '', 0::bigint, '', 0::smallint, NULL::text
-	WHERE (SELECT count(*) FROM u) < $3 AND EXISTS (SELECT 1 FROM q WHERE paused_at = 0) AND (
-	      EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
-	   OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2))`
+	WHERE CASE WHEN (SELECT count(*) FROM u) >= $3 THEN false
+	           WHEN NOT EXISTS (SELECT 1 FROM q WHERE paused_at = 0) THEN false
+	           ELSE EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'scheduled' AND visible_at <= $2)
+	             OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = $1 AND state = 'locked' AND locked_until <= $2) END`
 
 // claimSQL is the peek-lock claim in one statement: the queue's settings
 // (q), the candidates, then their lease (the queue's lock duration), a

@@ -101,3 +101,60 @@ func TestClaimPlanOfAPausedQueue(t *testing.T) {
 		t.Errorf("claimed %+v, want a lease of the queue's %d ms and a first delivery", got[0], q.LockDurationMS)
 	}
 }
+
+// TestClaimSkipsTheDueProbeWhenFull: a claim that took its Max reads
+// neither range of the due probe (dueMarker): in its plan the scans of the
+// scheduled and the locked messages are never executed. A claim with room
+// left runs them (the control: the test can tell a probe that ran).
+func TestClaimSkipsTheDueProbeWhenFull(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := openWithQueue(t, driver.Queue{Name: "q", MaxDeliveryCount: 5, LockDurationMS: 30_000})
+	msgs := make([]driver.SendMessage, 20)
+	for i := range msgs {
+		msgs[i] = driver.SendMessage{Body: []byte("m")}
+	}
+	if _, err := (PostgreSQL{}).Enqueue(ctx, db, "q", msgs); err != nil {
+		t.Fatal(err)
+	}
+	probes := func(max int) (ran int) {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the claim
+		rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", testNow, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range plan {
+			if !strings.Contains(line, "mqlite_msg_scheduled") && !strings.Contains(line, "mqlite_msg_locked") {
+				continue
+			}
+			if !strings.Contains(line, "never executed") {
+				ran++
+				t.Logf("Max %d, the due probe ran: %s", max, strings.TrimSpace(plan[i]))
+			}
+		}
+		return ran
+	}
+	if ran := probes(5); ran != 0 {
+		t.Errorf("a claim that took its Max of 5 (of 20 waiting) ran %d scans of the due probe, want none", ran)
+	}
+	if ran := probes(50); ran == 0 {
+		t.Errorf("control: a claim with room left (Max 50, 20 waiting) ran no scan of the due probe: the test cannot see one")
+	}
+}

@@ -261,20 +261,6 @@ SELECT id, queue, body_len FROM d`
 // in it costs.
 var noLockedIndex = []string{`DROP INDEX mqlite_msg_locked`}
 
-// claimDueCaseSQL is today's claim with its due probe behind a CASE: the
-// planner orders the conditions of dueMarker's WHERE by their cost and
-// puts the count of the rows claimed last, so both index probes run on
-// every claim, a full one too; a CASE evaluates its test first.
-var claimDueCaseSQL = func() string {
-	old := `WHERE (SELECT count(*) FROM u) < $3 AND EXISTS (SELECT 1 FROM q WHERE paused_at = 0) AND (`
-	if !strings.Contains(claimSQLs[0][0], old) {
-		panic("claimDueCaseSQL: dueMarker changed")
-	}
-	s := strings.Replace(claimSQLs[0][0], old,
-		`WHERE CASE WHEN (SELECT count(*) FROM u) < $3 THEN EXISTS (SELECT 1 FROM q WHERE paused_at = 0) AND (`, 1)
-	return s + ` ELSE false END`
-}()
-
 // layoutForms are the forms measured, today's and raw first.
 func layoutForms() []layoutForm {
 	join := func(parts ...[]string) []string { return slices.Concat(parts...) }
@@ -294,7 +280,6 @@ func layoutForms() []layoutForm {
 		{name: "e-claim-notoken", claim: claimNoTokenSQL},
 		{name: "e-complete-join", completeMany: completeManyJoinSQL},
 		{name: "a-pkonly", ddl: completionsPKOnly, complete: completeDeleteSQL, completeMany: completeManyDeleteSQL},
-		{name: "e-duecase", claim: claimDueCaseSQL},
 		{name: "e-claim-3col-nolockedidx", ddl: noLockedIndex, claim: claimSlimSQL},
 		{name: "lean2", ddl: lean2, sendOne: sendOneInlineSQL, sendMany: sendManyInlineSQL,
 			complete: completeDeleteSQL, completeMany: completeManyDeleteJoinSQL},
