@@ -173,10 +173,14 @@ func configErr(format string, args ...any) error {
 	return &mqlite.InvalidArgumentError{Kind: ErrInvalidConfig, Detail: fmt.Sprintf(format, args...)}
 }
 
+// Validate reports what New would refuse in c apart from its Store (the
+// limits, the timeouts, the backup folder): for a command that checks its
+// settings before it listens or opens anything. The error matches
+// ErrInvalidConfig.
+func (c Config) Validate() error { return c.fill() }
+
+// fill checks c's settings and gives each left zero its default.
 func (c *Config) fill() error {
-	if c.Store == nil {
-		return configErr("Store is required")
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -292,6 +296,9 @@ type cachedKey struct {
 // mount Handler on a server of your own. It reads the queues of
 // Config.Inbound.
 func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, configErr("Store is required")
+	}
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}

@@ -159,3 +159,20 @@ func TestServeStopsOnCancel(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// TestConfigValidate: Validate finds what New refuses in the settings
+// without a Store, and New still refuses a Config without one.
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	if err := (broker.Config{}).Validate(); err != nil {
+		t.Errorf("the zero Config (defaults): %v", err)
+	}
+	for _, bad := range []broker.Config{{MaxLongPolls: -5}, {MaxAnswerBytes: -7}, {MaxBodyBytes: -1}, {BackupDir: "/nonexistent/dir"}} {
+		if err := bad.Validate(); !errors.Is(err, broker.ErrInvalidConfig) {
+			t.Errorf("%+v: Validate = %v, want ErrInvalidConfig", bad, err)
+		}
+	}
+	if _, err := broker.New(broker.Config{}); !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Errorf("New without a Store = %v, want ErrInvalidConfig", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -216,9 +217,17 @@ func TestServeMaxMessageBytes(t *testing.T) {
 
 // TestServeRefusesBadLimits: --max-body given below what
 // --max-message-bytes needs is a usage error, as is a limit out of range
-// (the broker's shares and budgets included: the flags reach its Config).
+// (the broker's shares and budgets included: the flags reach its Config),
+// found before the address is taken: the test holds the port it names, so
+// a limit checked after the listen would fail with the port's error (exit
+// 1) instead.
 func TestServeRefusesBadLimits(t *testing.T) {
 	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	for _, extra := range [][]string{
 		{"--max-message-bytes", "6000000", "--max-body", "1000000"},
 		{"--max-message-bytes", "0"},
@@ -226,7 +235,7 @@ func TestServeRefusesBadLimits(t *testing.T) {
 		{"--max-long-polls-per-key", "-5"},
 		{"--max-answers", "-7"},
 	} {
-		code, served, _, errOut := serveUntilServing(t, extra...)
+		code, served, _, errOut := serveUntilServing(t, append(extra, "--addr", held.Addr().String())...)
 		if code != 2 || served {
 			t.Errorf("%v: exit %d, served %v: %s", extra, code, served, errOut)
 		}

@@ -115,6 +115,11 @@ standby").`,
 			if cert != "" {
 				scheme = "https"
 			}
+			// The limits are checked before the port is taken: a bad one is
+			// a usage error whether or not the address is free.
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
