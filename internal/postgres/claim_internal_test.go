@@ -57,26 +57,7 @@ func TestClaimPlanOfAPausedQueue(t *testing.T) {
 	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", testNow); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the claim
-	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", testNow, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	plan := explainClaim(t, db, 10)
 	text := strings.Join(plan, "\n")
 	t.Logf("the claim's plan on a paused queue of %d messages:\n%s", len(msgs), text)
 	if !strings.Contains(text, "One-Time Filter") {
@@ -86,9 +67,6 @@ func TestClaimPlanOfAPausedQueue(t *testing.T) {
 		if strings.Contains(line, "on mqlite_messages m") && !strings.Contains(line, "never executed") {
 			t.Errorf("the claim read the paused queue's messages: %s", strings.TrimSpace(line))
 		}
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
 	}
 	if err := (PostgreSQL{}).SetPaused(ctx, db, "q", 0); err != nil {
 		t.Fatal(err)
@@ -119,27 +97,7 @@ func TestClaimSkipsTheDueProbeWhenFull(t *testing.T) {
 	}
 	probes := func(max int) (ran int) {
 		t.Helper()
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback() }() // EXPLAIN ANALYZE runs the claim
-		rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", testNow, max)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		plan := explainClaim(t, db, max)
 		for i, line := range plan {
 			if !strings.Contains(line, "mqlite_msg_scheduled") && !strings.Contains(line, "mqlite_msg_locked") {
 				continue
@@ -157,4 +115,34 @@ func TestClaimSkipsTheDueProbeWhenFull(t *testing.T) {
 	if ran := probes(50); ran == 0 {
 		t.Errorf("control: a claim with room left (Max 50, 20 waiting) ran no scan of the due probe: the test cannot see one")
 	}
+}
+
+// explainClaim returns the plan of the claim of up to max messages of the
+// queue q as EXPLAIN ANALYZE ran it, in a transaction rolled back after it
+// (EXPLAIN ANALYZE runs the claim).
+func explainClaim(t *testing.T, db *sql.DB, max int) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+claimSQLs[0][0], "q", testNow, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
