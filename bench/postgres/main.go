@@ -248,6 +248,8 @@ func eightProducers(ctx context.Context, in side, bs [][]byte) (float64, error) 
 // result holds every run of every cell: cells[row][peer].
 type result struct {
 	peers []string
+	// short are the peers' short names (peer.short).
+	short []string
 	rows  []string
 	units []string
 	cells [][][]float64
@@ -265,7 +267,7 @@ func run(ctx context.Context, db *benchDB, ps []peer, filter *regexp.Regexp, sz 
 	}
 	res := &result{}
 	for _, p := range ps {
-		res.peers = append(res.peers, p.name)
+		res.peers, res.short = append(res.peers, p.name), append(res.short, p.short)
 	}
 	for _, r := range rs {
 		res.rows, res.units = append(res.rows, r.name), append(res.units, r.unit)
@@ -464,9 +466,9 @@ func (r *result) markdown(w io.Writer) error {
 	head := []string{fmt.Sprintf("median of %d runs", r.runs()), "unit"}
 	head = append(head, r.peers...)
 	if mi >= 0 {
-		for j, p := range r.peers {
+		for j, p := range r.short {
 			if j != mi {
-				head = append(head, "mqlite / "+strings.Fields(p)[0])
+				head = append(head, "mqlite / "+p)
 			}
 		}
 	}
