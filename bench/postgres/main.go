@@ -1,7 +1,8 @@
 // Command postgres sets mqlite on PostgreSQL beside River (its pgx driver)
-// and a hand-written peek-lock queue in SQL, on one database of the
-// benchmark's own, in one run, and prints the table of docs/benchmark.md
-// ("On PostgreSQL"):
+// and two hand-written queues in SQL (a minimal one, and a peek-lock one
+// with leases, tokens, delivery counts, dead letters and receipts), on one
+// database of the benchmark's own, in one run, and prints the table of
+// docs/benchmark.md ("On PostgreSQL"):
 //
 //	go run -C bench ./postgres            # make bench-postgres runs this
 //	go run -C bench ./postgres -short     # seconds: proves every cell runs
