@@ -290,9 +290,13 @@ func untilResponders[T any](t testing.TB, what string, f func() (T, error)) T {
 }
 
 // noResponders reports whether err says that no server answered a
-// request: the stream's group has no leader for a moment.
+// request in time: the stream's group has no leader for a moment, or the
+// node that came back is still catching up and lets the request's own
+// timeout (jetstream's default, the ctx having none) run out, which a
+// loaded machine stretches past it.
 func noResponders(err error) bool {
-	return errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+	return errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, natsgo.ErrTimeout)
 }
 
 func streamIDs(t testing.TB, s jetstream.Stream) (map[string]int, int) {
