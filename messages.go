@@ -518,13 +518,19 @@ func batchMax(v, def int) (int, error) {
 // ignored): one commit for fn's work and the claim, where a Tx and then a
 // Receive take two. It is what consumer.LoopTx commits a step with, so that
 // the commit that completes a message also claims the next. The claim runs
-// in a savepoint of its own after fn's work: a claim that fails is rolled
-// back alone and fn's work commits without it (the error is not
-// returned: the caller claims with Receive instead), and a fn that fails
-// claims nothing. A queue that does not exist is ErrQueueNotFound before
-// fn runs; a savepoint that cannot be taken, rolled back or released
-// fails the whole transaction. The result is fn's or the commit's error with nothing
-// committed and nothing claimed, or nil with the messages claimed.
+// after fn's work. On SQLite it runs in a savepoint of its own: a claim
+// that fails is rolled back alone and fn's work commits without it (the
+// error is not returned: the caller claims with Receive instead), a queue
+// that does not exist is ErrQueueNotFound before fn runs, and a savepoint
+// that cannot be taken, rolled back or released fails the whole
+// transaction. On PostgreSQL, where each statement is a round trip, the
+// claim is one statement of fn's transaction with no savepoint: a claim
+// that fails (only as the connection or the server fails, which would
+// fail the commit too) fails the whole transaction, and a queue that does
+// not exist is ErrQueueNotFound with fn's work rolled back. Either way a
+// fn that fails claims nothing. The result is fn's or the commit's error
+// with nothing committed and nothing claimed, or nil with the messages
+// claimed.
 func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOptions, fn func(tx *Tx) error) ([]Message, error) {
 	if err := validateReceive(queue, &opts); err != nil {
 		return nil, err
@@ -533,6 +539,10 @@ func (s *Store) TxAndReceive(ctx context.Context, queue string, opts ReceiveOpti
 	start := time.Now()
 	err := s.Tx(ctx, func(tx *Tx) (err error) {
 		claimed = nil
+		if s.eng.Shared() {
+			claimed, err = s.txAndClaimShared(tx, queue, opts, fn)
+			return err
+		}
 		if _, err := s.queues.get(tx.ctx, tx.tx, queue); err != nil {
 			return err // ErrQueueNotFound before fn writes anything
 		}
@@ -564,6 +574,23 @@ func (s *Store) messagesOfClaim(ctx context.Context, queue string, start time.Ti
 		s.traceClaim(ctx, tr, queue, start, out, nil)
 	}
 	return out
+}
+
+// txAndClaimShared is TxAndReceive's transaction on a shared engine
+// (PostgreSQL): fn, then the claim in the same transaction with no
+// savepoint around it, so a step and the claim of the next message are
+// the round trips of fn and one statement. The claim statement reads the
+// queue itself; only when it claims nothing is the queue read, and a queue
+// that does not exist then fails the whole transaction (ErrQueueNotFound,
+// fn's work rolled back). Under READ COMMITTED the claim's statement can
+// fail only as its connection or the server does, which would fail the
+// commit too; its error fails the transaction with nothing committed.
+func (s *Store) txAndClaimShared(tx *Tx, queue string, opts ReceiveOptions, fn func(tx *Tx) error) ([]driver.Row, error) {
+	if err := fn(tx); err != nil {
+		return nil, err
+	}
+	claimed, _, err := s.claimIn(tx.ctx, tx.tx, queue, opts)
+	return claimed, err
 }
 
 // claimApart claims for TxAndReceive in a savepoint of tx: what it claimed,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -261,6 +262,18 @@ func TestRoundTrips(t *testing.T) {
 		{"Defer", 1, nil, "WITH u AS (UPDATE mqlite_messages SET state = 'deferred'"},       // settleOne
 		{"Release", 1, nil, "WITH u AS (UPDATE mqlite_messages SET state = 'active'"},       // settleOne
 		{"Renew", 1, nil, "UPDATE mqlite_messages SET locked_until"},                        // settleOne
+		// LoopTx's commit: the step's statements and the claim of the
+		// next message, in one transaction with no savepoint.
+		{"TxAndReceive of one statement", 4, func() error {
+			msgs, err := st.TxAndReceive(ctx, "q", mqlite.ReceiveOptions{Max: 1}, func(tx *mqlite.Tx) error {
+				_, err := tx.SQL().ExecContext(tx.Context(), "SELECT 1")
+				return err
+			})
+			if err == nil && len(msgs) != 1 {
+				err = fmt.Errorf("claimed %d messages, want 1", len(msgs))
+			}
+			return err
+		}, "WITH q AS (SELECT max_delivery_count"},
 		{"control: a Store.Tx of one statement", 3, func() error {
 			return st.Tx(ctx, func(tx *mqlite.Tx) error {
 				_, err := tx.SQL().ExecContext(tx.Context(), "SELECT 1")
@@ -479,5 +492,86 @@ func TestPlainSendFollowsTheQueue(t *testing.T) {
 	}
 	if len(msgs) != 6 {
 		t.Errorf("%d messages in the queue, want 6", len(msgs))
+	}
+}
+
+// TestTxAndReceiveShared checks TxAndReceive's promises where its claim
+// is a statement of fn's transaction with no savepoint (PostgreSQL): a
+// queue that does not exist, or one another store deleted, is
+// ErrQueueNotFound with fn's row rolled back; a fn that fails claims
+// nothing; otherwise fn's row and the claim commit together.
+func TestTxAndReceiveShared(t *testing.T) {
+	ctx := context.Background()
+	clock := fakeclock.New()
+	st, other := twoStores(t, clock)
+	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE mqlite_test_effects (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"q", "gone"} {
+		if err := st.CreateQueue(ctx, q, mqlite.QueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Tx(ctx, func(tx *mqlite.Tx) error {
+		_, err := outbox.SendBatch(tx.Context(), tx.SQL(), "q", []outbox.Message{{Body: []byte("1")}, {Body: []byte("2")}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DeleteQueue(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(tx *mqlite.Tx) error {
+		_, err := tx.SQL().ExecContext(tx.Context(), "INSERT INTO mqlite_test_effects VALUES (1)")
+		return err
+	}
+	effects := func() int {
+		t.Helper()
+		var n int
+		if err := st.DB().QueryRowContext(ctx, "SELECT count(*) FROM mqlite_test_effects").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name  string
+		queue string
+		fn    func(*mqlite.Tx) error
+		want  error
+	}{
+		{"unknown queue", "nope", insert, mqlite.ErrQueueNotFound},
+		{"a queue another store deleted", "gone", insert, mqlite.ErrQueueNotFound},
+		{"fn fails", "q", func(tx *mqlite.Tx) error { _ = insert(tx); return boom }, boom},
+	} {
+		msgs, err := st.TxAndReceive(ctx, tc.queue, mqlite.ReceiveOptions{}, tc.fn)
+		if !errors.Is(err, tc.want) || len(msgs) != 0 {
+			t.Errorf("%s: %d messages, %v; want none, %v", tc.name, len(msgs), err, tc.want)
+		}
+		if n := effects(); n != 0 {
+			t.Fatalf("%s: %d effects committed, want 0", tc.name, n)
+		}
+	}
+	msgs, err := st.TxAndReceive(ctx, "q", mqlite.ReceiveOptions{Max: 1}, insert)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "1" || msgs[0].DeliveryCount != 1 {
+		t.Fatalf("claimed %+v, %v; want message 1 on its first delivery", msgs, err)
+	}
+	if n := effects(); n != 1 {
+		t.Fatalf("%d effects, want 1", n)
+	}
+	// The claim committed: the other store gets the next message only.
+	next, err := other.Receive(ctx, "q", mqlite.ReceiveOptions{Max: 10})
+	if err != nil || len(next) != 1 || string(next[0].Body) != "2" {
+		t.Fatalf("the other store's Receive: %+v, %v; want message 2 alone", next, err)
+	}
+	if err := st.Complete(ctx, msgs[0].Lock()); err != nil {
+		t.Fatalf("complete the claimed message: %v", err)
+	}
+	// An empty queue: fn's row commits, nothing claimed.
+	if msgs, err := st.TxAndReceive(ctx, "q", mqlite.ReceiveOptions{}, insert); err != nil || len(msgs) != 0 {
+		t.Fatalf("on an empty queue: %d messages, %v; want none, nil", len(msgs), err)
+	}
+	if n := effects(); n != 2 {
+		t.Fatalf("%d effects, want 2", n)
 	}
 }
