@@ -46,9 +46,9 @@ func TestBenchmarkFiguresAgree(t *testing.T) {
 	headline, current := section("## Headline"), section("### Current figures")
 	for _, pair := range [][2]string{
 		{"[send one message per transaction]", "send 1 per tx, no MessageID"},
-		{"… with a MessageID | 12", "send 1 per tx, MessageID"},
+		{"… with a MessageID | 15", "send 1 per tx, MessageID"},
 		{"send in batches of 100, no MessageID", "send 100 per tx, no MessageID"},
-		{"… with a MessageID | 4", "send 100 per tx, MessageID"},
+		{"… with a MessageID | 62", "send 100 per tx, MessageID"},
 		{"drain one at a time", "drain 1 at a time"},
 		{"drain in batches of 100", "drain 100 per tx"},
 	} {
