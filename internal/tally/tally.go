@@ -177,7 +177,6 @@ type Tally struct {
 	one    txRecords          // Key 0's
 	others map[Key]*txRecords // every other key's open transaction, made on its first record
 	free   []*txRecords       // ended records of others, for reuse
-	cause  Cause              // Tag's, for the keys that tagged none (TagKey)
 }
 
 // records returns the records of key, made if need be; t.mu is held.
@@ -217,8 +216,6 @@ func (t *Tally) end(key Key, r *txRecords) {
 		if len(t.free) < 64 {
 			t.free = append(t.free, r)
 		}
-		// A keyless Tag may have named this transaction's rows: it ends.
-		t.cause = None
 	}
 }
 
@@ -255,16 +252,15 @@ func (t *Tally) Refresh(queues []Seed) {
 }
 
 // Tag names the cause of the rows the current transaction writes next,
-// on a store with one connection (Key 0). On a pool, where the caller
-// cannot name its transaction, it names the rows of every transaction
-// that tagged none itself (TagKey) until one of them ends: a transaction
-// beside it may then count a settlement under another's name (Completed
-// for LockLost), unless its change tells its own cause (Change.Cause), as
-// the PostgreSQL engine's settlements and claims do; the counts per state
-// are exact either way.
+// on a store with one connection (Key 0). It names nothing on a pool,
+// where the caller cannot name its transaction: there each change tells
+// its own cause (Change.Cause, as the PostgreSQL engine's claims and
+// settlements do) or its transaction's (TagKey), and a change that tells
+// neither (a sweep's, a purge's) is counted as having none, whatever
+// another transaction beside it does.
 func (t *Tally) Tag(c Cause) {
 	t.mu.Lock()
-	t.one.cause, t.cause = c, c
+	t.one.cause = c
 	t.mu.Unlock()
 }
 
@@ -298,9 +294,6 @@ func (t *Tally) Change(key Key, c Change) {
 	cause := c.Cause
 	if cause == None {
 		cause = r.cause
-	}
-	if cause == None && key != 0 {
-		cause = t.cause
 	}
 	d := r.delta(c.Queue)
 	moveState(&d.states, &d.bytes, c)

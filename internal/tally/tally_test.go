@@ -194,3 +194,36 @@ func TestRedeliveredCommitted(t *testing.T) {
 		t.Fatalf("nowhere %+v", c)
 	}
 }
+
+// TestTagNamesNoKeyedChange: on a pool a Tag (a store call that cannot
+// name its transaction) names no change of another key: a lease a sweep
+// ends beside an Abandon and a row a purge deletes beside a
+// receive-and-delete count as having no cause, while the changes that
+// tell their own cause or their transaction's count by it.
+func TestTagNamesNoKeyedChange(t *testing.T) {
+	tl := seeded()
+	tl.Change(1, Change{Queue: "q", New: "active"})
+	tl.Change(1, Change{Queue: "q", New: "active"})
+	tl.Change(1, Change{Queue: "q", New: "active"})
+	tl.Commit(1)
+	tl.Change(2, Change{Queue: "q", Old: "active", New: "locked", Cause: Receive})
+	tl.Change(2, Change{Queue: "q", Old: "active", New: "locked", Cause: Receive})
+	tl.Commit(2)
+	tl.Tag(Abandon)                                                // a settlement's call on the pool
+	tl.Change(3, Change{Queue: "q", Old: "locked", New: "active"}) // a sweep: the lease lapsed
+	tl.Commit(3)
+	tl.Change(4, Change{Queue: "q", Old: "locked", New: "active", Cause: Abandon}) // the settlement's own row
+	tl.Commit(4)
+	tl.Tag(Receive)
+	tl.Change(5, Change{Queue: "q", Old: "active"}) // a purge
+	tl.Commit(5)
+	tl.TagKey(6, Reject)
+	tl.Change(6, Change{Queue: "q", Old: "active", New: "locked", Cause: Receive})
+	tl.Change(6, Change{Queue: "q", Old: "locked", New: "dead_lettered"}) // its transaction's cause
+	tl.Commit(6)
+	q := queue(t, tl, "q")
+	want := Counters{Sent: 3, Received: 3, Abandoned: 1, LockLost: 1, Rejected: 1, DeadLettered: 1}
+	if q.Counters != want {
+		t.Fatalf("counters %+v, want %+v", q.Counters, want)
+	}
+}
