@@ -409,7 +409,7 @@ func (s *Store) claimIn(ctx context.Context, tx driver.DBTX, queue string, opts 
 		Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 		AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: s.now(), Bounds: s.bounds,
 	})
-	s.tally.Redelivered(queue, redeliveries(claimed))
+	s.redelivered(queue, claimed)
 	return claimed, false, err
 }
 
@@ -426,11 +426,6 @@ func (s *Store) claimShared(ctx context.Context, db driver.DBTX, queue string, o
 		Queue: driver.Queue{Name: queue}, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 		MaxBytes: opts.MaxBytes, Now: s.now(),
 	})
-	if _, inTx := db.(*sql.Tx); inTx {
-		s.tally.Redelivered(queue, redeliveries(claimed))
-	} else {
-		s.tally.RedeliveredCommitted(queue, redeliveries(claimed))
-	}
 	if err != nil || len(claimed) > 0 {
 		return claimed, false, err
 	}
@@ -487,6 +482,16 @@ func (s *Store) claimHandoff(ctx context.Context, tx *sql.Tx, queue string, opts
 		msgs[i] = toMessage(queue, r)
 	}
 	return msgs, nil
+}
+
+// redelivered counts the redeliveries among the rows a claim of queue
+// took in the transaction in progress. On a shared engine (PostgreSQL)
+// the claim's statement reported them with its rows, under its own
+// transaction, so there is nothing left to count.
+func (s *Store) redelivered(queue string, rows []driver.Row) {
+	if !s.eng.Shared() {
+		s.tally.Redelivered(queue, redeliveries(rows))
+	}
 }
 
 // redeliveries counts the claimed rows that were delivered before.

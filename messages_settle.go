@@ -255,7 +255,7 @@ func (s *Store) ReceiveDeferred(ctx context.Context, queue string, seq int64) (M
 		}
 		c, err = s.eng.ClaimDeferred(ctx, tx, q, seq, s.now())
 		if err == nil {
-			s.tally.Redelivered(queue, redeliveries([]driver.Row{c}))
+			s.redelivered(queue, []driver.Row{c})
 		}
 		if errors.Is(err, driver.ErrSpentDeferred) {
 			spent = true // commit the dead-lettering, then report
@@ -330,7 +330,7 @@ func (s *Store) CompleteAndReceive(ctx context.Context, queue string, locks []Lo
 			Queue: q, Max: opts.Max, Delete: opts.Mode == ReceiveAndDelete,
 			AttemptID: opts.AttemptID, MaxBytes: opts.MaxBytes, Now: now, Bounds: s.bounds,
 		})
-		s.tally.Redelivered(queue, redeliveries(claimed))
+		s.redelivered(queue, claimed)
 		return err
 	})
 	for i, l := range locks {

@@ -408,7 +408,7 @@ func (s *Store) rolledBack(key driver.TxKey) {
 // transaction of key: the tally counts it, and the bytes it sends count
 // toward the group commit's bound.
 func (s *Store) changed(key driver.TxKey, c driver.RowChange) {
-	s.tally.Change(uint64(key), tally.Change{Queue: c.Queue, Old: c.Old, New: c.New, Bytes: c.Bytes, Cause: causeOf(c.Op)})
+	s.tally.Change(uint64(key), tally.Change{Queue: c.Queue, Old: c.Old, New: c.New, Bytes: c.Bytes, Cause: causeOf(c.Op), Redelivered: c.Redelivered})
 	if c.Old == "" {
 		s.group.Wrote(c.Bytes)
 	}

@@ -81,6 +81,11 @@ type RowChange struct {
 	Old, New string
 	Bytes    int64
 	Op       Op
+	// Redelivered is set by a claim that handed the row out again (its
+	// delivery count now above 1), for an engine whose statements know it
+	// (PostgreSQL); SQLite's hook does not read the count, and the store
+	// counts its redeliveries from the rows the claim returns.
+	Redelivered bool
 }
 
 // OpClaim is no settlement: it names a claim in RowChange.Op.

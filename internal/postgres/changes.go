@@ -110,6 +110,18 @@ func (r reporter) change(queue, old, state string, bytes int64) {
 	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Op: r.op})
 }
 
+// claimed reports a row a claim took from the state old, handed out for
+// the deliveries-th time: a redelivery when that is more than once.
+func (r reporter) claimed(queue, old, state string, bytes, deliveries int64) {
+	if r.st == nil || r.st.cfg.Changed == nil {
+		return
+	}
+	if state == stateCompleted {
+		state = ""
+	}
+	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Op: r.op, Redelivered: deliveries > 1})
+}
+
 // queue reports a queue created (created true) or dropped; in autocommit
 // it is applied at once.
 func (r reporter) queue(name string, created bool) {

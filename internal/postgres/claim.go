@@ -276,7 +276,7 @@ func claimUpTo(ctx context.Context, tx driver.DBTX, r driver.ClaimRequest, max i
 			c.DeliveryCount++
 		}
 		// Every candidate is active (candidates).
-		rep.change(q.Name, "active", c.State, int64(len(c.Body)))
+		rep.claimed(q.Name, "active", c.State, int64(len(c.Body)), c.DeliveryCount)
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -429,7 +429,7 @@ func (PostgreSQL) ClaimDeferred(ctx context.Context, tx driver.DBTX, q driver.Qu
 		return driver.Row{}, interpret("receive deferred", err)
 	}
 	rep := reporterOf(tx)
-	rep.change(q.Name, "deferred", c.State, int64(len(c.Body)))
+	rep.claimed(q.Name, "deferred", c.State, int64(len(c.Body)), c.DeliveryCount)
 	rep.done()
 	return c, nil
 }

@@ -62,10 +62,11 @@ const (
 // is the row's body length. Cause, when not None, is what made the change
 // as the statement itself knew it; None leaves it to the transaction's tag.
 type Change struct {
-	Queue    string
-	Old, New string
-	Bytes    int64
-	Cause    Cause
+	Queue       string
+	Old, New    string
+	Bytes       int64
+	Cause       Cause
+	Redelivered bool // a claim handed the row out again (it counts a redelivery)
 }
 
 // Counters counts the events of one queue since the tally was seeded (the
@@ -309,6 +310,9 @@ func (t *Tally) Change(key Key, c Change) {
 	case c.New == stateLocked,
 		c.New == "" && c.Old == stateActive && cause == Receive: // receive-and-delete
 		n.Received++
+		if c.Redelivered {
+			n.Redelivered++
+		}
 	}
 	if c.Old == stateLocked {
 		switch {
@@ -445,17 +449,6 @@ func (t *Tally) Redelivered(queue string, n int64) {
 		if r.redelivered(queue, n) {
 			return
 		}
-	}
-}
-
-// RedeliveredCommitted records n redeliveries among the rows a claim in
-// autocommit took from queue: its statement committed them already, so
-// they count at once.
-func (t *Tally) RedeliveredCommitted(queue string, n int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if qt := t.queues[queue]; t.on && qt != nil {
-		qt.counters.Redelivered += n
 	}
 }
 

@@ -180,18 +180,27 @@ func TestKeysApart(t *testing.T) {
 	}
 }
 
-// TestRedeliveredCommitted: a claim in autocommit counts its redeliveries
-// at once, with nothing pending; a queue the tally does not know counts
-// nothing.
-func TestRedeliveredCommitted(t *testing.T) {
+// TestRedeliveredWithTheRows: a claim whose rows tell their redeliveries
+// (PostgreSQL) counts them with its transaction: on its commit, never on
+// its rollback, whatever claims beside it on the queue; a receive-and-delete
+// counts too.
+func TestRedeliveredWithTheRows(t *testing.T) {
 	tl := seeded()
-	tl.RedeliveredCommitted("q", 2)
-	tl.RedeliveredCommitted("nowhere", 5)
-	if c := tl.Counters("q"); c.Redelivered != 2 {
-		t.Fatalf("counters %+v", c)
+	for range 4 {
+		tl.Change(1, Change{Queue: "q", New: "active"})
 	}
-	if c := tl.Counters("nowhere"); c.Redelivered != 0 {
-		t.Fatalf("nowhere %+v", c)
+	tl.Commit(1)
+	tl.Change(2, Change{Queue: "q", Old: "active", New: "locked", Cause: Receive, Redelivered: true})
+	tl.Change(3, Change{Queue: "q", Old: "active", New: "locked", Cause: Receive, Redelivered: true})
+	tl.Change(3, Change{Queue: "q", Old: "active", New: "locked", Cause: Receive})
+	tl.Rollback(2)
+	tl.Commit(3)
+	tl.Change(4, Change{Queue: "q", Old: "active", Cause: Receive, Redelivered: true}) // receive-and-delete
+	tl.Commit(4)
+	q := queue(t, tl, "q")
+	want := Counters{Sent: 4, Received: 3, Redelivered: 2}
+	if q.Counters != want {
+		t.Fatalf("counters %+v, want %+v", q.Counters, want)
 	}
 }
 
