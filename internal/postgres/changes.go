@@ -98,28 +98,28 @@ func reporterOf(db driver.DBTX) reporter {
 // reported. old is "" for a row inserted, state "" for one deleted; bytes
 // is the row's body length.
 func (r reporter) change(queue, old, state string, bytes int64) {
-	if r.st == nil || r.st.cfg.Changed == nil {
-		return
-	}
-	if state == stateCompleted {
-		state = ""
-	}
-	if old == stateCompleted || (old == state && old != "") {
-		return
-	}
-	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Op: r.op})
+	r.report(driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes})
 }
 
-// claimed reports a row a claim took from the state old, handed out for
-// the deliveries-th time: a redelivery when that is more than once.
+// claimed is change for a row a claim handed out for the deliveries-th
+// time: a redelivery when that is more than once.
 func (r reporter) claimed(queue, old, state string, bytes, deliveries int64) {
+	r.report(driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Redelivered: deliveries > 1})
+}
+
+// report is change's and claimed's: c with the statement's op.
+func (r reporter) report(c driver.RowChange) {
 	if r.st == nil || r.st.cfg.Changed == nil {
 		return
 	}
-	if state == stateCompleted {
-		state = ""
+	if c.New == stateCompleted {
+		c.New = ""
 	}
-	r.st.cfg.Changed(r.key, driver.RowChange{Queue: queue, Old: old, New: state, Bytes: bytes, Op: r.op, Redelivered: deliveries > 1})
+	if c.Old == stateCompleted || (c.Old == c.New && c.Old != "") {
+		return
+	}
+	c.Op = r.op
+	r.st.cfg.Changed(r.key, c)
 }
 
 // queue reports a queue created (created true) or dropped; in autocommit
